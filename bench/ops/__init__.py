@@ -1,0 +1,1 @@
+"""One module per op family; importing a module registers its ops and impls."""

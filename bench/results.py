@@ -1,0 +1,231 @@
+"""The one results schema: Measurement records, and the run folder they are written to.
+
+A run folder <device-slug>-<UTC timestamp>/ holds
+    measurements.csv  one row per measured, skipped or failed point (COLUMNS, in order)
+    samples.jsonl     each point's raw per-call samples, appended as the run goes
+    run.json          device, software, command line, times, status, schema version, and
+                      (once the run ends, even by Ctrl-C) every point's raw samples
+    roofs.json        the roofs derived from the measurements (written by roofs.derive)
+Rows are appended and flushed as each point finishes, so an interrupted run leaves a
+readable folder.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+COLUMNS = [
+    "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
+    "working_set_bytes", "flops", "bytes", "intensity", "mode",
+    "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
+    "gbps", "gflops", "error", "tolerance", "status", "reason",
+]
+STATUSES = ("ok", "skipped", "error")
+
+
+class ResultsError(ValueError):
+    """A run folder or results file that cannot be read."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One (impl, point, mode) outcome. Rates and intensity are derived, never stored:
+    gbps = bytes / median / 1e9, gflops = flops / median / 1e9, intensity = flops / bytes."""
+    op: str
+    family: str
+    impl: str
+    backend: str
+    point: dict
+    size: int
+    shape: str
+    working_set_bytes: int
+    flops: int
+    bytes: int
+    mode: str
+    status: str
+    reason: str = ""
+    samples_s: tuple = ()
+    reps: int = 0
+    timer: str = ""
+    stop: str = ""
+    error: float | None = None
+    tolerance: float | None = None
+    telemetry: dict = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.point.get("dtype", ""))
+
+    @property
+    def point_id(self) -> str:
+        axes = ",".join(f"{k}={v}" for k, v in self.point.items())
+        return f"{self.impl}[{axes}]@{self.mode}"
+
+    def _stat(self, q):
+        import numpy as np
+        return float(np.percentile(self.samples_s, q)) if self.samples_s else math.nan
+
+    @property
+    def median_s(self) -> float:
+        return self._stat(50)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else math.nan
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.median_s / 1e9 if self.samples_s else math.nan
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.median_s / 1e9 if self.samples_s else math.nan
+
+    def row(self) -> dict:
+        """Return the CSV row, keys in COLUMNS order."""
+        ms = lambda q: self._stat(q) * 1e3  # noqa: E731
+        return {
+            "point_id": self.point_id, "op": self.op, "family": self.family, "impl": self.impl,
+            "backend": self.backend, "dtype": self.dtype, "size": self.size, "shape": self.shape,
+            "working_set_bytes": self.working_set_bytes, "flops": self.flops, "bytes": self.bytes,
+            "intensity": self.intensity, "mode": self.mode,
+            "median_ms": ms(50), "p20_ms": ms(20), "p80_ms": ms(80),
+            "samples": len(self.samples_s), "reps": self.reps, "timer": self.timer, "stop": self.stop,
+            "gbps": self.gbps, "gflops": self.gflops,
+            "error": self.error, "tolerance": self.tolerance,
+            "status": self.status, "reason": self.reason,
+        }
+
+
+def utc_stamp(t: datetime | None = None) -> str:
+    return (t or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _write_json(path: Path, obj) -> None:
+    """Write obj as JSON atomically (a temporary file renamed), so a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=_json_default, allow_nan=False))
+    os.replace(tmp, path)
+
+
+def _json_default(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot write {type(o).__name__} to JSON")
+
+
+def _clean(obj):
+    """Return obj with NaN/inf floats replaced by None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+class RunWriter:
+    """Writes one run folder as the run goes. Use as a context manager or call finish()."""
+
+    def __init__(self, run_dir: Path, meta: dict):
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=False)
+        self.meta = dict(meta, schema_version=SCHEMA_VERSION, status="running",
+                         start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.measurements: list[Measurement] = []
+        self._csv_file = open(self.dir / "measurements.csv", "w", newline="")
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
+        self._csv.writeheader()
+        self._csv_file.flush()
+        self._samples = open(self.dir / "samples.jsonl", "w")
+        _write_json(self.dir / "run.json", _clean(self.meta))
+
+    def add(self, m: Measurement) -> None:
+        self.measurements.append(m)
+        self._csv.writerow(m.row())
+        self._csv_file.flush()
+        self._samples.write(json.dumps({"point_id": m.point_id, "samples_s": list(m.samples_s),
+                                        "telemetry": m.telemetry}) + "\n")
+        self._samples.flush()
+
+    def finish(self, status: str = "complete", **extra) -> None:
+        """Close the files and write run.json with the end time, status and every raw sample."""
+        if self._csv_file.closed:
+            return
+        self._csv_file.close()
+        self._samples.close()
+        self.meta.update(extra, status=status, end_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.meta["points"] = [{"point_id": m.point_id, "status": m.status, "reps": m.reps,
+                                "timer": m.timer, "samples_s": list(m.samples_s),
+                                "telemetry": m.telemetry} for m in self.measurements]
+        _write_json(self.dir / "run.json", _clean(self.meta))
+
+
+def write_roofs(run_dir: Path, roofs: list[dict]) -> Path:
+    path = Path(run_dir) / "roofs.json"
+    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "roofs": roofs}))
+    return path
+
+
+@dataclass
+class Run:
+    """A run folder read back: its metadata, its measurement rows and its roofs."""
+    dir: Path
+    meta: dict
+    measurements: pd.DataFrame
+    roofs: list[dict]
+
+    @property
+    def device(self) -> dict:
+        return self.meta.get("device", {})
+
+
+def _load_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path.parent} has no {path.name}: it is not a roofbench run folder, or {what} was never written.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); re-run the benchmark or restore the file.") from None
+
+
+def load_measurements(path: Path) -> pd.DataFrame:
+    """Return measurements.csv as a DataFrame; raise ResultsError if it lacks a schema column."""
+    try:
+        df = pd.read_csv(path, keep_default_na=True)
+    except FileNotFoundError:
+        raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); re-run the benchmark or restore the file.") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
+    df["reason"] = df["reason"].fillna("")
+    return df
+
+
+def load_run(run_dir) -> Run:
+    """Return the Run stored in run_dir; raise ResultsError with one sentence if it is unreadable."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise ResultsError(f"run folder {d} does not exist.")
+    meta = _load_json(d / "run.json", "the run's metadata")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+    df = load_measurements(d / "measurements.csv")
+    roofs = _load_json(d / "roofs.json", "its roofs").get("roofs", []) if (d / "roofs.json").exists() else []
+    return Run(d, meta, df, roofs)

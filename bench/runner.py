@@ -1,0 +1,244 @@
+"""The runner: expand axes -> skip check -> correctness gate -> time -> Measurement.
+
+Knows nothing of plotting. Every point it plans ends as exactly one row per (impl, mode):
+measured ("ok"), skipped with a reason, or failed with its error. An impl that raises
+records its error and the run goes on; Ctrl-C (KeyboardInterrupt) propagates after the
+rows already measured were written.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from bench import device as devmod
+from bench.registry import Impl, Op, Registry
+from bench.results import Measurement
+from bench.timing import TimerConfig, make_flush, time_fn
+
+
+def triton_interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | None:
+    """Return why impl's backend cannot be timed on device, or None.
+
+    Triton needs a GPU; on a CPU it runs only under its interpreter, whose timings are
+    not performance. Under the interpreter bf16 is silently wrong (upstream triton issue
+    11584), so bf16 Triton points are not even checked there.
+    """
+    if impl.backend != "triton":
+        return None
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed"
+    if device.kind == "cpu" and not triton_interpreting():
+        return "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1, whose timings are never reported (the tests check its correctness)"
+    if triton_interpreting() and point.get("dtype") == "bfloat16":
+        return "bf16 is silently wrong in Triton's interpreter (triton issue 11584); checked on a GPU only"
+    return None
+
+
+@dataclass(frozen=True)
+class Task:
+    op: Op
+    point: dict
+    impls: tuple[Impl, ...]
+
+
+@dataclass
+class Plan:
+    tasks: list[Task]
+    modes: tuple[str, ...] | None = None   # None: each op's own modes
+
+    def __len__(self):
+        return sum(len(t.impls) * len(self.modes_of(t.op)) for t in self.tasks)
+
+    def modes_of(self, op: Op) -> tuple[str, ...]:
+        return self.modes or op.modes
+
+
+def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=False,
+              dtypes=None, modes=None, max_ws_bytes=None) -> Plan:
+    """Return the tasks for the selected ops, their points in axis order (small sizes first).
+
+    dtypes keeps points whose dtype is listed; max_ws_bytes drops larger working sets.
+    """
+    tasks = []
+    for op, impls in registry.select(only):
+        for point in op.points(device, quick):
+            if dtypes and "dtype" in point and point["dtype"] not in dtypes:
+                continue
+            if max_ws_bytes and op.working_set(point) > max_ws_bytes:
+                continue
+            tasks.append(Task(op, point, tuple(impls)))
+    return Plan(tasks, tuple(modes) if modes else None)
+
+
+def _sync(device: devmod.DeviceInfo):
+    if device.kind == "cuda":
+        torch.cuda.synchronize(torch.device(device.torch_device))
+
+
+def poison(inputs: dict, names) -> None:
+    """Fill the named output tensors with NaN (or the largest integer), so an output the
+    kernel never writes fails the correctness gate."""
+    for name in names:
+        t = inputs.get(name)
+        if isinstance(t, torch.Tensor):
+            t.fill_(math.nan if t.is_floating_point() else torch.iinfo(t.dtype).max)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}".strip()
+
+
+@dataclass
+class Runner:
+    device: devmod.DeviceInfo
+    timer: TimerConfig = field(default_factory=TimerConfig)
+    sink: Callable[[Measurement], None] = lambda m: None
+    progress: Callable[[str], None] = lambda line: None
+    _flush: Callable | None = None
+    _history: dict = field(default_factory=dict)   # (impl id, dtype, mode) -> (work, seconds per call)
+
+    def flush(self):
+        if self._flush is None:
+            self._flush = make_flush(self.device.torch_device, self.device.llc_bytes)
+        return self._flush
+
+    def run(self, plan: Plan) -> list[Measurement]:
+        """Run every task of plan; return the measurements, each also passed to sink as it ends."""
+        out: list[Measurement] = []
+        total, done = len(plan), 0
+        for task in plan.tasks:
+            for m in self._run_task(task, plan.modes_of(task.op)):
+                done += 1
+                out.append(m)
+                self.sink(m)
+                self.progress(f"[{done}/{total}] {describe(m)}")
+        return out
+
+    def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
+        size, shape = op.describe(point)
+        return Measurement(op=op.name, family=op.family, impl=impl.id, backend=impl.backend,
+                           point=dict(point), size=size, shape=shape,
+                           working_set_bytes=op.working_set(point), flops=op.flops(point),
+                           bytes=op.bytes(point), mode=mode, **kw)
+
+    def point_skip(self, op: Op, point: dict) -> str | None:
+        """Return why no impl of op can run point here (the op's own rule, or memory), or None."""
+        if op.skip is not None:
+            reason = op.skip(point, self.device)
+            if reason:
+                return reason
+        free = devmod.free_memory_bytes(self.device)
+        need = int(op.working_set(point) * op.memory_factor)
+        if free is not None and need > 0.9 * free:
+            return (f"needs about {need / 2**30:.1f} GiB (working set and its float64 reference) "
+                    f"but {free / 2**30:.1f} GiB is free on {self.device.torch_device}")
+        return None
+
+    def _run_task(self, task: Task, modes) -> list[Measurement]:
+        op, point = task.op, task.point
+        reason = self.point_skip(op, point)
+        if reason:
+            return [self._base(op, i, point, m, status="skipped", reason=reason) for i in task.impls for m in modes]
+        runnable, results = [], []
+        for impl in task.impls:
+            reason = backend_skip(impl, point, self.device) or (impl.skip(point, self.device) if impl.skip else None)
+            if reason:
+                results += [self._base(op, impl, point, m, status="skipped", reason=reason) for m in modes]
+            else:
+                runnable.append(impl)
+        if not runnable:
+            return results
+        try:
+            inputs = op.make_inputs(point, self.device.torch_device)
+            ref = op.reference(inputs)
+        except Exception as e:  # out of memory, unsupported dtype on this device...
+            _free(self.device)
+            return results + [self._base(op, i, point, m, status="error", reason=f"inputs: {_first_line(e)}")
+                              for i in runnable for m in modes]
+        for impl in runnable:
+            results += self._run_impl(op, impl, point, inputs, ref, modes)
+        del inputs, ref
+        _free(self.device)
+        return results
+
+    def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
+        """Return a reason to cut a point short before running it: its time per call,
+        extrapolated from the same impl and dtype at a smaller size (time scales with
+        flops, or with bytes for flop-free ops), exceeds the whole point budget."""
+        key = (impl.id, point.get("dtype"), mode)
+        if key not in self._history:
+            return None
+        work0, sec0 = self._history[key]
+        work = op.flops(point) or op.bytes(point)
+        predicted = sec0 * work / work0
+        if predicted > self.timer.budget_s:
+            return (f"cut short: predicted {predicted:.3g} s per call (from {sec0:.3g} s at a smaller size) "
+                    f"exceeds the {self.timer.budget_s:g} s point budget")
+        return None
+
+    def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
+        mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
+        cut = self._predict_skip(impl, op, point, modes[0])
+        if cut:
+            return [mk(m, status="skipped", reason=cut) for m in modes]
+        tol = op.tolerance(point)
+        try:
+            poison(inputs, op.outputs)
+            fn = impl.launcher(inputs)
+            out = fn()
+            _sync(self.device)
+            err = op.error(out, ref, inputs)
+        except Exception as e:
+            _free(self.device)
+            return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
+        if not (err <= tol):  # also catches NaN: an output that was never written
+            return [mk(m, status="error", error=err, tolerance=tol,
+                       reason=f"wrong result: error {err:.3g} exceeds tolerance {tol:g}; not timed") for m in modes]
+        if impl.backend == "triton" and triton_interpreting():
+            return [mk(m, status="skipped", error=err, tolerance=tol,
+                       reason=f"correct under Triton's interpreter (error {err:.2g}); interpreter timings are never reported")
+                    for m in modes]
+        results = []
+        for mode in modes:
+            try:
+                t = time_fn(fn, self.device.torch_device, mode, self.timer,
+                            self.flush() if mode == "cold" else None)
+            except Exception as e:
+                _free(self.device)
+                results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
+                continue
+            self._history[(impl.id, point.get("dtype"), mode)] = (op.flops(point) or op.bytes(point), t.stats.median_s)
+            results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
+                              reps=t.reps, timer=t.method, stop=t.stop))
+        return results
+
+
+def _free(device: devmod.DeviceInfo):
+    if device.kind == "cuda":
+        torch.cuda.empty_cache()
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} B"
+
+
+def describe(m: Measurement) -> str:
+    """Return one progress line for a measurement."""
+    head = f"{m.impl} {m.dtype} {m.shape} ws={fmt_bytes(m.working_set_bytes)} {m.mode}"
+    if m.status == "ok":
+        rate = f"{m.gbps:.1f} GB/s" + (f", {m.gflops:.1f} GFLOP/s" if m.flops else "")
+        return f"{head}: {rate} (median {m.median_s * 1e6:.1f} us, n={len(m.samples_s)}, {m.stop})"
+    return f"{head}: {m.status.upper()} {m.reason}"

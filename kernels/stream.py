@@ -1,0 +1,146 @@
+"""Triton stream kernels: copy, scale, add, triad, read (a full sum) and write (a fill).
+
+Pure compute: no timing, no files, no printing. Each host wrapper takes tensors that the
+caller allocated (so allocation stays outside any timed region), launches one kernel, and
+returns the output tensor. Elementwise kernels compute in fp32 and round once on store,
+as torch's own elementwise ops do, so both agree with a float64 reference to within one
+rounding of the storage dtype.
+
+Shapes: every tensor is 1-D and contiguous with n elements; the scalar ``s`` is a Python
+float. Offsets are 64-bit so arrays beyond 2**31 elements index correctly.
+"""
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 4096  # elements per program: 16 KiB of fp32, enough in flight per SM on a GPU
+NUM_WARPS = 8
+READ_PROGRAMS_PER_SM = 8  # persistent grid for the reduction: a few waves' worth of programs
+
+
+@triton.jit
+def copy_kernel(a_ptr,  # input, n elements
+                b_ptr,  # output, n elements: b = a
+                n,  # element count
+                BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(b_ptr + offs, tl.load(a_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def scale_kernel(a_ptr,  # input, n elements
+                 b_ptr,  # output, n elements: b = s * a
+                 s,  # fp32 scalar
+                 n,  # element count
+                 BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(b_ptr + offs, (s * a).to(b_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def add_kernel(a_ptr,  # input, n elements
+               b_ptr,  # input, n elements
+               c_ptr,  # output, n elements: c = a + b
+               n,  # element count
+               BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(c_ptr + offs, (a + b).to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def triad_kernel(b_ptr,  # input, n elements
+                 c_ptr,  # input, n elements
+                 a_ptr,  # output, n elements: a = b + s * c
+                 s,  # fp32 scalar
+                 n,  # element count
+                 BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    b = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+    c = tl.load(c_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(a_ptr + offs, (b + s * c).to(a_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def read_kernel(a_ptr,  # input, n elements
+                out_ptr,  # output, one fp32 element, zeroed by the caller: out += sum(a)
+                n,  # element count
+                BLOCK: tl.constexpr):
+    # Persistent grid: each program strides over the array and adds one partial sum, so
+    # the number of atomics is the grid size, not n / BLOCK.
+    start0 = tl.program_id(0).to(tl.int64) * BLOCK
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(start0, n, step):
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(a_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def write_kernel(b_ptr,  # output, n elements: b = s
+                 s,  # fp32 scalar
+                 n,  # element count
+                 BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    vals = tl.full([BLOCK], s, tl.float32).to(b_ptr.dtype.element_ty)
+    tl.store(b_ptr + offs, vals, mask=offs < n)
+
+
+def _grid(n, block):
+    return (triton.cdiv(n, block),)
+
+
+def copy(a, b, block=BLOCK):
+    """Return b after b = a."""
+    copy_kernel[_grid(a.numel(), block)](a, b, a.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return b
+
+
+def scale(a, b, s, block=BLOCK):
+    """Return b after b = s * a."""
+    scale_kernel[_grid(a.numel(), block)](a, b, float(s), a.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return b
+
+
+def add(a, b, c, block=BLOCK):
+    """Return c after c = a + b."""
+    add_kernel[_grid(a.numel(), block)](a, b, c, a.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return c
+
+
+def triad(b, c, a, s, block=BLOCK):
+    """Return a after a = b + s * c (STREAM's triad)."""
+    triad_kernel[_grid(b.numel(), block)](b, c, a, float(s), b.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return a
+
+
+def read_programs(device):
+    """Return the persistent grid size for read(): READ_PROGRAMS_PER_SM per SM on a GPU, 4 elsewhere."""
+    if device.type == "cuda":
+        return READ_PROGRAMS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def read(a, out, block=BLOCK, programs=None):
+    """Return out (one fp32 element) holding sum(a), accumulated in fp32.
+
+    Two launches: out is zeroed, then the persistent reduction adds its partial sums.
+    """
+    programs = programs or read_programs(a.device)
+    grid = (max(1, min(programs, triton.cdiv(a.numel(), block))),)
+    out.zero_()
+    read_kernel[grid](a, out, a.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return out
+
+
+def write(b, s, block=BLOCK):
+    """Return b after b = s everywhere (a fill)."""
+    write_kernel[_grid(b.numel(), block)](b, float(s), b.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return b

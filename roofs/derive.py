@@ -1,0 +1,108 @@
+"""From measurement rows to roofs.
+
+Bandwidth roofs (DESIGN rule 5 and 9): the off-chip roof (dram/hbm) comes only from
+working sets at least 4x the last-level cache; a cache level's roof comes from its
+plateau, the sizes that fit well inside it (above the next inner level, at most half its
+capacity), and only when the sweep shows one. The value is the best median over every
+kernel, implementation and dtype at those sizes, named with the row it came from.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from roofs.model import Roof
+
+DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
+FIT_FRACTION = 0.5   # a cache plateau uses working sets up to half the cache
+REL_TOL = 0.10       # plateau: within 10% of its best point; a level must beat the next outer by 10%
+
+
+def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
+    """Return, for each working-set size, the row with the highest value (sorted by size)."""
+    ok = rows[(rows["status"] == "ok") & rows[value].notna()]
+    if ok.empty:
+        return ok
+    best = ok.loc[ok.groupby("working_set_bytes")[value].idxmax()]
+    return best.sort_values("working_set_bytes").reset_index(drop=True)
+
+
+def plateau(values, rel_tol: float = REL_TOL) -> tuple[int, int]:
+    """Return (first, last) index of the contiguous run around the maximum whose every
+    value is at least (1 - rel_tol) x the maximum."""
+    vals = list(values)
+    top = max(range(len(vals)), key=vals.__getitem__)
+    floor = (1 - rel_tol) * vals[top]
+    lo = hi = top
+    while lo > 0 and vals[lo - 1] >= floor:
+        lo -= 1
+    while hi < len(vals) - 1 and vals[hi + 1] >= floor:
+        hi += 1
+    return lo, hi
+
+
+def _roof_from(name: str, window: pd.DataFrame, min_points: int, rel_tol: float):
+    """Return (Roof or None, note) for the plateau inside window (an envelope slice)."""
+    if window.empty:
+        return None, f"{name}: no measured working set in its size window"
+    lo, hi = plateau(window["gbps"], rel_tol)
+    plat = window.iloc[lo:hi + 1]
+    if len(plat) < min_points:
+        trend = "still rising (per-call overhead dominates at these sizes)" if hi == len(window) - 1 else "no flat stretch"
+        return None, f"{name}: no plateau ({len(window)} sizes in its window, {trend})"
+    best = plat.loc[plat["gbps"].idxmax()]
+    return Roof(
+        kind="bandwidth", name=name, value=float(best["gbps"]), unit="GB/s", source="measured",
+        op=str(best["op"]), impl=str(best["impl"]), dtype=str(best["dtype"]), point_id=str(best["point_id"]),
+        working_set_bytes=int(best["working_set_bytes"]),
+        plateau_bytes=(int(plat["working_set_bytes"].min()), int(plat["working_set_bytes"].max())),
+        plateau_points=len(plat),
+        plateau_values=(float(plat["gbps"].min()), float(plat["gbps"].max())),
+        note=f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau",
+    ), ""
+
+
+def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
+                    rel_tol: float = REL_TOL) -> tuple[list[Roof], list[str]]:
+    """Return (roofs, notes): one roof for the off-chip memory and one per cache level whose
+    plateau the sweep shows, outermost first; notes say why a level got no roof.
+
+    caches: [(name, total_bytes), ...] innermost first, as DeviceInfo lists them.
+    Cache roofs use warm rows only (a cold row was flushed out of every cache).
+    """
+    stream = rows[rows["family"] == "stream"] if "family" in rows else rows
+    env_all, env_warm = envelope(stream), envelope(stream[stream["mode"] == "warm"])
+    roofs, notes = [], []
+    caches = [(str(n), int(b)) for n, b in caches]
+    llc = caches[-1][1] if caches else None
+    if llc is None:
+        notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
+        mem = env_all.tail(2)
+    else:
+        mem = env_all[env_all["working_set_bytes"] >= DRAM_FACTOR * llc]
+    roof, note = _roof_from(memory_level, mem, 1, rel_tol)
+    if roof is None:
+        notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache")
+    else:
+        roofs.append(roof)
+    outer = roof
+    for i in range(len(caches) - 1, -1, -1):
+        name, size = caches[i]
+        inner = caches[i - 1][1] if i > 0 else 0
+        window = env_warm[(env_warm["working_set_bytes"] > inner) & (env_warm["working_set_bytes"] <= FIT_FRACTION * size)]
+        roof, note = _roof_from(name, window, 2, rel_tol)
+        if roof is not None and outer is not None and roof.value < (1 + rel_tol) * outer.value:
+            roof, note = None, (f"{name}: its plateau ({roof.value:.1f} GB/s) is not above the "
+                                f"{outer.name} roof ({outer.value:.1f} GB/s) by {rel_tol:.0%}")
+        if roof is None:
+            notes.append(note)
+        else:
+            roofs.append(roof)
+            outer = roof
+    return roofs, notes
+
+
+def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
+    """Return every roof derivable from a run's rows and its device record, with notes."""
+    caches = [(c["name"], c["total_bytes"]) for c in device.get("caches", [])]
+    level = "hbm" if device.get("kind") == "cuda" else "dram"
+    return bandwidth_roofs(rows, caches, level)

@@ -1,0 +1,74 @@
+"""Roof records and the roofline model built from them.
+
+Units: bandwidth roofs in GB/s (1e9 bytes/s), compute roofs in GFLOP/s (1e9 FLOP/s);
+intensity in FLOP/byte, so bandwidth x intensity is directly GFLOP/s.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+MEMORY_LEVELS = ("hbm", "dram")
+UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
+
+
+@dataclass(frozen=True)
+class Roof:
+    kind: str                      # "bandwidth" or "compute"
+    name: str                      # "hbm", "dram", "l2", "l3"; "fp32", "bf16", ...
+    value: float                   # in unit
+    unit: str                      # "GB/s" or "GFLOP/s"
+    source: str = "measured"       # "measured", "datasheet" or "computed"
+    op: str = ""                   # the measurement it came from
+    impl: str = ""
+    dtype: str = ""
+    point_id: str = ""
+    working_set_bytes: int | None = None
+    plateau_bytes: tuple | None = None   # (smallest, largest) working set of its plateau
+    plateau_points: int = 0
+    plateau_values: tuple | None = None  # (lowest, highest) value over the plateau
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Roof":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("plateau_bytes", "plateau_values"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(kw[k])
+        return cls(**kw)
+
+
+class Roofline:
+    """attainable(I) = min(P_roof, BW_roof x I), from a set of roofs."""
+
+    def __init__(self, roofs):
+        self.roofs = [r if isinstance(r, Roof) else Roof.from_dict(r) for r in roofs]
+
+    def bandwidth(self, level: str | None = None, source: str = "measured") -> Roof | None:
+        """Return the bandwidth roof of level (default: the off-chip memory, hbm or dram)."""
+        names = (level,) if level else MEMORY_LEVELS
+        hits = [r for r in self.roofs if r.kind == "bandwidth" and r.name in names and r.source == source]
+        return max(hits, key=lambda r: r.value, default=None)
+
+    def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
+        """Return the compute roof of precision, or the highest compute roof when precision is None."""
+        hits = [r for r in self.roofs if r.kind == "compute" and r.source == source
+                and (precision is None or r.name == precision)]
+        return max(hits, key=lambda r: r.value, default=None)
+
+    def attainable_gflops(self, intensity: float, precision: str | None = None,
+                          level: str | None = None) -> float:
+        """Return min(P, BW x I) in GFLOP/s; a missing roof imposes no limit (inf)."""
+        bw, peak = self.bandwidth(level), self.compute(precision)
+        bound = bw.value * intensity if bw else math.inf
+        return min(bound, peak.value) if peak else bound
+
+    def ridge(self, precision: str | None = None, level: str | None = None) -> float | None:
+        """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
+        bw, peak = self.bandwidth(level), self.compute(precision)
+        return peak.value / bw.value if bw and peak else None

@@ -1,0 +1,135 @@
+"""Pictures of a run. Reads only the run folder's files; never runs a kernel.
+
+roofline.png   log-log FLOP/s against FLOP/byte: measured bandwidth roofs as slopes,
+               compute roofs as flats, every measured point that does FLOPs
+bandwidth.png  GB/s against working-set size per dtype, one line per kernel, the cache
+               sizes marked and each bandwidth roof drawn over its plateau
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench.results import Run, load_run  # noqa: E402
+from roofs.model import Roofline  # noqa: E402
+
+OP_COLORS = {"copy": "tab:blue", "scale": "tab:orange", "add": "tab:green",
+             "triad": "tab:red", "read": "tab:purple", "write": "tab:brown"}
+IMPL_MARKERS = {"torch": "o", "triton": "^"}
+LEVEL_COLORS = {"hbm": "black", "dram": "black", "l3": "tab:cyan", "l2": "tab:olive", "l1": "tab:pink"}
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n:g} B"
+
+
+def _title(run: Run, what: str) -> str:
+    dev = run.device
+    return f"{what}: {dev.get('name', '?')} ({run.meta.get('start_utc', '')[:16]} UTC)"
+
+
+def _short(s: str) -> str:
+    return s.split(".", 1)[-1]
+
+
+def plot_roofline(run: Run, path: Path) -> Path:
+    """Draw roofline.png for run and return its path."""
+    model = Roofline(run.roofs)
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["flops"] > 0) & df["gflops"].notna()]
+    llc = max((c.get("total_bytes", 0) for c in run.device.get("caches", [])), default=0)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    xs = np.logspace(-3, 4, 400)
+    peak = model.compute()
+    for roof in model.roofs:
+        if roof.kind != "bandwidth":
+            continue
+        ys = roof.value * xs
+        if peak:
+            ys = np.minimum(ys, peak.value)
+        is_mem = roof.name in ("hbm", "dram")
+        ax.plot(xs, ys, color=LEVEL_COLORS.get(roof.name, "gray"), lw=2 if is_mem else 1.2,
+                ls="-" if is_mem else "--",
+                label=f"{roof.name.upper()} {roof.value:,.0f} GB/s ({roof.source}, {_short(roof.impl)})")
+    for roof in model.roofs:
+        if roof.kind == "compute":
+            ax.axhline(roof.value, color="gray", lw=1.5, ls="-")
+            ax.text(xs[-1], roof.value, f"{roof.name} {roof.value:,.0f} GFLOP/s ", ha="right", va="bottom", fontsize=8)
+    for (op, impl), g in ok.groupby(["op", "impl"]):
+        big = g["working_set_bytes"] >= 4 * llc if llc else g["working_set_bytes"] >= 0
+        color = OP_COLORS.get(_short(op), None)
+        marker = IMPL_MARKERS.get(impl.rsplit("/", 1)[-1], "s")
+        ax.scatter(g.loc[big, "intensity"], g.loc[big, "gflops"], color=color, marker=marker, s=28,
+                   label=f"{impl} (working set >= 4x LLC)", zorder=3)
+        ax.scatter(g.loc[~big, "intensity"], g.loc[~big, "gflops"], facecolors="none", edgecolors=color,
+                   marker=marker, s=14, alpha=0.5, zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if not ok.empty:
+        lo = max(ok["gflops"].min() / 4, 1e-3)
+        hi = max(ok["gflops"].max(), peak.value if peak else 0) * 4
+        ax.set_ylim(lo, hi)
+        ax.set_xlim(min(ok["intensity"].min() / 4, 1e-2), max(ok["intensity"].max() * 8, 10))
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s (1e9 FLOP/s)")
+    ax.set_title(_title(run, "Roofline"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    notes = "hollow: cache-resident working sets (may sit above the memory roof). copy and write do no FLOPs: see bandwidth.png"
+    fig.text(0.01, 0.01, notes, fontsize=7, color="dimgray")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_bandwidth(run: Run, path: Path) -> Path:
+    """Draw bandwidth.png for run and return its path."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()]
+    dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6.5 * len(dtypes), 5.2), sharey=True, squeeze=False)
+    roofs = [r for r in Roofline(run.roofs).roofs if r.kind == "bandwidth"]
+    caches = run.device.get("caches", [])
+    for ax, dtype in zip(axes[0], dtypes):
+        sub = ok[ok["dtype"] == dtype]
+        for (op, impl, mode), g in sub.groupby(["op", "impl", "mode"]):
+            g = g.sort_values("working_set_bytes")
+            name = impl.rsplit("/", 1)[-1]
+            ax.plot(g["working_set_bytes"], g["gbps"], marker=IMPL_MARKERS.get(name, "s"), ms=3,
+                    color=OP_COLORS.get(_short(op)), ls="-" if name == "torch" else ":",
+                    label=f"{_short(op)}/{name}" + (f" {mode}" if mode != "warm" else ""))
+        for c in caches:
+            ax.axvline(c["total_bytes"], color="gray", ls=":", lw=1)
+            ax.text(c["total_bytes"], 0.98, f" {c['name'].upper()} {_fmt_bytes(c['total_bytes'])}",
+                    transform=ax.get_xaxis_transform(), fontsize=7, va="top", color="gray")
+        for r in roofs:
+            if r.plateau_bytes:
+                ax.hlines(r.value, r.plateau_bytes[0], r.plateau_bytes[1], color="black", lw=2.5, alpha=0.6)
+                ax.text(r.plateau_bytes[0], r.value, f"{r.name} {r.value:,.0f} GB/s", fontsize=7, va="bottom")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("working set (bytes, all arrays)")
+        ax.set_title(f"{dtype}")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=7, ncol=2)
+    axes[0][0].set_ylabel("achieved GB/s (1e9 bytes/s, median)")
+    fig.suptitle(_title(run, "Stream bandwidth"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_run(run_dir) -> list[Path]:
+    """Draw every picture for the run folder run_dir; return their paths."""
+    run = load_run(run_dir)
+    d = Path(run_dir)
+    return [plot_roofline(run, d / "roofline.png"), plot_bandwidth(run, d / "bandwidth.png")]

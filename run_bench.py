@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""roofbench: measure this device's roofs and place kernels under them.
+
+    python run_bench.py                 measure the first CUDA GPU, else the CPU (all ops)
+    python run_bench.py --quick         a short pass (about a minute on a 2-core CPU)
+    python run_bench.py --list          ops, impls and their axes on this device
+
+Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are never installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import device as devmod  # noqa: E402
+from bench.registry import RegistryError, load_all  # noqa: E402
+from bench.results import ResultsError, RunWriter, load_run, utc_stamp, write_roofs  # noqa: E402
+from bench.runner import Runner, make_plan  # noqa: E402
+from bench.timing import MODES, TimerConfig  # noqa: E402
+
+
+def parse_size(text: str) -> int:
+    """Return bytes for '64MiB', '1GiB', '512KiB', '4096' (binary units)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"cannot read size '{text}': write it like 64MiB, 1GiB or 4096.")
+    unit = (m.group(2) or "B").upper()[0]
+    return int(float(m.group(1)) * {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30}[unit])
+
+
+def csv_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run_bench.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: the first CUDA GPU, else the CPU)")
+    p.add_argument("--only", type=csv_list, help="comma-separated families, ops, impl ids or impl names "
+                   "(e.g. stream, stream.triad, stream.copy/triton, torch)")
+    p.add_argument("--dtype", type=csv_list, help="comma-separated dtypes to keep (e.g. float32,bfloat16)")
+    p.add_argument("--mode", type=csv_list, help=f"timing modes, comma-separated: {', '.join(MODES)} (default: each op's own)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and dtypes, shorter budgets")
+    p.add_argument("--budget", type=float, help="seconds per point, warm-up included (default 0.5, quick 0.1)")
+    p.add_argument("--max-ws", type=parse_size, help="skip working sets larger than this (e.g. 64MiB)")
+    p.add_argument("--out", type=Path, default=ROOT / "results",
+                   help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
+    p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
+    return p
+
+
+def print_list(registry, device) -> None:
+    from bench.runner import backend_skip
+    print(f"device: {device.torch_device} ({device.name})")
+    for op in registry.ops.values():
+        print(f"\n{op.name}  [{op.family}]  {op.doc}")
+        for axis in op.axes:
+            full, quick = axis.expand(device, False), axis.expand(device, True)
+            vals = ", ".join(map(str, full)) if len(full) <= 8 else f"{full[0]} .. {full[-1]} ({len(full)} values)"
+            print(f"  axis {axis.name}: {vals}" + (f"  (quick: {len(quick)} values)" if quick != full else "")
+                  + (f"  -- {axis.doc}" if axis.doc else ""))
+        for impl in registry.impls_of(op.name):
+            why = backend_skip(impl, {}, device)
+            print(f"  impl {impl.id}  ({impl.backend}){'  skipped here: ' + why if why else ''}")
+
+
+def timer_config(args) -> TimerConfig:
+    if args.quick:
+        return TimerConfig(budget_s=args.budget or 0.1, warmup_s=0.01, min_samples=5, max_samples=200)
+    return TimerConfig(budget_s=args.budget or 0.5, warmup_s=0.05)
+
+
+def finalize(run_dir: Path) -> list[str]:
+    """Derive roofs and draw the pictures from the run folder's files; return problems met."""
+    from roofs.derive import derive
+    from roofs.plot import plot_run
+    problems = []
+    try:
+        run = load_run(run_dir)
+        roofs, notes = derive(run.measurements, run.device)
+        write_roofs(run_dir, [r.to_dict() for r in roofs])
+        if notes:
+            import json
+            path = run_dir / "roofs.json"
+            data = json.loads(path.read_text())
+            data["notes"] = notes
+            path.write_text(json.dumps(data, indent=1))
+        plot_run(run_dir)
+    except (ResultsError, ValueError, OSError) as e:
+        problems.append(str(e))
+    return problems
+
+
+def summary(run_dir: Path) -> str:
+    """Return the end-of-run summary: counts, roofs, and each kernel's best figures."""
+    import pandas as pd
+    run = load_run(run_dir)
+    df = run.measurements
+    counts = df["status"].value_counts().to_dict()
+    lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+    if run.roofs:
+        t = pd.DataFrame([{
+            "roof": r["name"], "value": f"{r['value']:,.1f} {r['unit']}", "source": r["source"],
+            "from": f"{r['impl']} {r['dtype']}",
+            "plateau": (f"{_fmt(r['plateau_bytes'][0])} .. {_fmt(r['plateau_bytes'][1])} ({r['plateau_points']} sizes)"
+                        if r.get("plateau_bytes") else ""),
+        } for r in run.roofs])
+        lines += ["\nroofs:", t.to_string(index=False)]
+    ok = df[df["status"] == "ok"]
+    if not ok.empty:
+        best = ok.loc[ok.groupby(["impl", "dtype", "mode"])["gbps"].idxmax()]
+        t = best[["impl", "dtype", "mode", "gbps", "working_set_bytes"]].copy()
+        t["working_set_bytes"] = t["working_set_bytes"].map(_fmt)
+        t = t.rename(columns={"gbps": "best GB/s", "working_set_bytes": "at working set"})
+        lines += ["\nbest point per kernel:", t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+    errors = df[df["status"] == "error"]
+    if not errors.empty:
+        lines += ["\nerrors:"] + [f"  {r.point_id}: {r.reason}" for r in errors.itertuples()][:20]
+    return "\n".join(lines)
+
+
+def _fmt(n) -> str:
+    from bench.runner import fmt_bytes
+    return fmt_bytes(float(n))
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        registry = load_all()
+        device = devmod.resolve(args.device)
+        if args.list:
+            print_list(registry, device)
+            return 0
+        if args.mode and not set(args.mode) <= set(MODES):
+            raise ValueError(f"unknown timing mode in '{','.join(args.mode)}': use {', '.join(MODES)}.")
+        plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+        if not plan.tasks:
+            raise ValueError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.")
+    except (devmod.DeviceError, RegistryError, ValueError) as e:
+        print(f"roofbench: {e}", file=sys.stderr)
+        return 2
+    run_dir = args.out / f"{device.slug}-{utc_stamp()}"
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "timer": vars(timer_config(args)).copy() if hasattr(timer_config(args), "__dict__") else {},
+            "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}
+    writer = RunWriter(run_dir, meta)
+    print(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}")
+    runner = Runner(device, timer_config(args), sink=writer.add, progress=lambda s: print(s, flush=True))
+    status = "complete"
+    try:
+        runner.run(plan)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        print(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
+    finally:
+        writer.finish(status)
+    problems = finalize(run_dir)
+    for p in problems:
+        print(f"roofbench: {p}", file=sys.stderr)
+    print(summary(run_dir))
+    print(f"\nresults: {run_dir}")
+    return 130 if status == "interrupted" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
