@@ -29,6 +29,7 @@ COLUMNS = [
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason",
 ]
+TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status", "reason"]
 STATUSES = ("ok", "skipped", "error")
 
 
@@ -206,7 +207,7 @@ def _load_json(path: Path, what: str) -> dict:
 def load_measurements(path: Path) -> pd.DataFrame:
     """Return measurements.csv as a DataFrame; raise ResultsError if it lacks a schema column."""
     try:
-        df = pd.read_csv(path, keep_default_na=True)
+        df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
         raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -214,7 +215,8 @@ def load_measurements(path: Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
-    df["reason"] = df["reason"].fillna("")
+    for c in TEXT_COLUMNS:
+        df[c] = df[c].fillna("")
     return df
 
 

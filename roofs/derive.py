@@ -19,7 +19,7 @@ REL_TOL = 0.10       # plateau: within 10% of its best point; a level must beat 
 
 def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
     """Return, for each working-set size, the row with the highest value (sorted by size)."""
-    ok = rows[(rows["status"] == "ok") & rows[value].notna()]
+    ok = rows[(rows["status"] == "ok") & rows[value].notna()].reset_index(drop=True)
     if ok.empty:
         return ok
     best = ok.loc[ok.groupby("working_set_bytes")[value].idxmax()]

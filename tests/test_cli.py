@@ -1,0 +1,110 @@
+"""The CLI end to end on the CPU: a quick run into a temporary folder, bad input, Ctrl-C."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import run_bench
+from bench.results import COLUMNS, load_run
+
+ROOT = Path(run_bench.__file__).parent
+FILES = ["measurements.csv", "run.json", "roofs.json", "roofline.png", "bandwidth.png", "samples.jsonl"]
+
+
+def cli(*args, **kw):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)  # the suite as a user runs it
+    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args], capture_output=True,
+                          text=True, env=env, **kw)
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end(tmp_path):
+    r = cli("--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.03",
+            "--out", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    assert run_dir.name.startswith("cpu-") and run_dir.name.endswith("Z")
+    for f in FILES:
+        assert (run_dir / f).stat().st_size > 0, f
+    df = pd.read_csv(run_dir / "measurements.csv")
+    assert list(df.columns) == COLUMNS
+    ok = df[df["status"] == "ok"]
+    assert set(ok["impl"]) == {"stream.copy/torch", "stream.triad/torch"}
+    assert (ok["gbps"] > 0).all() and (ok["error"] <= ok["tolerance"]).all()
+    # bytes and GB/s agree with the formula: triad moves 3 arrays
+    t = ok[ok["op"] == "stream.triad"].iloc[-1]
+    assert t["bytes"] == 3 * 4 * t["size"]
+    assert t["gbps"] == pytest.approx(t["bytes"] / (t["median_ms"] * 1e-3) / 1e9, rel=1e-9)
+    skipped = df[df["backend"] == "triton"]
+    assert (skipped["status"] == "skipped").all() and skipped["reason"].str.contains("TRITON_INTERPRET").all()
+    roofs = json.loads((run_dir / "roofs.json").read_text())["roofs"]
+    dram = [r for r in roofs if r["name"] == "dram"]
+    assert dram and dram[0]["value"] > 1 and dram[0]["unit"] == "GB/s"
+    assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
+    assert len(meta["points"]) == len(df) and meta["command"].endswith("0.03 --out " + str(tmp_path))
+    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout
+
+
+def _llc(run_dir):
+    return json.loads((run_dir / "run.json").read_text())["device"]["caches"][-1]["total_bytes"]
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--only", "stream.cpy"], "unknown op or impl 'stream.cpy'"),
+    (["--device", "tpu"], "unknown device 'tpu': this machine has cpu"),
+    (["--mode", "hot"], "unknown timing mode"),
+    (["--only", "stream.copy", "--dtype", "float64"], "nothing to run"),
+])
+def test_bad_input_is_one_sentence(args, expect, capsys, tmp_path):
+    assert run_bench.main(args + ["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing half-made
+
+
+def test_list_shows_ops_impls_axes(capsys):
+    assert run_bench.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for text in ("stream.triad", "stream.read/triton", "axis ws_bytes", "axis dtype", "bytes = 3 n w"):
+        assert text in out
+
+
+def test_bad_size_argument(capsys):
+    with pytest.raises(SystemExit):
+        run_bench.main(["--max-ws", "lots"])
+    assert "64MiB" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    p = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--only", "stream.copy/torch",
+                          "--budget", "0.2", "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 60
+    csv = None
+    while time.time() < deadline:
+        found = list(tmp_path.glob("*/measurements.csv"))
+        if found and found[0].read_text().count("\n") >= 4:
+            csv = found[0]
+            break
+        time.sleep(0.2)
+    assert csv is not None, "the run wrote no rows"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "interrupted" in out and "Traceback" not in err
+    run = load_run(csv.parent)
+    assert run.meta["status"] == "interrupted" and len(run.measurements) >= 3
+    assert len(run.meta["points"]) == len(run.measurements)
+    assert (csv.parent / "bandwidth.png").exists()

@@ -1,0 +1,52 @@
+import pytest
+import torch
+
+from bench.registry import REGISTRY, Axis, Impl, RegistryError, geometric, load_all
+from helpers import toy_registry
+
+
+def test_duplicate_op_and_impl_ids_are_errors():
+    reg = toy_registry()
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.add_op(reg.ops["toy.double"])
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.add_impl(Impl("toy.double", "torch", "torch", lambda x: None))
+    with pytest.raises(RegistryError, match="not registered"):
+        reg.add_impl(Impl("toy.nothing", "torch", "torch", lambda x: None))
+
+
+def test_points_are_the_product_of_axes_and_quick_values_apply():
+    op = toy_registry().ops["toy.double"]
+    assert op.points(None) == [{"dtype": "float32", "n": 1000}, {"dtype": "float32", "n": 4000}]
+    assert op.points(None, quick=True) == [{"dtype": "float32", "n": 1000}]
+    assert Axis("x", sweep=lambda d, q: [d, q]).expand("dev", True) == ("dev", True)
+
+
+def test_select_by_family_op_impl_id_and_impl_name():
+    reg = load_all()
+    assert {op.family for op, _ in reg.select(["stream"])} == {"stream"}
+    [(op, impls)] = reg.select(["stream.copy/triton"])
+    assert op.name == "stream.copy" and [i.name for i in impls] == ["triton"]
+    by_name = reg.select(["torch"])
+    assert len(by_name) == len(reg.ops) and all(i.name == "torch" for _, impls in by_name for i in impls)
+    assert len(reg.select(None)) == len(reg.ops)
+
+
+def test_unknown_name_is_one_sentence_listing_what_exists():
+    with pytest.raises(RegistryError) as e:
+        load_all().select(["stream.cpy"])
+    msg = str(e.value)
+    assert "stream.cpy" in msg and "stream.copy" in msg and "triton" in msg and "\n" not in msg
+
+
+def test_geometric_sizes():
+    assert geometric(4096, 32768, 1) == [4096, 8192, 16384, 32768]
+    two = geometric(16384, 65536, 2)
+    assert two[0] == 16384 and two[-1] == 65536 and len(two) == 5
+    assert all(v % 4096 == 0 for v in two)
+
+
+def test_every_registered_stream_impl_has_an_op():
+    load_all()
+    assert len(REGISTRY.impls) == 12 and all(i.op in REGISTRY.ops for i in REGISTRY.impls.values())
+    assert torch.float32  # torch import used by helpers

@@ -1,0 +1,88 @@
+"""The runner: correctness gate before timing, errors recorded and the run going on,
+skips with reasons, and no Triton timing under the interpreter."""
+import torch
+
+from bench import device as devmod
+from bench.registry import load_all
+from bench.runner import Runner, make_plan
+from bench.timing import TimerConfig
+from helpers import toy_registry
+
+CPU = devmod.resolve("cpu")
+FAST = TimerConfig(budget_s=0.02, warmup_s=0.001, min_samples=3)
+
+
+def run(reg, **kw):
+    seen = []
+    ms = Runner(CPU, FAST, sink=seen.append).run(make_plan(reg, CPU, **kw))
+    assert ms == seen  # every row reaches the sink as it ends
+    return ms
+
+
+def test_correct_impl_is_timed():
+    ms = run(toy_registry())
+    assert [m.status for m in ms] == ["ok", "ok"]
+    m = ms[0]
+    assert m.error == 0.0 and m.samples_s and m.timer == "perf_counter_ns"
+    assert m.bytes == 8000 and m.flops == 1000 and m.working_set_bytes == 4000
+
+
+def test_wrong_result_is_recorded_and_never_timed():
+    wrong = lambda x: (lambda: torch.mul(x["a"], 2.001, out=x["b"]))  # noqa: E731
+    lazy = lambda x: (lambda: x["b"])  # noqa: E731  never writes: the poisoned NaN shows
+    ms = run(toy_registry({"torch": wrong, "lazy": lazy}), quick=True)
+    assert [m.status for m in ms] == ["error", "error"]
+    assert ms[0].samples_s == () and "wrong result" in ms[0].reason and ms[0].error > 1e-6
+    assert "wrong result" in ms[1].reason and ms[1].error != ms[1].error  # NaN
+
+
+def test_impl_that_raises_is_recorded_and_the_run_goes_on():
+    def boom(x):
+        raise RuntimeError("kernel exploded\nsecond line")
+    ms = run(toy_registry({"boom": boom, "torch": lambda x: (lambda: torch.mul(x["a"], 2, out=x["b"]))}))
+    by = {(m.impl, m.point["n"]): m for m in ms}
+    assert by[("toy.double/boom", 1000)].status == "error"
+    assert by[("toy.double/boom", 1000)].reason == "RuntimeError: kernel exploded"
+    assert by[("toy.double/torch", 4000)].status == "ok"
+
+
+def test_point_that_does_not_fit_is_skipped_before_allocation():
+    reg = toy_registry(working_set=lambda p: 2**60)
+    ms = run(reg, quick=True)
+    assert ms[0].status == "skipped" and "GiB is free" in ms[0].reason
+
+
+def test_op_skip_reason_is_recorded():
+    ms = run(toy_registry(skip=lambda p, d: "needs fp8" if p["n"] > 2000 else None))
+    assert [m.status for m in ms] == ["ok", "skipped"] and ms[1].reason == "needs fp8"
+
+
+def test_slow_path_is_cut_short_from_its_smaller_point():
+    import time
+
+    def slow(x):
+        return lambda: (time.sleep(0.01 * x["a"].numel() / 1000), torch.mul(x["a"], 2, out=x["b"]))[1]
+    reg = toy_registry({"slow": slow})
+    ms = Runner(CPU, TimerConfig(budget_s=0.03, warmup_s=0.001), sink=lambda m: None).run(make_plan(reg, CPU))
+    assert ms[0].status == "ok"
+    assert ms[1].status == "skipped" and ms[1].reason.startswith("cut short: predicted")
+
+
+def test_triton_under_interpreter_is_checked_but_never_timed():
+    reg = load_all()
+    plan = make_plan(reg, CPU, only=["stream.triad/triton", "stream.read/triton"], dtypes=["float32", "bfloat16"],
+                     max_ws_bytes=64 * 1024, quick=True)
+    ms = Runner(CPU, FAST).run(plan)
+    f32 = [m for m in ms if m.dtype == "float32"]
+    assert f32 and all(m.status == "skipped" and m.samples_s == () for m in ms)
+    assert all("correct under Triton's interpreter" in m.reason and m.error <= m.tolerance for m in f32)
+    assert all("11584" in m.reason for m in ms if m.dtype == "bfloat16")
+
+
+def test_mode_override_and_filters():
+    reg = toy_registry()
+    plan = make_plan(reg, CPU, modes=["warm", "cold"], max_ws_bytes=16000)  # n=4000: 16000 bytes
+    assert len(plan.tasks) == 2 and len(plan) == 4
+    ms = Runner(CPU, FAST).run(plan)
+    assert [m.mode for m in ms] == ["warm", "cold", "warm", "cold"] and all(m.status == "ok" for m in ms)
+    assert len(make_plan(reg, CPU, max_ws_bytes=3999).tasks) == 0
