@@ -98,30 +98,43 @@ def finalize(run_dir: Path) -> list[str]:
 
 
 def summary(run_dir: Path) -> str:
-    """Return the end-of-run summary: counts, roofs, and each kernel's best figures."""
+    """Return the end-of-run summary: row counts, the roofs (with ridge points), each stream
+    kernel's best GB/s and each GEMM's best GFLOP/s, and the errors."""
     import pandas as pd
+    from roofs.model import Roofline
     run = load_run(run_dir)
     df = run.measurements
     counts = df["status"].value_counts().to_dict()
     lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in counts.items())]
+    model = Roofline(run.roofs)
     if run.roofs:
-        t = pd.DataFrame([{
-            "roof": r["name"], "value": f"{r['value']:,.1f} {r['unit']}", "source": r["source"],
-            "from": f"{r['impl']} {r['dtype']}",
-            "plateau": (f"{_fmt(r['plateau_bytes'][0])} .. {_fmt(r['plateau_bytes'][1])} ({r['plateau_points']} sizes)"
-                        if r.get("plateau_bytes") else ""),
-        } for r in run.roofs])
-        lines += ["\nroofs:", t.to_string(index=False)]
+        rows = []
+        for r in model.roofs:
+            ridge = model.ridge(r.name) if r.kind == "compute" else None
+            where = (f"{_fmt(r.plateau_bytes[0])} .. {_fmt(r.plateau_bytes[1])} ({r.plateau_points} sizes)"
+                     if r.plateau_bytes else r.shape)
+            rows.append({"roof": r.name, "value": f"{r.value:,.1f} {r.unit}", "source": r.source,
+                         "from": f"{r.impl} {r.dtype}", "plateau or shape": where,
+                         "ridge FLOP/B": f"{ridge:.3g}" if ridge else ""})
+        lines += ["\nroofs:", pd.DataFrame(rows).to_string(index=False)]
     ok = df[df["status"] == "ok"]
-    if not ok.empty:
-        best = ok.loc[ok.groupby(["impl", "dtype", "mode"])["gbps"].idxmax()]
+    stream = ok[ok["family"] == "stream"]
+    if not stream.empty:
+        best = stream.loc[stream.groupby(["impl", "dtype", "mode"])["gbps"].idxmax()]
         t = best[["impl", "dtype", "mode", "gbps", "working_set_bytes"]].copy()
         t["working_set_bytes"] = t["working_set_bytes"].map(_fmt)
         t = t.rename(columns={"gbps": "best GB/s", "working_set_bytes": "at working set"})
-        lines += ["\nbest point per kernel:", t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+        lines += ["\nstream, best point per kernel:", t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+    flops = ok[ok["family"] != "stream"]
+    if not flops.empty:
+        best = flops.loc[flops.groupby(["op", "impl", "dtype"])["gflops"].idxmax()]
+        t = best[["impl", "dtype", "shape", "gflops", "gbps", "intensity"]].rename(
+            columns={"gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B"})
+        lines += ["\ncompute kernels, best point per impl and precision:",
+                  t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
     errors = df[df["status"] == "error"]
     if not errors.empty:
-        lines += ["\nerrors:"] + [f"  {r.point_id}: {r.reason}" for r in errors.itertuples()][:20]
+        lines += [f"\n{len(errors)} errors (first 20):"] + [f"  {r.point_id}: {r.reason}" for r in errors.itertuples()][:20]
     return "\n".join(lines)
 
 

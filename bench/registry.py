@@ -150,5 +150,5 @@ REGISTRY = Registry()
 
 def load_all() -> Registry:
     """Import every op family so that it registers itself; return the registry."""
-    from bench.ops import stream  # noqa: F401  (registers on import)
+    from bench.ops import gemm, stream  # noqa: F401  (register on import)
     return REGISTRY

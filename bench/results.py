@@ -27,9 +27,10 @@ COLUMNS = [
     "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
-    "gbps", "gflops", "error", "tolerance", "status", "reason",
+    "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
 ]
-TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status", "reason"]
+TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
+                "reason", "detail"]
 STATUSES = ("ok", "skipped", "error")
 
 
@@ -60,6 +61,7 @@ class Measurement:
     stop: str = ""
     error: float | None = None
     tolerance: float | None = None
+    detail: str = ""               # what the impl chose, e.g. the autotuned tile configuration
     telemetry: dict = field(default_factory=dict)
 
     @property
@@ -103,7 +105,7 @@ class Measurement:
             "samples": len(self.samples_s), "reps": self.reps, "timer": self.timer, "stop": self.stop,
             "gbps": self.gbps, "gflops": self.gflops,
             "error": self.error, "tolerance": self.tolerance,
-            "status": self.status, "reason": self.reason,
+            "status": self.status, "reason": self.reason, "detail": self.detail,
         }
 
 

@@ -43,6 +43,12 @@ def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | No
     return None
 
 
+def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
+    """Return the key under which a point's time per call predicts the next: the family,
+    impl name, dtype and mode, so a slow path seen in one sweep is cut short in the next."""
+    return (op.family, impl.name, point.get("dtype"), mode)
+
+
 @dataclass(frozen=True)
 class Task:
     op: Op
@@ -105,7 +111,7 @@ class Runner:
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
-    _history: dict = field(default_factory=dict)   # (impl id, dtype, mode) -> (work, seconds per call)
+    _history: dict = field(default_factory=dict)   # history_key -> (work, seconds per call)
 
     def flush(self):
         if self._flush is None:
@@ -175,7 +181,7 @@ class Runner:
         """Return a reason to cut a point short before running it: its time per call,
         extrapolated from the same impl and dtype at a smaller size (time scales with
         flops, or with bytes for flop-free ops), exceeds the whole point budget."""
-        key = (impl.id, point.get("dtype"), mode)
+        key = history_key(op, impl, point, mode)
         if key not in self._history:
             return None
         work0, sec0 = self._history[key]
@@ -217,9 +223,9 @@ class Runner:
                 _free(self.device)
                 results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
                 continue
-            self._history[(impl.id, point.get("dtype"), mode)] = (op.flops(point) or op.bytes(point), t.stats.median_s)
+            self._history[history_key(op, impl, point, mode)] = (op.flops(point) or op.bytes(point), t.stats.median_s)
             results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
-                              reps=t.reps, timer=t.method, stop=t.stop))
+                              reps=t.reps, timer=t.method, stop=t.stop, detail=getattr(fn, "detail", "")))
         return results
 
 

@@ -1,5 +1,8 @@
 """From measurement rows to roofs.
 
+Compute roofs (DESIGN rule 9): one per precision, the best median FLOP/s over every GEMM
+implementation and shape measured at that precision, named with both.
+
 Bandwidth roofs (DESIGN rule 5 and 9): the off-chip roof (dram/hbm) comes only from
 working sets at least 4x the last-level cache; a cache level's roof comes from its
 plateau, the sizes that fit well inside it (above the next inner level, at most half its
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from roofs.model import Roof
+from roofs.model import INTEGER_PRECISIONS, Roof
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 FIT_FRACTION = 0.5   # a cache plateau uses working sets up to half the cache
@@ -101,8 +104,26 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     return roofs, notes
 
 
+def compute_roofs(rows: pd.DataFrame, family: str = "gemm") -> list[Roof]:
+    """Return one compute roof per precision: the row with the best median GFLOP/s among
+    the family's successful rows of that precision (the dtype column)."""
+    ok = rows[(rows["family"] == family) & (rows["status"] == "ok")]
+    ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
+    roofs = []
+    for precision, g in ok.groupby("dtype", sort=False):
+        best = g.loc[g["gflops"].idxmax()]
+        roofs.append(Roof(
+            kind="compute", name=str(precision), value=float(best["gflops"]),
+            unit="GOP/s" if precision in INTEGER_PRECISIONS else "GFLOP/s", source="measured",
+            op=str(best["op"]), impl=str(best["impl"]), dtype=str(precision), point_id=str(best["point_id"]),
+            shape=str(best["shape"]), working_set_bytes=int(best["working_set_bytes"]),
+            note=f"best median over {g['impl'].nunique()} impl(s) and {g['shape'].nunique()} shape(s)"))
+    return sorted(roofs, key=lambda r: -r.value)
+
+
 def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     """Return every roof derivable from a run's rows and its device record, with notes."""
     caches = [(c["name"], c["total_bytes"]) for c in device.get("caches", [])]
     level = "hbm" if device.get("kind") == "cuda" else "dram"
-    return bandwidth_roofs(rows, caches, level)
+    roofs, notes = bandwidth_roofs(rows, caches, level)
+    return roofs + compute_roofs(rows), notes

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 MEMORY_LEVELS = ("hbm", "dram")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
+INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Roof:
     impl: str = ""
     dtype: str = ""
     point_id: str = ""
+    shape: str = ""
     working_set_bytes: int | None = None
     plateau_bytes: tuple | None = None   # (smallest, largest) working set of its plateau
     plateau_points: int = 0

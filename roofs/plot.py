@@ -4,6 +4,8 @@ roofline.png   log-log FLOP/s against FLOP/byte: measured bandwidth roofs as slo
                compute roofs as flats, every measured point that does FLOPs
 bandwidth.png  GB/s against working-set size per dtype, one line per kernel, the cache
                sizes marked and each bandwidth roof drawn over its plateau
+gemm.png       GFLOP/s against size per precision: the square sweep and the skinny
+               (intensity) sweep beside its attainable bound
 """
 from __future__ import annotations
 
@@ -40,15 +42,29 @@ def _short(s: str) -> str:
     return s.split(".", 1)[-1]
 
 
+PRECISION_COLORS = {"fp64": "tab:gray", "fp32": "tab:blue", "tf32": "tab:cyan", "fp16": "tab:orange",
+                    "bf16": "tab:red", "fp8e4m3": "tab:purple", "fp8e5m2": "tab:pink", "int8": "tab:green"}
+IMPL_MARKERS["numpy"] = "s"
+
+
+def _impl_name(impl: str) -> str:
+    return impl.rsplit("/", 1)[-1]
+
+
 def plot_roofline(run: Run, path: Path) -> Path:
-    """Draw roofline.png for run and return its path."""
+    """Draw roofline.png for run and return its path: bandwidth roofs as slopes, one flat
+    roof per measured precision starting at its ridge point against the memory roof,
+    stream points coloured by op and GEMM points coloured by precision."""
     model = Roofline(run.roofs)
     df = run.measurements
     ok = df[(df["status"] == "ok") & (df["flops"] > 0) & df["gflops"].notna()]
     llc = max((c.get("total_bytes", 0) for c in run.device.get("caches", [])), default=0)
-    fig, ax = plt.subplots(figsize=(9, 6))
-    xs = np.logspace(-3, 4, 400)
+    fig, ax = plt.subplots(figsize=(11, 6.5))
+    lo_x = min(ok["intensity"].min() / 4, 1e-2) if not ok.empty else 1e-2
+    hi_x = max(ok["intensity"].max() * 4, 100) if not ok.empty else 1e3
+    xs = np.logspace(np.log10(lo_x), np.log10(hi_x), 400)
     peak = model.compute()
+    mem = model.bandwidth()
     for roof in model.roofs:
         if roof.kind != "bandwidth":
             continue
@@ -58,34 +74,80 @@ def plot_roofline(run: Run, path: Path) -> Path:
         is_mem = roof.name in ("hbm", "dram")
         ax.plot(xs, ys, color=LEVEL_COLORS.get(roof.name, "gray"), lw=2 if is_mem else 1.2,
                 ls="-" if is_mem else "--",
-                label=f"{roof.name.upper()} {roof.value:,.0f} GB/s ({roof.source}, {_short(roof.impl)})")
+                label=f"{roof.name.upper()} {roof.value:,.0f} GB/s ({roof.source}, {_impl_name(roof.impl)})")
     for roof in model.roofs:
-        if roof.kind == "compute":
-            ax.axhline(roof.value, color="gray", lw=1.5, ls="-")
-            ax.text(xs[-1], roof.value, f"{roof.name} {roof.value:,.0f} GFLOP/s ", ha="right", va="bottom", fontsize=8)
-    for (op, impl), g in ok.groupby(["op", "impl"]):
+        if roof.kind != "compute":
+            continue
+        ridge = roof.value / mem.value if mem else lo_x
+        color = PRECISION_COLORS.get(roof.name, "gray")
+        ax.hlines(roof.value, max(ridge, lo_x), hi_x, color=color, lw=1.8)
+        ax.text(hi_x, roof.value, f"{roof.name} {roof.value:,.0f} {roof.unit}"
+                + (f", ridge {ridge:.3g} FLOP/B" if mem else "") + " ", ha="right", va="bottom", fontsize=7, color=color)
+    stream = ok[ok["family"] == "stream"]
+    for (op, impl), g in stream.groupby(["op", "impl"]):
         big = g["working_set_bytes"] >= 4 * llc if llc else g["working_set_bytes"] >= 0
         color = OP_COLORS.get(_short(op), None)
-        marker = IMPL_MARKERS.get(impl.rsplit("/", 1)[-1], "s")
+        marker = IMPL_MARKERS.get(_impl_name(impl), "s")
         ax.scatter(g.loc[big, "intensity"], g.loc[big, "gflops"], color=color, marker=marker, s=28,
                    label=f"{impl} (working set >= 4x LLC)", zorder=3)
         ax.scatter(g.loc[~big, "intensity"], g.loc[~big, "gflops"], facecolors="none", edgecolors=color,
                    marker=marker, s=14, alpha=0.5, zorder=2)
+    other = ok[ok["family"] != "stream"].assign(impl_name=lambda d: d["impl"].map(_impl_name))
+    for (family, precision, impl), g in other.groupby(["family", "dtype", "impl_name"]):
+        ax.scatter(g["intensity"], g["gflops"], color=PRECISION_COLORS.get(precision, "gray"),
+                   marker=IMPL_MARKERS.get(impl, "D"), s=20, alpha=0.8, zorder=3,
+                   label=f"{family} {precision} ({impl})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     if not ok.empty:
-        lo = max(ok["gflops"].min() / 4, 1e-3)
-        hi = max(ok["gflops"].max(), peak.value if peak else 0) * 4
-        ax.set_ylim(lo, hi)
-        ax.set_xlim(min(ok["intensity"].min() / 4, 1e-2), max(ok["intensity"].max() * 8, 10))
+        ax.set_ylim(max(ok["gflops"].min() / 4, 1e-3), max(ok["gflops"].max(), peak.value if peak else 0) * 3)
+        ax.set_xlim(lo_x, hi_x)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("GFLOP/s (1e9 FLOP/s)")
+    ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8)")
     ax.set_title(_title(run, "Roofline"))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left")
-    notes = "hollow: cache-resident working sets (may sit above the memory roof). copy and write do no FLOPs: see bandwidth.png"
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    notes = ("hollow: cache-resident stream working sets (may sit above the memory roof). "
+             "copy and write do no FLOPs: see bandwidth.png. Roofs: best median per precision over impls and shapes.")
     fig.text(0.01, 0.01, notes, fontsize=7, color="dimgray")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_gemm(run: Run, path: Path) -> Path | None:
+    """Draw gemm.png (throughput against size per precision: the square sweep by N, the
+    skinny sweep by M with each precision's attainable bound dotted); None without GEMM rows."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()]
+    if ok.empty:
+        return None
+    model = Roofline(run.roofs)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    for ax, op, axis_name in ((axes[0], "gemm.square", "N (= M = K)"), (axes[1], "gemm.skinny", "M (N = K fixed)")):
+        sub = ok[ok["op"] == op]
+        for (precision, impl), g in sub.groupby(["dtype", "impl"]):
+            dims = g["shape"].str.split("x", expand=True).astype(int)
+            x = dims[0]
+            order = np.argsort(x.values)
+            name = _impl_name(impl)
+            ax.plot(x.values[order], g["gflops"].values[order], marker=IMPL_MARKERS.get(name, "s"), ms=4,
+                    color=PRECISION_COLORS.get(precision, "gray"), ls="-" if name == "torch" else ":",
+                    label=f"{precision} ({name})")
+            if op == "gemm.skinny" and name == "torch":
+                bound = [model.attainable_gflops(i, precision) for i in g["intensity"].values[order]]
+                ax.plot(x.values[order], bound, color=PRECISION_COLORS.get(precision, "gray"), ls=":", lw=1, alpha=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(axis_name)
+        ax.set_title(op + (" (dotted: min(P, BW x I) from the measured roofs)" if op == "gemm.skinny" else ""), fontsize=9)
+        ax.grid(True, which="both", alpha=0.25)
+        if not sub.empty:
+            ax.legend(fontsize=7, ncol=2)
+    axes[0].set_ylabel("GFLOP/s (median; GOP/s for int8)")
+    fig.suptitle(_title(run, "GEMM throughput"))
+    fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -119,7 +181,8 @@ def plot_bandwidth(run: Run, path: Path) -> Path:
         ax.set_xlabel("working set (bytes, all arrays)")
         ax.set_title(f"{dtype}")
         ax.grid(True, which="both", alpha=0.25)
-        ax.legend(fontsize=7, ncol=2)
+        if not sub.empty:
+            ax.legend(fontsize=7, ncol=2)
     axes[0][0].set_ylabel("achieved GB/s (1e9 bytes/s, median)")
     fig.suptitle(_title(run, "Stream bandwidth"))
     fig.tight_layout()
@@ -132,4 +195,6 @@ def plot_run(run_dir) -> list[Path]:
     """Draw every picture for the run folder run_dir; return their paths."""
     run = load_run(run_dir)
     d = Path(run_dir)
-    return [plot_roofline(run, d / "roofline.png"), plot_bandwidth(run, d / "bandwidth.png")]
+    paths = [plot_roofline(run, d / "roofline.png"), plot_bandwidth(run, d / "bandwidth.png"),
+             plot_gemm(run, d / "gemm.png")]
+    return [p for p in paths if p is not None]

@@ -1,0 +1,312 @@
+"""GEMM family: C = A @ B at every precision the device has, in three sweeps.
+
+    gemm.square  M = N = K, growing until the device is full
+    gemm.skinny  N and K fixed, M growing from 1: the point walks up the sloped roof
+                 (intensity ~ M for small M) and onto the flat one; timed cold, so
+                 B comes from DRAM/HBM each time
+    gemm.search  a handful of large shapes of different aspect ratios, for the best
+                 sustained throughput (the compute roof takes the best over all three)
+
+Counts, for A (M, K), B (K, N) and C (M, N) at their stored widths:
+
+    flops = 2 M N K                       (one multiply and one add per term)
+    bytes = (M K + K N) w_in + M N w_out   (A and B read once, C written once;
+                                            the two fp8 scales, 8 bytes, are not counted)
+
+Inputs are random normal (never zeros: zeros run faster and draw less power on tensor
+cores); fp8 inputs are scaled per tensor to fill the format's range and int8 inputs are
+rounded normals times 32. The float64 reference uses the values actually stored
+(dequantized for fp8), so the error measured is the kernel's, not the format's.
+B is stored as (N, K) row-major and used transposed, as a linear layer stores weights.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.timing import TimerConfig, time_fn
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    storage: str                 # torch dtype of A and B
+    out: str                     # torch dtype of C
+    tolerance: float             # max relative norm error against float64
+    min_cc: tuple | None = None  # CUDA compute capability needed
+    cpu_reason: str = ""         # why a CPU lacks it ("" when a CPU has it)
+    doc: str = ""
+
+    @property
+    def scaled(self) -> bool:
+        return self.storage.startswith("float8")
+
+
+PRECISIONS = {p.name: p for p in (
+    Precision("fp64", "float64", "float64", 1e-12, doc="IEEE fp64"),
+    Precision("fp32", "float32", "float32", 1e-5, doc="IEEE fp32 products, TF32 off"),
+    Precision("tf32", "float32", "float32", 5e-3, (8, 0), "TF32 is a GPU tensor-core mode; a CPU has no TF32 math",
+              doc="fp32 tensors, TF32 tensor-core products"),
+    Precision("fp16", "float16", "float16", 5e-3, doc="fp16 in and out, fp32 accumulation"),
+    Precision("bf16", "bfloat16", "bfloat16", 1.5e-2, doc="bf16 in and out, fp32 accumulation"),
+    Precision("fp8e4m3", "float8_e4m3fn", "bfloat16", 1.5e-2, (8, 9),
+              doc="e4m3 in, per-tensor scales, fp32 accumulation, bf16 out"),
+    Precision("fp8e5m2", "float8_e5m2", "bfloat16", 1.5e-2, (8, 9),
+              doc="e5m2 in, per-tensor scales, fp32 accumulation, bf16 out"),
+    Precision("int8", "int8", "int32", 1e-12, doc="int8 in, int32 accumulation and out"),
+)}
+QUICK_PRECISIONS = tuple(PRECISIONS)
+
+
+def itemsize(dtype: str) -> int:
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def gemm_flops(m: int, n: int, k: int) -> int:
+    """Return 2 M N K."""
+    return 2 * m * n * k
+
+
+def gemm_bytes(m: int, n: int, k: int, precision: str) -> int:
+    """Return (M K + K N) x input width + M N x output width."""
+    p = PRECISIONS[precision]
+    return (m * k + k * n) * itemsize(p.storage) + m * n * itemsize(p.out)
+
+
+def _mnk(point):
+    return point["shape"]
+
+
+# ---- sweeps, as data -------------------------------------------------------------------
+
+SQUARE = {"cpu": ((128, 256, 512, 1024), (128, 256, 512, 1024, 2048, 4096)),
+          "cuda": ((512, 2048, 8192), (256, 512, 1024, 2048, 4096, 8192, 12288, 16384))}
+SKINNY_NK = {"cpu": (1024, 2048), "cuda": (8192, 8192)}
+SEARCH = {"cpu": (((1024, 4096, 1024), (2048, 2048, 512)),
+                  ((1024, 4096, 1024), (2048, 2048, 512), (1536, 1536, 3072), (4096, 1024, 2048))),
+          "cuda": (((8192, 8192, 4096), (16384, 8192, 8192)),
+                   ((8192, 8192, 4096), (16384, 8192, 8192), (4096, 8192, 16384),
+                    (16384, 16384, 4096), (6144, 6144, 12288)))}
+
+
+def square_sweep(device, quick):
+    return [(n, n, n) for n in SQUARE[device.kind][0 if quick else 1]]
+
+
+def skinny_sweep(device, quick):
+    nk = SKINNY_NK[device.kind][0 if quick else 1]
+    step = 4 if quick else 2
+    ms, m = [], 1
+    while m <= nk:
+        ms.append(m)
+        m *= step
+    if ms[-1] != nk:
+        ms.append(nk)
+    return [(m, nk, nk) for m in ms]
+
+
+def search_sweep(device, quick):
+    return list(SEARCH[device.kind][0 if quick else 1])
+
+
+# ---- inputs and reference --------------------------------------------------------------
+
+def make_inputs(point, device):
+    m, n, k = _mnk(point)
+    p = PRECISIONS[point["dtype"]]
+    gen = torch.Generator(device=device).manual_seed(4321)
+    a = torch.randn(m, k, device=device, generator=gen)
+    b = torch.randn(n, k, device=device, generator=gen)
+    x = {"c": torch.empty(m, n, dtype=getattr(torch, p.out), device=device)}
+    if p.scaled:
+        fmax = torch.finfo(getattr(torch, p.storage)).max
+        sa, sb = a.abs().max() / fmax, b.abs().max() / fmax
+        x["a"], x["b_nk"] = (a / sa).to(getattr(torch, p.storage)), (b / sb).to(getattr(torch, p.storage))
+        x["scale_a"], x["scale_b"] = sa.float(), sb.float()
+        x["scales"] = torch.stack([x["scale_a"], x["scale_b"]])
+    elif p.storage == "int8":
+        x["a"] = (a * 32).round().clamp(-127, 127).to(torch.int8)
+        x["b_nk"] = (b * 32).round().clamp(-127, 127).to(torch.int8)
+    else:
+        x["a"], x["b_nk"] = a.to(getattr(torch, p.storage)), b.to(getattr(torch, p.storage))
+    x["b"] = x["b_nk"].t()  # (K, N), column-major
+    return x
+
+
+def reference(x):
+    """Return the float64 product of the values as stored (fp8 dequantized with its scales)."""
+    ref = x["a"].double() @ x["b"].double()
+    if "scale_a" in x:
+        ref = ref * (x["scale_a"].double() * x["scale_b"].double())
+    return ref
+
+
+def point_skip(point, device):
+    p = PRECISIONS[point["dtype"]]
+    if device.kind == "cpu" and p.cpu_reason:
+        return p.cpu_reason
+    if device.kind == "cuda" and p.min_cc:
+        cc = tuple(int(v) for v in device.compute_capability.split("."))
+        if cc < p.min_cc:
+            return f"{p.name} needs compute capability {p.min_cc[0]}.{p.min_cc[1]}+; this GPU is {device.compute_capability}"
+    return None
+
+
+# ---- implementations -------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def probe(what: str, torch_device: str) -> str | None:
+    """Return why torch's op for `what` ("fp8e4m3", "fp8e5m2", "int8") fails on a tiny
+    problem on this device, or None when it works: a torch build without the op is a
+    recorded skip, never a crash."""
+    try:
+        x = make_inputs({"dtype": what, "shape": (32, 32, 32)}, torch_device)
+        _torch_launcher(what)(x)()
+        return None
+    except Exception as e:  # NotImplementedError, RuntimeError from cuBLASLt...
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return f"torch has no working {what} GEMM here ({type(e).__name__}: {first})"
+
+
+def _torch_launcher(precision: str):
+    p = PRECISIONS[precision]
+
+    def launcher(x):
+        a, b, c = x["a"], x["b"], x["c"]
+        if p.scaled:
+            return lambda: torch._scaled_mm(a, b, scale_a=x["scale_a"], scale_b=x["scale_b"],
+                                            out_dtype=c.dtype)
+        if p.storage == "int8":
+            return lambda: torch._int_mm(a, b, out=c)
+        if p.storage == "float32":
+            # fp32 must be IEEE fp32; "high" permits TF32 on GPUs (and nothing else on CPUs)
+            torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+        return lambda: torch.mm(a, b, out=c)
+    return launcher
+
+
+def torch_skip(point, device):
+    p = PRECISIONS[point["dtype"]]
+    if p.scaled or p.storage == "int8":
+        m, n, k = _mnk(point)
+        if device.kind == "cuda" and p.storage == "int8" and m <= 16:
+            return "torch._int_mm needs M > 16 on CUDA"
+        if device.kind == "cuda" and p.scaled and (m % 16 or n % 16 or k % 16):
+            return "torch._scaled_mm needs M, N and K to be multiples of 16"
+        return probe(p.name, device.torch_device)
+    return None
+
+
+def _numpy_launcher(x):
+    import numpy as np
+    a, b, c = x["a"].numpy(), x["b"].numpy(), x["c"]
+    cn = c.numpy()  # shares memory with c, so the correctness gate sees numpy's result
+    return lambda: (np.matmul(a, b, out=cn), c)[1]
+
+
+def numpy_skip(point, device):
+    if device.kind != "cpu":
+        return "numpy runs on the CPU only"
+    if PRECISIONS[point["dtype"]].storage not in ("float32", "float64") or point["dtype"] == "tf32":
+        return "numpy's BLAS matmul covers fp32 and fp64 only"
+    return None
+
+
+_TUNED: dict = {}
+
+
+def _tune(x, precision, torch_device):
+    """Return (config, median seconds) of the fastest Triton tile configuration for this
+    problem, each timed with the suite's own timer (warm, short budget); cached per shape."""
+    from kernels import gemm as k
+    key = (precision, tuple(x["a"].shape), tuple(x["b"].shape), torch_device)
+    if key not in _TUNED:
+        best = None
+        cfg_timer = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3)
+        for cfg in k.CONFIGS:
+            try:
+                fn = _triton_call(x, precision, cfg)
+                fn()
+                t = time_fn(fn, torch_device, "warm", cfg_timer).stats.median_s
+            except Exception:  # a tile too big for shared memory on this GPU: not a candidate
+                continue
+            if best is None or t < best[1]:
+                best = (cfg, t)
+        if best is None:
+            raise RuntimeError(f"no Triton tile configuration compiles for {precision} on {torch_device}")
+        _TUNED[key] = best
+    return _TUNED[key]
+
+
+def _triton_call(x, precision, cfg):
+    from kernels import gemm as k
+    a, b, c = x["a"], x["b"], x["c"]
+    ip = "tf32" if precision == "tf32" else "ieee"
+    scales = x.get("scales")
+    return lambda: k.matmul(a, b, c, cfg, input_precision=ip, scales=scales)
+
+
+def _triton_launcher(precision: str):
+    def launcher(x):
+        from kernels import gemm as k
+        dev = str(x["a"].device)
+        if x["a"].is_cuda:
+            cfg, _ = _tune(x, precision, dev)
+        else:
+            cfg = k.INTERPRETER_CONFIG
+        fn = _triton_call(x, precision, cfg)
+        fn.detail = f"tile {cfg}"
+        return fn
+    return launcher
+
+
+def triton_skip(point, device):
+    if point["dtype"] == "fp64":
+        return "the Triton GEMM covers fp32 and narrower types"
+    return None
+
+
+def _dispatch(table):
+    """Return a launcher that picks the per-precision launcher from the point's inputs."""
+    def launcher(x):
+        return table[x["precision"]](x)
+    return launcher
+
+
+def _register(name, sweep, doc, modes=("warm",)):
+    def mk(point, device):
+        x = make_inputs(point, device)
+        x["precision"] = point["dtype"]
+        return x
+
+    op = REGISTRY.add_op(Op(
+        name=name, family="gemm", doc=doc + "; flops = 2 M N K, bytes = (M K + K N) w_in + M N w_out",
+        axes=(Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),
+              Axis("shape", sweep=sweep, doc="(M, N, K)")),
+        make_inputs=mk, reference=reference,
+        flops=lambda pt: gemm_flops(*_mnk(pt)),
+        bytes=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
+        working_set=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
+        describe=lambda pt: (max(_mnk(pt)), "x".join(map(str, _mnk(pt)))),
+        tolerance=lambda pt: PRECISIONS[pt["dtype"]].tolerance,
+        outputs=("c",), skip=point_skip, modes=modes,
+        memory_factor=6.0,  # float64 copies of A, B and the product beside 16-bit data
+    ))
+    REGISTRY.add_impl(Impl(op.name, "torch", "torch",
+                           _dispatch({p: _torch_launcher(p) for p in PRECISIONS}), skip=torch_skip,
+                           doc="torch.mm; torch._scaled_mm for fp8; torch._int_mm for int8"))
+    REGISTRY.add_impl(Impl(op.name, "numpy", "numpy", _numpy_launcher, skip=numpy_skip,
+                           doc="numpy.matmul (the BLAS numpy links), CPU only"))
+    REGISTRY.add_impl(Impl(op.name, "triton", "triton",
+                           _dispatch({p: _triton_launcher(p) for p in PRECISIONS}), skip=triton_skip,
+                           doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
+
+
+_register("gemm.square", square_sweep, "square M = N = K")
+# cold: the small-M points are bandwidth-bound, and their weights must come from DRAM/HBM
+# (flushed before every sample), not from a cache the previous call warmed
+_register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",))
+_register("gemm.search", search_sweep, "large shapes of several aspect ratios: best sustained throughput")

@@ -1,0 +1,114 @@
+"""Triton tiled GEMM, generic over the input dtype: C = scale * (A @ B).
+
+Pure compute: no timing, no files, no printing. The caller picks a tile configuration
+(bench/ops/gemm.py autotunes over CONFIGS with the suite's own timer on a GPU, and uses
+INTERPRETER_CONFIG under TRITON_INTERPRET=1).
+
+Shapes: A is (M, K), B is (K, N), C is (M, N); any strides (B may be a transposed view).
+Accumulation is fp32 for floating inputs and int32 for int8. fp32 inputs use IEEE fp32
+products unless input_precision="tf32". fp8 inputs take per-tensor scales: the product
+is multiplied by scale_a * scale_b (fp32 scalars in device memory) before rounding to C.
+"""
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __str__(self):
+        return f"{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}/w{self.num_warps}/s{self.num_stages}"
+
+
+# Candidates for the GPU: large tiles for the compute-bound squares, deep K for fp8 and
+# int8 (their elements are half the bytes), narrow M tiles for the skinny shapes.
+CONFIGS = (
+    TileConfig(128, 256, 64, 8, 8, 3),
+    TileConfig(256, 128, 64, 8, 8, 3),
+    TileConfig(128, 128, 64, 8, 4, 4),
+    TileConfig(128, 128, 128, 8, 8, 3),
+    TileConfig(128, 256, 128, 8, 8, 3),
+    TileConfig(64, 256, 64, 8, 4, 4),
+    TileConfig(64, 128, 64, 8, 4, 4),
+    TileConfig(16, 128, 128, 1, 4, 4),
+    TileConfig(32, 64, 256, 1, 4, 3),
+)
+INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)
+
+
+@triton.jit
+def matmul_kernel(a_ptr,  # (M, K) input
+                  b_ptr,  # (K, N) input
+                  c_ptr,  # (M, N) output: C = scale * (A @ B)
+                  scale_ptr,  # two fp32 scalars (scale_a, scale_b); read only when HAS_SCALE
+                  M, N, K,  # problem size
+                  stride_am, stride_ak,  # A strides in elements
+                  stride_bk, stride_bn,  # B strides in elements
+                  stride_cm, stride_cn,  # C strides in elements
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr,  # row-blocks per group: neighbouring programs share B tiles in L2
+                  INT_ACC: tl.constexpr,  # accumulate in int32 (int8 inputs)
+                  INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for fp32 inputs
+                  HAS_SCALE: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped ordering: walk GROUP_M row-blocks down a column of C before moving right,
+    # so the programs in flight at once reuse the same B columns and A rows from L2.
+    per_group = GROUP_M * grid_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows
+    pid_n = (pid % per_group) // rows
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :].to(tl.int64) * stride_bn
+    if INT_ACC:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        if INT_ACC:
+            acc = tl.dot(a, b, acc, out_dtype=tl.int32)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    if HAS_SCALE:
+        acc = acc * (tl.load(scale_ptr) * tl.load(scale_ptr + 1))
+    c_ptrs = c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def matmul(a, b, c, config: TileConfig = INTERPRETER_CONFIG, input_precision="ieee", scales=None):
+    """Return c after c = scales[0] * scales[1] * (a @ b), or c = a @ b when scales is None.
+
+    a: (M, K), b: (K, N), c: (M, N) preallocated in the output dtype; scales: a 2-element
+    fp32 tensor on the same device (fp8 inputs). int8 inputs accumulate in int32.
+    """
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2 and c.shape == (M, N), f"shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(c.shape)}"
+    grid = (triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n),)
+    matmul_kernel[grid](
+        a, b, c, scales if scales is not None else c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
+        INT_ACC=a.dtype == torch.int8, INPUT_PRECISION=input_precision, HAS_SCALE=scales is not None,
+        num_warps=config.num_warps, num_stages=config.num_stages)
+    return c
