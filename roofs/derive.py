@@ -5,7 +5,7 @@ implementation and shape measured at that precision, named with both.
 
 Bandwidth roofs (DESIGN rule 5 and 9): the off-chip roof (dram/hbm) comes only from
 working sets at least 4x the last-level cache; a cache level's roof comes from its
-plateau, the sizes that fit well inside it (above the next inner level, at most half its
+plateau, the sizes that fit well inside it (above the next inner level, at most 3/4 of its
 capacity), and only when the sweep shows one. The value is the best median over every
 kernel, implementation and dtype at those sizes, named with the row it came from.
 """
@@ -16,16 +16,26 @@ import pandas as pd
 from roofs.model import INTEGER_PRECISIONS, Roof
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
-FIT_FRACTION = 0.5   # a cache plateau uses working sets up to half the cache
+FIT_FRACTION = 0.75  # a cache plateau uses working sets up to 3/4 of the cache (what LRU with real associativity keeps)
 REL_TOL = 0.10       # plateau: within 10% of its best point; a level must beat the next outer by 10%
 
 
+BINS_PER_OCTAVE = 16
+
+
+def size_bin(nbytes) -> "pd.Series":
+    """Return the nearest 1/16-octave bin of each working set: kernels whose element count
+    was rounded from the same target size (3 arrays do not divide every size) share a bin."""
+    import numpy as np
+    return np.round(np.log2(nbytes.astype(float)) * BINS_PER_OCTAVE).astype(int)
+
+
 def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
-    """Return, for each working-set size, the row with the highest value (sorted by size)."""
+    """Return, for each working-set size bin, the row with the highest value (sorted by size)."""
     ok = rows[(rows["status"] == "ok") & rows[value].notna()].reset_index(drop=True)
     if ok.empty:
         return ok
-    best = ok.loc[ok.groupby("working_set_bytes")[value].idxmax()]
+    best = ok.loc[ok.groupby(size_bin(ok["working_set_bytes"]))[value].idxmax()]
     return best.sort_values("working_set_bytes").reset_index(drop=True)
 
 

@@ -108,3 +108,21 @@ def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
     assert run.meta["status"] == "interrupted" and len(run.measurements) >= 3
     assert len(run.meta["points"]) == len(run.measurements)
     assert (csv.parent / "bandwidth.png").exists()
+
+
+@pytest.mark.slow
+def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path):
+    r = cli("--quick", "--only", "gemm.square,gemm.skinny", "--max-ws", "2200KiB", "--budget", "0.02",
+            "--out", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    roofs = {x["name"]: x for x in json.loads((run_dir / "roofs.json").read_text())["roofs"] if x["kind"] == "compute"}
+    assert {"fp32", "bf16", "int8"} <= set(roofs) and "tf32" not in roofs
+    assert roofs["fp32"]["shape"] and roofs["fp32"]["impl"].split("/")[1] in ("torch", "numpy")
+    assert (run_dir / "gemm.png").stat().st_size > 0
+    df = pd.read_csv(run_dir / "measurements.csv")
+    skinny = df[(df["op"] == "gemm.skinny") & (df["status"] == "ok")]
+    assert not skinny.empty and (skinny["mode"] == "cold").all()
+    tf32 = df[df["dtype"] == "tf32"]
+    assert (tf32["status"] == "skipped").all() and tf32["reason"].str.contains("TF32").all()
+    assert "compute kernels, best point" in r.stdout

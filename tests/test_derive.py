@@ -107,3 +107,12 @@ def test_roofline_attainable_and_ridge():
     assert model.ridge("fp32") == 20.0 and model.ridge("bf16") == 80.0
     assert model.attainable_gflops(1.0) == 50.0
     assert Roof.from_dict(model.roofs[0].to_dict()) == model.roofs[0]
+
+
+def test_kernels_rounded_from_one_target_size_share_a_bin():
+    # triad's 3 arrays round 1 MiB down to 1048572 bytes; it must compete with copy at 1 MiB,
+    # not form a zigzag of its own sizes in the envelope
+    df = pd.concat([rows([(2**20, 100), (2**21, 101)]),
+                    rows([(2**20 - 4, 120), (2**21 - 8, 90)], op="stream.triad", impl="stream.triad/torch")])
+    env = envelope(df)
+    assert list(env["gbps"]) == [120, 101]
