@@ -78,13 +78,15 @@ def timer_config(args) -> TimerConfig:
 
 def finalize(run_dir: Path) -> list[str]:
     """Derive roofs and draw the pictures from the run folder's files; return problems met."""
-    from roofs.derive import derive
+    from bench.results import rewrite_measurements
+    from roofs.derive import annotate, derive
     from roofs.plot import plot_run
     problems = []
     try:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs])
+        rewrite_measurements(run_dir, annotate(run.measurements, roofs))
         if notes:
             import json
             path = run_dir / "roofs.json"

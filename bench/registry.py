@@ -61,6 +61,7 @@ class Op:
     error: Callable = relative_norm_error      # (out, ref, inputs) -> float
     skip: Callable | None = None                # (point, device) -> reason or None
     modes: tuple[str, ...] = ("warm",)
+    precision: Callable = lambda point: ""     # (point) -> the compute roof that bounds it ("bf16"), "" for none
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
 
     def points(self, device, quick: bool = False) -> list[Point]:

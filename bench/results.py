@@ -28,9 +28,12 @@ COLUMNS = [
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
+    "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
 ]
+# Filled when the run ends, from the roofs derived from the run itself; empty until then.
+ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail"]
+                "reason", "detail", "precision"]
 STATUSES = ("ok", "skipped", "error")
 
 
@@ -62,6 +65,7 @@ class Measurement:
     error: float | None = None
     tolerance: float | None = None
     detail: str = ""               # what the impl chose, e.g. the autotuned tile configuration
+    precision: str = ""            # the compute roof that bounds this point ("" for none)
     telemetry: dict = field(default_factory=dict)
 
     @property
@@ -106,6 +110,7 @@ class Measurement:
             "gbps": self.gbps, "gflops": self.gflops,
             "error": self.error, "tolerance": self.tolerance,
             "status": self.status, "reason": self.reason, "detail": self.detail,
+            "precision": self.precision, **{c: None for c in ROOF_COLUMNS},
         }
 
 
@@ -176,6 +181,15 @@ class RunWriter:
                                 "timer": m.timer, "samples_s": list(m.samples_s),
                                 "telemetry": m.telemetry} for m in self.measurements]
         _write_json(self.dir / "run.json", _clean(self.meta))
+
+
+def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
+    """Replace measurements.csv with df (same columns, e.g. with ROOF_COLUMNS filled), atomically."""
+    path = Path(run_dir) / "measurements.csv"
+    tmp = path.with_suffix(".csv.tmp")
+    df[COLUMNS].to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
 
 
 def write_roofs(run_dir: Path, roofs: list[dict]) -> Path:

@@ -137,3 +137,23 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     level = "hbm" if device.get("kind") == "cuda" else "dram"
     roofs, notes = bandwidth_roofs(rows, caches, level)
     return roofs + compute_roofs(rows), notes
+
+
+def annotate(rows: pd.DataFrame, roofs) -> pd.DataFrame:
+    """Return rows with attainable_gflops = min(P_precision, BW_memory x I) (BW x I for rows
+    without a precision), pct_of_bw_roof = 100 x GB/s / BW_memory, and pct_of_attainable =
+    100 x GFLOP/s / attainable (for flop-free rows, the bandwidth percentage)."""
+    from roofs.model import Roofline
+    model = Roofline(roofs)
+    out = rows.copy()
+    bw = model.bandwidth()
+    if bw is None:
+        return out
+    ok = out["status"] == "ok"
+    att = [model.attainable_gflops(i, p or None, bw.name) if (p and model.compute(p)) else bw.value * i
+           for i, p in zip(out["intensity"].fillna(0.0), out["precision"].fillna(""))]
+    out["attainable_gflops"] = [a if o else None for a, o in zip(att, ok)]
+    out["pct_of_bw_roof"] = (100 * out["gbps"] / bw.value).where(ok)
+    pct_att = 100 * out["gflops"] / out["attainable_gflops"].astype(float)
+    out["pct_of_attainable"] = pct_att.where(ok & (out["flops"] > 0), out["pct_of_bw_roof"])
+    return out

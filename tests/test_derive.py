@@ -116,3 +116,22 @@ def test_kernels_rounded_from_one_target_size_share_a_bin():
                     rows([(2**20 - 4, 120), (2**21 - 8, 90)], op="stream.triad", impl="stream.triad/torch")])
     env = envelope(df)
     assert list(env["gbps"]) == [120, 101]
+
+
+def test_annotate_percent_of_roofs_hand_worked():
+    from roofs.derive import annotate
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "bf16", 1000.0, "GFLOP/s")]
+    df = pd.DataFrame([
+        # GEMV, bf16, I = 1 FLOP/B: attainable min(1000, 50 x 1) = 50; 40 GFLOP/s is 80%; 40 GB/s is 80% of BW
+        {"status": "ok", "intensity": 1.0, "precision": "bf16", "gflops": 40.0, "gbps": 40.0, "flops": 10},
+        # GEMM, bf16, I = 100: attainable 1000; 900 GFLOP/s is 90%
+        {"status": "ok", "intensity": 100.0, "precision": "bf16", "gflops": 900.0, "gbps": 9.0, "flops": 10},
+        # copy: no flops, no precision: % of attainable is % of bandwidth
+        {"status": "ok", "intensity": 0.0, "precision": "", "gflops": 0.0, "gbps": 45.0, "flops": 0},
+        {"status": "skipped", "intensity": 1.0, "precision": "bf16", "gflops": None, "gbps": None, "flops": 10},
+    ])
+    out = annotate(df, roofs)
+    assert list(out["attainable_gflops"][:2]) == [50.0, 1000.0]
+    assert out["pct_of_attainable"][:3].tolist() == pytest.approx([80.0, 90.0, 90.0])
+    assert out["pct_of_bw_roof"][:3].tolist() == pytest.approx([80.0, 18.0, 90.0])
+    assert pd.isna(out["pct_of_attainable"][3]) and pd.isna(out["attainable_gflops"][3])

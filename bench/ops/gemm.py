@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.ops._tune import autotune
 from bench.registry import REGISTRY, Axis, Impl, Op
-from bench.timing import TimerConfig, time_fn
 
 
 @dataclass(frozen=True)
@@ -215,32 +215,6 @@ def numpy_skip(point, device):
     return None
 
 
-_TUNED: dict = {}
-
-
-def _tune(x, precision, torch_device):
-    """Return (config, median seconds) of the fastest Triton tile configuration for this
-    problem, each timed with the suite's own timer (warm, short budget); cached per shape."""
-    from kernels import gemm as k
-    key = (precision, tuple(x["a"].shape), tuple(x["b"].shape), torch_device)
-    if key not in _TUNED:
-        best = None
-        cfg_timer = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3)
-        for cfg in k.CONFIGS:
-            try:
-                fn = _triton_call(x, precision, cfg)
-                fn()
-                t = time_fn(fn, torch_device, "warm", cfg_timer).stats.median_s
-            except Exception:  # a tile too big for shared memory on this GPU: not a candidate
-                continue
-            if best is None or t < best[1]:
-                best = (cfg, t)
-        if best is None:
-            raise RuntimeError(f"no Triton tile configuration compiles for {precision} on {torch_device}")
-        _TUNED[key] = best
-    return _TUNED[key]
-
-
 def _triton_call(x, precision, cfg):
     from kernels import gemm as k
     a, b, c = x["a"], x["b"], x["c"]
@@ -254,7 +228,8 @@ def _triton_launcher(precision: str):
         from kernels import gemm as k
         dev = str(x["a"].device)
         if x["a"].is_cuda:
-            cfg, _ = _tune(x, precision, dev)
+            key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape), dev)
+            cfg, _ = autotune(key, k.CONFIGS, lambda c: _triton_call(x, precision, c), dev)
         else:
             cfg = k.INTERPRETER_CONFIG
         fn = _triton_call(x, precision, cfg)
@@ -292,7 +267,7 @@ def _register(name, sweep, doc, modes=("warm",)):
         working_set=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
         describe=lambda pt: (max(_mnk(pt)), "x".join(map(str, _mnk(pt)))),
         tolerance=lambda pt: PRECISIONS[pt["dtype"]].tolerance,
-        outputs=("c",), skip=point_skip, modes=modes,
+        outputs=("c",), skip=point_skip, modes=modes, precision=lambda pt: pt["dtype"],
         memory_factor=6.0,  # float64 copies of A, B and the product beside 16-bit data
     ))
     REGISTRY.add_impl(Impl(op.name, "torch", "torch",
