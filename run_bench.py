@@ -134,10 +134,44 @@ def summary(run_dir: Path) -> str:
             columns={"gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B"})
         lines += ["\ncompute kernels, best point per impl and precision:",
                   t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+    lines += gemv_summary(df, model)
     errors = df[df["status"] == "error"]
     if not errors.empty:
         lines += [f"\n{len(errors)} errors (first 20):"] + [f"  {r.point_id}: {r.reason}" for r in errors.itertuples()][:20]
     return "\n".join(lines)
+
+
+def gemv_summary(df, model) -> list[str]:
+    """Return the decode lines: measured batch-1 points as % of the memory roof (best impl per
+    format and layer), and the batch of the sweep at which each format's intensity (a
+    formula, so every planned row counts) crosses its ridge point."""
+    import pandas as pd
+    g = df[df["family"] == "gemv"].drop_duplicates("point_id")
+    bw = model.bandwidth()
+    if g.empty or bw is None:
+        return []
+    b1 = g[(g["size"] == 1) & (g["status"] == "ok")]
+    lines = []
+    if not b1.empty:
+        best = b1.loc[b1.groupby(["dtype", "shape"])["gbps"].idxmax()]
+        t = best[["dtype", "shape", "impl", "gbps", "pct_of_bw_roof", "pct_of_attainable"]].rename(
+            columns={"gbps": "GB/s", "pct_of_bw_roof": f"% of {bw.name}", "pct_of_attainable": "% of attainable"})
+        lines += [f"\ndecode GEMV at batch 1 against the measured {bw.name} roof ({bw.value:,.1f} GB/s):",
+                  t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+    rows = []
+    for (dtype, shape_k), sub in g.assign(nk=g["shape"].str.split("x", n=1).str[1]).groupby(["dtype", "nk"]):
+        ridge = model.ridge(sub["precision"].iloc[0] or None)
+        if ridge is None:
+            continue
+        sub = sub.sort_values("size")
+        over = sub[sub["intensity"] >= ridge]
+        rows.append({"format": dtype, "layer NxK": shape_k, "ridge FLOP/B": f"{ridge:.3g}",
+                     "crosses at batch": int(over["size"].iloc[0]) if not over.empty else f"> {int(sub['size'].max())}",
+                     "intensity at batch 1": f"{sub['intensity'].iloc[0]:.3g}"})
+    if rows:
+        lines += ["\ndecode GEMV: where each format crosses its ridge point (intensity >= P / BW):",
+                  pd.DataFrame(rows).to_string(index=False)]
+    return lines
 
 
 def _fmt(n) -> str:

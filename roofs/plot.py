@@ -43,8 +43,9 @@ def _short(s: str) -> str:
 
 
 PRECISION_COLORS = {"fp64": "tab:gray", "fp32": "tab:blue", "tf32": "tab:cyan", "fp16": "tab:orange",
-                    "bf16": "tab:red", "fp8e4m3": "tab:purple", "fp8e5m2": "tab:pink", "int8": "tab:green"}
-IMPL_MARKERS["numpy"] = "s"
+                    "bf16": "tab:red", "fp8e4m3": "tab:purple", "fp8e5m2": "tab:pink", "int8": "tab:green",
+                    "fp8": "tab:purple", "int4": "tab:olive"}
+IMPL_MARKERS.update(numpy="s", torch_best="v", triton_rows=">", triton_tile="<")
 
 
 def _impl_name(impl: str) -> str:

@@ -1,0 +1,273 @@
+"""GEMV decode family: y = x @ W^T for one decode step, batch 1 up to past the ridge.
+
+W is a linear layer's weight, stored (N out, K in). Shapes come from real decoder layers
+(LAYERS, as data) and plain squares; the batch grows 1, 2, 4, ... 256. Weight formats:
+
+    fp16, bf16  16-bit weights
+    int8        int8 weights, fp32 scale per output channel
+    fp8         e4m3 weights, fp32 scale per output channel
+    int4        two 4-bit values per byte along K, fp16 scale per group of 128 along K
+
+Quantized weights are dequantized inside the kernel; activations and outputs stay 16-bit:
+fp16 for fp16 weights, bf16 otherwise (int8 and e4m3 values are exact in bf16, and bf16 is
+the fast 16-bit path of CPUs as well as GPUs). Counts:
+
+    flops = 2 B N K
+    bytes = N K bits/8 (weights at their stored width) + scales (int8/fp8: 4 N;
+            int4: 2 N K/128) + 2 B K (activations read) + 2 B N (outputs written)
+
+The points are timed cold (caches flushed before every sample), so the weights come from
+DRAM/HBM as they do in a real decode step, where each layer's weights are read once per token.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from bench.ops._tune import autotune
+from bench.registry import REGISTRY, Axis, Impl, Op
+
+GROUP = 128
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    name: str
+    bits: int
+    act: str                 # activation and output dtype
+    precision: str           # the compute roof that bounds it: the 16-bit math it runs in
+    tolerance: float
+    scale_bytes_per: str     # "channel" (4 bytes per output row), "group" (2 bytes per 128 of K), ""
+    doc: str
+
+
+FORMATS = {f.name: f for f in (
+    WeightFormat("fp16", 16, "float16", "fp16", 5e-3, "", "fp16 weights"),
+    WeightFormat("bf16", 16, "bfloat16", "bf16", 1.5e-2, "", "bf16 weights"),
+    WeightFormat("int8", 8, "bfloat16", "bf16", 1.5e-2, "channel", "int8 weight-only, fp32 per-channel scales"),
+    WeightFormat("fp8", 8, "bfloat16", "bf16", 1.5e-2, "channel", "fp8 e4m3 weight-only, fp32 per-channel scales"),
+    WeightFormat("int4", 4, "bfloat16", "bf16", 1.5e-2, "group", "int4 weight-only, fp16 scales per 128 along K"),
+)}
+
+# (N, K) of real layers. llama8b: hidden 4096, 32 query heads and 8 KV heads of 128, FFN
+# 14336, vocabulary 128256 (Llama-3-8B's shapes); llama70b: hidden 8192, 64 and 8 heads
+# of 128, FFN 28672 (Llama-3-70B's). gate_up is the fused gate and up projection.
+LAYERS = {
+    "llama8b.qkv": (4096 + 2 * 1024, 4096),
+    "llama8b.o": (4096, 4096),
+    "llama8b.gate_up": (2 * 14336, 4096),
+    "llama8b.down": (4096, 14336),
+    "llama8b.lm_head": (128256, 4096),
+    "llama70b.qkv": (8192 + 2 * 1024, 8192),
+    "llama70b.o": (8192, 8192),
+    "llama70b.gate_up": (2 * 28672, 8192),
+    "llama70b.down": (8192, 28672),
+    "llama70b.lm_head": (128256, 8192),
+    "square1024": (1024, 1024),
+    "square4096": (4096, 4096),
+    "square8192": (8192, 8192),
+}
+LAYER_SWEEP = {  # (quick, full) per device kind: a CPU gets the layers its memory and time allow
+    "cpu": (("llama8b.o", "llama8b.down"),
+            ("square1024", "llama8b.qkv", "llama8b.o", "llama8b.gate_up", "llama8b.down")),
+    "cuda": (("llama8b.qkv", "llama8b.down", "llama8b.lm_head"), tuple(LAYERS)),
+}
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+QUICK_BATCHES = (1, 16, 256)
+
+
+def weight_bytes(n: int, k: int, fmt: str) -> int:
+    """Return the stored weight bytes plus scales: N K bits/8 + (4 N | 2 N K/128 | 0)."""
+    f = FORMATS[fmt]
+    scales = {"channel": 4 * n, "group": 2 * n * (k // GROUP), "": 0}[f.scale_bytes_per]
+    return n * k * f.bits // 8 + scales
+
+
+def gemv_bytes(b: int, n: int, k: int, fmt: str) -> int:
+    """Return weights + scales + 2 B K activations read + 2 B N outputs written."""
+    return weight_bytes(n, k, fmt) + 2 * b * k + 2 * b * n
+
+
+def gemv_flops(b: int, n: int, k: int) -> int:
+    """Return 2 B N K."""
+    return 2 * b * n * k
+
+
+def _bnk(point):
+    n, k = LAYERS[point["layer"]]
+    return point["batch"], n, k
+
+
+def layer_sweep(device, quick):
+    return LAYER_SWEEP[device.kind][0 if quick else 1]
+
+
+# ---- weights, inputs and reference -----------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def make_weights(n: int, k: int, fmt: str, device: str):
+    """Return (stored weight, scale or None, float64 dequantized weight) of an (N, K) layer,
+    kept while consecutive points (the batch sweep) reuse them."""
+    from kernels.gemv import pack_int4
+    f = FORMATS[fmt]
+    gen = torch.Generator(device=device).manual_seed(99)
+    w = torch.randn(n, k, device=device, generator=gen) * 0.05
+    if f.bits == 16:
+        stored = w.to(getattr(torch, f.act))
+        return stored, None, stored.double()
+    if fmt == "int4":
+        g = w.view(n, k // GROUP, GROUP)
+        scale = (g.abs().amax(-1) / 7).to(torch.float16)  # (N, K/G)
+        q = (g / scale.float()[..., None]).round().clamp(-8, 7).to(torch.int8).view(n, k)
+        deq = (q.double().view(n, k // GROUP, GROUP) * scale.double()[..., None]).view(n, k)
+        return pack_int4(q), scale, deq
+    if fmt == "int8":
+        scale = w.abs().amax(1) / 127
+        q = (w / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+    else:  # fp8 e4m3
+        scale = w.abs().amax(1) / torch.finfo(torch.float8_e4m3fn).max
+        q = (w / scale[:, None]).to(torch.float8_e4m3fn)
+    return q, scale, q.double() * scale.double()[:, None]
+
+
+def make_inputs(point, device):
+    return build_inputs(*_bnk(point), point["dtype"], device)
+
+
+def build_inputs(b, n, k, fmt, device):
+    f = FORMATS[fmt]
+    w, scale, deq = make_weights(n, k, fmt, device)
+    gen = torch.Generator(device=device).manual_seed(7)
+    act = getattr(torch, f.act)
+    return {"x": torch.randn(b, k, device=device, generator=gen).to(act), "w": w, "scale": scale, "deq": deq,
+            "y": torch.empty(b, n, dtype=act, device=device),
+            "workspace": torch.empty(n, dtype=torch.float32, device=device), "format": f.name}
+
+
+def reference(x):
+    return x["x"].double() @ x["deq"].T
+
+
+# ---- implementations -----------------------------------------------------------------------
+
+def dequantize(w, scale, fmt: str, dtype):
+    """Return the dense (N, K) weights in dtype, the way a straightforward torch program does."""
+    from kernels.gemv import unpack_int4
+    if fmt == "int4":
+        q = unpack_int4(w).to(dtype)
+        n, k = q.shape
+        return (q.view(n, k // GROUP, GROUP) * scale.to(dtype)[..., None]).view(n, k)
+    if scale is None:
+        return w
+    return w.to(dtype) * scale.to(dtype)[:, None]
+
+
+def _torch_baseline(x):
+    """Dequantize, then one matmul: the naive path, and for 16-bit weights the only one."""
+    xs, w, s, y, fmt = x["x"], x["w"], x["scale"], x["y"], x["format"]
+    if s is None:
+        return lambda: torch.mm(xs, w.t(), out=y)
+    return lambda: torch.mm(xs, dequantize(w, s, fmt, xs.dtype).t(), out=y)
+
+
+def _torch_best(x):
+    xs, w, s, fmt = x["x"], x["w"], x["scale"], x["format"]
+    if fmt == "int8":
+        s16 = s.to(xs.dtype)
+        return lambda: torch._weight_int8pack_mm(xs, w, s16)
+    if fmt == "int4":  # CPU: torch's own packing, built here, outside the timed region
+        from kernels.gemv import unpack_int4
+        u = (unpack_int4(w).to(torch.int32) + 8)
+        packed = torch._convert_weight_to_int4pack_for_cpu(u, 1)
+        sz = torch.stack([s.t().to(xs.dtype), torch.zeros_like(s.t(), dtype=xs.dtype)], dim=-1).contiguous()
+        return lambda: torch._weight_int4pack_mm_for_cpu(xs, packed, GROUP, sz)
+    raise NotImplementedError(f"no torch fast path for {fmt}")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe_best(fmt: str, torch_device: str) -> str | None:
+    """Return why torch's fast path for fmt fails on a tiny problem here, or None."""
+    try:
+        x = build_inputs(2, 64, 256, fmt, torch_device)
+        out = _torch_best(x)()
+        err = ((out.double() - reference(x)).norm() / reference(x).norm()).item()
+        return None if err < 0.05 else f"torch's {fmt} fast path gives wrong results here (error {err:.2g})"
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return f"torch has no working {fmt} weight-only matmul here ({type(e).__name__}: {first})"
+
+
+def best_skip(point, device):
+    fmt = point["dtype"]
+    if FORMATS[fmt].bits == 16:
+        return "for 16-bit weights torch's best path is the baseline matmul"
+    if fmt == "fp8":
+        return "torch has no fp8 weight-only matmul (its fp8 GEMM quantizes activations too); the baseline dequantizes"
+    if fmt == "int4" and device.kind == "cuda":
+        return "torch's CUDA int4 path needs its tiled weight layout and bf16 activations; not wired here"
+    return _probe_best(fmt, device.torch_device)
+
+
+ROW_CANDIDATES = tuple((bn, bk, sk) for bn in (4, 8, 16) for bk in (256, 512, 1024) for sk in (1, 2, 4, 8))
+TILE_CANDIDATES = tuple((bn, bk) for bn in (16, 32, 64, 128) for bk in (64, 128, 256))
+INTERPRETER_ROW = (16, 256, 2)
+INTERPRETER_TILE = (64, 128)
+
+
+def _rows_call(x, cfg):
+    from kernels.gemv import gemv_rows
+    bn, bk, sk = cfg
+    return lambda: gemv_rows(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk, sk, x["workspace"])
+
+
+def _tile_call(x, cfg):
+    from kernels.gemv import gemv_tile
+    bn, bk = cfg
+    return lambda: gemv_tile(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk)
+
+
+def _triton(call, candidates, interp_cfg, name):
+    def launcher(x):
+        dev = str(x["x"].device)
+        if x["x"].is_cuda:
+            key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape), dev)
+            cfg, _ = autotune(key, candidates, lambda c: call(x, c), dev)
+        else:
+            cfg = interp_cfg
+        fn = call(x, cfg)
+        fn.detail = f"{name} {'x'.join(map(str, cfg))}"
+        return fn
+    return launcher
+
+
+def rows_skip(point, device):
+    return None if point["batch"] == 1 else "the row kernel is for batch 1; gemv/triton_tile covers larger batches"
+
+
+REGISTRY.add_op(Op(
+    name="gemv.decode", family="gemv",
+    doc="y = x W^T for one decode step; flops = 2 B N K, bytes = weights at stored width + scales + 2 B K + 2 B N",
+    axes=(Axis("dtype", tuple(FORMATS), doc="weight format: " + ", ".join(FORMATS)),
+          Axis("layer", sweep=layer_sweep, doc="(N, K) of a decoder layer: " + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in LAYERS.items())),
+          Axis("batch", BATCHES, QUICK_BATCHES, doc="decode batch B")),
+    make_inputs=make_inputs, reference=reference,
+    flops=lambda p: gemv_flops(*_bnk(p)),
+    bytes=lambda p: gemv_bytes(*_bnk(p), p["dtype"]),
+    working_set=lambda p: gemv_bytes(*_bnk(p), p["dtype"]),
+    describe=lambda p: (p["batch"], "{}x{}x{}".format(*_bnk(p))),
+    tolerance=lambda p: FORMATS[p["dtype"]].tolerance,
+    outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
+    memory_factor=1 + 8 * 8 / 4,  # the float64 dequantized weights are 16x an int4 layer
+))
+REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
+                       doc="dequantize in torch, then torch.mm (the straightforward baseline)"))
+REGISTRY.add_impl(Impl("gemv.decode", "torch_best", "torch", _torch_best, skip=best_skip,
+                       doc="torch's weight-only kernels: _weight_int8pack_mm, _weight_int4pack_mm_for_cpu"))
+REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton",
+                       _triton(_rows_call, ROW_CANDIDATES, INTERPRETER_ROW, "rows"), skip=rows_skip,
+                       doc="kernels/gemv.py gemv_rows: batch 1, row-parallel with split-K"))
+REGISTRY.add_impl(Impl("gemv.decode", "triton_tile", "triton",
+                       _triton(_tile_call, TILE_CANDIDATES, INTERPRETER_TILE, "tile"),
+                       doc="kernels/gemv.py gemv_tile: the whole batch in one tensor-core tile"))
