@@ -130,8 +130,8 @@ def summary(run_dir: Path) -> str:
     flops = ok[ok["family"] != "stream"]
     if not flops.empty:
         best = flops.loc[flops.groupby(["op", "impl", "dtype"])["gflops"].idxmax()]
-        t = best[["impl", "dtype", "shape", "gflops", "gbps", "intensity"]].rename(
-            columns={"gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B"})
+        t = best[["impl", "dtype", "shape", "gflops", "gbps", "intensity", "pct_of_attainable"]].rename(
+            columns={"gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B", "pct_of_attainable": "% attainable"})
         lines += ["\ncompute kernels, best point per impl and precision:",
                   t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
     lines += gemv_summary(df, model)

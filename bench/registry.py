@@ -153,5 +153,5 @@ def load_all() -> Registry:
     """Import every op family so that it registers itself; return the registry."""
     # the order of registration is the order of a run: bandwidth roofs first
     from bench.ops import stream  # noqa: F401  (registers on import)
-    from bench.ops import gemm, gemv  # noqa: F401
+    from bench.ops import attention, gemm, gemv  # noqa: F401
     return REGISTRY

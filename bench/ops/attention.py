@@ -1,0 +1,268 @@
+"""Attention family: fused prefill and split-KV decode, against SDPA.
+
+attention.prefill  q, k, v of S tokens; causal or not; head dims 64 and 128; grouped-query
+                   heads (Hkv <= Hq); the sequence swept from 512 up.
+attention.decode   one query token per sequence over a KV cache of L tokens, batch 1 up.
+
+Counts (w = element size; exp and the rest of the softmax are not counted as FLOPs, only
+the two matrix products, 2 FLOPs per multiply-add):
+
+    prefill flops = 4 B Hq S_q S_k D, halved when causal: the diagonal's entries count as
+                    half, so causal is exactly half the non-causal work (FlashAttention's
+                    convention; the S(S+1)/2 entries actually computed differ by 1/S)
+    prefill bytes = (B Hq S D [q] + 2 B Hkv S D [k, v] + B Hq S D [o]) w, each read or written once
+    decode flops  = 4 B Hq L D
+    decode bytes  = (2 B Hkv L D [the KV cache, read once] + 2 B Hq D [q and o]) w
+
+Every kernel is checked against a float64 reference, computed per head and in row chunks
+so that it fits beside the largest shapes.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from bench.ops._tune import autotune
+from bench.registry import REGISTRY, Axis, Impl, Op
+
+DTYPES = ("fp16", "bf16")
+TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+TOLERANCE = {"fp16": 5e-3, "bf16": 2e-2, "fp32": 1e-5}
+REF_ROWS = 2048  # query rows per float64 reference chunk
+
+# (B, Hq, Hkv) settings and sweeps per device kind: (quick, full)
+PREFILL_HEADS = {"cpu": (((1, 8, 2),), ((1, 8, 2), (2, 8, 8))),
+                 "cuda": (((1, 32, 8),), ((1, 32, 8), (4, 32, 8), (8, 16, 16)))}
+PREFILL_SEQ = {"cpu": ((512, 1024), (512, 1024, 2048)),
+               "cuda": ((1024, 4096, 16384), (512, 1024, 2048, 4096, 8192, 16384))}
+PREFILL_D = {"cpu": ((128,), (64, 128)), "cuda": ((64, 128), (64, 128))}
+DECODE_HEADS = (32, 8, 128)  # Hq, Hkv, D: a Llama-3-8B layer
+DECODE_LEN = {"cpu": ((1024, 8192), (1024, 4096, 16384, 32768)),
+              "cuda": ((4096, 32768, 131072), (1024, 4096, 16384, 32768, 65536, 131072))}
+DECODE_BATCH = {"cpu": ((1, 8), (1, 4, 16)), "cuda": ((1, 16), (1, 4, 16, 64))}
+
+
+def _by_device(table):
+    return lambda device, quick: table[device.kind][0 if quick else 1]
+
+
+def itemsize(dtype: str) -> int:
+    return TORCH_DTYPE[dtype].itemsize
+
+
+def prefill_flops(b, hq, s, d, causal) -> int:
+    """Return 4 B Hq S^2 D, halved when causal."""
+    full = 4 * b * hq * s * s * d
+    return full // 2 if causal else full
+
+
+def prefill_bytes(b, hq, hkv, s, d, dtype) -> int:
+    """Return (2 B Hq S D + 2 B Hkv S D) x element size: q and o, k and v."""
+    return (2 * b * hq * s * d + 2 * b * hkv * s * d) * itemsize(dtype)
+
+
+def decode_flops(b, hq, length, d) -> int:
+    """Return 4 B Hq L D."""
+    return 4 * b * hq * length * d
+
+
+def decode_bytes(b, hq, hkv, length, d, dtype) -> int:
+    """Return (2 B Hkv L D + 2 B Hq D) x element size: the KV cache, q and o."""
+    return (2 * b * hkv * length * d + 2 * b * hq * d) * itemsize(dtype)
+
+
+def reference(q, k, v, causal=False):
+    """Return softmax(q k^T / sqrt(D)) v in float64, head by head and REF_ROWS query rows at
+    a time; q (B, Hq, S_q, D), k and v (B, Hkv, S_k, D); causal is top-left aligned."""
+    B, Hq, S, D = q.shape
+    group = Hq // k.shape[1]
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    for b in range(B):
+        for h in range(Hq):
+            kk, vv = k[b, h // group].double(), v[b, h // group].double()
+            for r0 in range(0, S, REF_ROWS):
+                s = q[b, h, r0:r0 + REF_ROWS].double() @ kk.T / math.sqrt(D)
+                if causal:
+                    rows = torch.arange(r0, r0 + s.shape[0], device=q.device)[:, None]
+                    s = s.masked_fill(torch.arange(kk.shape[0], device=q.device)[None, :] > rows, float("-inf"))
+                out[b, h, r0:r0 + REF_ROWS] = torch.softmax(s, dim=-1) @ vv
+    return out
+
+
+def sdpa_backend(q, k, v, causal) -> str:
+    """Return the name of the SDPA backend torch's dispatcher picks for these inputs."""
+    try:
+        from torch.nn.attention import SDPBackend
+        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, causal, enable_gqa=q.shape[1] != k.shape[1])
+        return SDPBackend(choice).name.lower()
+    except Exception as e:  # a private API: its absence must not stop the measurement
+        return f"unknown ({type(e).__name__})"
+
+
+def _qkv(b, hq, hkv, s_q, s_k, d, dtype, device):
+    gen = torch.Generator(device=device).manual_seed(11)
+    dt = TORCH_DTYPE[dtype]
+    return (torch.randn(b, hq, s_q, d, device=device, generator=gen, dtype=dt),
+            torch.randn(b, hkv, s_k, d, device=device, generator=gen, dtype=dt),
+            torch.randn(b, hkv, s_k, d, device=device, generator=gen, dtype=dt))
+
+
+# ---- prefill ----------------------------------------------------------------------------
+
+def _prefill_dims(p):
+    b, hq, hkv = p["heads"]
+    return b, hq, hkv, p["seq"], p["head_dim"]
+
+
+def prefill_inputs(p, device):
+    b, hq, hkv, s, d = _prefill_dims(p)
+    q, k, v = _qkv(b, hq, hkv, s, s, d, p["dtype"], device)
+    return {"q": q, "k": k, "v": v, "o": torch.empty_like(q), "causal": p["causal"]}
+
+
+PREFILL_CANDIDATES = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 4, 4), (64, 128, 4, 3), (128, 32, 4, 3))
+INTERPRETER_PREFILL = (64, 64, 4, 1)
+
+
+def _prefill_triton_call(x, cfg):
+    from kernels.attention import prefill
+    bm, bn, warps, stages = cfg
+    return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages)
+
+
+def _prefill_triton(x):
+    dev = str(x["q"].device)
+    if x["q"].is_cuda:
+        key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"], dev)
+        cfg, _ = autotune(key, PREFILL_CANDIDATES, lambda c: _prefill_triton_call(x, c), dev)
+    else:
+        cfg = INTERPRETER_PREFILL
+    fn = _prefill_triton_call(x, cfg)
+    fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
+    return fn
+
+
+def _prefill_sdpa(x):
+    q, k, v, causal = x["q"], x["k"], x["v"], x["causal"]
+    gqa = q.shape[1] != k.shape[1]
+    fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)  # noqa: E731
+    fn.detail = "sdpa backend " + sdpa_backend(q, k, v, causal)
+    return fn
+
+
+REGISTRY.add_op(Op(
+    name="attention.prefill", family="attention",
+    doc="o = softmax(q k^T / sqrt(D)) v; flops = 4 B Hq S^2 D (halved causal), bytes = q + k + v + o",
+    axes=(Axis("dtype", DTYPES, doc="fp16 or bf16"),
+          Axis("causal", (False, True)),
+          Axis("head_dim", sweep=_by_device(PREFILL_D), doc="D"),
+          Axis("heads", sweep=_by_device(PREFILL_HEADS), doc="(B, Hq, Hkv): batch, query heads, KV heads"),
+          Axis("seq", sweep=_by_device(PREFILL_SEQ), doc="S = S_q = S_k")),
+    make_inputs=prefill_inputs,
+    reference=lambda x: reference(x["q"], x["k"], x["v"], x["causal"]),
+    flops=lambda p: prefill_flops(*_prefill_dims(p)[:2], p["seq"], p["head_dim"], p["causal"]),
+    bytes=lambda p: prefill_bytes(*_prefill_dims(p), p["dtype"]),
+    working_set=lambda p: prefill_bytes(*_prefill_dims(p), p["dtype"]),
+    describe=lambda p: (p["seq"], "B{}xH{}/{}xS{}xD{}".format(*_prefill_dims(p)) + ("-causal" if p["causal"] else "")),
+    tolerance=lambda p: TOLERANCE[p["dtype"]],
+    outputs=("o",), precision=lambda p: p["dtype"],
+    memory_factor=3.0,  # the float64 output beside 16-bit q, k, v, o
+))
+REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
+                       doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
+REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton,
+                       doc="kernels/attention.py prefill: online softmax, blocks autotuned on a GPU"))
+
+
+# ---- decode -----------------------------------------------------------------------------
+
+def _decode_dims(p):
+    hq, hkv, d = DECODE_HEADS
+    return p["batch"], hq, hkv, p["length"], d
+
+
+def decode_inputs(p, device):
+    b, hq, hkv, length, d = _decode_dims(p)
+    q, k, v = _qkv(b, hq, hkv, 1, length, d, p["dtype"], device)
+    q = q[:, :, 0].contiguous()
+    return {"q": q, "k": k, "v": v, "o": torch.empty_like(q)}
+
+
+def decode_reference(x):
+    return reference(x["q"][:, :, None], x["k"], x["v"])[:, :, 0]
+
+
+DECODE_CANDIDATES = tuple((bn, warps, f) for bn in (32, 64, 128) for warps in (4, 8) for f in (1, 2))
+INTERPRETER_DECODE = (64, 4, 1)
+
+
+def _decode_triton_call(x, cfg):
+    from kernels.attention import decode, decode_splits, decode_workspace
+    bn, warps, factor = cfg
+    b, _, _ = x["q"].shape
+    splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, x["q"].device) * factor
+    ws = decode_workspace(x["q"], splits)
+    fn = lambda: decode(x["q"], x["k"], x["v"], x["o"], ws, bn, warps)  # noqa: E731
+    fn.splits = splits
+    return fn
+
+
+def _decode_triton(x):
+    dev = str(x["q"].device)
+    if x["q"].is_cuda:
+        key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), dev)
+        cfg, _ = autotune(key, DECODE_CANDIDATES, lambda c: _decode_triton_call(x, c), dev)
+    else:
+        cfg = INTERPRETER_DECODE
+    fn = _decode_triton_call(x, cfg)
+    fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
+    return fn
+
+
+def _decode_sdpa(x):
+    q, k, v = x["q"][:, :, None], x["k"], x["v"]
+    fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)[:, :, 0]  # noqa: E731
+    fn.detail = "sdpa backend " + sdpa_backend(q, k, v, False)
+    return fn
+
+
+def _decode_math(x):
+    """Two batched matmuls around a softmax, the query heads of one KV head stacked as rows:
+    K and V are read once, with no GQA copies (the obvious torch program, and on CPUs
+    often faster than SDPA for a single query token)."""
+    q, k, v, o = x["q"], x["k"], x["v"], x["o"]
+    b, hq, d = q.shape
+    hkv = k.shape[1]
+    qg = q.view(b, hkv, hq // hkv, d)
+    scale = 1 / math.sqrt(d)
+
+    def fn():
+        s = torch.matmul(qg, k.transpose(-1, -2)).float() * scale
+        p = torch.softmax(s, dim=-1).to(q.dtype)
+        return torch.matmul(p, v, out=o.view(b, hkv, hq // hkv, d)).view(b, hq, d)
+    return fn
+
+
+REGISTRY.add_op(Op(
+    name="attention.decode", family="attention",
+    doc=f"one query token over an L-token KV cache, (Hq, Hkv, D) = {DECODE_HEADS}; flops = 4 B Hq L D, bytes = KV cache + q + o",
+    axes=(Axis("dtype", DTYPES, doc="fp16 or bf16"),
+          Axis("length", sweep=_by_device(DECODE_LEN), doc="L, the KV cache length"),
+          Axis("batch", sweep=_by_device(DECODE_BATCH), doc="B, sequences decoded at once")),
+    make_inputs=decode_inputs, reference=decode_reference,
+    flops=lambda p: decode_flops(*_decode_dims(p)[:2], p["length"], DECODE_HEADS[2]),
+    bytes=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
+    working_set=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
+    describe=lambda p: (p["length"], "B{}xH{}/{}xL{}xD{}".format(*_decode_dims(p))),
+    tolerance=lambda p: TOLERANCE[p["dtype"]],
+    outputs=("o",), precision=lambda p: p["dtype"], modes=("cold",),
+    memory_factor=1.5,  # the reference converts one head's cache at a time
+))
+REGISTRY.add_impl(Impl("attention.decode", "sdpa", "torch", _decode_sdpa,
+                       doc="torch scaled_dot_product_attention with a length-1 query"))
+REGISTRY.add_impl(Impl("attention.decode", "torch_math", "torch", _decode_math,
+                       doc="matmul, softmax, matmul with the query heads of a KV head stacked"))
+REGISTRY.add_impl(Impl("attention.decode", "triton", "triton", _decode_triton,
+                       doc="kernels/attention.py decode: split-KV chunks, GQA heads in one tile, then a merge"))

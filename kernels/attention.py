@@ -1,0 +1,183 @@
+"""Triton fused attention: prefill (a flash-attention forward) and decode (split-KV).
+
+Pure compute: no timing, no files, no printing.
+
+Layouts (last dimension contiguous): q (B, Hq, S_q, D); k, v (B, Hkv, S_k, D); o like q.
+Grouped-query attention: query head h reads KV head h // (Hq // Hkv). The softmax scale is
+1/sqrt(D). Causal masking is top-left aligned (query i sees keys 0..i), for S_q == S_k.
+
+prefill: each program owns BLOCK_M query rows of one (batch, head) and walks the key
+blocks with an online softmax (running max and sum, rescaled as it goes), so the S x S
+score matrix is never written to memory. Causal programs stop at their diagonal block.
+
+decode: one query token per sequence. The KV length is cut into SPLITS chunks, one program
+per (batch, KV head, chunk), so even batch 1 fills the GPU; each program handles all the
+query heads that share its KV head (one tensor-core tile), so K and V are read once. A
+second kernel merges the chunks' partial (max, sum, weighted values).
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v have Hkv heads
+                    qk_scale,  # softmax scale x log2(e): scores are taken in base 2
+                    S_Q, S_K, H_Q, GROUP,  # sequence lengths, query heads, query heads per KV head
+                    sqb, sqh, sqs,  # q strides (batch, head, sequence)
+                    skb, skh, sks,  # k strides
+                    svb, svh, svs,  # v strides
+                    sob, soh, sos,  # o strides
+                    D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H_Q
+    h = bh % H_Q
+    hk = h // GROUP
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, D)
+    cols0 = tl.arange(0, BLOCK_N)
+    q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :], mask=rows[:, None] < S_Q, other=0.0)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    end = S_K
+    if CAUSAL:
+        end = tl.minimum(S_K, (pid_m + 1) * BLOCK_M)
+    for start in range(0, end, BLOCK_N):
+        cols = start + cols0
+        k = tl.load(k_base + cols[None, :] * sks + dims[:, None], mask=cols[None, :] < S_K, other=0.0)  # (D, BLOCK_N)
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        keep = cols[None, :] < S_K
+        if CAUSAL:
+            keep = keep & (rows[:, None] >= cols[None, :])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * svs + dims[None, :], mask=cols[:, None] < S_K, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=rows[:, None] < S_Q)
+
+
+def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2):
+    """Return o after o = softmax(q k^T / sqrt(D)) v (causal: query i sees keys 0..i)."""
+    B, Hq, S, D = q.shape
+    Hkv, S_k = k.shape[1], k.shape[2]
+    assert Hq % Hkv == 0 and D in (16, 32, 64, 128, 256)
+    grid = (triton.cdiv(S, block_m), B * Hq)
+    attn_fwd_kernel[grid](q, k, v, o, LOG2E / math.sqrt(D), S, S_k, Hq, Hq // Hkv,
+                          q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                          v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                          D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                          PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+                          num_warps=num_warps, num_stages=num_stages)
+    return o
+
+
+@triton.jit
+def decode_split_kernel(q_ptr,  # (B, Hq, D): one query token per sequence
+                        k_ptr, v_ptr,  # (B, Hkv, L, D) KV cache
+                        m_ptr, l_ptr,  # (B, Hq, SPLITS) fp32: running max (base 2) and sum per chunk
+                        acc_ptr,  # (B, Hq, SPLITS, D) fp32: unnormalized weighted values per chunk
+                        qk_scale, L, H_KV, GROUP, SPLITS, CHUNK,  # CHUNK: keys per split, a multiple of BLOCK_N
+                        sqb, sqh, skb, skh, skl, svb, svh, svl,
+                        D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+    bhk = tl.program_id(0)
+    split = tl.program_id(1)
+    b = bhk // H_KV
+    hk = bhk % H_KV
+    hs = tl.arange(0, BLOCK_H)
+    h_ok = hs < GROUP
+    heads = hk * GROUP + hs
+    dims = tl.arange(0, D)
+    q = tl.load(q_ptr + b * sqb + heads[:, None] * sqh + dims[None, :], mask=h_ok[:, None], other=0.0)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, D], tl.float32)
+    lo = split * CHUNK
+    hi = tl.minimum(L, lo + CHUNK)
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        ok = cols < hi
+        k = tl.load(k_base + cols[None, :] * skl + dims[:, None], mask=ok[None, :], other=0.0)
+        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
+        s = tl.where(ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * svl + dims[None, :], mask=ok[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    part = (b * H_KV * GROUP + heads) * SPLITS + split
+    tl.store(m_ptr + part, m_i, mask=h_ok)
+    tl.store(l_ptr + part, l_i, mask=h_ok)
+    tl.store(acc_ptr + part[:, None] * D + dims[None, :], acc, mask=h_ok[:, None])
+
+
+@triton.jit
+def decode_combine_kernel(m_ptr, l_ptr, acc_ptr,  # partials as written by decode_split_kernel
+                          o_ptr,  # (B, Hq, D) output
+                          SPLITS, soh,  # chunks per head; elements between output heads
+                          D: tl.constexpr, BLOCK_S: tl.constexpr):
+    bh = tl.program_id(0)  # flattened (batch, query head)
+    ss = tl.arange(0, BLOCK_S)
+    ok = ss < SPLITS
+    dims = tl.arange(0, D)
+    m = tl.load(m_ptr + bh * SPLITS + ss, mask=ok, other=float("-inf"))
+    l = tl.load(l_ptr + bh * SPLITS + ss, mask=ok, other=0.0)
+    acc = tl.load(acc_ptr + (bh * SPLITS + ss[:, None]) * D + dims[None, :], mask=ok[:, None], other=0.0)
+    w = tl.where(ok & (l > 0), tl.math.exp2(m - tl.max(m, 0)), 0.0)
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
+    tl.store(o_ptr + bh * soh + dims, out.to(o_ptr.dtype.element_ty))
+
+
+def decode_splits(batch, kv_heads, length, block_n, device):
+    """Return how many chunks to cut the KV length into: enough programs for about two per
+    SM on a GPU (4 per (batch, KV head) elsewhere), never more chunks than key blocks."""
+    if device.type == "cuda":
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        want = math.ceil(2 * sms / (batch * kv_heads))
+    else:
+        want = 4
+    return max(1, min(want, triton.cdiv(length, block_n)))
+
+
+def decode_workspace(q, splits):
+    """Return the fp32 partial buffers (m, l, acc) for decode with this many chunks."""
+    B, Hq, D = q.shape
+    return (torch.empty(B, Hq, splits, device=q.device), torch.empty(B, Hq, splits, device=q.device),
+            torch.empty(B, Hq, splits, D, device=q.device))
+
+
+def decode(q, k, v, o, workspace, block_n=64, num_warps=4):
+    """Return o (B, Hq, D) after one-token attention of q (B, Hq, D) over the KV cache k, v
+    (B, Hkv, L, D); workspace from decode_workspace fixes the number of chunks."""
+    B, Hq, D = q.shape
+    Hkv, L = k.shape[1], k.shape[2]
+    group = Hq // Hkv
+    m, l, acc = workspace
+    splits = m.shape[-1]
+    chunk = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
+    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    decode_split_kernel[(B * Hkv, splits)](
+        q, k, v, m, l, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
+        D=D, BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, PRECISION=prec, num_warps=num_warps)
+    decode_combine_kernel[(B * Hq,)](m, l, acc, o, splits, o.stride(1), D=D,
+                                     BLOCK_S=max(2, triton.next_power_of_2(splits)))
+    return o
