@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def print_list(registry, device) -> None:
     from bench.runner import backend_skip
     print(f"device: {device.torch_device} ({device.name})")
-    for op in registry.ops.values():
+    for op in registry.ordered():
         print(f"\n{op.name}  [{op.family}]  {op.doc}")
         for axis in op.axes:
             full, quick = axis.expand(device, False), axis.expand(device, True)

@@ -104,6 +104,13 @@ class Registry:
         self.impls[impl.id] = impl
         return impl
 
+    def ordered(self) -> list[Op]:
+        """Return the ops in run order: FAMILY_ORDER first (bandwidth roofs before the
+        kernels placed under them), then registration order."""
+        rank = {f: i for i, f in enumerate(FAMILY_ORDER)}
+        ops = list(self.ops.values())
+        return sorted(ops, key=lambda op: (rank.get(op.family, len(rank)), ops.index(op)))
+
     def impls_of(self, op_name: str) -> list[Impl]:
         return [i for i in self.impls.values() if i.op == op_name]
 
@@ -115,7 +122,7 @@ class Registry:
         raises RegistryError listing what exists.
         """
         if not only:
-            return [(op, self.impls_of(op.name)) for op in self.ops.values()]
+            return [(op, self.impls_of(op.name)) for op in self.ordered()]
         families = {op.family for op in self.ops.values()}
         impl_names = {i.name for i in self.impls.values()}
         for name in only:
@@ -125,7 +132,7 @@ class Registry:
                     f"ops {', '.join(self.ops)}, or impls {', '.join(sorted(impl_names))} "
                     f"(or an impl id such as {next(iter(self.impls), 'op/impl')}).")
         chosen = []
-        for op in self.ops.values():
+        for op in self.ordered():
             op_hit = op.name in only or op.family in only
             impls = [i for i in self.impls_of(op.name)
                      if op_hit or i.id in only or i.name in only]
@@ -146,6 +153,7 @@ def geometric(lo: int, hi: int, per_octave: int = 2) -> list[int]:
     return out
 
 
+FAMILY_ORDER = ("stream", "gemm", "gemv", "attention")
 REGISTRY = Registry()
 
 
@@ -153,6 +161,6 @@ def load_all() -> Registry:
     """Import every op family so that it registers itself; return the registry."""
     # the order of registration is the order of a run: bandwidth roofs first
     import importlib
-    for family in ("stream", "gemm", "gemv", "attention"):
+    for family in FAMILY_ORDER:
         importlib.import_module(f"bench.ops.{family}")
     return REGISTRY
