@@ -29,11 +29,12 @@ COLUMNS = [
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
     "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
+    "clock_mhz", "power_w", "joules", "throttled", "flag",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
-ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable"]
+ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision"]
+                "reason", "detail", "precision", "flag"]
 STATUSES = ("ok", "skipped", "error")
 
 
@@ -100,7 +101,7 @@ class Measurement:
     def row(self) -> dict:
         """Return the CSV row, keys in COLUMNS order."""
         ms = lambda q: self._stat(q) * 1e3  # noqa: E731
-        return {
+        row = {
             "point_id": self.point_id, "op": self.op, "family": self.family, "impl": self.impl,
             "backend": self.backend, "dtype": self.dtype, "size": self.size, "shape": self.shape,
             "working_set_bytes": self.working_set_bytes, "flops": self.flops, "bytes": self.bytes,
@@ -111,7 +112,11 @@ class Measurement:
             "error": self.error, "tolerance": self.tolerance,
             "status": self.status, "reason": self.reason, "detail": self.detail,
             "precision": self.precision, **{c: None for c in ROOF_COLUMNS},
+            "clock_mhz": self.telemetry.get("clock_mhz"), "power_w": self.telemetry.get("power_w"),
+            "joules": self.telemetry.get("joules_per_call"),
+            "throttled": self.telemetry.get("throttled") if self.telemetry else None,
         }
+        return {c: row[c] for c in COLUMNS}
 
 
 def utc_stamp(t: datetime | None = None) -> str:

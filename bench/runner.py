@@ -18,6 +18,7 @@ import torch
 from bench import device as devmod
 from bench.registry import Impl, Op, Registry
 from bench.results import Measurement
+from bench.telemetry import Sampler, make_source
 from bench.timing import TimerConfig, make_flush, time_fn
 
 
@@ -112,6 +113,12 @@ class Runner:
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
     _history: dict = field(default_factory=dict)   # history_key -> (work, seconds per call)
+    _sampler: Sampler | None = None
+
+    def sampler(self) -> Sampler:
+        if self._sampler is None:
+            self._sampler = Sampler(make_source(self.device))
+        return self._sampler
 
     def flush(self):
         if self._flush is None:
@@ -216,16 +223,24 @@ class Runner:
                     for m in modes]
         results = []
         for mode in modes:
+            sampler = self.sampler().start()
             try:
                 t = time_fn(fn, self.device.torch_device, mode, self.timer,
                             self.flush() if mode == "cold" else None)
             except Exception as e:
+                sampler.stop()
                 _free(self.device)
                 results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
                 continue
-            self._history[history_key(op, impl, point, mode)] = (op.flops(point) or op.bytes(point), t.stats.median_s)
+            tel = sampler.stop()
+            median = t.stats.median_s
+            if tel.get("energy_j") is not None and tel["window_s"] > 0:
+                # mean power over the window x time per call: the energy of one call
+                tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * median
+            self._history[history_key(op, impl, point, mode)] = (op.flops(point) or op.bytes(point), median)
             results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
-                              reps=t.reps, timer=t.method, stop=t.stop, detail=getattr(fn, "detail", "")))
+                              reps=t.reps, timer=t.method, stop=t.stop, detail=getattr(fn, "detail", ""),
+                              telemetry=tel))
         return results
 
 

@@ -1,0 +1,53 @@
+"""Telemetry: the NVML sampler without NVML, summaries of synthetic samples, RAPL wrap-around."""
+import sys
+
+import pytest
+
+from bench import telemetry as tm
+from bench.device import DeviceInfo
+
+GPU = DeviceInfo("cuda", "cuda:0", "NVIDIA H200", 2**37, 132, "SMs", ())
+
+
+def test_nvml_absent_leaves_fields_empty_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as if the package were missing
+    src = tm.make_source(GPU)
+    assert src.name == "none" and "NVML unavailable" in src.note and "nvidia-ml-py" in src.note
+    s = tm.Sampler(src).start().stop()
+    assert s["energy_j"] is None and s["clock_mhz"] is None and s["power_w"] is None
+    assert s["throttled"] is False and s["note"] == src.note
+
+
+def test_nvml_without_a_driver_is_a_note_not_a_crash():
+    pytest.importorskip("pynvml")
+    src = tm.make_source(GPU)  # no NVIDIA driver here: nvmlInit fails
+    assert src.name in ("none", "nvml")
+
+
+def test_summary_of_synthetic_samples():
+    samples = [{"clock_mhz": 1800, "power_w": 100.0, "temp_c": 60, "reasons": 0x1},
+               {"clock_mhz": 1600, "power_w": 200.0, "temp_c": 70, "reasons": 0x4 | 0x2}]
+    s = tm.summarize(samples, window_s=2.0, e0=None, e1=None, source="nvml")
+    assert s["clock_mhz"] == 1700 and s["clock_min_mhz"] == 1600
+    assert s["power_w"] == 150 and s["power_max_w"] == 200 and s["temp_max_c"] == 70
+    assert s["energy_j"] == 300.0                         # mean power x window without a counter
+    assert s["throttled"] and s["throttle_reasons"] == ["sw_power_cap"]  # applications clocks are benign
+    assert tm.summarize(samples, 2.0, 10.0, 40.0)["energy_j"] == 30.0     # the counter wins
+
+
+def test_rapl_counter_wraps(tmp_path):
+    zone = tmp_path / "intel-rapl:0"
+    zone.mkdir()
+    (zone / "max_energy_range_uj").write_text("1000000")
+    (zone / "energy_uj").write_text("900000")
+    src = tm.CpuSource(tmp_path)
+    assert src.energy_j() == 0.0
+    (zone / "energy_uj").write_text("100000")            # wrapped: 0.1 J to the top, 0.1 J after
+    assert src.energy_j() == pytest.approx(0.2)
+
+
+def test_cpu_source_without_powercap(tmp_path):
+    src = tm.CpuSource(tmp_path / "none")
+    assert src.energy_j() is None and "RAPL" in src.note
+    s = tm.Sampler(src).start().stop()
+    assert s["source"] == "cpu" and s["samples"] == 2 and (s["clock_mhz"] is None or s["clock_mhz"] > 0)
