@@ -86,7 +86,7 @@ def finalize(run_dir: Path) -> list[str]:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs])
-        rewrite_measurements(run_dir, annotate(run.measurements, roofs))
+        rewrite_measurements(run_dir, annotate(run.measurements, roofs, run.device))
         if notes:
             import json
             path = run_dir / "roofs.json"

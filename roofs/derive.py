@@ -139,10 +139,12 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     return roofs + compute_roofs(rows), notes
 
 
-def annotate(rows: pd.DataFrame, roofs) -> pd.DataFrame:
+def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:
     """Return rows with attainable_gflops = min(P_precision, BW_memory x I) (BW x I for rows
-    without a precision), pct_of_bw_roof = 100 x GB/s / BW_memory, and pct_of_attainable =
-    100 x GFLOP/s / attainable (for flop-free rows, the bandwidth percentage)."""
+    without a precision), pct_of_bw_roof = 100 x GB/s / BW_memory, pct_of_attainable =
+    100 x GFLOP/s / attainable (for flop-free rows, the bandwidth percentage), and flag:
+    why a point sits above its attainable bound by more than its own spread (even its
+    slow end, the p80 time, beats the bound)."""
     from roofs.model import Roofline
     model = Roofline(roofs)
     out = rows.copy()
@@ -156,4 +158,35 @@ def annotate(rows: pd.DataFrame, roofs) -> pd.DataFrame:
     out["pct_of_bw_roof"] = (100 * out["gbps"] / bw.value).where(ok)
     pct_att = 100 * out["gflops"] / out["attainable_gflops"].astype(float)
     out["pct_of_attainable"] = pct_att.where(ok & (out["flops"] > 0), out["pct_of_bw_roof"])
+    llc = max((c.get("total_bytes", 0) for c in (device or {}).get("caches", [])), default=0)
+    out["flag"] = [above_roof_causes(r, model, bw, llc) if o else "" for r, o in zip(out.itertuples(), ok)]
     return out
+
+
+def above_roof_causes(r, model, bw, llc: int) -> str:
+    """Return "" when the point is under its bound within its spread, else the likely causes.
+
+    The stream family sets the bandwidth roofs and the GEMMs the compute roofs, so only the
+    kernels placed under them (and a stream point on the memory plateau) are judged."""
+    if r.family == "stream" or not r.flops or not r.attainable_gflops or not r.p80_ms:
+        return ""
+    slow_gflops = r.flops / (r.p80_ms * 1e-3) / 1e9
+    if r.family == "gemm" or slow_gflops <= r.attainable_gflops:
+        return ""
+    peak = model.compute(r.precision or None)
+    bandwidth_side = peak is None or r.intensity * bw.value < peak.value
+    causes = []
+    if bandwidth_side:
+        if llc and r.working_set_bytes <= 2 * llc:
+            causes.append(f"cache-resident working set ({r.working_set_bytes / 2**20:.3g} MiB beside a "
+                          f"{llc / 2**20:.3g} MiB last-level cache{', timed warm' if r.mode == 'warm' else ''})")
+        if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:
+            causes.append(f"the {bw.name} roof is noisy: its plateau spans "
+                          f"{bw.plateau_values[0]:.3g} to {bw.plateau_values[1]:.3g} GB/s")
+        causes.append(f"the {bw.name} roof measured too low by the stream kernels")
+    else:
+        causes.append(f"this kernel beats the GEMMs that set the {peak.name} roof: the roof was measured too low")
+        causes.append("a clock above the one the roof was measured at")
+    causes.append("a FLOP or byte count that is too high")
+    return (f"above its attainable {r.attainable_gflops:.4g} GFLOP/s even at p80 ({slow_gflops:.4g}): "
+            + "; ".join(causes))

@@ -130,8 +130,32 @@ def test_annotate_percent_of_roofs_hand_worked():
         {"status": "ok", "intensity": 0.0, "precision": "", "gflops": 0.0, "gbps": 45.0, "flops": 0},
         {"status": "skipped", "intensity": 1.0, "precision": "bf16", "gflops": None, "gbps": None, "flops": 10},
     ])
+    df = df.assign(family="gemm", p80_ms=1.0, working_set_bytes=1, mode="warm")
     out = annotate(df, roofs)
     assert list(out["attainable_gflops"][:2]) == [50.0, 1000.0]
     assert out["pct_of_attainable"][:3].tolist() == pytest.approx([80.0, 90.0, 90.0])
     assert out["pct_of_bw_roof"][:3].tolist() == pytest.approx([80.0, 18.0, 90.0])
     assert pd.isna(out["pct_of_attainable"][3]) and pd.isna(out["attainable_gflops"][3])
+
+
+def test_points_above_their_roof_are_flagged_with_causes():
+    from roofs.derive import annotate
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", plateau_values=(40.0, 50.0)),
+             Roof("compute", "bf16", 1000.0, "GFLOP/s")]
+    base = {"status": "ok", "precision": "bf16", "mode": "cold", "working_set_bytes": 1 * MiB}
+    df = pd.DataFrame([
+        # GEMV at I=1: bound 50 GFLOP/s; 1e9 flops in 10 ms at p80 = 100 GFLOP/s: above, from cache
+        dict(base, family="gemv", flops=10**9, intensity=1.0, gflops=110.0, gbps=110.0, p80_ms=10.0),
+        # the same, but its p80 time gives 45 GFLOP/s: within its spread, not flagged
+        dict(base, family="gemv", flops=10**9, intensity=1.0, gflops=55.0, gbps=55.0, p80_ms=1e3 / 45),
+        # attention above the compute roof at I=100
+        dict(base, family="attention", flops=10**12, intensity=100.0, gflops=1200.0, gbps=12.0, p80_ms=900.0),
+        # a GEMM sets the roof: never flagged
+        dict(base, family="gemm", flops=10**12, intensity=100.0, gflops=1200.0, gbps=12.0, p80_ms=900.0),
+    ])
+    out = annotate(df, roofs, {"caches": [{"name": "l3", "total_bytes": 32 * MiB}]})
+    assert out["flag"][0].startswith("above its attainable 50 GFLOP/s even at p80 (100)")
+    assert "cache-resident working set (1 MiB beside a 32 MiB last-level cache)" in out["flag"][0]
+    assert "plateau spans 40 to 50 GB/s" in out["flag"][0]
+    assert out["flag"][1] == "" and out["flag"][3] == ""
+    assert "beats the GEMMs that set the bf16 roof" in out["flag"][2]
