@@ -4,6 +4,8 @@
     python run_bench.py                 measure the first CUDA GPU, else the CPU (all ops)
     python run_bench.py --quick         a short pass (about a minute on a 2-core CPU)
     python run_bench.py --list          ops, impls and their axes on this device
+    python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
+    python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points
 
 Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file).
 """
@@ -81,12 +83,14 @@ def finalize(run_dir: Path) -> list[str]:
     from bench.results import rewrite_measurements
     from roofs.derive import annotate, derive
     from roofs.plot import plot_run
+    from roofs.report import reference_roofs_for, write_report
     problems = []
     try:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
-        write_roofs(run_dir, [r.to_dict() for r in roofs])
-        rewrite_measurements(run_dir, annotate(run.measurements, roofs, run.device))
+        annotated = annotate(run.measurements, roofs, run.device)
+        write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)])
+        rewrite_measurements(run_dir, annotated)
         if notes:
             import json
             path = run_dir / "roofs.json"
@@ -94,6 +98,7 @@ def finalize(run_dir: Path) -> list[str]:
             data["notes"] = notes
             path.write_text(json.dumps(data, indent=1))
         plot_run(run_dir)
+        write_report(run_dir)
     except (ResultsError, ValueError, OSError) as e:
         problems.append(str(e))
     return problems
@@ -179,7 +184,52 @@ def _fmt(n) -> str:
     return fmt_bytes(float(n))
 
 
+def report_main(argv) -> int:
+    """python run_bench.py report RUN_DIR: re-derive roofs, redraw, rewrite the report, from the run's files."""
+    p = argparse.ArgumentParser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files")
+    p.add_argument("run_dir", type=Path)
+    args = p.parse_args(argv)
+    try:
+        load_run(args.run_dir)
+    except ResultsError as e:
+        print(f"roofbench: {e}", file=sys.stderr)
+        return 2
+    problems = finalize(args.run_dir)
+    for msg in problems:
+        print(f"roofbench: {msg}", file=sys.stderr)
+    if problems:
+        return 2
+    print(summary(args.run_dir))
+    print(f"\nreport: {args.run_dir / 'report.md'} and report.html")
+    return 0
+
+
+def compare_main(argv) -> int:
+    """python run_bench.py compare RUN_A RUN_B [...] [--out DIR]."""
+    from roofs.compare import compare
+    p = argparse.ArgumentParser(prog="run_bench.py compare", description="overlay the roofs and points of several runs")
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
+    args = p.parse_args(argv)
+    if len(args.runs) < 2:
+        print("roofbench: compare needs at least two run folders.", file=sys.stderr)
+        return 2
+    try:
+        table, out = compare(args.runs, args.out or ROOT / "results" / f"compare-{utc_stamp()}")
+    except ResultsError as e:
+        print(f"roofbench: {e}", file=sys.stderr)
+        return 2
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
+    print(f"\ncompare: {out / 'compare.md'} and compare.png")
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        return compare_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         registry = load_all()

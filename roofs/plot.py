@@ -67,7 +67,7 @@ def plot_roofline(run: Run, path: Path) -> Path:
     peak = model.compute()
     mem = model.bandwidth()
     for roof in model.roofs:
-        if roof.kind != "bandwidth":
+        if roof.kind != "bandwidth" or roof.source != "measured":
             continue
         ys = roof.value * xs
         if peak:
@@ -77,13 +77,22 @@ def plot_roofline(run: Run, path: Path) -> Path:
                 ls="-" if is_mem else "--",
                 label=f"{roof.name.upper()} {roof.value:,.0f} GB/s ({roof.source}, {_impl_name(roof.impl)})")
     for roof in model.roofs:
-        if roof.kind != "compute":
+        if roof.kind != "compute" or roof.source != "measured":
             continue
         ridge = roof.value / mem.value if mem else lo_x
         color = PRECISION_COLORS.get(roof.name, "gray")
         ax.hlines(roof.value, max(ridge, lo_x), hi_x, color=color, lw=1.8)
         ax.text(hi_x, roof.value, f"{roof.name} {roof.value:,.0f} {roof.unit}"
                 + (f", ridge {ridge:.3g} FLOP/B" if mem else "") + " ", ha="right", va="bottom", fontsize=7, color=color)
+    for roof in model.roofs:  # the vendor's (or a computed) roofs, beside the measured ones
+        if roof.source not in ("datasheet", "computed"):
+            continue
+        if roof.kind == "bandwidth":
+            ax.plot(xs, roof.value * xs, color="gray", lw=1, ls=":", label=f"{roof.name.upper()} {roof.value:,.0f} GB/s ({roof.source})")
+        elif roof.name in {r.name for r in model.roofs if r.kind == "compute" and r.source == "measured"}:
+            ax.axhline(roof.value, color=PRECISION_COLORS.get(roof.name, "gray"), lw=0.8, ls=":", alpha=0.8)
+            ax.text(lo_x, roof.value, f" {roof.name} {roof.source} {roof.value:,.0f}", fontsize=6, va="bottom",
+                    color=PRECISION_COLORS.get(roof.name, "gray"))
     stream = ok[ok["family"] == "stream"]
     for (op, impl), g in stream.groupby(["op", "impl"]):
         big = g["working_set_bytes"] >= 4 * llc if llc else g["working_set_bytes"] >= 0
@@ -101,7 +110,8 @@ def plot_roofline(run: Run, path: Path) -> Path:
     ax.set_xscale("log")
     ax.set_yscale("log")
     if not ok.empty:
-        ax.set_ylim(max(ok["gflops"].min() / 4, 1e-3), max(ok["gflops"].max(), peak.value if peak else 0) * 3)
+        refs = [r.value for r in model.roofs if r.kind == "compute" and r.source in ("datasheet", "computed")]
+        ax.set_ylim(max(ok["gflops"].min() / 4, 1e-3), max([ok["gflops"].max(), peak.value if peak else 0] + refs) * 3)
         ax.set_xlim(lo_x, hi_x)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8)")
@@ -160,7 +170,7 @@ def plot_bandwidth(run: Run, path: Path) -> Path:
     ok = df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()]
     dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
     fig, axes = plt.subplots(1, len(dtypes), figsize=(6.5 * len(dtypes), 5.2), sharey=True, squeeze=False)
-    roofs = [r for r in Roofline(run.roofs).roofs if r.kind == "bandwidth"]
+    roofs = [r for r in Roofline(run.roofs).roofs if r.kind == "bandwidth" and r.source == "measured"]
     caches = run.device.get("caches", [])
     for ax, dtype in zip(axes[0], dtypes):
         sub = ok[ok["dtype"] == dtype]
