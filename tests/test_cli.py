@@ -116,7 +116,8 @@ def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path):
             "--out", str(tmp_path), timeout=300)
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
-    roofs = {x["name"]: x for x in json.loads((run_dir / "roofs.json").read_text())["roofs"] if x["kind"] == "compute"}
+    roofs = {x["name"]: x for x in json.loads((run_dir / "roofs.json").read_text())["roofs"]
+             if x["kind"] == "compute" and x["source"] == "measured"}
     assert {"fp32", "bf16", "int8"} <= set(roofs) and "tf32" not in roofs
     assert roofs["fp32"]["shape"] and roofs["fp32"]["impl"].split("/")[1] in ("torch", "numpy")
     assert (run_dir / "gemm.png").stat().st_size > 0
