@@ -17,11 +17,16 @@ ROOT = Path(run_bench.__file__).parent
 FILES = ["measurements.csv", "run.json", "roofs.json", "roofline.png", "bandwidth.png", "samples.jsonl"]
 
 
-def cli(*args, **kw):
+def user_env():
+    """The environment a user runs the suite in: no Triton interpreter."""
     env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)  # the suite as a user runs it
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def cli(*args, **kw):
     return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args], capture_output=True,
-                          text=True, env=env, **kw)
+                          text=True, env=user_env(), **kw)
 
 
 @pytest.mark.slow
@@ -86,11 +91,9 @@ def test_bad_size_argument(capsys):
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
     p = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--only", "stream.copy/torch",
                           "--budget", "0.2", "--out", str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env())
     deadline = time.time() + 60
     csv = None
     while time.time() < deadline:

@@ -29,3 +29,14 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str):
             raise RuntimeError(f"no candidate configuration runs for {key} on {torch_device}")
         _BEST[key] = best
     return _BEST[key]
+
+
+def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable):
+    """Return (fn, config): on a GPU the fastest candidate for key (tuned once, cached), on a
+    CPU (Triton's interpreter, where timing means nothing) interpreter_config."""
+    if tensor.is_cuda:
+        dev = str(tensor.device)
+        cfg, _ = autotune(key + (dev,), candidates, make_fn, dev)
+    else:
+        cfg = interpreter_config
+    return make_fn(cfg), cfg

@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bench.ops._tune import autotune
+from bench.ops._tune import tuned
 from bench.registry import REGISTRY, Axis, Impl, Op
 
 DTYPES = ("fp16", "bf16")
@@ -133,13 +133,8 @@ def _prefill_triton_call(x, cfg):
 
 
 def _prefill_triton(x):
-    dev = str(x["q"].device)
-    if x["q"].is_cuda:
-        key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"], dev)
-        cfg, _ = autotune(key, PREFILL_CANDIDATES, lambda c: _prefill_triton_call(x, c), dev)
-    else:
-        cfg = INTERPRETER_PREFILL
-    fn = _prefill_triton_call(x, cfg)
+    key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"])
+    fn, cfg = tuned(x["q"], key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c))
     fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
     return fn
 
@@ -210,13 +205,8 @@ def _decode_triton_call(x, cfg):
 
 
 def _decode_triton(x):
-    dev = str(x["q"].device)
-    if x["q"].is_cuda:
-        key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), dev)
-        cfg, _ = autotune(key, DECODE_CANDIDATES, lambda c: _decode_triton_call(x, c), dev)
-    else:
-        cfg = INTERPRETER_DECODE
-    fn = _decode_triton_call(x, cfg)
+    key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape))
+    fn, cfg = tuned(x["q"], key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c))
     fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
     return fn
 

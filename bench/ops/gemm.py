@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import autotune
+from bench.ops._tune import tuned
 from bench.registry import REGISTRY, Axis, Impl, Op
 
 
@@ -226,13 +226,8 @@ def _triton_call(x, precision, cfg):
 def _triton_launcher(precision: str):
     def launcher(x):
         from kernels import gemm as k
-        dev = str(x["a"].device)
-        if x["a"].is_cuda:
-            key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape), dev)
-            cfg, _ = autotune(key, k.CONFIGS, lambda c: _triton_call(x, precision, c), dev)
-        else:
-            cfg = k.INTERPRETER_CONFIG
-        fn = _triton_call(x, precision, cfg)
+        key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape))
+        fn, cfg = tuned(x["a"], key, k.CONFIGS, k.INTERPRETER_CONFIG, lambda c: _triton_call(x, precision, c))
         fn.detail = f"tile {cfg}"
         return fn
     return launcher

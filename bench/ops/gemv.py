@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import autotune
+from bench.ops._tune import tuned
 from bench.registry import REGISTRY, Axis, Impl, Op
 
 GROUP = 128
@@ -230,13 +230,8 @@ def _tile_call(x, cfg):
 
 def _triton(call, candidates, interp_cfg, name):
     def launcher(x):
-        dev = str(x["x"].device)
-        if x["x"].is_cuda:
-            key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape), dev)
-            cfg, _ = autotune(key, candidates, lambda c: call(x, c), dev)
-        else:
-            cfg = interp_cfg
-        fn = call(x, cfg)
+        key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
+        fn, cfg = tuned(x["x"], key, candidates, interp_cfg, lambda c: call(x, c))
         fn.detail = f"{name} {'x'.join(map(str, cfg))}"
         return fn
     return launcher
