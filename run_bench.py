@@ -79,29 +79,9 @@ def timer_config(args) -> TimerConfig:
 
 
 def finalize(run_dir: Path) -> list[str]:
-    """Derive roofs and draw the pictures from the run folder's files; return problems met."""
-    from bench.results import rewrite_measurements
-    from roofs.derive import annotate, derive
-    from roofs.plot import plot_run
-    from roofs.report import reference_roofs_for, write_report
-    problems = []
-    try:
-        run = load_run(run_dir)
-        roofs, notes = derive(run.measurements, run.device)
-        annotated = annotate(run.measurements, roofs, run.device)
-        write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)])
-        rewrite_measurements(run_dir, annotated)
-        if notes:
-            import json
-            path = run_dir / "roofs.json"
-            data = json.loads(path.read_text())
-            data["notes"] = notes
-            path.write_text(json.dumps(data, indent=1))
-        plot_run(run_dir)
-        write_report(run_dir)
-    except (ResultsError, ValueError, OSError) as e:
-        problems.append(str(e))
-    return problems
+    """Derive roofs, draw and report from the run folder's files; return problems met."""
+    from roofs.finish import finish_run
+    return finish_run(run_dir)
 
 
 def summary(run_dir: Path) -> str:

@@ -197,9 +197,10 @@ def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
     return path
 
 
-def write_roofs(run_dir: Path, roofs: list[dict]) -> Path:
+def write_roofs(run_dir: Path, roofs: list[dict], notes=()) -> Path:
+    """Write roofs.json: the roofs, and notes on the levels that got none and why."""
     path = Path(run_dir) / "roofs.json"
-    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "roofs": roofs}))
+    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "roofs": roofs, "notes": list(notes)}))
     return path
 
 

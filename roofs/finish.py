@@ -1,0 +1,28 @@
+"""Finishing a run folder from its files: derive the roofs, annotate every row with its
+bound, draw the pictures and write the report. Used at the end of a run, by
+`run_bench.py report`, and when points are added to a run through the API."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.results import ResultsError, load_run, rewrite_measurements, write_roofs
+from roofs.derive import annotate, derive
+from roofs.plot import plot_run
+from roofs.report import reference_roofs_for, write_report
+
+
+def finish_run(run_dir) -> list[str]:
+    """Derive roofs.json, rewrite measurements.csv with each row's bound, draw, report;
+    return the problems met (each one sentence), [] when all went well."""
+    run_dir = Path(run_dir)
+    try:
+        run = load_run(run_dir)
+        roofs, notes = derive(run.measurements, run.device)
+        annotated = annotate(run.measurements, roofs, run.device)
+        write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)], notes)
+        rewrite_measurements(run_dir, annotated)
+        plot_run(run_dir)
+        write_report(run_dir)
+    except (ResultsError, ValueError, OSError) as e:
+        return [str(e)]
+    return []
