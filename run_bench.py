@@ -6,6 +6,7 @@
     python run_bench.py --list          ops, impls and their axes on this device
     python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
     python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points
+    python run_bench.py model NAME --batch 1,8 --prompt 2048 --context 8192   a model on the roofline
 
 Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file).
 """
@@ -204,8 +205,118 @@ def compare_main(argv) -> int:
     return 0
 
 
+def model_main(argv) -> int:
+    """python run_bench.py model NAME --batch 1,8,64 --prompt 2048 --context 8192 [--roofs RUN_DIR]."""
+    import json
+
+    from bench import models as mdl
+    from bench.api import quick_roofs
+    from bench.runner import Task
+    from roofs.finish import finish_run
+    from roofs.model import Roof
+    p = argparse.ArgumentParser(prog="run_bench.py model", description="a model's prefill and decode on the roofline")
+    p.add_argument("name", help="a preset: " + ", ".join(mdl.load_models()))
+    p.add_argument("--batch", default="1", help="comma-separated batch sizes (default 1)")
+    p.add_argument("--prompt", type=int, default=2048, help="prompt tokens per sequence (prefill)")
+    p.add_argument("--context", type=int, default=8192, help="KV cache length during decode")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
+    p.add_argument("--device")
+    p.add_argument("--budget", type=float, default=0.2, help="seconds per point")
+    p.add_argument("--out", type=Path, default=ROOT / "results")
+    args = p.parse_args(argv)
+    try:
+        cfg = mdl.get_model(args.name)
+        batches = [int(b) for b in args.batch.split(",") if b.strip()]
+        device = devmod.resolve(args.device)
+        per_batch = {b: mdl.layer_ops(cfg, b, args.prompt, args.context, args.dtype) for b in batches}
+        roofs = ([Roof.from_dict(r) for r in load_run(args.roofs).roofs] if args.roofs else None)
+    except (mdl.ModelError, devmod.DeviceError, ResultsError, ValueError) as e:
+        print(f"roofbench: {e}", file=sys.stderr)
+        return 2
+    if roofs is None:
+        print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
+        roofs = quick_roofs(device.torch_device)
+    mdl._register_model_ops()
+    run_dir = args.out / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
+    writer = RunWriter(run_dir, {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+                                 "model": dataclasses_asdict(cfg), "options": {k: str(v) for k, v in vars(args).items()},
+                                 "base_roofs": [r.to_dict() for r in roofs if r.source == "measured"]})
+    tasks, seen = [], set()
+    for ops in per_batch.values():
+        for lo in ops:
+            key = (lo.op, repr(lo.point))
+            if key not in seen:
+                seen.add(key)
+                # decode reads each layer's weights once per token: timed cold
+                tasks.append(Task(mdl.REGISTRY.ops[lo.op], lo.point, tuple(mdl.REGISTRY.impls_of(lo.op)),
+                                  ("cold",) if lo.phase == "decode" else ("warm",)))
+    from bench.runner import Plan
+    runner = Runner(device, TimerConfig(budget_s=args.budget, warmup_s=0.02), sink=writer.add,
+                    progress=lambda line: print(line, flush=True))
+    status, measured = "complete", []
+    try:
+        measured = runner.run(Plan(tasks))
+    except KeyboardInterrupt:
+        status = "interrupted"
+        measured = writer.measurements
+        print(f"\nroofbench: interrupted; the {len(measured)} points measured so far are kept in {run_dir}.")
+    finally:
+        writer.finish(status)
+    best = {}
+    for m in measured:
+        key = (m.op, repr(m.point))
+        cur = best.get(key)
+        if m.status == "ok" and (cur is None or cur.get("median_s") is None or m.median_s < cur["median_s"]):
+            best[key] = {"median_s": m.median_s, "impl": m.impl, "reason": ""}
+        elif cur is None:
+            best[key] = {"median_s": None, "impl": m.impl, "reason": m.reason}
+    report = {}
+    for b, ops in per_batch.items():
+        rows = {lo: best.get((lo.op, repr(lo.point))) for lo in ops}
+        report[b] = mdl.predict(ops, rows, roofs, cfg.layers)
+    (run_dir / "model.json").write_text(json.dumps({"model": dataclasses_asdict(cfg), "prompt": args.prompt,
+                                                    "context": args.context, "per_batch": report}, indent=1, default=str))
+    text = model_summary(cfg, args, report)
+    (run_dir / "model.md").write_text(text)
+    for msg in finish_run(run_dir):
+        print(f"roofbench: {msg}", file=sys.stderr)
+    print(text)
+    print(f"\nresults: {run_dir}")
+    return 130 if status == "interrupted" else 0
+
+
+def dataclasses_asdict(obj):
+    import dataclasses
+    return dataclasses.asdict(obj)
+
+
+def model_summary(cfg, args, report) -> str:
+    """Return the model command's text: per batch and phase, each op's bound and measured
+    time, the totals per layer and per step, and tokens per second."""
+    import pandas as pd
+    out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
+           f"FFN {cfg.ffn}" + (f", {cfg.experts} experts (top {cfg.top_k})" if cfg.experts > 1 else "")
+           + f"; prompt {args.prompt}, context {args.context}, {args.dtype}\n"]
+    for b, phases in report.items():
+        for phase, r in phases.items():
+            t = pd.DataFrame(r["ops"])[["op", "shape", "count", "gflop", "mbytes", "intensity", "bound_us",
+                                        "measured_us", "pct_of_attainable", "impl"]]
+            out.append(f"\n## batch {b}, {phase} ({r['tokens_per_step']} tokens per step)\n")
+            out.append(t.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+            meas = r["step_measured_s"]
+            out.append(f"\nper layer: bound {r['bound_layer_s'] * 1e3:.4g} ms, measured {r['measured_layer_s'] * 1e3:.4g} ms; "
+                       f"per step ({cfg.layers} layers + lm_head): bound {r['step_bound_s'] * 1e3:.4g} ms, "
+                       + (f"measured {meas * 1e3:.4g} ms" if meas else f"measured incomplete (no time for {', '.join(r['missing'])})")
+                       + f"\ntokens/s: at most {r['tokens_per_s_bound']:,.1f} by the roofs"
+                       + (f", {r['tokens_per_s_measured']:,.1f} measured" if r["tokens_per_s_measured"] else ""))
+    return "\n".join(out) + "\n"
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["model"]:
+        return model_main(argv[1:])
     if argv[:1] == ["report"]:
         return report_main(argv[1:])
     if argv[:1] == ["compare"]:

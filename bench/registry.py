@@ -65,7 +65,10 @@ class Op:
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
 
     def points(self, device, quick: bool = False) -> list[Point]:
-        """Return the product of every axis's values, in axis order."""
+        """Return the product of every axis's values, in axis order; none for an op without
+        axes (one whose points come from elsewhere, such as a model's layers)."""
+        if not self.axes:
+            return []
         names = [a.name for a in self.axes]
         return [dict(zip(names, combo)) for combo in
                 itertools.product(*(a.expand(device, quick) for a in self.axes))]

@@ -55,6 +55,7 @@ class Task:
     op: Op
     point: dict
     impls: tuple[Impl, ...]
+    modes: tuple[str, ...] | None = None   # None: the plan's modes, else the op's own
 
 
 @dataclass
@@ -63,10 +64,10 @@ class Plan:
     modes: tuple[str, ...] | None = None   # None: each op's own modes
 
     def __len__(self):
-        return sum(len(t.impls) * len(self.modes_of(t.op)) for t in self.tasks)
+        return sum(len(t.impls) * len(self.modes_of(t)) for t in self.tasks)
 
-    def modes_of(self, op: Op) -> tuple[str, ...]:
-        return self.modes or op.modes
+    def modes_of(self, task: Task) -> tuple[str, ...]:
+        return task.modes or self.modes or task.op.modes
 
 
 def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=False,
@@ -130,7 +131,7 @@ class Runner:
         out: list[Measurement] = []
         total, done = len(plan), 0
         for task in plan.tasks:
-            for m in self._run_task(task, plan.modes_of(task.op)):
+            for m in self._run_task(task, plan.modes_of(task)):
                 done += 1
                 out.append(m)
                 self.sink(m)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.results import ResultsError, load_run, rewrite_measurements, write_roofs
 from roofs.derive import annotate, derive
+from roofs.model import Roof
 from roofs.plot import plot_run
 from roofs.report import reference_roofs_for, write_report
 
@@ -18,6 +19,11 @@ def finish_run(run_dir) -> list[str]:
     try:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
+        # a run that measures no stream or GEMM of its own (a model run) carries the roofs it
+        # was placed under in run.json; its own derived roofs complete them
+        base = [Roof.from_dict(r) for r in run.meta.get("base_roofs", [])]
+        have = {(r.kind, r.name) for r in base}
+        roofs = base + [r for r in roofs if (r.kind, r.name) not in have]
         annotated = annotate(run.measurements, roofs, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)], notes)
         rewrite_measurements(run_dir, annotated)

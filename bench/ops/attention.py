@@ -174,7 +174,7 @@ REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton,
 # ---- decode -----------------------------------------------------------------------------
 
 def _decode_dims(p):
-    hq, hkv, d = DECODE_HEADS
+    hq, hkv, d = p.get("heads", DECODE_HEADS)  # a model's own heads, else a Llama-3-8B layer's
     return p["batch"], hq, hkv, p["length"], d
 
 
@@ -242,7 +242,7 @@ REGISTRY.add_op(Op(
           Axis("length", sweep=_by_device(DECODE_LEN), doc="L, the KV cache length"),
           Axis("batch", sweep=_by_device(DECODE_BATCH), doc="B, sequences decoded at once")),
     make_inputs=decode_inputs, reference=decode_reference,
-    flops=lambda p: decode_flops(*_decode_dims(p)[:2], p["length"], DECODE_HEADS[2]),
+    flops=lambda p: decode_flops(*_decode_dims(p)[:2], p["length"], _decode_dims(p)[4]),
     bytes=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
     working_set=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
     describe=lambda p: (p["length"], "B{}xH{}/{}xL{}xD{}".format(*_decode_dims(p))),

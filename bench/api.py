@@ -1,0 +1,255 @@
+"""roofbench as a library: measure your own kernel under this device's roofs.
+
+    from bench import api
+    roofs = api.roofs_from("results/nvidia-h200-20261129T170947Z")   # or api.quick_roofs()
+    r = api.measure(lambda: my_kernel(x, y), flops=2 * n, bytes=8 * n, name="axpy",
+                    precision="fp32", roofs=roofs)
+    print(r.gflops, r.intensity, r.pct_of_attainable)
+
+    @api.kernel(flops=lambda n: 2 * n, bytes=lambda n: 12 * n, shapes=[2**20, 2**24],
+                make_inputs=lambda n, dev: (torch.randn(n, device=dev), torch.randn(n, device=dev)))
+    def axpy(x, y):
+        return x * 2 + y
+    results = axpy.sweep(roofs=roofs)
+    api.add_to_run("results/...", results)     # the points join the run's roofline and report
+
+Timing is the suite's one timer (CUDA events, a CUDA graph for warm back-to-back calls,
+perf_counter_ns on a CPU), so asynchronous GPU work is waited for. A callable that is
+itself a CUDA graph's replay works the same. Under Triton's interpreter a Triton kernel
+(backend="triton") is run once and checked, but never timed.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from bench import device as devmod
+from bench.results import Measurement, load_run
+from bench.timing import TimerConfig, stats, time_fn
+from roofs.model import Roof, Roofline
+
+
+class APIError(ValueError):
+    """Bad input to the API: one sentence, naming what was wrong and what would work."""
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    shape: str
+    flops: float
+    bytes: float
+    device: str
+    mode: str
+    backend: str
+    precision: str = ""
+    status: str = "ok"                  # "ok", "skipped" (interpreter), "error"
+    reason: str = ""
+    samples_s: tuple = ()
+    reps: int = 0
+    timer: str = ""
+    error: float | None = None          # relative error against reference, when one was given
+    roofs: tuple = field(default=(), repr=False)
+
+    @property
+    def median_s(self) -> float:
+        return stats(self.samples_s).median_s if self.samples_s else math.nan
+
+    @property
+    def intensity(self) -> float:
+        """Return flops / bytes."""
+        return self.flops / self.bytes
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.median_s / 1e9
+
+    @property
+    def tflops(self) -> float:
+        return self.gflops / 1e3
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.median_s / 1e9
+
+    @property
+    def attainable_gflops(self) -> float | None:
+        """Return min(P_precision, BW x I) from the roofs given, or None without a bandwidth roof."""
+        model = Roofline(self.roofs)
+        if model.bandwidth() is None:
+            return None
+        precision = self.precision if model.compute(self.precision or None) and self.precision else None
+        if precision is None:
+            return model.bandwidth().value * self.intensity
+        return model.attainable_gflops(self.intensity, precision)
+
+    @property
+    def pct_of_attainable(self) -> float | None:
+        att = self.attainable_gflops
+        return 100 * self.gflops / att if att and self.samples_s else None
+
+    @property
+    def bound(self) -> str:
+        """Return "memory" when the bandwidth roof is the lower bound at this intensity, else "compute"."""
+        model = Roofline(self.roofs)
+        bw, peak = model.bandwidth(), model.compute(self.precision or None)
+        if bw is None:
+            return "unknown"
+        return "memory" if peak is None or bw.value * self.intensity < peak.value else "compute"
+
+    def measurement(self) -> Measurement:
+        """Return this result as a row of the suite's one results schema (family "user")."""
+        return Measurement(op=f"user.{self.name}", family="user", impl=f"user.{self.name}/{self.backend}",
+                           backend=self.backend, point={"dtype": self.precision, "shape": self.shape},
+                           size=0, shape=self.shape, working_set_bytes=int(self.bytes), flops=int(self.flops),
+                           bytes=int(self.bytes), mode=self.mode, status=self.status, reason=self.reason,
+                           samples_s=self.samples_s, reps=self.reps, timer=self.timer, stop="",
+                           error=self.error, precision=self.precision)
+
+
+def _count(value, shape, what: str, name: str) -> float:
+    v = value(shape) if callable(value) else value
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+        raise APIError(f"{what} of kernel '{name}' must be a positive number (got {v!r}); "
+                       f"give the compulsory {'traffic in bytes' if what == 'bytes' else 'FLOP count'} of one call.")
+    return float(v)
+
+
+def roofs_from(run_dir) -> list[Roof]:
+    """Return the roofs of a run folder (measured, datasheet and computed)."""
+    return [Roof.from_dict(r) for r in load_run(run_dir).roofs]
+
+
+def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]:
+    """Measure roofs on the spot: the memory roof from stream copy and read at working sets
+    4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
+    GEMMs (torch). Seconds on a GPU; about 15 s on a 2-core CPU."""
+    import pandas as pd
+
+    from bench.registry import load_all
+    from bench.runner import Runner, Task
+    from roofs.derive import bandwidth_roofs, compute_roofs
+    info = devmod.resolve(device)
+    reg = load_all()
+    llc = info.llc_bytes
+    tasks = [Task(reg.ops[f"stream.{k}"], {"dtype": "float32", "ws_bytes": f * llc}, (reg.impls[f"stream.{k}/torch"],))
+             for k in ("copy", "read") for f in (4, 8)]
+    sizes = (1024, 2048) if info.kind == "cpu" else (4096, 8192)
+    tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
+              for p in ("fp32", "bf16") for n in sizes]
+    runner = Runner(info, TimerConfig(budget_s=budget_s, warmup_s=0.01))
+    rows = pd.DataFrame([m.row() for t in tasks for m in runner._run_task(t, ("warm",))])
+    roofs, _ = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
+    return roofs + compute_roofs(rows)
+
+
+def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", shape="", device: str | None = None,
+            precision: str = "", mode: str = "warm", roofs: Iterable[Roof] = (), reference=None,
+            backend: str = "torch", budget_s: float = 0.3) -> Result:
+    """Return the Result of timing fn() (a zero-argument callable, inputs already allocated)
+    with the suite's timer on device (default: the first GPU, else the CPU).
+
+    flops and bytes are the counts of one call: numbers, or functions of shape. reference,
+    when given, is the expected output: fn()'s result is compared with it in float64 first,
+    and a wrong result is an error, never timed. Raises APIError for bad input or a
+    callable that raises (one sentence)."""
+    info = devmod.resolve(device)
+    f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
+    base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
+                backend=backend, precision=precision, roofs=tuple(roofs))
+    try:
+        out = fn()
+        if info.kind == "cuda":
+            torch.cuda.synchronize(torch.device(info.torch_device))
+    except Exception as e:
+        raise APIError(f"kernel '{name}' raised {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}; nothing was timed.") from None
+    err = None
+    if reference is not None:
+        ref = torch.as_tensor(reference).double()
+        err = ((torch.as_tensor(out).double() - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+        tol = 1e-2 if precision in ("bf16", "fp16", "fp8e4m3", "fp8e5m2") else 1e-5
+        if not err <= tol:
+            return Result(**base, status="error", error=err, reason=f"wrong result: error {err:.3g} exceeds {tol:g}; not timed")
+    if backend == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
+        return Result(**base, status="skipped", error=err,
+                      reason="checked under Triton's interpreter; interpreter timings are never reported")
+    flush = None
+    if mode == "cold":
+        from bench.timing import make_flush
+        flush = make_flush(info.torch_device, info.llc_bytes)
+    t = time_fn(fn, info.torch_device, mode, TimerConfig(budget_s=budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
+    return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=err)
+
+
+@dataclass
+class Kernel:
+    """A function with its counts and a shape sweep; calling it calls the function."""
+    fn: Callable
+    flops: object
+    bytes: object
+    shapes: tuple
+    make_inputs: Callable       # (shape, torch_device) -> tuple of arguments
+    precision: str = ""
+    name: str = ""
+    reference: Callable | None = None   # (*inputs) -> expected output
+    backend: str = "torch"
+
+    def __call__(self, *args, **kw):
+        return self.fn(*args, **kw)
+
+    def sweep(self, device: str | None = None, roofs: Iterable[Roof] = (), mode: str = "warm",
+              budget_s: float = 0.3) -> list[Result]:
+        """Return one Result per shape. A shape whose call raises becomes an error Result and
+        the sweep goes on, so nothing already measured is lost."""
+        info = devmod.resolve(device)
+        out = []
+        for shape in self.shapes:
+            args = self.make_inputs(shape, info.torch_device)
+            ref = self.reference(*args) if self.reference else None
+            try:
+                out.append(measure(lambda: self.fn(*args), flops=self.flops, bytes=self.bytes, name=self.name,
+                                   shape=shape, device=device, precision=self.precision, mode=mode, roofs=roofs,
+                                   reference=ref, backend=self.backend, budget_s=budget_s))
+            except APIError as e:
+                if "must be a positive number" in str(e):
+                    raise
+                out.append(Result(self.name, str(shape), 0.0, 1.0, info.torch_device, mode, self.backend,
+                                  self.precision, status="error", reason=str(e)))
+        return out
+
+
+def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str | None = None,
+           reference: Callable | None = None, backend: str = "torch"):
+    """Decorator: attach counts (numbers or functions of the shape) and a shape sweep to a function."""
+    def wrap(fn):
+        return Kernel(fn, flops, bytes, tuple(shapes), make_inputs, precision, name or fn.__name__, reference, backend)
+    return wrap
+
+
+def add_to_run(run_dir, results: Iterable[Result]) -> Path:
+    """Append results to a run folder's measurements (family "user"), then re-derive its
+    roofs, pictures and report: the points appear on its roofline. Returns the folder."""
+    import json
+
+    import pandas as pd
+
+    from bench.results import COLUMNS, rewrite_measurements
+    from roofs.finish import finish_run
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    ms = [r.measurement() for r in results]
+    df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
+    rewrite_measurements(run_dir, df)
+    meta = dict(run.meta)
+    meta["points"] = meta.get("points", []) + [{"point_id": m.point_id, "status": m.status, "reps": m.reps,
+                                                  "timer": m.timer, "samples_s": list(m.samples_s)} for m in ms]
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    problems = finish_run(run_dir)
+    if problems:
+        raise APIError(problems[0])
+    return run_dir

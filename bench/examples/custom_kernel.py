@@ -1,0 +1,40 @@
+"""Place your own kernels on this device's roofline.
+
+    python -m bench.examples.custom_kernel [RUN_DIR]
+
+With a run folder, its roofs are used and the points are added to its chart and report;
+without one, roofs are measured on the spot (quick).
+"""
+import sys
+
+import torch
+
+from bench import api
+
+
+@api.kernel(flops=lambda n: 2 * n, bytes=lambda n: 3 * 4 * n, shapes=[2**16, 2**20, 2**24], precision="fp32",
+            make_inputs=lambda n, dev: (torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)),
+            reference=lambda x, y, out: 2 * x.double() + y.double())
+def axpy(x, y, out):
+    """out = 2 x + y: 2 FLOPs per element; x and y read, out written (3 arrays of fp32).
+    The output is preallocated: allocating it inside the call would time the allocator."""
+    return torch.add(y, x, alpha=2, out=out)
+
+
+def main(run_dir=None):
+    roofs = api.roofs_from(run_dir) if run_dir else api.quick_roofs()
+    results = axpy.sweep(roofs=roofs)
+    # a torch matmul measured directly, with its counts as numbers
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    results.append(api.measure(lambda: a @ b, flops=2 * 512**3, bytes=3 * 512 * 512 * 4, name="matmul512",
+                               shape="512x512x512", precision="fp32", roofs=roofs, device="cpu"))
+    for r in results:
+        print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  "
+              f"{r.pct_of_attainable or float('nan'):5.1f}% of attainable ({r.bound}-bound)")
+    if run_dir:
+        api.add_to_run(run_dir, results)
+        print(f"added to {run_dir}: see roofline.png and report.md")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:2])

@@ -1,0 +1,122 @@
+"""The public API: measuring a torch function and a Triton kernel (under the interpreter),
+the decorator's sweep, bad input, and adding points to a recorded run."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from bench import api
+from conftest import INTERPRETING
+from roofs.model import Roof
+
+ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "fp32", 200.0, "GFLOP/s")]
+DATA = Path(__file__).parent / "data"
+
+
+def test_measure_a_torch_function_and_place_it():
+    a, b, out = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    r = api.measure(lambda: torch.mm(a, b, out=out), flops=2 * 64**3, bytes=3 * 64 * 64 * 4, name="mm64",
+                    precision="fp32", roofs=ROOFS, device="cpu", budget_s=0.05, reference=a.double() @ b.double())
+    assert r.status == "ok" and r.samples_s and r.error < 1e-5 and r.timer == "perf_counter_ns"
+    assert r.intensity == pytest.approx(2 * 64 / 12)                     # 2 n^3 / (3 n^2 4)
+    assert r.attainable_gflops == pytest.approx(min(200.0, 50.0 * r.intensity))
+    assert r.pct_of_attainable == pytest.approx(100 * r.gflops / r.attainable_gflops)
+    assert r.attainable_gflops == 200.0 and r.bound == "compute"  # 50 GB/s x 10.7 FLOP/B > 200
+    assert r.tflops == pytest.approx(r.gflops / 1000)
+    assert r.gbps == pytest.approx(3 * 64 * 64 * 4 / r.median_s / 1e9)
+
+
+def test_counts_may_be_functions_of_the_shape():
+    x = torch.randn(1000)
+    r = api.measure(lambda: x * 2, flops=lambda n: n, bytes=lambda n: 8 * n, shape=1000, device="cpu", budget_s=0.02)
+    assert (r.flops, r.bytes, r.intensity) == (1000, 8000, 0.125)
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="checks the interpreter path")
+def test_triton_kernel_under_the_interpreter_is_checked_not_timed():
+    from kernels import stream
+    a = torch.randn(5000)
+    b = torch.empty(5000)
+    r = api.measure(lambda: stream.copy(a, b, block=1024), flops=5000, bytes=2 * 5000 * 4, name="copy",
+                    backend="triton", roofs=ROOFS, device="cpu", reference=a)
+    assert r.status == "skipped" and "interpreter" in r.reason and r.samples_s == () and r.error == 0.0
+    assert r.intensity == 5000 / 40000 and r.attainable_gflops == 50.0 * 0.125 and r.pct_of_attainable is None
+
+
+def test_wrong_result_is_not_timed():
+    x = torch.ones(10)
+    r = api.measure(lambda: x * 3, flops=10, bytes=80, reference=x * 2, device="cpu")
+    assert r.status == "error" and "wrong result" in r.reason and r.samples_s == ()
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"flops": 0, "bytes": 8}, "flops of kernel 'k' must be a positive number (got 0)"),
+    ({"flops": -5, "bytes": 8}, "must be a positive number (got -5)"),
+    ({"flops": 1, "bytes": 0}, "bytes of kernel 'k' must be a positive number"),
+    ({"flops": 1, "bytes": lambda s: float("nan")}, "must be a positive number (got nan)"),
+])
+def test_bad_counts_are_one_sentence(kw, expect):
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, name="k", device="cpu", **kw)
+    assert expect in str(e.value) and "\n" not in str(e.value)
+
+
+def test_callable_that_raises_is_one_sentence():
+    def boom():
+        raise RuntimeError("CUDA error: illegal memory access\ntrace...")
+    with pytest.raises(api.APIError, match=r"kernel 'boom' raised RuntimeError: CUDA error: illegal memory access; nothing was timed\.$"):
+        api.measure(boom, flops=1, bytes=1, name="boom", device="cpu")
+
+
+def test_decorator_sweep_keeps_going_past_a_failing_shape():
+    @api.kernel(flops=lambda n: abs(n), bytes=lambda n: 8 * abs(n), shapes=[100, -1, 1000],
+                make_inputs=lambda n, dev: (torch.randn(abs(n), device=dev), n))
+    def scale(x, n):
+        if n < 0:
+            raise ValueError("negative size")
+        return x * 2
+
+    assert torch.equal(scale(torch.ones(2), 2), torch.full((2,), 2.0))  # still callable as itself
+    rs = scale.sweep(device="cpu", roofs=ROOFS, budget_s=0.02)
+    assert [r.status for r in rs] == ["ok", "error", "ok"] and rs[0].name == "scale"
+    assert "negative size" in rs[1].reason and rs[2].flops == 1000
+
+
+def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
+    run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
+    x = torch.randn(4096)
+    r = api.measure(lambda: x * 2, flops=4096, bytes=8 * 4096, name="double", shape="4096", precision="fp32",
+                    device="cpu", budget_s=0.02)
+    api.add_to_run(run_dir, [r])
+    df = pd.read_csv(run_dir / "measurements.csv")
+    mine = df[df["family"] == "user"]
+    assert len(mine) == 1 and mine.iloc[0]["impl"] == "user.double/torch" and mine.iloc[0]["attainable_gflops"] > 0
+    assert (run_dir / "roofline.png").exists() and "user.double/torch" in (run_dir / "report.md").read_text()
+
+
+def test_example_file_runs(tmp_path):
+    run_dir = shutil.copytree(DATA / "run_a", tmp_path / "run")
+    r = subprocess.run([sys.executable, "-m", "bench.examples.custom_kernel", str(run_dir)],
+                       capture_output=True, text=True, cwd=Path(api.__file__).parent.parent, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "axpy" in r.stdout and "% of attainable" in r.stdout and "added to" in r.stdout
+
+
+@pytest.mark.gpu
+def test_cuda_graph_captured_callable():
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y.copy_(x)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y.copy_(x)
+    r = api.measure(g.replay, flops=1, bytes=8 * (1 << 20), device="cuda", budget_s=0.1)
+    assert r.status == "ok" and r.gbps > 0

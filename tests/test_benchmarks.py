@@ -1,0 +1,22 @@
+"""The pytest-benchmark entry point records rates and intensity in extra_info."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.mark.slow
+def test_benchmarks_record_rates(tmp_path):
+    out = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-m", "pytest", "bench/", "-q", "--benchmark-enable", "-k",
+                        "stream.copy/torch and float32", f"--benchmark-json={out}", "-p", "no:cacheprovider"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:]
+    [b] = json.loads(out.read_text())["benchmarks"]
+    info = b["extra_info"]
+    assert info["op"] == "stream.copy" and info["intensity"] == 0
+    assert info["gbps"] == pytest.approx(info["bytes"] / b["stats"]["median"] / 1e9)

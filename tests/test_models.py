@@ -1,0 +1,96 @@
+"""Model presets: derived shapes against hand-worked numbers, bad names, and the model
+command end to end on the CPU with the tiny preset and a recorded run's roofs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import models as m
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(m.__file__).parent.parent
+
+
+def by(ops, phase):
+    return {o.name: o for o in ops if o.phase == phase}
+
+
+def test_presets_include_gqa_moe_and_sizes():
+    presets = m.load_models()
+    assert len([p for p in presets.values() if p.name != "tiny"]) >= 3
+    assert any(p.kv_heads < p.heads for p in presets.values())           # grouped-query attention
+    assert any(p.experts > 1 for p in presets.values() if p.name != "tiny")  # a mixture of experts
+    assert all(p.source for p in presets.values())
+
+
+def test_llama_3_8b_one_layer_hand_worked():
+    ops = m.layer_ops(m.get_model("llama-3-8b"), batch=2, prompt=1024, context=8192)
+    pre, dec = by(ops, "prefill"), by(ops, "decode")
+    assert pre["qkv"].point["shape"] == (2048, (32 + 2 * 8) * 128, 4096)   # (6144 = 4096 + 2 x 1024)
+    assert pre["o"].point["shape"] == (2048, 4096, 4096)
+    assert pre["gate_up"].point["shape"] == (2048, 28672, 4096) and pre["gate_up"].count == 1
+    assert pre["down"].point["shape"] == (2048, 4096, 14336)
+    assert pre["attn"].point == {"dtype": "bf16", "causal": True, "head_dim": 128, "heads": (2, 32, 8), "seq": 1024}
+    assert pre["lm_head"].point["shape"] == (2, 128256, 4096) and not pre["lm_head"].per_layer
+    assert dec["qkv"].point["shape"] == (2, 6144, 4096)
+    assert dec["attn"].point == {"dtype": "bf16", "length": 8192, "batch": 2, "heads": (32, 8, 128)}
+
+
+def test_mixtral_experts_hand_worked():
+    ops = m.layer_ops(m.get_model("mixtral-8x7b"), batch=1, prompt=2048, context=4096)
+    pre, dec = by(ops, "prefill"), by(ops, "decode")
+    # prefill: 2048 tokens x top 2 over 8 experts = 512 tokens each, all 8 active
+    assert pre["gate_up"].point["shape"] == (512, 2 * 14336, 4096) and pre["gate_up"].count == 8
+    # decode at batch 1: the token's 2 experts, one row each
+    assert dec["down"].point["shape"] == (1, 4096, 14336) and dec["down"].count == 2
+
+
+def test_unknown_model_and_bad_settings_are_one_sentence():
+    with pytest.raises(m.ModelError, match="unknown model 'llama-9'; choose from|unknown model 'llama-9': choose from"):
+        m.get_model("llama-9")
+    with pytest.raises(m.ModelError, match="must be positive"):
+        m.layer_ops(m.get_model("tiny"), 0, 10, 10)
+
+
+def test_prediction_sums_bounds_per_layer_and_step():
+    from roofs.model import Roof
+    cfg = m.get_model("tiny")
+    ops = m.layer_ops(cfg, 1, 16, 32)
+    roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
+    m._register_model_ops()
+    rows = {o: {"median_s": 1e-3, "impl": "x", "reason": ""} for o in ops}
+    pred = m.predict(ops, rows, roofs, cfg.layers)["decode"]
+    from bench.registry import REGISTRY
+    expect = 0.0
+    for o in [o for o in ops if o.phase == "decode" and o.per_layer]:
+        f, b = REGISTRY.ops[o.op].flops(o.point), REGISTRY.ops[o.op].bytes(o.point)
+        expect += o.count * f / (min(100.0, 10.0 * f / b) * 1e9)
+    assert pred["bound_layer_s"] == pytest.approx(expect)
+    assert pred["measured_layer_s"] == pytest.approx(1e-3 * sum(o.count for o in ops if o.phase == "decode" and o.per_layer))
+    assert pred["tokens_per_s_measured"] == pytest.approx(1 / pred["step_measured_s"])
+
+
+@pytest.mark.slow
+def test_model_command_end_to_end(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "model", "tiny", "--batch", "1,2", "--prompt", "64",
+                        "--context", "256", "--roofs", str(DATA / "run_a"), "--budget", "0.02", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    report = json.loads((run_dir / "model.json").read_text())
+    for b in ("1", "2"):
+        for phase in ("prefill", "decode"):
+            p = report["per_batch"][b][phase]
+            assert p["tokens_per_s_bound"] > 0 and p["step_bound_s"] > 0
+            assert {o["op"] for o in p["ops"]} == {"qkv", "attn", "o", "gate_up", "down", "lm_head"}
+    assert "tokens/s: at most" in r.stdout and (run_dir / "roofline.png").exists()
+    roofs = json.loads((run_dir / "roofs.json").read_text())["roofs"]
+    assert any(x["name"] == "dram" and x["source"] == "measured" for x in roofs)  # the roofs it was placed under
+
+
+def test_model_command_unknown_name(capsys):
+    import run_bench
+    assert run_bench.main(["model", "gpt-7"]) == 2
+    assert "unknown model 'gpt-7'" in capsys.readouterr().err
