@@ -156,7 +156,7 @@ def geometric(lo: int, hi: int, per_octave: int = 2) -> list[int]:
     return out
 
 
-FAMILY_ORDER = ("stream", "gemm", "gemv", "attention")
+FAMILY_ORDER = ("stream", "gemm", "gemv", "attention", "transfer")
 REGISTRY = Registry()
 
 

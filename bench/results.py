@@ -29,7 +29,7 @@ COLUMNS = [
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
     "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
-    "clock_mhz", "power_w", "joules", "throttled", "flag",
+    "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
 ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
@@ -67,6 +67,7 @@ class Measurement:
     tolerance: float | None = None
     detail: str = ""               # what the impl chose, e.g. the autotuned tile configuration
     precision: str = ""            # the compute roof that bounds this point ("" for none)
+    bus_factor: float | None = None  # collectives: bus bandwidth / algorithm bandwidth
     telemetry: dict = field(default_factory=dict)
 
     @property
@@ -115,6 +116,7 @@ class Measurement:
             "clock_mhz": self.telemetry.get("clock_mhz"), "power_w": self.telemetry.get("power_w"),
             "joules": self.telemetry.get("joules_per_call"),
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
+            "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
         }
         return {c: row[c] for c in COLUMNS}
 
@@ -234,9 +236,12 @@ def load_measurements(path: Path) -> pd.DataFrame:
         raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); re-run the benchmark or restore the file.") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS[:COLUMNS.index("reason") + 1] if c not in df.columns]
     if missing:
         raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
+    for c in COLUMNS:  # columns added after a folder was written read as empty
+        if c not in df.columns:
+            df[c] = None
     for c in TEXT_COLUMNS:
         df[c] = df[c].fillna("")
     return df

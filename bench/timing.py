@@ -201,3 +201,35 @@ def make_flush(device: str, llc_bytes: int) -> Callable[[], object]:
         size = max(size, 256 * 2**20)
     buf = torch.empty(size // 4, dtype=torch.int32, device=device)
     return lambda: buf.fill_(1)  # a fill, not zero_: no memset shortcut
+
+
+def time_lockstep(fn: Callable[[], object], device: str, warmup: int, samples: int,
+                  barrier: Callable[[], object], reduce_max: Callable) -> Timing:
+    """Return the Timing of a collective fn() run in lockstep by every rank: fixed warm-up
+    and sample counts (a per-rank stopping rule would leave ranks waiting on each other),
+    a barrier before each sample outside the timed region, each sample timed on the device
+    (CUDA events, or perf_counter_ns around the blocking call on a CPU), and each sample's
+    maximum over the ranks (reduce_max: a list of floats -> the same list, maxed), since a
+    collective has finished only when its slowest rank has."""
+    cuda = device.startswith("cuda")
+    sync = (lambda: torch.cuda.synchronize(torch.device(device))) if cuda else (lambda: None)
+    t_start = time.perf_counter()
+    for _ in range(warmup):
+        fn()
+    sync()
+    own = []
+    for _ in range(samples):
+        barrier()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            own.append(start.elapsed_time(end) * 1e-3)
+        else:
+            t0 = time.perf_counter_ns()
+            fn()
+            own.append((time.perf_counter_ns() - t0) * 1e-9)
+    return Timing(tuple(reduce_max(own)), 1, "cuda_event" if cuda else "perf_counter_ns", "warm", warmup,
+                  "fixed_count", time.perf_counter() - t_start)

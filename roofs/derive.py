@@ -131,12 +131,35 @@ def compute_roofs(rows: pd.DataFrame, family: str = "gemm") -> list[Roof]:
     return sorted(roofs, key=lambda r: -r.value)
 
 
+def link_roofs(rows: pd.DataFrame) -> list[Roof]:
+    """Return interconnect and host-link roofs: per collective its best bus bandwidth, per
+    send/recv pair its best bandwidth, per host copy direction and memory kind its best GB/s."""
+    roofs = []
+    comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
+    if not comm.empty:
+        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{s.split()[-1]}" if "->" in s else "")
+                                for op, s in zip(comm["op"], comm["shape"])],
+                           rate=comm["bus_gbps"].fillna(comm["gbps"]))
+        for key, g in comm.groupby("key", sort=False):
+            best = g.loc[g["rate"].idxmax()]
+            roofs.append(Roof("bandwidth", f"link.{key}", float(best["rate"]), "GB/s", op=str(best["op"]),
+                              impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
+                              note="bus bandwidth" if key.startswith(("all_", "reduce", "broad")) else "point-to-point bandwidth"))
+    host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
+    for (op, memory), g in (host.groupby(["op", "shape"], sort=False) if not host.empty else ()):
+        best = g.loc[g["gbps"].idxmax()]
+        roofs.append(Roof("bandwidth", f"host.{op.split('.')[1]}.{memory}", float(best["gbps"]), "GB/s", op=op,
+                          impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
+                          note="host-device copy"))
+    return roofs
+
+
 def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     """Return every roof derivable from a run's rows and its device record, with notes."""
     caches = [(c["name"], c["total_bytes"]) for c in device.get("caches", [])]
     level = "hbm" if device.get("kind") == "cuda" else "dram"
     roofs, notes = bandwidth_roofs(rows, caches, level)
-    return roofs + compute_roofs(rows), notes
+    return roofs + compute_roofs(rows) + link_roofs(rows), notes
 
 
 def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:
