@@ -55,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
+    p.add_argument("--all-devices", action="store_true",
+                   help="measure every local GPU at once, one process each (torch.distributed), and compare them")
+    p.add_argument("--comm", action="store_true",
+                   help="measure the interconnect: collectives and send/recv between every pair of ranks")
+    p.add_argument("--procs", type=int, help="processes to launch (default: one per GPU; on a CPU-only machine, "
+                   "gloo processes on loopback, for --comm or testing)")
+    p.add_argument("--outlier-pct", type=float, default=5.0, help="flag a device this far below the median (default 5)")
+    p.add_argument("--run-dir", type=Path, help=argparse.SUPPRESS)  # set by the launcher for its workers
     return p
 
 
@@ -315,6 +323,9 @@ def model_summary(cfg, args, report) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        from bench.distributed import worker_argv
+        argv = worker_argv() or argv
     if argv[:1] == ["model"]:
         return model_main(argv[1:])
     if argv[:1] == ["report"]:
@@ -322,6 +333,11 @@ def main(argv=None) -> int:
     if argv[:1] == ["compare"]:
         return compare_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if (args.all_devices or args.comm) and not args.list:
+        from bench import distributed as distrib
+        if distrib.in_worker():
+            return distrib.worker(args, measure_device=run_plan_into, finish=finalize)
+        return distrib.launch(args, argv, ROOT / "run_bench.py")
     try:
         registry = load_all()
         device = devmod.resolve(args.device)
@@ -336,7 +352,13 @@ def main(argv=None) -> int:
     except (devmod.DeviceError, RegistryError, ValueError) as e:
         print(f"roofbench: {e}", file=sys.stderr)
         return 2
-    run_dir = args.out / f"{device.slug}-{utc_stamp()}"
+    return run_plan_into(args.out / f"{device.slug}-{utc_stamp()}", args, device, plan)
+
+
+def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
+    """Run plan (by default the one args select) on device into run_dir; finish and summarize it."""
+    if plan is None:
+        plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "timer": vars(timer_config(args)).copy() if hasattr(timer_config(args), "__dict__") else {},

@@ -84,7 +84,8 @@ def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, ds
         chunk = elems // n
         inp = torch.full((elems,), float(rank + 1), device=device)
         out = torch.full((chunk,), nan, device=device)
-        return Case(op, elems * 4, lambda: dist.reduce_scatter_tensor(out, inp), lambda: bool((out == n * (n + 1) / 2).all()))
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # renamed in torch 2.13
+        return Case(op, elems * 4, lambda: scatter(out, inp), lambda: bool((out == n * (n + 1) / 2).all()))
     if op == "all_to_all":
         chunk = elems // n
         # chunk k of rank r holds 1000 r + k; after the exchange chunk j of rank r holds 1000 j + r

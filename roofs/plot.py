@@ -202,10 +202,36 @@ def plot_bandwidth(run: Run, path: Path) -> Path:
     return path
 
 
+def plot_links(run: Run, path: Path) -> Path | None:
+    """Draw links.png: bus bandwidth of each collective and send/recv pair, and GB/s of each
+    host-device copy, against message size; None without such rows."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & df["family"].isin(["comm", "transfer"])]
+    if ok.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for (op, shape), g in ok.groupby(["op", "shape"]):
+        g = g.sort_values("bytes")
+        rate = g["bus_gbps"].fillna(g["gbps"]) if "bus_gbps" in g else g["gbps"]
+        label = f"{_short(op)} {shape}" + (" (bus)" if op.startswith("comm.") and "sendrecv" not in op else "")
+        ax.plot(g["bytes"], rate, marker="o", ms=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("GB/s (bus bandwidth for collectives)")
+    ax.set_title(_title(run, "Interconnect and host links"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_run(run_dir) -> list[Path]:
     """Draw every picture for the run folder run_dir; return their paths."""
     run = load_run(run_dir)
     d = Path(run_dir)
     paths = [plot_roofline(run, d / "roofline.png"), plot_bandwidth(run, d / "bandwidth.png"),
-             plot_gemm(run, d / "gemm.png")]
+             plot_gemm(run, d / "gemm.png"), plot_links(run, d / "links.png")]
     return [p for p in paths if p is not None]

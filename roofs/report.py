@@ -190,7 +190,7 @@ def sections(run) -> list[tuple[str, object]]:
                            "divided by the clock the peak assumes.", telemetry_note]),
            ("", table),
            ("Findings", findings(run, table, energy))]
-    for name in ("roofline.png", "bandwidth.png", "gemm.png", "energy.png"):
+    for name in ("roofline.png", "bandwidth.png", "gemm.png", "links.png", "energy.png"):
         if (run.dir / name).exists():
             out.append((name.split(".")[0].capitalize(), run.dir / name))
     if not energy:

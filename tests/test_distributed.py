@@ -1,0 +1,91 @@
+"""Several processes on loopback with gloo: every collective checked and timed with the right
+bus-bandwidth factors, every device of a 'node' compared, and a rank that dies mid-run."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.comm import bus_factor
+
+ROOT = Path(__file__).parent.parent
+
+
+def launch(tmp_path, *args, env=None):
+    e = dict(os.environ)
+    e.pop("TRITON_INTERPRET", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=e)
+
+
+def test_bus_factors():
+    assert bus_factor("all_reduce", 2) == 1.0 and bus_factor("all_reduce", 4) == 1.5
+    assert bus_factor("all_gather", 4) == 0.75 and bus_factor("reduce_scatter", 2) == 0.5
+    assert bus_factor("all_to_all", 4) == 0.75 and bus_factor("broadcast", 8) == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("procs", [2, 4])
+def test_collectives_with_gloo(tmp_path, procs):
+    r = launch(tmp_path, "--comm", "--procs", str(procs), "--quick", "--max-ws", "64KiB")
+    assert r.returncode == 0, r.stderr[-3000:]
+    [node] = list(tmp_path.iterdir())
+    df = pd.read_csv(node / "comm" / "measurements.csv")
+    assert (df["status"] == "ok").all(), df[df["status"] != "ok"]["reason"].tolist()
+    assert set(df["op"]) == {"comm.all_reduce", "comm.all_gather", "comm.reduce_scatter", "comm.broadcast",
+                             "comm.all_to_all", "comm.sendrecv"}
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"):
+        rows = df[df["op"] == f"comm.{op}"]
+        assert (rows["bus_gbps"] / rows["gbps"]).round(9).eq(round(bus_factor(op, procs), 9)).all()
+        assert rows["bytes"].max() <= 64 * 1024 and (rows["shape"] == f"{procs} ranks").all()
+    pairs = df[df["op"] == "comm.sendrecv"]["shape"].str.split().str[-1].unique()
+    assert len(pairs) == procs * (procs - 1)                             # every ordered pair
+    roofs = json.loads((node / "comm" / "roofs.json").read_text())["roofs"]
+    assert {"link.all_reduce", "link.broadcast"} <= {x["name"] for x in roofs}
+    assert (node / "comm" / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_ends_the_run_and_keeps_what_was_measured(tmp_path):
+    r = launch(tmp_path, "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB", env={"ROOFBENCH_TEST_DIE": "1:6"})
+    assert r.returncode == 1
+    assert "a rank failed" in r.stderr and "are kept in" in r.stderr
+    [node] = list(tmp_path.iterdir())
+    df = pd.read_csv(node / "comm" / "measurements.csv")
+    assert len(df) == 6 and (df["status"] == "ok").all()                # the rows before the death
+    meta = json.loads((node / "comm" / "run.json").read_text())
+    assert meta["status"].startswith(("failed", "interrupted"))
+
+
+@pytest.mark.slow
+def test_all_devices_side_by_side(tmp_path):
+    r = launch(tmp_path, "--all-devices", "--procs", "2", "--quick", "--only", "stream.copy/torch",
+               "--dtype", "float32", "--budget", "0.02", "--outlier-pct", "50")
+    assert r.returncode == 0, r.stderr[-3000:]
+    [node] = list(tmp_path.iterdir())
+    assert len(list(node.glob("rank*-cpu-*"))) == 2
+    devices = json.loads((node / "devices.json").read_text())
+    dram = [x for x in devices["roofs"] if x["roof"] == "dram"][0]
+    assert dram["median"] > 0 and dram["spread %"] >= 0
+    assert (node / "devices.md").exists() and (node / "compare.png").exists()
+
+
+def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path):
+    r = launch(tmp_path, "--all-devices")
+    assert r.returncode == 2 and "no CUDA GPU here" in r.stderr and "Traceback" not in r.stderr
+    r = launch(tmp_path, "--comm", "--procs", "1")
+    assert r.returncode == 2 and "at least 2 ranks" in r.stderr
+
+
+def test_device_table_flags_a_slow_card():
+    from roofs.devices import device_table
+    data = ROOT / "tests" / "data"
+    table, flags = device_table([data / "run_a", data / "run_b"], outlier_pct=0.0)
+    assert {"kind", "roof", "median", "spread %"} <= set(table.columns)
+    dram = table[table["roof"] == "dram"].iloc[0]
+    assert dram["spread %"] >= 0
+    assert all("below the median" in f for f in flags)
