@@ -13,6 +13,7 @@ Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
 
 from bench import device as devmod  # noqa: E402
 from bench.registry import RegistryError, load_all  # noqa: E402
-from bench.results import ResultsError, RunWriter, load_run, utc_stamp, write_roofs  # noqa: E402
+from bench.results import ResultsError, RunWriter, load_run, utc_stamp  # noqa: E402
 from bench.runner import Runner, make_plan  # noqa: E402
 from bench.timing import MODES, TimerConfig  # noqa: E402
 
@@ -219,7 +220,6 @@ def model_main(argv) -> int:
 
     from bench import models as mdl
     from bench.api import quick_roofs
-    from bench.runner import Task
     from roofs.finish import finish_run
     from roofs.model import Roof
     p = argparse.ArgumentParser(prog="run_bench.py model", description="a model's prefill and decode on the roofline")
@@ -245,45 +245,16 @@ def model_main(argv) -> int:
     if roofs is None:
         print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
         roofs = quick_roofs(device.torch_device)
-    mdl._register_model_ops()
     run_dir = args.out / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
-    writer = RunWriter(run_dir, {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
-                                 "model": dataclasses_asdict(cfg), "options": {k: str(v) for k, v in vars(args).items()},
-                                 "base_roofs": [r.to_dict() for r in roofs if r.source == "measured"]})
-    tasks, seen = [], set()
-    for ops in per_batch.values():
-        for lo in ops:
-            key = (lo.op, repr(lo.point))
-            if key not in seen:
-                seen.add(key)
-                # decode reads each layer's weights once per token: timed cold
-                tasks.append(Task(mdl.REGISTRY.ops[lo.op], lo.point, tuple(mdl.REGISTRY.impls_of(lo.op)),
-                                  ("cold",) if lo.phase == "decode" else ("warm",)))
-    from bench.runner import Plan
-    runner = Runner(device, TimerConfig(budget_s=args.budget, warmup_s=0.02), sink=writer.add,
-                    progress=lambda line: print(line, flush=True))
-    status, measured = "complete", []
-    try:
-        measured = runner.run(Plan(tasks))
-    except KeyboardInterrupt:
-        status = "interrupted"
-        measured = writer.measurements
-        print(f"\nroofbench: interrupted; the {len(measured)} points measured so far are kept in {run_dir}.")
-    finally:
-        writer.finish(status)
-    best = {}
-    for m in measured:
-        key = (m.op, repr(m.point))
-        cur = best.get(key)
-        if m.status == "ok" and (cur is None or cur.get("median_s") is None or m.median_s < cur["median_s"]):
-            best[key] = {"median_s": m.median_s, "impl": m.impl, "reason": ""}
-        elif cur is None:
-            best[key] = {"median_s": None, "impl": m.impl, "reason": m.reason}
-    report = {}
-    for b, ops in per_batch.items():
-        rows = {lo: best.get((lo.op, repr(lo.point))) for lo in ops}
-        report[b] = mdl.predict(ops, rows, roofs, cfg.layers)
-    (run_dir / "model.json").write_text(json.dumps({"model": dataclasses_asdict(cfg), "prompt": args.prompt,
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "model": dataclasses.asdict(cfg), "options": {k: str(v) for k, v in vars(args).items()},
+            "base_roofs": [r.to_dict() for r in roofs if r.source == "measured"]}
+    status, measured = execute(run_dir, meta, device, mdl.plan(per_batch.values()),
+                               TimerConfig(budget_s=args.budget, warmup_s=0.02))
+    best = mdl.best_times(measured)
+    report = {b: mdl.predict(ops, {lo: best.get(mdl.key(lo)) for lo in ops}, roofs, cfg.layers)
+              for b, ops in per_batch.items()}
+    (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": args.prompt,
                                                     "context": args.context, "per_batch": report}, indent=1, default=str))
     text = model_summary(cfg, args, report)
     (run_dir / "model.md").write_text(text)
@@ -292,11 +263,6 @@ def model_main(argv) -> int:
     print(text)
     print(f"\nresults: {run_dir}")
     return 130 if status == "interrupted" else 0
-
-
-def dataclasses_asdict(obj):
-    import dataclasses
-    return dataclasses.asdict(obj)
 
 
 def model_summary(cfg, args, report) -> str:
@@ -355,17 +321,12 @@ def main(argv=None) -> int:
     return run_plan_into(args.out / f"{device.slug}-{utc_stamp()}", args, device, plan)
 
 
-def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
-    """Run plan (by default the one args select) on device into run_dir; finish and summarize it."""
-    if plan is None:
-        plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
-    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
-            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-            "timer": vars(timer_config(args)).copy() if hasattr(timer_config(args), "__dict__") else {},
-            "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}
+def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig):
+    """Run plan on device into a new run folder, rows written as they finish; Ctrl-C stops
+    it and keeps them. Return (status, measurements)."""
     writer = RunWriter(run_dir, meta)
     print(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}")
-    runner = Runner(device, timer_config(args), sink=writer.add, progress=lambda s: print(s, flush=True))
+    runner = Runner(device, timer, sink=writer.add, progress=lambda line: print(line, flush=True))
     status = "complete"
     try:
         runner.run(plan)
@@ -374,6 +335,18 @@ def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
         print(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
     finally:
         writer.finish(status)
+    return status, writer.measurements
+
+
+def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
+    """Run plan (by default the one args select) on device into run_dir; finish and summarize it."""
+    if plan is None:
+        plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "timer": dataclasses.asdict(timer_config(args)),
+            "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}
+    status, _ = execute(run_dir, meta, device, plan, timer_config(args))
     problems = finalize(run_dir)
     for p in problems:
         print(f"roofbench: {p}", file=sys.stderr)

@@ -212,7 +212,7 @@ class Kernel:
             args = self.make_inputs(shape, info.torch_device)
             ref = self.reference(*args) if self.reference else None
             try:
-                out.append(measure(lambda: self.fn(*args), flops=self.flops, bytes=self.bytes, name=self.name,
+                out.append(measure(lambda a=args: self.fn(*a), flops=self.flops, bytes=self.bytes, name=self.name,
                                    shape=shape, device=device, precision=self.precision, mode=mode, roofs=roofs,
                                    reference=ref, backend=self.backend, budget_s=budget_s))
             except APIError as e:

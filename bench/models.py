@@ -80,7 +80,7 @@ def layer_ops(cfg: ModelConfig, batch: int, prompt: int, context: int, dtype: st
     qkv_n = (cfg.heads + 2 * cfg.kv_heads) * hd
     ops = []
     for phase, tokens in (("prefill", batch * prompt), ("decode", batch)):
-        g = lambda name, m, n, k, count=1, per_layer=True: LayerOp(  # noqa: E731
+        g = lambda name, m, n, k, count=1, per_layer=True, phase=phase: LayerOp(  # noqa: E731
             phase, name, "model.gemm", {"dtype": dtype, "shape": (m, n, k)}, count, per_layer)
         if phase == "prefill":
             attn = LayerOp(phase, "attn", "model.attention.prefill",
@@ -110,6 +110,40 @@ def _register_model_ops():
         for impl in REGISTRY.impls_of(src):
             if impl.name != "numpy":
                 REGISTRY.add_impl(dataclasses.replace(impl, op=dst))
+
+
+def key(lo: LayerOp) -> tuple:
+    """Return the identity of a measured point: its op and point."""
+    return (lo.op, repr(lo.point))
+
+
+def plan(op_lists):
+    """Return the Plan measuring every distinct op of the given LayerOp lists once: prefill
+    timed warm, decode cold (a decode step reads each layer's weights from memory once)."""
+    from bench.runner import Plan, Task
+    _register_model_ops()
+    tasks, seen = [], set()
+    for ops in op_lists:
+        for lo in ops:
+            if key(lo) not in seen:
+                seen.add(key(lo))
+                tasks.append(Task(REGISTRY.ops[lo.op], lo.point, tuple(REGISTRY.impls_of(lo.op)),
+                                  ("cold",) if lo.phase == "decode" else ("warm",)))
+    return Plan(tasks)
+
+
+def best_times(measurements) -> dict:
+    """Return key -> {median_s, impl, reason}: the fastest successful impl of each point, or
+    the reason none succeeded."""
+    best = {}
+    for m in measurements:
+        k = (m.op, repr(m.point))
+        cur = best.get(k)
+        if m.status == "ok" and (cur is None or cur["median_s"] is None or m.median_s < cur["median_s"]):
+            best[k] = {"median_s": m.median_s, "impl": m.impl, "reason": ""}
+        elif cur is None:
+            best[k] = {"median_s": None, "impl": m.impl, "reason": m.reason}
+    return best
 
 
 def predict(ops: list[LayerOp], rows, roofs, layers: int) -> dict:

@@ -34,7 +34,7 @@ def ratio_table(runs) -> pd.DataFrame:
     for kind, name in keys:
         row = {"kind": kind, "roof": name}
         base = values[0].get((kind, name))
-        for i, (run, vals) in enumerate(zip(runs, values)):
+        for i, vals in enumerate(values):
             v = vals.get((kind, name))
             row[f"run {i + 1}"] = v
             if i:

@@ -253,6 +253,6 @@ def reference_roofs_for(device: dict, measured, rows: pd.DataFrame) -> list[Roof
     for ref in refs:
         m = by_name.get(ref.name)
         fixed = specs.clock_corrected(ref, observed_clock(rows, m.point_id)) if m else None
-        if fixed:
+        if fixed and abs(fixed.value - ref.value) > 1e-9 * ref.value:  # the same clock adds nothing
             out.append(fixed)
     return out

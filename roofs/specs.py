@@ -70,13 +70,14 @@ def datasheet_roofs(part: Part, memory_level: str = "hbm") -> list[Roof]:
 
 
 def clock_corrected(roof: Roof, observed_mhz: float | None) -> Roof | None:
-    """Return the datasheet compute roof scaled to the clock observed during the run:
-    value x observed / the clock the datasheet's peak assumes; None without both clocks."""
+    """Return the datasheet (or computed) compute roof scaled to the clock observed during the
+    run: value x observed / the clock its peak assumes; None without both clocks. Its
+    source is the reference's with "@clock" appended."""
     assumed = roof.extra.get("clock_mhz") if roof.extra else None
     if roof.kind != "compute" or not assumed or not observed_mhz:
         return None
     return Roof(roof.kind, roof.name, roof.value * observed_mhz / assumed, roof.unit,
-                source="datasheet@clock", note=f"{roof.value:,.0f} x {observed_mhz:.0f} / {assumed:.0f} MHz",
+                source=f"{roof.source}@clock", note=f"{roof.value:,.0f} x {observed_mhz:.0f} / {assumed:.0f} MHz",
                 extra={"clock_mhz": observed_mhz})
 
 
