@@ -113,7 +113,7 @@ class Runner:
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
-    _history: dict = field(default_factory=dict)   # history_key -> (work, seconds per call)
+    _history: dict = field(default_factory=dict)   # history_key -> ((flops, bytes), seconds per call)
     _sampler: Sampler | None = None
 
     def sampler(self) -> Sampler:
@@ -187,14 +187,18 @@ class Runner:
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
         """Return a reason to cut a point short before running it: its time per call,
-        extrapolated from the same impl and dtype at a smaller size (time scales with
-        flops, or with bytes for flop-free ops), exceeds the whole point budget."""
+        extrapolated from the last point the same impl and dtype ran, exceeds the whole point
+        budget. The extrapolation is optimistic, the smaller of the growth in FLOPs and in
+        bytes, so that only a path that is slow either way is cut (a memory-bound point does
+        not condemn a larger compute-bound one)."""
         key = history_key(op, impl, point, mode)
         if key not in self._history:
             return None
-        work0, sec0 = self._history[key]
-        work = op.flops(point) or op.bytes(point)
-        predicted = sec0 * work / work0
+        (flops0, bytes0), sec0 = self._history[key]
+        ratios = [new / old for new, old in ((op.flops(point), flops0), (op.bytes(point), bytes0)) if new and old]
+        if not ratios:
+            return None
+        predicted = sec0 * min(ratios)
         if predicted > self.timer.budget_s:
             return (f"cut short: predicted {predicted:.3g} s per call (from {sec0:.3g} s at a smaller size) "
                     f"exceeds the {self.timer.budget_s:g} s point budget")
@@ -229,16 +233,16 @@ class Runner:
                 t = time_fn(fn, self.device.torch_device, mode, self.timer,
                             self.flush() if mode == "cold" else None)
             except Exception as e:
-                sampler.stop()
                 _free(self.device)
                 results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
                 continue
-            tel = sampler.stop()
+            finally:  # also on Ctrl-C: the sampling thread must not outlive its point
+                tel = sampler.stop()
             median = t.stats.median_s
             if tel.get("energy_j") is not None and tel["window_s"] > 0:
                 # mean power over the window x time per call: the energy of one call
                 tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * median
-            self._history[history_key(op, impl, point, mode)] = (op.flops(point) or op.bytes(point), median)
+            self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), median)
             results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
                               reps=t.reps, timer=t.method, stop=t.stop, detail=getattr(fn, "detail", ""),
                               telemetry=tel))
