@@ -143,7 +143,7 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]
     tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
               for p in ("fp32", "bf16") for n in sizes]
     runner = Runner(info, TimerConfig(budget_s=budget_s, warmup_s=0.01))
-    rows = pd.DataFrame([m.row() for t in tasks for m in runner._run_task(t, ("warm",))])
+    rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
     roofs, _ = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
     return roofs + compute_roofs(rows)
 

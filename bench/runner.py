@@ -131,7 +131,7 @@ class Runner:
         out: list[Measurement] = []
         total, done = len(plan), 0
         for task in plan.tasks:
-            for m in self._run_task(task, plan.modes_of(task)):
+            for m in self.run_task(task, plan.modes_of(task)):
                 done += 1
                 out.append(m)
                 self.sink(m)
@@ -158,7 +158,9 @@ class Runner:
                     f"but {free / 2**30:.1f} GiB is free on {self.device.torch_device}")
         return None
 
-    def _run_task(self, task: Task, modes) -> list[Measurement]:
+    def run_task(self, task: Task, modes) -> list[Measurement]:
+        """Return one Measurement per (impl, mode) of task: skipped, failed, or timed after
+        passing the correctness gate. Inputs and the float64 reference are made once per point."""
         op, point = task.op, task.point
         reason = self.point_skip(op, point)
         if reason:

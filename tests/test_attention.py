@@ -106,10 +106,10 @@ def test_torch_impls_pass_the_gate_and_record_the_sdpa_backend():
     cpu = devmod.resolve("cpu")
     r = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001))
     pre = REG.ops["attention.prefill"]
-    ms = r._run_task(Task(pre, {"dtype": "bf16", "causal": True, "head_dim": 64, "heads": (1, 4, 2), "seq": 200},
+    ms = r.run_task(Task(pre, {"dtype": "bf16", "causal": True, "head_dim": 64, "heads": (1, 4, 2), "seq": 200},
                           (REG.impls["attention.prefill/sdpa"],)), ("warm",))
     assert ms[0].status == "ok" and ms[0].error <= ms[0].tolerance and ms[0].detail.startswith("sdpa backend ")
     dec = REG.ops["attention.decode"]
-    ms = r._run_task(Task(dec, {"dtype": "bf16", "length": 1000, "batch": 2},
+    ms = r.run_task(Task(dec, {"dtype": "bf16", "length": 1000, "batch": 2},
                           (REG.impls["attention.decode/sdpa"], REG.impls["attention.decode/torch_math"])), ("cold",))
     assert [m.status for m in ms] == ["ok", "ok"] and all(m.error <= m.tolerance for m in ms)

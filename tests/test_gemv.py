@@ -101,7 +101,7 @@ def test_torch_impls_pass_the_gate_on_cpu():
     impls = (REG.impls["gemv.decode/torch"], REG.impls["gemv.decode/torch_best"])
     r = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001))
     for fmt in ("bf16", "int8", "int4", "fp8"):
-        for m in r._run_task(Task(op, {"dtype": fmt, "layer": "square1024", "batch": 2}, impls), ("warm",)):
+        for m in r.run_task(Task(op, {"dtype": fmt, "layer": "square1024", "batch": 2}, impls), ("warm",)):
             if m.status != "skipped":
                 assert m.status == "ok" and m.error <= m.tolerance, (fmt, m.impl, m.reason)
         assert v.best_skip({"dtype": "fp8"}, cpu).startswith("torch has no fp8 weight-only")
