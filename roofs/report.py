@@ -67,10 +67,11 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
                   if bw.plateau_values and bw.plateau_values[1] > 1.05 * bw.plateau_values[0] else "")
         out.append(f"{bw.name.upper()} bandwidth: {bw.value:,.1f} GB/s by {bw.impl} {bw.dtype}"
                    + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
-    for r in table.itertuples():
-        if r._9 is not None and r._9 == r._9 and r._9 > 105:  # % of reference
-            out.append(f"{r.ceiling} measures {r.measured:,.0f} {r.unit}, {r._9:.0f}% of the {r._5} roof: "
-                       "the clock ran above the one assumed, or the reference misses a unit.")
+    for r in table.to_dict("records"):
+        pct = r["% of reference"]
+        if pct is not None and pct == pct and pct > 105:
+            out.append(f"{r['ceiling']} measures {r['measured']:,.0f} {r['unit']}, {pct:.0f}% of the "
+                       f"{r['reference source']} roof: the clock ran above the one assumed, or the reference misses a unit.")
     bf16, fp8, int8 = (model.compute(p) for p in ("bf16", "fp8e4m3", "int8"))
     if bf16 and fp8:
         ratio = fp8.value / bf16.value
