@@ -51,7 +51,6 @@ class Case:
     nbytes: int
     run: Callable[[], object]
     check: Callable[[], bool]
-    peer: tuple | None = None
 
 
 def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, dst: int = 1) -> Case:
@@ -103,7 +102,7 @@ def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, ds
             elif rank == dst:
                 x.fill_(nan)
                 dist.recv(x, src)
-        return Case(op, x.numel() * 4, run, lambda: rank != dst or bool((x == src + 1).all()), (src, dst))
+        return Case(op, x.numel() * 4, run, lambda: rank != dst or bool((x == src + 1).all()))
     raise ValueError(f"unknown collective '{op}': choose from {', '.join(COLLECTIVES)} or sendrecv.")
 
 

@@ -35,7 +35,6 @@ COLUMNS = [
 ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
                 "reason", "detail", "precision", "flag"]
-STATUSES = ("ok", "skipped", "error")
 
 
 class ResultsError(ValueError):

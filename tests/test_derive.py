@@ -159,3 +159,28 @@ def test_points_above_their_roof_are_flagged_with_causes():
     assert "plateau spans 40 to 50 GB/s" in out["flag"][0]
     assert out["flag"][1] == "" and out["flag"][3] == ""
     assert "beats the GEMMs that set the bf16 roof" in out["flag"][2]
+
+
+def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
+    from roofs.derive import link_roofs
+    df = pd.DataFrame([
+        {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 2.0, "bus_gbps": 2.0,
+         "bytes": 2**20, "impl": "comm.all_reduce/gloo", "point_id": "a"},
+        {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 3.0, "bus_gbps": 3.0,
+         "bytes": 2**26, "impl": "comm.all_reduce/gloo", "point_id": "b"},
+        {"family": "comm", "op": "comm.sendrecv", "shape": "2 ranks 0->1", "status": "ok", "gbps": 4.0, "bus_gbps": 4.0,
+         "bytes": 2**26, "impl": "comm.sendrecv/gloo", "point_id": "c"},
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "status": "ok", "gbps": 50.0, "bus_gbps": None,
+         "bytes": 2**30, "impl": "transfer.h2d/torch", "point_id": "d"},
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "status": "error", "gbps": 99.0, "bus_gbps": None,
+         "bytes": 2**31, "impl": "transfer.h2d/torch", "point_id": "e"},
+    ])
+    got = {r.name: (r.value, r.point_id) for r in link_roofs(df)}
+    assert got == {"link.all_reduce": (3.0, "b"), "link.sendrecv.0->1": (4.0, "c"), "host.h2d.pinned": (50.0, "d")}
+
+
+def test_transfer_bytes_are_the_size_copied():
+    from bench.registry import load_all
+    op = load_all().ops["transfer.h2d"]
+    assert op.bytes({"memory": "pinned", "bytes": 4096}) == 4096 and op.flops({"memory": "pinned", "bytes": 4096}) == 0
+    assert op.skip({"memory": "pinned", "bytes": 4096}, type("D", (), {"kind": "cpu"})()) == "host-device copies need a GPU"
