@@ -22,7 +22,7 @@ from roofs.model import Roofline  # noqa: E402
 
 OP_COLORS = {"copy": "tab:blue", "scale": "tab:orange", "add": "tab:green",
              "triad": "tab:red", "read": "tab:purple", "write": "tab:brown"}
-IMPL_MARKERS = {"torch": "o", "triton": "^"}
+IMPL_MARKERS = {"torch": "o", "triton": "^", "numpy": "s", "torch_best": "v", "triton_rows": ">", "triton_tile": "<"}
 LEVEL_COLORS = {"hbm": "black", "dram": "black", "l3": "tab:cyan", "l2": "tab:olive", "l1": "tab:pink"}
 
 
@@ -45,7 +45,6 @@ def _short(s: str) -> str:
 PRECISION_COLORS = {"fp64": "tab:gray", "fp32": "tab:blue", "tf32": "tab:cyan", "fp16": "tab:orange",
                     "bf16": "tab:red", "fp8e4m3": "tab:purple", "fp8e5m2": "tab:pink", "int8": "tab:green",
                     "fp8": "tab:purple", "int4": "tab:olive"}
-IMPL_MARKERS.update(numpy="s", torch_best="v", triton_rows=">", triton_tile="<")
 
 
 def _impl_name(impl: str) -> str:
