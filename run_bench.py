@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
     sys.path.insert(0, str(ROOT))
 
 from bench import device as devmod  # noqa: E402
+from bench.ops._tune import DeviceLost  # noqa: E402
 from bench.registry import RegistryError, load_all  # noqa: E402
 from bench.results import ResultsError, RunWriter, load_run, utc_stamp  # noqa: E402
 from bench.runner import Runner, make_plan  # noqa: E402
@@ -321,18 +322,22 @@ def main(argv=None) -> int:
     return run_plan_into(args.out / f"{device.slug}-{utc_stamp()}", args, device, plan)
 
 
-def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig):
+def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig, quick: bool = False):
     """Run plan on device into a new run folder, rows written as they finish; Ctrl-C stops
     it and keeps them. Return (status, measurements)."""
     writer = RunWriter(run_dir, meta)
     print(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}")
-    runner = Runner(device, timer, sink=writer.add, progress=lambda line: print(line, flush=True))
+    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=lambda line: print(line, flush=True))
     status = "complete"
     try:
         runner.run(plan)
     except KeyboardInterrupt:
         status = "interrupted"
         print(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
+    except DeviceLost as e:
+        status = f"failed: {e}"
+        print(f"\nroofbench: the device failed ({e}); its context is unusable, so the run stops here. "
+              f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
     finally:
         writer.finish(status)
     return status, writer.measurements
@@ -346,13 +351,13 @@ def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "timer": dataclasses.asdict(timer_config(args)),
             "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}
-    status, _ = execute(run_dir, meta, device, plan, timer_config(args))
+    status, _ = execute(run_dir, meta, device, plan, timer_config(args), args.quick)
     problems = finalize(run_dir)
     for p in problems:
         print(f"roofbench: {p}", file=sys.stderr)
     print(summary(run_dir))
     print(f"\nresults: {run_dir}")
-    return 130 if status == "interrupted" else 0
+    return 130 if status == "interrupted" else (1 if status.startswith("failed") else 0)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 An Op is a family member ("stream.triad", later "gemm"...) with its axes as data, input
 makers, a float64 reference, and its FLOP and byte formulas. An Impl is one way to
-compute it ("stream.triad/torch", "stream.triad/triton"): launcher(inputs) returns a
-zero-argument callable, so allocation and setup stay outside the timed region.
+compute it ("stream.triad/torch", "stream.triad/triton"): launcher(inputs, ctx) returns a
+zero-argument callable, so allocation and setup (and autotuning) stay outside the timed
+region; ctx (a LaunchContext) tells it the point, the device, the mode the point will be
+timed in and whether the run is quick, so nothing travels inside the inputs.
 Registering an id twice is an error, never a silent overwrite.
 """
 from __future__ import annotations
@@ -75,11 +77,23 @@ class Op:
 
 
 @dataclass(frozen=True)
+class LaunchContext:
+    """What a launcher may know besides its inputs: the point, the device (a DeviceInfo, or
+    None outside a run), the mode the point is timed in (autotuning times candidates in the
+    same mode) and whether the run is quick (fewer tuning candidates)."""
+    point: dict = field(default_factory=dict)
+    device: object = None
+    mode: str = "warm"
+    quick: bool = False
+    flush: Callable | None = None   # evicts the last-level cache (cold tuning)
+
+
+@dataclass(frozen=True)
 class Impl:
     op: str
     name: str                                   # "torch", "triton"
     backend: str                                # "torch" or "triton": decides device support
-    launcher: Callable                          # (inputs) -> zero-argument callable returning the output
+    launcher: Callable                          # (inputs, LaunchContext) -> zero-argument callable returning the output
     skip: Callable | None = None                # (point, device) -> reason or None
     doc: str = ""
 

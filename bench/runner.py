@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from bench import device as devmod
-from bench.registry import Impl, Op, Registry
+from bench.ops._tune import DeviceLost, is_fatal
+from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
 from bench.telemetry import Sampler, make_source
 from bench.timing import TimerConfig, make_flush, time_fn
-
-
-def triton_interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
+from bench.util import first_line as _first_line
+from bench.util import fmt_bytes, triton_interpreting
 
 
 def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | None:
@@ -101,15 +99,11 @@ def poison(inputs: dict, names) -> None:
             t.fill_(math.nan if t.is_floating_point() else torch.iinfo(t.dtype).max)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}".strip()
-
-
 @dataclass
 class Runner:
     device: devmod.DeviceInfo
     timer: TimerConfig = field(default_factory=TimerConfig)
+    quick: bool = False                            # launchers tune over fewer candidates
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
@@ -178,6 +172,8 @@ class Runner:
             inputs = op.make_inputs(point, self.device.torch_device)
             ref = op.reference(inputs)
         except Exception as e:  # out of memory, unsupported dtype on this device...
+            if is_fatal(e):
+                raise DeviceLost(f"{_first_line(e)} while making the inputs of {op.name} {point}") from e
             _free(self.device)
             return results + [self._base(op, i, point, m, status="error", reason=f"inputs: {_first_line(e)}")
                               for i in runnable for m in modes]
@@ -212,13 +208,19 @@ class Runner:
         if cut:
             return [mk(m, status="skipped", reason=cut) for m in modes]
         tol = op.tolerance(point)
+        ctx = LaunchContext(point, self.device, modes[0], self.quick,
+                            self.flush() if modes[0] == "cold" else None)
         try:
             poison(inputs, op.outputs)
-            fn = impl.launcher(inputs)
+            fn = impl.launcher(inputs, ctx)
             out = fn()
             _sync(self.device)
             err = op.error(out, ref, inputs)
+        except DeviceLost as e:
+            raise DeviceLost(f"{e} at {impl.id} {point}") from e
         except Exception as e:
+            if is_fatal(e):
+                raise DeviceLost(f"{_first_line(e)} at {impl.id} {point}") from e
             _free(self.device)
             return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
         if not (err <= tol):  # also catches NaN: an output that was never written
@@ -235,6 +237,8 @@ class Runner:
                 t = time_fn(fn, self.device.torch_device, mode, self.timer,
                             self.flush() if mode == "cold" else None)
             except Exception as e:
+                if is_fatal(e):
+                    raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
                 _free(self.device)
                 results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
                 continue
@@ -246,21 +250,20 @@ class Runner:
                 tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * median
             self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), median)
             results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
-                              reps=t.reps, timer=t.method, stop=t.stop, detail=getattr(fn, "detail", ""),
+                              reps=t.reps, timer=t.method, stop=t.stop, detail=_detail(fn),
                               telemetry=tel))
         return results
+
+
+def _detail(fn) -> str:
+    """Return what the implementation chose (fn.detail) and how it was tuned (fn.tuning)."""
+    parts = [getattr(fn, "detail", ""), getattr(fn, "tuning", "")]
+    return "; ".join(p for p in parts if p)
 
 
 def _free(device: devmod.DeviceInfo):
     if device.kind == "cuda":
         torch.cuda.empty_cache()
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{int(n)} B"
 
 
 def describe(m: Measurement) -> str:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bench import device as devmod
-from bench.registry import load_all
+from bench.registry import LaunchContext, load_all
 from bench.runner import backend_skip, poison
 
 INFO = devmod.resolve(None)
@@ -47,7 +47,7 @@ def test_op(benchmark, op_name, impl_id, point):
     inputs = op.make_inputs(point, INFO.torch_device)
     ref = op.reference(inputs)
     poison(inputs, op.outputs)
-    fn = impl.launcher(inputs)
+    fn = impl.launcher(inputs, LaunchContext(point, INFO, op.modes[0]))
     sync = (lambda: torch.cuda.synchronize(INFO.torch_device)) if INFO.kind == "cuda" else (lambda: None)
     import time
     t0 = time.perf_counter()

@@ -29,19 +29,59 @@ class TileConfig:
         return f"{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}/w{self.num_warps}/s{self.num_stages}"
 
 
-# Candidates for the GPU: large tiles for the compute-bound squares, deep K for fp8 and
-# int8 (their elements are half the bytes), narrow M tiles for the skinny shapes.
-CONFIGS = (
+# Candidates for the GPU, best guesses first (a quick run tunes over the first three that
+# fit the device's shared memory), one list per operand width: large tiles for the
+# compute-bound squares, deep K for 8-bit operands (half the bytes per element), narrow M
+# tiles for the skinny shapes. fp32 with IEEE products has its own small tiles: it runs on
+# the FMA units, and a large tile needs hundreds of registers (spills) and minutes to compile.
+CONFIGS_16BIT = (
     TileConfig(128, 256, 64, 8, 8, 3),
     TileConfig(256, 128, 64, 8, 8, 3),
     TileConfig(128, 128, 64, 8, 4, 4),
     TileConfig(128, 128, 128, 8, 8, 3),
-    TileConfig(128, 256, 128, 8, 8, 3),
     TileConfig(64, 256, 64, 8, 4, 4),
     TileConfig(64, 128, 64, 8, 4, 4),
     TileConfig(16, 128, 128, 1, 4, 4),
     TileConfig(32, 64, 256, 1, 4, 3),
 )
+CONFIGS_8BIT = (
+    TileConfig(128, 256, 128, 8, 8, 3),
+    TileConfig(256, 128, 128, 8, 8, 3),
+    TileConfig(128, 128, 128, 8, 4, 4),
+    TileConfig(64, 256, 128, 8, 4, 4),
+    TileConfig(64, 128, 128, 8, 4, 4),
+    TileConfig(16, 128, 256, 1, 4, 4),
+    TileConfig(32, 64, 256, 1, 4, 3),
+)
+CONFIGS_TF32 = (
+    TileConfig(128, 128, 32, 8, 8, 3),
+    TileConfig(128, 256, 32, 8, 8, 3),
+    TileConfig(64, 128, 32, 8, 4, 4),
+    TileConfig(128, 64, 32, 8, 4, 4),
+    TileConfig(16, 128, 64, 1, 4, 4),
+)
+CONFIGS_FP32 = (
+    TileConfig(64, 64, 32, 8, 4, 3),
+    TileConfig(128, 64, 32, 8, 8, 3),
+    TileConfig(32, 64, 32, 1, 4, 3),
+)
+CONFIGS = {"fp32": CONFIGS_FP32, "tf32": CONFIGS_TF32, "fp16": CONFIGS_16BIT, "bf16": CONFIGS_16BIT,
+           "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_8BIT}
+
+
+def candidates(precision: str, quick: bool = False) -> tuple:
+    """Return the tile candidates for a precision ("fp32", "tf32", "bf16", ...), best first.
+    (The caller prunes those over the device's shared memory, and in quick runs keeps 3.)"""
+    return CONFIGS[precision]
+
+
+def smem_bytes(config: TileConfig, element_bytes: int) -> int:
+    """Return the shared memory of a tile: stages x (BLOCK_M + BLOCK_N) x BLOCK_K x element
+    size (the A and B tiles of every pipeline stage; matches the compiler's own figure for
+    Hopper and Ampere builds)."""
+    return config.num_stages * (config.block_m + config.block_n) * config.block_k * element_bytes
+
+
 INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)
 
 

@@ -1,4 +1,5 @@
-"""Triton stream kernels: copy, scale, add, triad, read (a full sum) and write (a fill).
+"""Triton stream kernels: copy, scale, add, triad, read (a full sum), write (a fill) and
+reread (one buffer summed many times in one launch, for the cache roofs).
 
 Pure compute: no timing, no files, no printing. Each host wrapper takes tensors that the
 caller allocated (so allocation stays outside any timed region), launches one kernel, and
@@ -93,6 +94,28 @@ def write_kernel(b_ptr,  # output, n elements: b = s
     tl.store(b_ptr + offs, vals, mask=offs < n)
 
 
+@triton.jit
+def reread_kernel(a_ptr,  # input, n elements (int32 or fp32), read REPEATS times
+                  out_ptr,  # output, one element of a's dtype, zeroed by the caller: out += REPEATS x sum(a)
+                  n,  # element count
+                  repeats,  # passes over the buffer
+                  BLOCK: tl.constexpr):
+    # Persistent grid. Pass r sends program p to blocks (j + r) mod nblocks for its
+    # j = p, p + G, ...: every pass reads every block once, and no load is the same from one
+    # pass to the next, so none can be hoisted out of the pass loop. Loads bypass L1
+    # (".cg"), so a buffer that fits L2 is read from L2.
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    nblocks = tl.cdiv(n, BLOCK)
+    acc = tl.zeros([BLOCK], a_ptr.dtype.element_ty)
+    for r in range(0, repeats):
+        for j in range(pid, nblocks, programs):
+            b = (j + r) % nblocks
+            offs = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            acc += tl.load(a_ptr + offs, mask=offs < n, other=0, cache_modifier=".cg")
+    tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
+
+
 def _grid(n, block):
     return (triton.cdiv(n, block),)
 
@@ -144,3 +167,19 @@ def write(b, s, block=BLOCK):
     """Return b after b = s everywhere (a fill)."""
     write_kernel[_grid(b.numel(), block)](b, float(s), b.numel(), BLOCK=block, num_warps=NUM_WARPS)
     return b
+
+
+REREAD_BLOCK = 1024
+REREAD_PROGRAMS_PER_SM = 4
+
+
+def reread(a, out, repeats, block=REREAD_BLOCK, programs=None):
+    """Return out (one element of a's dtype) holding repeats x sum(a): a is read from
+    memory `repeats` times in one launch (int32 adds wrap modulo 2**32, as torch's do)."""
+    if programs is None:
+        programs = (REREAD_PROGRAMS_PER_SM * torch.cuda.get_device_properties(a.device).multi_processor_count
+                    if a.device.type == "cuda" else 4)
+    grid = (max(1, min(programs, triton.cdiv(a.numel(), block))),)
+    out.zero_()
+    reread_kernel[grid](a, out, a.numel(), int(repeats), BLOCK=block, num_warps=4)
+    return out

@@ -16,7 +16,7 @@ def toy_registry(impls=None, working_set=lambda p: p["n"] * 4, skip=None) -> Reg
         flops=lambda p: p["n"], bytes=lambda p: 8 * p["n"], working_set=working_set,
         describe=lambda p: (p["n"], f"({p['n']},)"), tolerance=lambda p: 1e-6,
         outputs=("b",), skip=skip))
-    impls = impls or {"torch": lambda x: (lambda: torch.mul(x["a"], 2, out=x["b"]))}
+    impls = impls or {"torch": lambda x, ctx: (lambda: torch.mul(x["a"], 2, out=x["b"]))}
     for name, launcher in impls.items():
         reg.add_impl(Impl("toy.double", name, "triton" if name.startswith("triton") else "torch", launcher))
     return reg

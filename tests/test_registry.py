@@ -10,9 +10,9 @@ def test_duplicate_op_and_impl_ids_are_errors():
     with pytest.raises(RegistryError, match="already registered"):
         reg.add_op(reg.ops["toy.double"])
     with pytest.raises(RegistryError, match="already registered"):
-        reg.add_impl(Impl("toy.double", "torch", "torch", lambda x: None))
+        reg.add_impl(Impl("toy.double", "torch", "torch", lambda x, ctx: None))
     with pytest.raises(RegistryError, match="not registered"):
-        reg.add_impl(Impl("toy.nothing", "torch", "torch", lambda x: None))
+        reg.add_impl(Impl("toy.nothing", "torch", "torch", lambda x, ctx: None))
 
 
 def test_points_are_the_product_of_axes_and_quick_values_apply():
@@ -52,7 +52,7 @@ def test_every_family_registers_its_impls():
     load_all()
     stream = [i for i in REGISTRY.impls.values() if i.op.startswith("stream.")]
     gemm = [i for i in REGISTRY.impls.values() if i.op.startswith("gemm.")]
-    assert len(stream) == 6 * 2 and len(gemm) == 3 * 3  # torch + triton; torch + numpy + triton
+    assert len(stream) == 7 * 2 and len(gemm) == 3 * 3  # six kernels and reread: torch + triton; torch + numpy + triton
     assert all(i.op in REGISTRY.ops for i in REGISTRY.impls.values())
 
 
@@ -60,7 +60,7 @@ def test_launchers_are_lazy_about_allocation():
     # a launcher returns a zero-argument callable; calling the launcher must not run the kernel
     reg = toy_registry()
     x = {"a": torch.ones(4), "b": torch.zeros(4)}
-    fn = reg.impls["toy.double/torch"].launcher(x)
+    fn = reg.impls["toy.double/torch"].launcher(x, None)
     assert (x["b"] == 0).all()
     fn()
     assert (x["b"] == 2).all()

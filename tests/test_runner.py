@@ -28,8 +28,8 @@ def test_correct_impl_is_timed():
 
 
 def test_wrong_result_is_recorded_and_never_timed():
-    wrong = lambda x: (lambda: torch.mul(x["a"], 2.001, out=x["b"]))  # noqa: E731
-    lazy = lambda x: (lambda: x["b"])  # noqa: E731  never writes: the poisoned NaN shows
+    wrong = lambda x, ctx: (lambda: torch.mul(x["a"], 2.001, out=x["b"]))  # noqa: E731
+    lazy = lambda x, ctx: (lambda: x["b"])  # noqa: E731  never writes: the poisoned NaN shows
     ms = run(toy_registry({"torch": wrong, "lazy": lazy}), quick=True)
     assert [m.status for m in ms] == ["error", "error"]
     assert ms[0].samples_s == () and "wrong result" in ms[0].reason and ms[0].error > 1e-6
@@ -37,9 +37,9 @@ def test_wrong_result_is_recorded_and_never_timed():
 
 
 def test_impl_that_raises_is_recorded_and_the_run_goes_on():
-    def boom(x):
+    def boom(x, ctx):
         raise RuntimeError("kernel exploded\nsecond line")
-    ms = run(toy_registry({"boom": boom, "torch": lambda x: (lambda: torch.mul(x["a"], 2, out=x["b"]))}))
+    ms = run(toy_registry({"boom": boom, "torch": lambda x, ctx: (lambda: torch.mul(x["a"], 2, out=x["b"]))}))
     by = {(m.impl, m.point["n"]): m for m in ms}
     assert by[("toy.double/boom", 1000)].status == "error"
     assert by[("toy.double/boom", 1000)].reason == "RuntimeError: kernel exploded"
@@ -60,7 +60,7 @@ def test_op_skip_reason_is_recorded():
 def test_slow_path_is_cut_short_from_its_smaller_point():
     import time
 
-    def slow(x):
+    def slow(x, ctx):
         return lambda: (time.sleep(0.01 * x["a"].numel() / 1000), torch.mul(x["a"], 2, out=x["b"]))[1]
     reg = toy_registry({"slow": slow})
     ms = Runner(CPU, TimerConfig(budget_s=0.03, warmup_s=0.001), sink=lambda m: None).run(make_plan(reg, CPU))

@@ -7,17 +7,18 @@ REG = load_all()
 
 
 @pytest.mark.parametrize("op,dtype,ws,n,nbytes,flops", [
-    # copy: 2 arrays of fp32 -> n = 24000 // 8 = 3000; bytes = 2 * 3000 * 4; no flops
-    ("stream.copy", "float32", 24000, 3000, 24000, 0),
-    # scale: 2 arrays of bf16 -> n = 4000 // 4 = 1000; bytes 4000; one multiply each
-    ("stream.scale", "bfloat16", 4000, 1000, 4000, 1000),
-    # add: 3 arrays of fp32; 100 // 12 = 8 elements -> 96 bytes, 8 adds
-    ("stream.add", "float32", 100, 8, 96, 8),
-    # triad: 3 arrays of fp16 -> n = 6000 // 6 = 1000; 6000 bytes; a multiply and an add each
-    ("stream.triad", "float16", 6000, 1000, 6000, 2000),
-    # read: 1 array of bf16 -> n = 500; 1000 bytes read; 500 adds (n - 1 counted as n)
-    ("stream.read", "bfloat16", 1000, 500, 1000, 500),
-    # write: 1 array of fp32 -> n = 256; 1024 bytes written; no flops
+    # n is rounded down to a multiple of 64 elements (every array 256-byte aligned on a GPU)
+    # copy: 2 arrays of fp32 -> 24000 // 8 = 3000 -> 2944 (46 x 64); bytes = 2 * 2944 * 4; no flops
+    ("stream.copy", "float32", 24000, 2944, 23552, 0),
+    # scale: 2 arrays of bf16 -> 4000 // 4 = 1000 -> 960; bytes 2 * 960 * 2 = 3840; one multiply each
+    ("stream.scale", "bfloat16", 4000, 960, 3840, 960),
+    # add: 3 arrays of fp32; 100 // 12 = 8 -> at least one multiple of 64: 64 elements, 768 bytes
+    ("stream.add", "float32", 100, 64, 768, 64),
+    # triad: 3 arrays of fp16 -> 6000 // 6 = 1000 -> 960; 3 * 960 * 2 = 5760 bytes; 2 flops each
+    ("stream.triad", "float16", 6000, 960, 5760, 1920),
+    # read: 1 array of bf16 -> 1000 // 2 = 500 -> 448; 896 bytes read; 448 adds (n - 1 counted as n)
+    ("stream.read", "bfloat16", 1000, 448, 896, 448),
+    # write: 1 array of fp32 -> n = 256 (already a multiple); 1024 bytes written; no flops
     ("stream.write", "float32", 1024, 256, 1024, 0),
 ])
 def test_stream_counts(op, dtype, ws, n, nbytes, flops):
@@ -48,3 +49,28 @@ def test_sweep_spans_first_cache_to_four_times_llc():
     assert len(full) == 2 * (len(sizes) - 1) + 1
     gpu = DeviceInfo("cuda", "cuda:0", "gpu", 2**37, 132, "SMs", (CacheLevel("l2", 50 * 2**20),))
     assert REG.ops["stream.copy"].axes[1].expand(gpu, quick=True)[-1] >= 2**30
+
+
+def test_reread_counts_every_pass():
+    # 16 KiB of int32: n = 4096, R = 2**30 / 16384 = 65536 passes; bytes R n 4 = 2**30; flops R n
+    o = REG.ops["stream.reread"]
+    p = {"dtype": "int32", "ws_bytes": 16 * 2**10}
+    assert o.describe(p) == (4096, "(4096,)x65536")
+    assert o.bytes(p) == 2**30 and o.flops(p) == 65536 * 4096
+    assert o.working_set(p) == 16 * 2**10
+    # 3 MB of fp32 (not a power of two): n = 786432 -> 786432 (a multiple of 64);
+    # R = ceil(2**30 / 3145728) = 342 passes
+    p = {"dtype": "float32", "ws_bytes": 3 * 2**20}
+    assert o.describe(p) == (786432, "(786432,)x342")
+    assert o.bytes(p) == 342 * 3 * 2**20
+
+
+def test_reread_reference_wraps_like_int32_adds():
+    import torch
+
+    from bench.ops.stream import reread_reference, wrap_int32
+    a = torch.full((64,), 1000, dtype=torch.int32)
+    # 64 x 1000 x 40000 = 2.56e9 wraps past 2**31 to 2.56e9 - 2**32
+    ref = reread_reference({"a": a, "repeats": 40000})
+    assert ref.item() == 2_560_000_000 - 2**32 == wrap_int32(2_560_000_000)
+    assert wrap_int32(-2**31 - 1) == 2**31 - 1

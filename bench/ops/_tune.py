@@ -1,42 +1,113 @@
 """Autotuning with the suite's own timer (Triton's default autotune timer needs CUDA and
-would be a second timer). Used by launchers, so tuning stays outside the timed region."""
+would be a second timer). Used by launchers, so tuning stays outside the timed region.
+
+Before anything compiles, candidates are pruned: a tile whose shared memory (the kernel
+module's own model) exceeds what one block may use on this GPU would only fail to launch
+after a compile of seconds. Quick runs tune over at most QUICK_CANDIDATES of the
+remaining ones, in the kernel module's order (its best guesses first). Each candidate is
+timed in the mode its point is measured in (a cold GEMV is tuned cold).
+
+A candidate that fails to compile or run (out of resources, a compiler error) is a skipped
+candidate with its reason; an error that leaves the CUDA context dead (an illegal address,
+a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
+"""
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from bench.timing import TimerConfig, time_fn
+import torch
 
-TUNE_TIMER = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3)
+from bench.timing import TimerConfig, time_fn
+from bench.util import first_line
+
+TUNE_TIMER = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3, target_sample_s=2e-4)
+QUICK_CANDIDATES = 3
 _BEST: dict = {}
 
+# Shared memory one block may use (opt-in maximum), by compute capability, for when torch
+# does not report it: sm_80 163 KiB, sm_86/89 99 KiB, sm_90/100 227 KiB.
+SMEM_LIMIT = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376, (9, 0): 232448,
+              (10, 0): 232448, (12, 0): 101376}
 
-def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str):
-    """Return (config, median seconds) of the fastest candidate, timed warm with a short
-    budget; cached under key. A candidate that fails to compile or run (a tile too big for
-    this GPU's shared memory, say) is not a candidate."""
+# Messages of CUDA errors after which the context is unusable (every later call fails).
+FATAL_MARKERS = ("illegal memory access", "an illegal instruction", "unspecified launch failure",
+                 "misaligned address", "device-side assert", "invalid program counter",
+                 "hardware stack error", "uncorrectable ecc", "launch timed out", "cudaerrorlaunchfailure",
+                 "illegal address")
+
+
+class DeviceLost(RuntimeError):
+    """The device's context is dead after a CUDA error; nothing more can run on it."""
+
+
+def is_fatal(e: BaseException) -> bool:
+    """Return whether e is a CUDA error that poisons the context (see FATAL_MARKERS)."""
+    text = f"{type(e).__name__}: {e}".lower()
+    return any(m in text for m in FATAL_MARKERS)
+
+
+def smem_limit(torch_device: str) -> int | None:
+    """Return the shared memory one block may use on this CUDA device, in bytes."""
+    props = torch.cuda.get_device_properties(torch.device(torch_device))
+    limit = getattr(props, "shared_memory_per_block_optin", 0)
+    return int(limit) if limit else SMEM_LIMIT.get((props.major, props.minor))
+
+
+def prune(candidates: Iterable, smem: Callable | None, limit: int | None, keep: int | None = None):
+    """Return (the candidates that fit, the number pruned): those whose modelled shared
+    memory smem(cfg) is within limit, in order, at most keep of them."""
+    fits, pruned = [], 0
+    for cfg in candidates:
+        if smem is not None and limit is not None and smem(cfg) > limit:
+            pruned += 1
+            continue
+        fits.append(cfg)
+    return (fits[:keep] if keep else fits), pruned
+
+
+def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mode: str = "warm",
+             flush: Callable | None = None):
+    """Return (config, median seconds, sentence) of the fastest candidate, timed in mode
+    with a short budget; cached under key. Raises DeviceLost on a fatal CUDA error, and
+    RuntimeError when no candidate runs (each one's reason in the message)."""
     if key not in _BEST:
-        best = None
+        best, failed = None, []
         for cfg in candidates:
             try:
                 fn = make_fn(cfg)
                 fn()
-                t = time_fn(fn, torch_device, "warm", TUNE_TIMER).stats.median_s
-            except Exception:
+                t = time_fn(fn, torch_device, mode, TUNE_TIMER, flush if mode == "cold" else None).stats.median_s
+            except Exception as e:
+                if is_fatal(e):
+                    raise DeviceLost(f"{first_line(e)} (while tuning {key[0]} with {cfg})") from e
+                failed.append(f"{cfg}: {first_line(e, 120)}")
                 continue
             if best is None or t < best[1]:
                 best = (cfg, t)
         if best is None:
-            raise RuntimeError(f"no candidate configuration runs for {key} on {torch_device}")
-        _BEST[key] = best
+            raise RuntimeError(f"no candidate configuration runs for {key[:2]} on {torch_device}: " + "; ".join(failed[:3]))
+        _BEST[key] = (best[0], best[1], f"{len(failed)} failed ({failed[0]})" if failed else "")
     return _BEST[key]
 
 
-def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable):
-    """Return (fn, config): on a GPU the fastest candidate for key (tuned once, cached), on a
-    CPU (Triton's interpreter, where timing means nothing) interpreter_config."""
-    if tensor.is_cuda:
-        dev = str(tensor.device)
-        cfg, _ = autotune(key + (dev,), candidates, make_fn, dev)
-    else:
-        cfg = interpreter_config
-    return make_fn(cfg), cfg
+def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
+          smem: Callable | None = None):
+    """Return (fn, config): on a GPU the fastest of the candidates that fit its shared memory
+    (at most QUICK_CANDIDATES of them in a quick run), tuned once per key in ctx's mode; on a
+    CPU (Triton's interpreter, where timing means nothing) interpreter_config. fn.tuning
+    says how many candidates were pruned, timed and failed."""
+    if not tensor.is_cuda:
+        fn = make_fn(interpreter_config)
+        fn.tuning = "interpreter configuration"
+        return fn, interpreter_config
+    dev = str(tensor.device)
+    mode = getattr(ctx, "mode", "warm")
+    keep = QUICK_CANDIDATES if getattr(ctx, "quick", False) else None
+    fits, pruned = prune(candidates, smem, smem_limit(dev), keep)
+    if not fits:
+        raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
+    cfg, _, failures = autotune(key + (dev, mode, len(fits)), fits, make_fn, dev, mode, getattr(ctx, "flush", None))
+    fn = make_fn(cfg)
+    fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
+        f", {failures}" if failures else "")
+    return fn, cfg

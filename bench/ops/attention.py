@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from bench.ops._tune import tuned
 from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.util import itemsize
 
 DTYPES = ("fp16", "bf16")
 TORCH_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -46,10 +47,6 @@ DECODE_BATCH = {"cpu": ((1, 8), (1, 4, 16)), "cuda": ((1, 16), (1, 4, 16, 64))}
 
 def _by_device(table):
     return lambda device, quick: table[device.kind][0 if quick else 1]
-
-
-def itemsize(dtype: str) -> int:
-    return TORCH_DTYPE[dtype].itemsize
 
 
 def prefill_flops(b, hq, s, d, causal) -> int:
@@ -132,14 +129,14 @@ def _prefill_triton_call(x, cfg):
     return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages)
 
 
-def _prefill_triton(x):
+def _prefill_triton(x, ctx=None):
     key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"])
-    fn, cfg = tuned(x["q"], key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c))
+    fn, cfg = tuned(x["q"], key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c), ctx)
     fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
     return fn
 
 
-def _prefill_sdpa(x):
+def _prefill_sdpa(x, ctx=None):
     q, k, v, causal = x["q"], x["k"], x["v"], x["causal"]
     gqa = q.shape[1] != k.shape[1]
     fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)  # noqa: E731
@@ -204,21 +201,21 @@ def _decode_triton_call(x, cfg):
     return fn
 
 
-def _decode_triton(x):
+def _decode_triton(x, ctx=None):
     key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape))
-    fn, cfg = tuned(x["q"], key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c))
+    fn, cfg = tuned(x["q"], key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c), ctx)
     fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
     return fn
 
 
-def _decode_sdpa(x):
+def _decode_sdpa(x, ctx=None):
     q, k, v = x["q"][:, :, None], x["k"], x["v"]
     fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)[:, :, 0]  # noqa: E731
     fn.detail = "sdpa backend " + sdpa_backend(q, k, v, False)
     return fn
 
 
-def _decode_math(x):
+def _decode_math(x, ctx=None):
     """Two batched matmuls around a softmax, the query heads of one KV head stacked as rows:
     K and V are read once, with no GQA copies (the obvious torch program, and on CPUs
     often faster than SDPA for a single query token)."""

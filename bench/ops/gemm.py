@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from bench.ops._tune import tuned
-from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
+from bench.util import first_line, itemsize
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,6 @@ PRECISIONS = {p.name: p for p in (
     Precision("int8", "int8", "int32", 1e-12, doc="int8 in, int32 accumulation and out"),
 )}
 QUICK_PRECISIONS = tuple(PRECISIONS)
-
-
-def itemsize(dtype: str) -> int:
-    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
 def gemm_flops(m: int, n: int, k: int) -> int:
@@ -163,29 +160,40 @@ def probe(what: str, torch_device: str) -> str | None:
     problem on this device, or None when it works: a torch build without the op is a
     recorded skip, never a crash."""
     try:
-        x = make_inputs({"dtype": what, "shape": (32, 32, 32)}, torch_device)
-        _torch_launcher(what)(x)()
+        point = {"dtype": what, "shape": (32, 32, 32)}
+        x = make_inputs(point, torch_device)
+        _torch_launcher(x, LaunchContext(point))()
         return None
     except Exception as e:  # NotImplementedError, RuntimeError from cuBLASLt...
-        first = (str(e).strip().splitlines() or [""])[0][:160]
-        return f"torch has no working {what} GEMM here ({type(e).__name__}: {first})"
+        return f"torch has no working {what} GEMM here ({first_line(e, 160)})"
 
 
-def _torch_launcher(precision: str):
+def _torch_launcher(x, ctx):
+    precision = ctx.point["dtype"]
     p = PRECISIONS[precision]
+    a, b, c = x["a"], x["b"], x["c"]
+    if p.scaled:
+        # fast accumulation, as the Triton fp8 GEMM accumulates (like for like)
+        fn = lambda: torch._scaled_mm(a, b, scale_a=x["scale_a"], scale_b=x["scale_b"],  # noqa: E731
+                                      out_dtype=c.dtype, use_fast_accum=True)
+        fn.detail = "torch._scaled_mm, use_fast_accum=True"
+        return fn
+    if p.storage == "int8":
+        return lambda: torch._int_mm(a, b, out=c)
+    if p.storage == "float32":
+        # fp32 must be IEEE fp32 and tf32 may use TF32: set for the call, restored after it
+        # (a CUDA graph keeps the kernel chosen while it was captured)
+        mode = "high" if precision == "tf32" else "highest"
 
-    def launcher(x):
-        a, b, c = x["a"], x["b"], x["c"]
-        if p.scaled:
-            return lambda: torch._scaled_mm(a, b, scale_a=x["scale_a"], scale_b=x["scale_b"],
-                                            out_dtype=c.dtype)
-        if p.storage == "int8":
-            return lambda: torch._int_mm(a, b, out=c)
-        if p.storage == "float32":
-            # fp32 must be IEEE fp32; "high" permits TF32 on GPUs (and nothing else on CPUs)
-            torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
-        return lambda: torch.mm(a, b, out=c)
-    return launcher
+        def fn():
+            before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision(mode)
+            try:
+                return torch.mm(a, b, out=c)
+            finally:
+                torch.set_float32_matmul_precision(before)
+        return fn
+    return lambda: torch.mm(a, b, out=c)
 
 
 def torch_skip(point, device):
@@ -200,7 +208,7 @@ def torch_skip(point, device):
     return None
 
 
-def _numpy_launcher(x):
+def _numpy_launcher(x, ctx):
     import numpy as np
     a, b, c = x["a"].numpy(), x["b"].numpy(), x["c"]
     cn = c.numpy()  # shares memory with c, so the correctness gate sees numpy's result
@@ -223,14 +231,15 @@ def _triton_call(x, precision, cfg):
     return lambda: k.matmul(a, b, c, cfg, input_precision=ip, scales=scales)
 
 
-def _triton_launcher(precision: str):
-    def launcher(x):
-        from kernels import gemm as k
-        key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape))
-        fn, cfg = tuned(x["a"], key, k.CONFIGS, k.INTERPRETER_CONFIG, lambda c: _triton_call(x, precision, c))
-        fn.detail = f"tile {cfg}"
-        return fn
-    return launcher
+def _triton_launcher(x, ctx):
+    from kernels import gemm as k
+    precision = ctx.point["dtype"]
+    key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape))
+    fn, cfg = tuned(x["a"], key, k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
+                    lambda c: _triton_call(x, precision, c), ctx,
+                    smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage)))
+    fn.detail = f"tile {cfg}"
+    return fn
 
 
 def triton_skip(point, device):
@@ -239,24 +248,12 @@ def triton_skip(point, device):
     return None
 
 
-def _dispatch(table):
-    """Return a launcher that picks the per-precision launcher from the point's inputs."""
-    def launcher(x):
-        return table[x["precision"]](x)
-    return launcher
-
-
 def _register(name, sweep, doc, modes=("warm",)):
-    def mk(point, device):
-        x = make_inputs(point, device)
-        x["precision"] = point["dtype"]
-        return x
-
     op = REGISTRY.add_op(Op(
         name=name, family="gemm", doc=doc + "; flops = 2 M N K, bytes = (M K + K N) w_in + M N w_out",
         axes=(Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),
               Axis("shape", sweep=sweep, doc="(M, N, K)")),
-        make_inputs=mk, reference=reference,
+        make_inputs=make_inputs, reference=reference,
         flops=lambda pt: gemm_flops(*_mnk(pt)),
         bytes=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
         working_set=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
@@ -266,12 +263,12 @@ def _register(name, sweep, doc, modes=("warm",)):
         memory_factor=6.0,  # float64 copies of A, B and the product beside 16-bit data
     ))
     REGISTRY.add_impl(Impl(op.name, "torch", "torch",
-                           _dispatch({p: _torch_launcher(p) for p in PRECISIONS}), skip=torch_skip,
-                           doc="torch.mm; torch._scaled_mm for fp8; torch._int_mm for int8"))
+                           _torch_launcher, skip=torch_skip,
+                           doc="torch.mm; torch._scaled_mm (fast accumulation) for fp8; torch._int_mm for int8"))
     REGISTRY.add_impl(Impl(op.name, "numpy", "numpy", _numpy_launcher, skip=numpy_skip,
                            doc="numpy.matmul (the BLAS numpy links), CPU only"))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton",
-                           _dispatch({p: _triton_launcher(p) for p in PRECISIONS}), skip=triton_skip,
+                           _triton_launcher, skip=triton_skip,
                            doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
 
 

@@ -28,6 +28,7 @@ import torch
 
 from bench.ops._tune import tuned
 from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.util import first_line
 
 GROUP = 128
 
@@ -164,7 +165,7 @@ def dequantize(w, scale, fmt: str, dtype):
     return w.to(dtype) * scale.to(dtype)[:, None]
 
 
-def _torch_baseline(x):
+def _torch_baseline(x, ctx=None):
     """Dequantize, then one matmul: the naive path, and for 16-bit weights the only one."""
     xs, w, s, y, fmt = x["x"], x["w"], x["scale"], x["y"], x["format"]
     if s is None:
@@ -172,7 +173,7 @@ def _torch_baseline(x):
     return lambda: torch.mm(xs, dequantize(w, s, fmt, xs.dtype).t(), out=y)
 
 
-def _torch_best(x):
+def _torch_best(x, ctx=None):
     xs, w, s, fmt = x["x"], x["w"], x["scale"], x["format"]
     if fmt == "int8":
         s16 = s.to(xs.dtype)
@@ -195,8 +196,7 @@ def _probe_best(fmt: str, torch_device: str) -> str | None:
         err = ((out.double() - reference(x)).norm() / reference(x).norm()).item()
         return None if err < 0.05 else f"torch's {fmt} fast path gives wrong results here (error {err:.2g})"
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:160]
-        return f"torch has no working {fmt} weight-only matmul here ({type(e).__name__}: {first})"
+        return f"torch has no working {fmt} weight-only matmul here ({first_line(e, 160)})"
 
 
 def best_skip(point, device):
@@ -229,9 +229,9 @@ def _tile_call(x, cfg):
 
 
 def _triton(call, candidates, interp_cfg, name):
-    def launcher(x):
+    def launcher(x, ctx):
         key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
-        fn, cfg = tuned(x["x"], key, candidates, interp_cfg, lambda c: call(x, c))
+        fn, cfg = tuned(x["x"], key, candidates, interp_cfg, lambda c: call(x, c), ctx)
         fn.detail = f"{name} {'x'.join(map(str, cfg))}"
         return fn
     return launcher

@@ -1,58 +1,107 @@
-"""Stream family: copy, scale, add, triad, read (a full sum) and write (a fill).
+"""Stream family: copy, scale, add, triad, read (a full sum) and write (a fill), plus
+reread, which reads one resident buffer many times inside a single call.
 
 One axis is the working set in bytes (every array the kernel touches), swept
 geometrically from inside the first cache to well past the last-level cache, so that
-each memory level's plateau shows; the element count n follows from it. Bytes are the
-compulsory traffic, each array read or written once:
+each memory level's plateau shows; the element count n follows from it, rounded down to a
+multiple of ELEMENT_MULTIPLE so that every array starts and ends on a 256-byte boundary
+and a GPU kernel keeps its vector loads. Bytes are the compulsory traffic, each array
+read or written once:
 
     copy  b = a          bytes = 2 n w   flops = 0
     scale b = s a        bytes = 2 n w   flops = n
     add   c = a + b      bytes = 3 n w   flops = n
     triad a = b + s c    bytes = 3 n w   flops = 2 n
-    read  sum(a)         bytes = 1 n w   flops = n   (n - 1 adds, counted as n; the 4-byte result is not counted)
+    read  sum(a)         bytes = 1 n w   flops = n   (n - 1 adds, counted as n; the result is not counted)
     write b = s          bytes = 1 n w   flops = 0
 
 with w the element size in bytes. Write-allocate traffic that a CPU may add (reading a
 line before writing it) is not compulsory and is not counted: it shows up as lower GB/s.
+
+reread sums the same n-element buffer R times in one call (R = ceil(REREAD_BYTES / (n w)),
+bytes = R n w, flops = R n): one call moves about REREAD_BYTES, so the cost of the call
+itself (about a microsecond on a CPU, a launch on a GPU) is far under 5% of it, and a
+buffer that fits a cache is read from that cache. This is what sets the cache roofs: a
+plain kernel on a cache-sized buffer lasts about as long as its own call overhead.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
 from bench.registry import REGISTRY, Axis, Impl, Op, geometric, relative_norm_error
+from bench.util import itemsize
 
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
 QUICK_DTYPES = ("float32", "bfloat16")
-TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
+TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, "int32": 0.0}
 # A 16-bit sum is rounded once more at the end, by up to half an ulp of |sum|, and |sum|
 # can be a few times ||a||_2, the scale its error is measured against.
 READ_TOLERANCE_FACTOR = 4
+ELEMENT_MULTIPLE = 64
+REREAD_BYTES = 2**30       # bytes one reread call moves
+REREAD_DTYPES = ("int32", "float32")  # int32: integer adds keep up with a CPU's L1 where fp32 adds do not
+
+
+def _read_error(out, ref, inputs) -> float:
+    """Return |out - ref| / ||a||_2: a sum of normals can be near zero, so the error is
+    scaled by the size of what was summed, not by the result."""
+    return abs(out.double().item() - ref.item()) / max(inputs["a"].double().norm().item(), 1e-300)
+
+
+def _torch_read(x):
+    # out in a's dtype: a float32 out on a CPU makes torch cast all of a first
+    return lambda: torch.sum(x["a"], dim=0, out=x["out_native"])
 
 
 @dataclass(frozen=True)
 class Kind:
+    """One stream kernel: the arrays it reads and writes, its formula, and its float64
+    reference, torch and Triton implementations (each a function of the inputs dict)."""
     name: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     flops_per_element: int
     formula: str
+    reference: Callable        # (float64 arrays by name, inputs) -> float64 tensor
+    torch: Callable            # (inputs) -> zero-argument callable
+    triton: Callable           # (kernels.stream module, inputs) -> zero-argument callable
+    extra_outputs: tuple[str, ...] = ()   # scalar outputs beside the n-element arrays
+    error: Callable = relative_norm_error
+    tolerance_factor: float = 1.0         # for 16-bit dtypes
 
 
 KINDS = (
-    Kind("copy", ("a",), ("b",), 0, "b = a"),
-    Kind("scale", ("a",), ("b",), 1, "b = s * a"),
-    Kind("add", ("a", "b"), ("c",), 1, "c = a + b"),
-    Kind("triad", ("b", "c"), ("a",), 2, "a = b + s * c"),
-    Kind("read", ("a",), (), 1, "out = sum(a)"),
-    Kind("write", (), ("b",), 0, "b = s"),
+    Kind("copy", ("a",), ("b",), 0, "b = a",
+         reference=lambda d, x: d["a"],
+         torch=lambda x: lambda: x["b"].copy_(x["a"]),
+         triton=lambda k, x: lambda: k.copy(x["a"], x["b"])),
+    Kind("scale", ("a",), ("b",), 1, "b = s * a",
+         reference=lambda d, x: x["s"] * d["a"],
+         torch=lambda x: lambda: torch.mul(x["a"], x["s"], out=x["b"]),
+         triton=lambda k, x: lambda: k.scale(x["a"], x["b"], x["s"])),
+    Kind("add", ("a", "b"), ("c",), 1, "c = a + b",
+         reference=lambda d, x: d["a"] + d["b"],
+         torch=lambda x: lambda: torch.add(x["a"], x["b"], out=x["c"]),
+         triton=lambda k, x: lambda: k.add(x["a"], x["b"], x["c"])),
+    Kind("triad", ("b", "c"), ("a",), 2, "a = b + s * c",
+         reference=lambda d, x: d["b"] + x["s"] * d["c"],
+         torch=lambda x: lambda: torch.add(x["b"], x["c"], alpha=x["s"], out=x["a"]),
+         triton=lambda k, x: lambda: k.triad(x["b"], x["c"], x["a"], x["s"])),
+    Kind("read", ("a",), (), 1, "out = sum(a)",
+         reference=lambda d, x: d["a"].sum(),
+         torch=_torch_read,
+         triton=lambda k, x: lambda: k.read(x["a"], x["out"]),
+         extra_outputs=("out", "out_native"), error=_read_error, tolerance_factor=READ_TOLERANCE_FACTOR),
+    Kind("write", (), ("b",), 0, "b = s",
+         reference=lambda d, x: torch.full_like(x["b"], x["s"], dtype=torch.float64),
+         torch=lambda x: lambda: x["b"].fill_(x["s"]),
+         triton=lambda k, x: lambda: k.write(x["b"], x["s"])),
 )
-
-
-def itemsize(dtype: str) -> int:
-    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
 def arrays(kind: Kind) -> int:
@@ -60,9 +109,14 @@ def arrays(kind: Kind) -> int:
     return len(kind.reads) + len(kind.writes)
 
 
+def round_elements(n: int) -> int:
+    """Return n rounded down to a multiple of ELEMENT_MULTIPLE (at least one multiple)."""
+    return max(ELEMENT_MULTIPLE, n // ELEMENT_MULTIPLE * ELEMENT_MULTIPLE)
+
+
 def elements(kind: Kind, point) -> int:
-    """Return n = working-set target // (arrays x itemsize)."""
-    return max(1, point["ws_bytes"] // (arrays(kind) * itemsize(point["dtype"])))
+    """Return n = working-set target // (arrays x itemsize), rounded down to a multiple of 64."""
+    return round_elements(point["ws_bytes"] // (arrays(kind) * itemsize(point["dtype"])))
 
 
 def stream_bytes(kind: Kind, point) -> int:
@@ -87,69 +141,25 @@ def ws_sweep(device, quick: bool) -> list[int]:
     return geometric(lo, hi, 1 if quick else 2)
 
 
-def _make_inputs(kind: Kind):
-    def make_inputs(point, device):
-        n, dt = elements(kind, point), getattr(torch, point["dtype"])
-        gen = torch.Generator(device=device).manual_seed(1234)
-        inputs = {name: torch.randn(n, dtype=dt, device=device, generator=gen)
-                  for name in kind.reads + kind.writes}
-        if kind.name == "read":
-            inputs["out"] = torch.empty((), dtype=torch.float32, device=device)  # triton accumulates here
-            inputs["out_native"] = torch.empty((), dtype=dt, device=device)  # torch.sum's own dtype
-        inputs["s"] = SCALAR
-        return inputs
-    return make_inputs
+def make_stream_inputs(kind: Kind, point, device) -> dict:
+    """Return the arrays of kind at point (random normal, never zeros) and the scalar s."""
+    n, dt = elements(kind, point), getattr(torch, point["dtype"])
+    gen = torch.Generator(device=device).manual_seed(1234)
+    inputs = {name: torch.randn(n, dtype=dt, device=device, generator=gen) for name in kind.reads + kind.writes}
+    if kind.name == "read":
+        inputs["out"] = torch.empty((), dtype=torch.float32, device=device)  # triton accumulates here
+        inputs["out_native"] = torch.empty((), dtype=dt, device=device)  # torch.sum's own dtype
+    inputs["s"] = SCALAR
+    return inputs
 
 
-def _reference(kind: Kind):
-    def reference(x):
-        d = {k: v.double() for k, v in x.items() if k in kind.reads}
-        s = x["s"]
-        return {
-            "copy": lambda: d["a"],
-            "scale": lambda: s * d["a"],
-            "add": lambda: d["a"] + d["b"],
-            "triad": lambda: d["b"] + s * d["c"],
-            "read": lambda: d["a"].sum(),
-            "write": lambda: torch.full_like(x["b"], s, dtype=torch.float64),
-        }[kind.name]()
-    return reference
+def stream_reference(kind: Kind, x) -> torch.Tensor:
+    return kind.reference({k: x[k].double() for k in kind.reads}, x)
 
 
-def _read_error(out, ref, inputs) -> float:
-    """Return |out - ref| / ||a||_2: a sum of normals can be near zero, so the error is
-    scaled by the size of what was summed, not by the result."""
-    return abs(out.double().item() - ref.item()) / max(inputs["a"].double().norm().item(), 1e-300)
-
-
-def _torch_launcher(kind: Kind):
-    def launcher(x):
-        s = x["s"]
-        return {
-            "copy": lambda: x["b"].copy_(x["a"]),
-            "scale": lambda: torch.mul(x["a"], s, out=x["b"]),
-            "add": lambda: torch.add(x["a"], x["b"], out=x["c"]),
-            "triad": lambda: torch.add(x["b"], x["c"], alpha=s, out=x["a"]),
-            # out in a's dtype: a float32 out on a CPU makes torch cast all of a first
-            "read": lambda: torch.sum(x["a"], dim=0, out=x["out_native"]),
-            "write": lambda: x["b"].fill_(s),
-        }[kind.name]
-    return launcher
-
-
-def _triton_launcher(kind: Kind):
-    def launcher(x):
-        from kernels import stream as k
-        s = x["s"]
-        return {
-            "copy": lambda: k.copy(x["a"], x["b"]),
-            "scale": lambda: k.scale(x["a"], x["b"], s),
-            "add": lambda: k.add(x["a"], x["b"], x["c"]),
-            "triad": lambda: k.triad(x["b"], x["c"], x["a"], s),
-            "read": lambda: k.read(x["a"], x["out"]),
-            "write": lambda: k.write(x["b"], s),
-        }[kind.name]
-    return launcher
+def stream_tolerance(kind: Kind, point) -> float:
+    dtype = point["dtype"]
+    return TOLERANCE[dtype] * (kind.tolerance_factor if dtype in ("float16", "bfloat16") else 1)
 
 
 def _register(kind: Kind):
@@ -160,20 +170,139 @@ def _register(kind: Kind):
             Axis("dtype", DTYPES, QUICK_DTYPES, doc="element type"),
             Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB to past 8x the last-level cache"),
         ),
-        make_inputs=_make_inputs(kind),
-        reference=_reference(kind),
+        make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
+        reference=lambda x: stream_reference(kind, x),
         flops=lambda p: stream_flops(kind, p),
         bytes=lambda p: stream_bytes(kind, p),
         working_set=lambda p: stream_bytes(kind, p),
         describe=lambda p: (elements(kind, p), f"({elements(kind, p)},)"),
-        tolerance=lambda p: TOLERANCE[p["dtype"]] * (READ_TOLERANCE_FACTOR if kind.name == "read" and p["dtype"] != "float32" else 1),
-        outputs=kind.writes + (("out", "out_native") if kind.name == "read" else ()),
-        error=_read_error if kind.name == "read" else relative_norm_error,
+        tolerance=lambda p: stream_tolerance(kind, p),
+        outputs=kind.writes + kind.extra_outputs,
+        error=kind.error,
         memory_factor=1 + 8 / 2,  # the float64 reference of 16-bit data is 4x its size
     ))
-    REGISTRY.add_impl(Impl(op.name, "torch", "torch", _torch_launcher(kind), doc="torch out= ops, one kernel each"))
-    REGISTRY.add_impl(Impl(op.name, "triton", "triton", _triton_launcher(kind), doc="kernels/stream.py"))
+
+    def triton_launcher(x, ctx):
+        from kernels import stream as k
+        return kind.triton(k, x)
+
+    REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x), doc="torch out= ops, one kernel each"))
+    REGISTRY.add_impl(Impl(op.name, "triton", "triton", triton_launcher, doc="kernels/stream.py"))
 
 
 for _kind in KINDS:
     _register(_kind)
+
+
+# ---- reread: the cache roofs ----------------------------------------------------------------
+
+def reread_elements(point) -> int:
+    """Return n = ws_bytes // itemsize, rounded down to a multiple of 64."""
+    return round_elements(point["ws_bytes"] // itemsize(point["dtype"]))
+
+
+def reread_repeats(point) -> int:
+    """Return R = ceil(REREAD_BYTES / (n w)): the passes over the buffer in one call."""
+    return max(1, math.ceil(REREAD_BYTES / (reread_elements(point) * itemsize(point["dtype"]))))
+
+
+def reread_bytes(point) -> int:
+    """Return R n w: every pass reads the whole buffer once (the scalar result is not counted)."""
+    return reread_repeats(point) * reread_elements(point) * itemsize(point["dtype"])
+
+
+def reread_sweep(device, quick: bool) -> list[int]:
+    """Return buffer sizes from 16 KiB (64 KiB on a GPU) to 2x the last-level cache: every
+    cache level's plateau and the first step down past the last one."""
+    lo = 64 * 2**10 if device.kind == "cuda" else 16 * 2**10
+    return geometric(lo, 2 * device.llc_bytes, 1 if quick else 2)
+
+
+def reread_inputs(point, device) -> dict:
+    """Return the buffer (random, never zeros: normals for fp32, integers up to +-1000 for
+    int32) and the scalar outputs."""
+    n = reread_elements(point)
+    gen = torch.Generator(device=device).manual_seed(4242)
+    if point["dtype"] == "int32":
+        a = torch.randint(-1000, 1001, (n,), dtype=torch.int32, device=device, generator=gen)
+    else:
+        a = torch.randn(n, dtype=torch.float32, device=device, generator=gen)
+    return {"a": a, "repeats": reread_repeats(point),
+            "out": torch.empty((), dtype=a.dtype, device=device),          # the Triton kernel's
+            "out_native": torch.empty((), dtype=a.dtype, device=device)}   # torch's
+
+
+def wrap_int32(v: int) -> int:
+    """Return v modulo 2**32 as a signed 32-bit value: what int32 adds give, in any order."""
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def reread_reference(x) -> torch.Tensor:
+    """Return R x sum(a) in float64; for int32, exactly, wrapped to 32 bits as the kernels'
+    own integer adds wrap (addition modulo 2**32 is exact in any order)."""
+    a, reps = x["a"], x["repeats"]
+    if a.dtype == torch.int32:
+        return torch.tensor(float(wrap_int32(reps * int(a.long().sum().item()))), dtype=torch.float64)
+    return a.double().sum() * reps
+
+
+def reread_error(out, ref, x) -> float:
+    """Return, for int32, 0 when the wrapped sum is exact and 1 otherwise; for float32,
+    |out - ref| / (R ||a||_2)."""
+    if x["a"].dtype == torch.int32:
+        return 0.0 if int(out.item()) == int(ref.item()) else 1.0
+    return abs(out.double().item() - ref.item()) / max(x["repeats"] * x["a"].double().norm().item(), 1e-300)
+
+
+def _reread_torch(x, ctx):
+    """Split the buffer into one contiguous chunk per thread (CPU) and sum a view that
+    repeats each chunk R times with stride 0, so every thread rereads only its own chunk:
+    the working set spreads over the cores' private caches as a stream kernel's does."""
+    a, reps = x["a"], x["repeats"]
+    parts = torch.get_num_threads() if a.device.type == "cpu" else 1
+    while a.numel() % parts:
+        parts -= 1
+    m = a.numel() // parts
+    view = a.as_strided((parts, reps, m), (m, 0, 1))
+    partial = torch.empty(parts, dtype=a.dtype, device=a.device)
+    out = x["out_native"]
+
+    def fn():
+        torch.sum(view, dim=(1, 2), out=partial)
+        return torch.sum(partial, dim=0, out=out)
+    fn.detail = f"{parts} chunk(s) x {reps} passes"
+    return fn
+
+
+def _reread_triton(x, ctx):
+    from kernels import stream as k
+    fn = lambda: k.reread(x["a"], x["out"], x["repeats"])  # noqa: E731
+    fn.detail = f"{x['repeats']} passes, L1-bypassing loads"
+    return fn
+
+
+REGISTRY.add_op(Op(
+    name="stream.reread", family="stream",
+    doc=f"out = R x sum(a), a read R times in one call (about {REREAD_BYTES // 2**20} MiB per call); bytes = R n w, flops = R n",
+    axes=(Axis("dtype", REREAD_DTYPES, doc="int32 or float32"),
+          Axis("ws_bytes", sweep=reread_sweep, doc="buffer size, geometric from 16 KiB to 2x the last-level cache")),
+    make_inputs=reread_inputs, reference=reread_reference,
+    flops=lambda p: reread_repeats(p) * reread_elements(p),
+    bytes=reread_bytes,
+    working_set=lambda p: reread_elements(p) * itemsize(p["dtype"]),
+    describe=lambda p: (reread_elements(p), f"({reread_elements(p)},)x{reread_repeats(p)}"),
+    tolerance=lambda p: 0.0 if p["dtype"] == "int32" else 1e-4,
+    outputs=("out", "out_native"), error=reread_error, memory_factor=3.0,
+))
+REGISTRY.add_impl(Impl("stream.reread", "torch", "torch", _reread_torch,
+                       doc="torch.sum over a stride-0 view that repeats each thread's chunk R times"))
+def _reread_triton_skip(point, device):
+    from bench.util import triton_interpreting
+    if triton_interpreting():
+        return ("its 2**30 bytes per call are far too many for Triton's interpreter; "
+                "tests/test_stream_kernels.py checks the kernel with few passes")
+    return None
+
+
+REGISTRY.add_impl(Impl("stream.reread", "triton", "triton", _reread_triton, skip=_reread_triton_skip,
+                       doc="kernels/stream.py reread: a persistent grid loops R times over the buffer"))

@@ -43,5 +43,5 @@ for kind, doc in (("h2d", "host to device"), ("d2h", "device to host")):
         outputs=("dst",), skip=skip, memory_factor=3.0,
         error=lambda out, ref, x: (out.double().cpu() - ref).abs().max().item()))
     REGISTRY.add_impl(Impl(f"transfer.{kind}", "torch", "torch",
-                           lambda x: (lambda: x["dst"].copy_(x["src"], non_blocking=True)),
+                           lambda x, ctx: (lambda: x["dst"].copy_(x["src"], non_blocking=True)),
                            doc="Tensor.copy_(non_blocking=True); pinned memory lets the copy engine DMA directly"))

@@ -1,0 +1,57 @@
+"""Small helpers shared across the suite: element sizes, byte sizes for people, the first
+line of an error, whether Triton is interpreting, and the roofbench commit."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+               "tf32": "float32", "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2", "int8": "int8"}
+
+
+def itemsize(dtype) -> int:
+    """Return the bytes of one element of dtype: a torch.dtype, a torch name ("bfloat16")
+    or a precision name ("bf16", "fp8e4m3")."""
+    if isinstance(dtype, torch.dtype):
+        return dtype.itemsize
+    return getattr(torch, TORCH_NAMES.get(dtype, dtype)).itemsize
+
+
+def fmt_bytes(n: float) -> str:
+    """Return n bytes in binary units with 3 significant digits: "1.5 MiB", "512 KiB", "64 B"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.3g} {unit}" if v < 1000 else f"{v:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """Return "ExceptionType: first line of its message", cut to limit characters."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:limit] if text else ''}".strip().rstrip(":")
+
+
+def triton_interpreting() -> bool:
+    """Return whether Triton kernels run under its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def git_commit(root: Path = ROOT) -> str:
+    """Return the roofbench commit this code runs from (with "+dirty" when the work tree
+    has changes), or "unknown" outside a git checkout."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        if not sha:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
