@@ -198,7 +198,16 @@ def _cpu_info() -> DeviceInfo:
     )
 
 
-def _nvml_info(index: int) -> dict:
+def _uuid(props) -> str | None:
+    """Return the GPU's UUID as NVML names it ("GPU-..."), or None when torch does not say."""
+    u = getattr(props, "uuid", None)
+    if not u:
+        return None
+    u = str(u)
+    return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
+
+
+def _nvml_info(index: int, uuid: str | None = None) -> dict:
     """Return driver version, clocks and power limit through NVML, or {} without it."""
     try:
         import pynvml
@@ -206,7 +215,8 @@ def _nvml_info(index: int) -> dict:
     except Exception:  # package absent or no driver: the fields stay empty
         return {}
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        from bench.telemetry import nvml_handle
+        h = nvml_handle(pynvml, index, uuid)
         out = {"driver": pynvml.nvmlSystemGetDriverVersion()}
         for key, fn in (("max_sm_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
                         ("max_mem_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
@@ -222,7 +232,7 @@ def _nvml_info(index: int) -> dict:
 
 def _cuda_info(index: int) -> DeviceInfo:
     p = torch.cuda.get_device_properties(index)
-    nvml = _nvml_info(index)
+    nvml = _nvml_info(index, _uuid(p))
     l2 = getattr(p, "L2_cache_size", 0) or 0
     sw = software_versions()
     sw["driver"] = nvml.get("driver")
@@ -236,7 +246,7 @@ def _cuda_info(index: int) -> DeviceInfo:
         memory_clock_mhz=nvml.get("max_mem_clock_mhz"),
         compute_capability=f"{p.major}.{p.minor}",
         software=sw,
-        extra={"power_limit_w": nvml.get("power_limit_w"), "nvml": bool(nvml)},
+        extra={"power_limit_w": nvml.get("power_limit_w"), "nvml": bool(nvml), "uuid": _uuid(p)},
     )
 
 

@@ -28,13 +28,13 @@ COLUMNS = [
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
-    "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
+    "precision", "boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
-ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
+ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision", "flag"]
+                "reason", "detail", "precision", "boundary", "bound_note", "flag"]
 
 
 class ResultsError(ValueError):
@@ -68,6 +68,7 @@ class Measurement:
     precision: str = ""            # the compute roof that bounds this point ("" for none)
     bus_factor: float | None = None  # collectives: bus bandwidth / algorithm bandwidth
     telemetry: dict = field(default_factory=dict)
+    flag: str = ""                 # set while measuring: the machine was busy (the roof flags come later)
 
     @property
     def dtype(self) -> str:
@@ -117,6 +118,7 @@ class Measurement:
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
             "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
         }
+        row["flag"] = self.flag or None
         return {c: row[c] for c in COLUMNS}
 
 

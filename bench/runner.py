@@ -104,6 +104,7 @@ class Runner:
     device: devmod.DeviceInfo
     timer: TimerConfig = field(default_factory=TimerConfig)
     quick: bool = False                            # launchers tune over fewer candidates
+    timed_s: float = 0.0                           # wall time spent in timed samples so far
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
@@ -235,7 +236,7 @@ class Runner:
             sampler = self.sampler().start()
             try:
                 t = time_fn(fn, self.device.torch_device, mode, self.timer,
-                            self.flush() if mode == "cold" else None)
+                            self.flush() if mode == "cold" else None, window=sampler.window)
             except Exception as e:
                 if is_fatal(e):
                     raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
@@ -246,8 +247,9 @@ class Runner:
                 tel = sampler.stop()
             median = t.stats.median_s
             if tel.get("energy_j") is not None and tel["window_s"] > 0:
-                # mean power over the window x time per call: the energy of one call
+                # mean power over the timed samples x time per call: the energy of one call
                 tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * median
+            self.timed_s += t.sampling_s
             self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), median)
             results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
                               reps=t.reps, timer=t.method, stop=t.stop, detail=_detail(fn),

@@ -1,8 +1,10 @@
 """Telemetry sampled in the background while a point is timed.
 
-GPU (NVML, the nvidia-ml-py package): SM and memory clocks, power, temperature and the
-clock-event (throttle) reasons every 10 ms, and the board's energy counter at start and
-end. CPU: the cores' current clock (/proc/cpuinfo) and, where the kernel exposes one, the
+GPU (NVML, the nvidia-ml-py package; the device is found by its UUID, so the right GPU is
+read under CUDA_VISIBLE_DEVICES): SM and memory clocks, power, temperature and the
+clock-event (throttle) reasons every 10 ms, and the board's energy counter read just
+before the first timed sample and just after the last (Sampler.window), so warm-up and
+graph capture are not in it. CPU: the cores' current clock (/proc/cpuinfo) and, where the kernel exposes one, the
 RAPL package energy counter (/sys/class/powercap). Whatever cannot be read stays empty and
 `note` says why, so a number is never guessed.
 
@@ -10,7 +12,9 @@ The summary (a dict stored with each measurement):
     source, note, window_s, samples,
     clock_mhz (mean SM or core clock), clock_min_mhz, mem_clock_mhz,
     power_w (mean), power_max_w, temp_max_c,
-    energy_j (counter delta over the window; else mean power x window),
+    energy_j (the counter's change over the timed samples; where it did not move, which a
+              window shorter than its update period can see, mean power x that window;
+              else empty, never 0), energy_window_s (the window the energy covers),
     throttled (bool), throttle_reasons (names other than idle / application clocks)
 """
 from __future__ import annotations
@@ -42,15 +46,31 @@ class _Source:
         return None
 
 
+def nvml_handle(nv, index: int, uuid: str | None):
+    """Return the NVML handle of the GPU with this UUID ("GPU-..."), else of this index."""
+    if uuid:
+        for key in (uuid, uuid.encode()):  # older bindings want bytes
+            try:
+                return nv.nvmlDeviceGetHandleByUUID(key)
+            except Exception:  # noqa: S112  the next form, then the index
+                continue
+    return nv.nvmlDeviceGetHandleByIndex(index)
+
+
 class NvmlSource(_Source):
     name = "nvml"
     threaded = True  # NVML calls are quick, and a GPU timing does not run Python in its timed region
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, uuid: str | None = None):
         import pynvml  # ImportError: the caller records why
         pynvml.nvmlInit()
         self.nv = pynvml
-        self.h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.h = nvml_handle(pynvml, index, uuid)
+        if not uuid:  # the index is right only without CUDA_VISIBLE_DEVICES
+            self.note = "NVML device found by index (torch reported no UUID)"
+        events = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        self._reasons = events or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self._failed: set[str] = set()
 
     def read(self):
         nv, h = self.nv, self.h
@@ -59,11 +79,13 @@ class NvmlSource(_Source):
                         ("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
                         ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000),
                         ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                        ("reasons", lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))):
+                        ("reasons", lambda: self._reasons(h))):
             try:
                 out[key] = fn()
-            except Exception:
-                pass
+            except Exception as e:  # recorded once in the note, never silently dropped
+                if key not in self._failed:
+                    self._failed.add(key)
+                    self.note = "; ".join(filter(None, [self.note, f"NVML {key} unreadable ({type(e).__name__})"]))
         return out
 
     def energy_j(self):
@@ -120,7 +142,7 @@ def make_source(device) -> _Source:
     """Return the telemetry source for a DeviceInfo; a _Source with a note when none works."""
     if device.kind == "cuda":
         try:
-            return NvmlSource(int(device.torch_device.split(":")[1]))
+            return NvmlSource(int(device.torch_device.split(":")[1]), (device.extra or {}).get("uuid"))
         except Exception as e:  # no package, no driver library, no permission
             src = _Source()
             src.note = f"NVML unavailable ({type(e).__name__}: {str(e).strip()[:80]}); install nvidia-ml-py for clocks, power and energy"
@@ -129,17 +151,18 @@ def make_source(device) -> _Source:
 
 
 class Sampler:
-    """Samples a source in a background thread between start() and stop()."""
+    """Samples a source in a background thread between start() and stop(); window("start")
+    and window("stop") mark the timed samples, around which the energy counter is read."""
 
     def __init__(self, source: _Source, period_s: float = PERIOD_S):
         self.source, self.period = source, period_s
         self._samples: list[dict] = []
         self._stop = threading.Event()
         self._thread = None
+        self._marks: dict = {}
 
     def start(self):
-        self._samples, self._stop = [], threading.Event()
-        self._e0 = self.source.energy_j()
+        self._samples, self._stop, self._marks = [], threading.Event(), {}
         self._t0 = time.perf_counter()
         if self.source.threaded:
             self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -148,8 +171,13 @@ class Sampler:
             self._add(self.source.read())
         return self
 
+    def window(self, event: str) -> None:
+        """Record the energy counter and the time at "start" (first timed sample) or "stop"."""
+        self._marks[event] = (time.perf_counter(), self.source.energy_j())
+
     def _add(self, s):
         if s:
+            s.setdefault("t", time.perf_counter())
             self._samples.append(s)
 
     def _loop(self):
@@ -164,9 +192,10 @@ class Sampler:
             self._thread = None
         else:
             self._add(self.source.read())
-        window = time.perf_counter() - self._t0
-        e1 = self.source.energy_j()
-        return summarize(self._samples, window, self._e0, e1, self.source.name, self.source.note)
+        t_end = time.perf_counter()
+        (t0, e0), (t1, e1) = self._marks.get("start", (self._t0, None)), self._marks.get("stop", (t_end, None))
+        inside = [s for s in self._samples if t0 <= s["t"] <= t1] or self._samples
+        return summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note)
 
 
 def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:
@@ -178,14 +207,14 @@ def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:
         reasons |= int(r)
     names = sorted(n for bit, n in THROTTLE_BITS.items() if reasons & bit)
     held = [n for n in names if n not in BENIGN]
-    if e0 is not None and e1 is not None and e1 >= e0:
+    if e0 is not None and e1 is not None and e1 > e0:
         energy = e1 - e0
-    elif power:
+    elif power and window_s > 0:
         energy = _mean(power) * window_s
-    else:
+    else:  # a counter that did not move over a short window measured nothing, not 0 J
         energy = None
     clocks = col("clock_mhz")
-    return {"source": source, "note": note, "window_s": window_s, "samples": len(samples),
+    return {"source": source, "note": note, "window_s": window_s, "energy_window_s": window_s, "samples": len(samples),
             "clock_mhz": _mean(clocks), "clock_min_mhz": min(clocks) if clocks else None,
             "mem_clock_mhz": _mean(col("mem_clock_mhz")),
             "power_w": _mean(power), "power_max_w": max(power) if power else None,

@@ -1,17 +1,33 @@
 """The one timer.
 
-Rules (DESIGN.md, Measurement rules): time on the device (CUDA events per sample on a GPU,
-perf_counter_ns around a finished call on a CPU); warm up by time, not by count; stop a
-point once it has min_samples and a relative spread (p80 - p20) / median under
-rel_spread, or once its budget is spent; keep every raw sample.
+Rules (ARCHITECTURE.md, measurement rules R1-R4): time on the device (CUDA events per
+sample on a GPU, perf_counter_ns around a finished call on a CPU); warm up by time, not by
+count; stop a point once it has min_samples and a relative spread (p80 - p20) / median
+under rel_spread, or once its budget is spent; keep every raw sample.
 
 Modes:
 - warm: back-to-back calls with the data left wherever the previous call put it (caches
   warm). A sample is `reps` consecutive calls, divided by reps, with reps chosen so one
-  sample lasts at least target_sample_s; on a GPU those calls are replayed from a CUDA
-  graph when the callable can be captured, so host launch overhead does not pad them.
-- cold: the last-level cache is flushed (by writing a buffer at least twice its size)
-  before every sample, outside the timed region, and a sample is one call.
+  sample lasts at least target_sample_s (1 ms on a GPU).
+- cold: the last-level cache is flushed before every sample, outside the timed region, and
+  a sample is one call.
+
+On a GPU (DeviceClock, CudaClock):
+- the time of one call is first estimated from events around k back-to-back calls, with no
+  host synchronize between them (a host-synchronized warm-up would count the launch and
+  the sync, 15-30 us, and give a 3 us kernel far too few reps);
+- warm samples replay the reps calls from a CUDA graph where the callable can be
+  captured, so host launch overhead does not pad them; a graph whose replay lasts under
+  half the target is captured again with more reps;
+- before each sample's start event a short device-side delay is queued, so the launches
+  are already waiting when timing starts and the start event does not fire early;
+- samples are recorded in batches between synchronizes, each batch sized to what is left
+  of the budget, so a point never runs far past it;
+- a cold flush writes a buffer of at least 2x the last-level cache (256 MiB on a GPU) and
+  then reads a clean buffer as large, so the dirty lines of the write are written back
+  before the timed call, not during it.
+`window(event)` (optional) is called with "start" just before the first timed sample and
+"stop" after the last, so telemetry can read its counters around the samples alone.
 """
 from __future__ import annotations
 
@@ -24,6 +40,11 @@ import numpy as np
 import torch
 
 MODES = ("warm", "cold")
+GPU_TARGET_SAMPLE_S = 1e-3   # a warm GPU sample lasts at least this long
+GPU_MAX_REPS = 10_000
+DELAY_S = 50e-6              # device-side delay queued before each GPU sample's start event
+ESTIMATE_SPAN_S = 2e-4       # the per-call estimate times back-to-back calls for at least this long
+MAX_BATCH = 10               # samples recorded between two synchronizes
 
 
 @dataclass(frozen=True)
@@ -33,8 +54,10 @@ class TimerConfig:
     min_samples: int = 5
     max_samples: int = 500
     rel_spread: float = 0.05       # converged when (p80 - p20) / median is below this
-    target_sample_s: float = 50e-6  # warm mode batches calls until a sample lasts this long
-    max_reps: int = 1000
+    target_sample_s: float = 50e-6  # CPU warm mode batches calls until a sample lasts this long
+    max_reps: int = 1000           # ... with at most this many calls per sample
+    device_target_sample_s: float = GPU_TARGET_SAMPLE_S  # the same on a GPU
+    device_max_reps: int = GPU_MAX_REPS
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,7 @@ class Timing:
     warmup_calls: int
     stop: str                      # "converged", "budget" or "max_samples"
     wall_s: float
+    sampling_s: float = 0.0        # wall time spent in the timed samples' batches
 
     @property
     def stats(self) -> Stats:
@@ -92,45 +116,52 @@ def should_stop(samples, config: TimerConfig, elapsed_s: float) -> str | None:
 
 
 def time_fn(fn: Callable[[], object], device: str, mode: str = "warm",
-            config: TimerConfig = TimerConfig(), flush: Callable[[], object] | None = None) -> Timing:
+            config: TimerConfig = TimerConfig(), flush: Callable[[], object] | None = None,
+            window: Callable[[str], object] | None = None) -> Timing:
     """Return the Timing of fn() on device ("cpu" or "cuda:N") in mode "warm" or "cold".
 
     fn must be a zero-argument callable whose inputs are already allocated; cold mode
-    needs flush, a callable that evicts the last-level cache.
+    needs flush, a callable that evicts the last-level cache. window, when given, is told
+    "start" and "stop" around the timed samples.
     """
     if mode not in MODES:
         raise ValueError(f"unknown timing mode '{mode}': use one of {', '.join(MODES)}.")
     if mode == "cold" and flush is None:
         raise ValueError("cold mode needs a cache flush callable.")
+    window = window or (lambda event: None)
     if device.startswith("cuda"):
-        return _time_cuda(fn, torch.device(device), mode, config, flush)
-    return _time_cpu(fn, mode, config, flush)
+        return time_device(fn, CudaClock(torch.device(device)), mode, config, flush, window)
+    return _time_cpu(fn, mode, config, flush, window)
 
 
-def _warmup(fn, config, sync) -> tuple[int, float]:
+def _warmup(fn, config, sync, now=time.perf_counter) -> tuple[int, float]:
     """Call fn until warmup_s has passed (at least once); return (calls, seconds per call)."""
-    t0 = time.perf_counter()
+    t0 = now()
     calls = 0
     while True:
         fn()
         sync()
         calls += 1
-        elapsed = time.perf_counter() - t0
+        elapsed = now() - t0
         if elapsed >= config.warmup_s or elapsed >= config.budget_s / 2:
             return calls, elapsed / calls
 
 
-def _reps_for(per_call_s: float, config: TimerConfig) -> int:
+def reps_for(per_call_s: float, target_s: float, max_reps: int) -> int:
+    """Return the calls per sample that make a sample last at least target_s: ceil(target /
+    per call), between 1 and max_reps."""
     if per_call_s <= 0:
-        return config.max_reps
-    return int(min(config.max_reps, max(1, math.ceil(config.target_sample_s / per_call_s))))
+        return max_reps
+    return int(min(max_reps, max(1, math.ceil(target_s / per_call_s))))
 
 
-def _time_cpu(fn, mode, config, flush) -> Timing:
+def _time_cpu(fn, mode, config, flush, window) -> Timing:
     t_start = time.perf_counter()
     calls, per_call = _warmup(fn, config, lambda: None)
-    reps = _reps_for(per_call, config) if mode == "warm" else 1
+    reps = reps_for(per_call, config.target_sample_s, config.max_reps) if mode == "warm" else 1
     samples: list[float] = []
+    window("start")
+    t_sampling = time.perf_counter()
     while True:
         if flush is not None and mode == "cold":
             flush()
@@ -141,8 +172,150 @@ def _time_cpu(fn, mode, config, flush) -> Timing:
         samples.append((t1 - t0) * 1e-9 / reps)
         stop = should_stop(samples, config, time.perf_counter() - t_start)
         if stop:
+            window("stop")
+            now = time.perf_counter()
             return Timing(tuple(samples), reps, "perf_counter_ns", mode, calls, stop,
-                          time.perf_counter() - t_start)
+                          now - t_start, now - t_sampling)
+
+
+# ---- device clocks -----------------------------------------------------------------------
+
+class DeviceClock:
+    """What the device timing loop needs from a device: markers recorded in its stream and
+    the seconds between two of them, a synchronize, a device-side delay, graph capture,
+    and the host's wall clock (for the budget). CudaClock implements it with CUDA events;
+    the tests implement it with a simulated device."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def record(self):
+        raise NotImplementedError
+
+    def elapsed_s(self, start, end) -> float:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def delay(self, seconds: float) -> None:
+        """Queue seconds of device-side waiting (no host wait)."""
+
+    def capture(self, fn, reps: int):
+        """Return a callable replaying fn reps times without host launches, or None."""
+        return None
+
+
+class CudaClock(DeviceClock):
+    def __init__(self, device: torch.device):
+        self.device = device
+        props = torch.cuda.get_device_properties(device)
+        khz = getattr(props, "clock_rate", 0) or 1_500_000  # clock_rate is in kHz; absent in some builds
+        self.cycles_per_s = khz * 1e3
+
+    def record(self):
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def elapsed_s(self, start, end) -> float:
+        return start.elapsed_time(end) * 1e-3
+
+    def sync(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def delay(self, seconds: float) -> None:
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(int(seconds * self.cycles_per_s))
+
+    def capture(self, fn, reps: int):
+        graph = _capture_graph(fn, reps, self.device)
+        return graph.replay if graph is not None else None
+
+
+def estimate_per_call(fn, clock: DeviceClock, max_reps: int, span_s: float = ESTIMATE_SPAN_S) -> float:
+    """Return the seconds of one call, from markers around k back-to-back calls with no
+    synchronize between them; k grows until the calls span at least span_s (or k reaches
+    max_reps)."""
+    k = 1
+    while True:
+        clock.delay(DELAY_S)  # the launches queue up behind it: the start marker waits for them
+        start = clock.record()
+        for _ in range(k):
+            fn()
+        end = clock.record()
+        clock.sync()
+        span = clock.elapsed_s(start, end)
+        if span >= span_s or k >= max_reps:
+            return span / k
+        grow = math.ceil(span_s / span) if span > 0 else 16
+        k = min(max_reps, k * max(2, grow))
+
+
+def batch_size(remaining_s: float, sample_wall_s: float | None) -> int:
+    """Return how many samples to record before the next synchronize: as many as fit in what
+    is left of the budget (at least 1, at most MAX_BATCH); 1 until a sample's wall time is
+    known."""
+    if sample_wall_s is None or sample_wall_s <= 0:
+        return 1
+    return int(max(1, min(MAX_BATCH, math.floor(remaining_s / sample_wall_s))))
+
+
+def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=None,
+                window=lambda event: None) -> Timing:
+    """Return the Timing of fn on an asynchronous device (see the module docstring)."""
+    t_start = clock.now()
+    calls, _ = _warmup(fn, config, clock.sync, clock.now)
+    target, max_reps = config.device_target_sample_s, config.device_max_reps
+    reps, run, method = 1, fn, "cuda_event"
+    if mode == "warm":
+        per_call = estimate_per_call(fn, clock, max_reps)
+        reps = reps_for(per_call, target, max_reps)
+        run = lambda: [fn() for _ in range(reps)]  # noqa: E731
+        if reps > 1:
+            replay = clock.capture(fn, reps)
+            if replay is not None:
+                run, method = replay, "cuda_graph"
+                span = _one_sample(run, clock)
+                if span < target / 2 and reps < max_reps:  # the host estimate ran slower than the graph
+                    more = reps_for(span / reps, target, max_reps)
+                    replay = clock.capture(fn, more)
+                    if replay is not None:
+                        run, reps = replay, more
+    samples: list[float] = []
+    sample_wall = None
+    window("start")
+    t_sampling = clock.now()
+    while True:
+        batch = batch_size(config.budget_s - (clock.now() - t_start), sample_wall)
+        t_batch = clock.now()
+        pairs = []
+        for _ in range(batch):
+            if mode == "cold":
+                flush()
+            clock.delay(DELAY_S)
+            start = clock.record()
+            run()
+            end = clock.record()
+            pairs.append((start, end))
+        clock.sync()
+        sample_wall = (clock.now() - t_batch) / batch
+        samples += [clock.elapsed_s(start, end) / reps for start, end in pairs]  # all measured: all kept
+        stop = should_stop(samples, config, clock.now() - t_start)
+        if stop:
+            window("stop")
+            now = clock.now()
+            return Timing(tuple(samples), reps, method, mode, calls, stop, now - t_start, now - t_sampling)
+
+
+def _one_sample(run, clock: DeviceClock) -> float:
+    clock.delay(DELAY_S)
+    start = clock.record()
+    run()
+    end = clock.record()
+    clock.sync()
+    return clock.elapsed_s(start, end)
 
 
 def _capture_graph(fn, reps: int, device):
@@ -159,48 +332,32 @@ def _capture_graph(fn, reps: int, device):
                 fn()
         torch.cuda.synchronize(device)
         return graph
-    except Exception:  # a host sync or an uncapturable op inside fn: fall back to events
+    except Exception as e:  # a host sync or an uncapturable op inside fn: fall back to events
+        from bench.ops._tune import is_fatal
+        if is_fatal(e):
+            raise
         torch.cuda.synchronize(device)
         return None
 
 
-def _time_cuda(fn, device, mode, config, flush) -> Timing:
-    sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
-    t_start = time.perf_counter()
-    calls, per_call = _warmup(fn, config, sync)
-    reps = _reps_for(per_call, config) if mode == "warm" else 1
-    graph = _capture_graph(fn, reps, device) if reps > 1 else None
-    method = "cuda_graph" if graph is not None else "cuda_event"
-    run = graph.replay if graph is not None else (lambda: [fn() for _ in range(reps)])
-    samples: list[float] = []
-    batch = 10  # event pairs recorded before one synchronize
-    while True:
-        events = []
-        for _ in range(batch):
-            if mode == "cold":
-                flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            events.append((start, end))
-        sync()
-        for start, end in events:
-            samples.append(start.elapsed_time(end) * 1e-3 / reps)
-            stop = should_stop(samples, config, time.perf_counter() - t_start)
-            if stop:
-                return Timing(tuple(samples), reps, method, mode, calls, stop,
-                              time.perf_counter() - t_start)
-
-
 def make_flush(device: str, llc_bytes: int) -> Callable[[], object]:
-    """Return a callable that evicts the last-level cache by writing a buffer of
-    max(2 x llc_bytes, 256 MiB on a GPU) bytes."""
+    """Return a callable that evicts the last-level cache: it writes a buffer of
+    max(2 x llc_bytes, 256 MiB on a GPU) bytes and, on a GPU, then reads a clean buffer as
+    large, so the written lines are written back before the timed call."""
     size = 2 * llc_bytes
     if device.startswith("cuda"):
         size = max(size, 256 * 2**20)
     buf = torch.empty(size // 4, dtype=torch.int32, device=device)
-    return lambda: buf.fill_(1)  # a fill, not zero_: no memset shortcut
+    if not device.startswith("cuda"):
+        return lambda: buf.fill_(1)  # a fill, not zero_: no memset shortcut
+    clean = torch.ones(size // 4, dtype=torch.float32, device=device)
+    total = torch.empty((), dtype=torch.float32, device=device)
+
+    def flush():
+        buf.fill_(1)
+        torch.sum(clean, dim=0, out=total)
+        return buf
+    return flush
 
 
 def time_lockstep(fn: Callable[[], object], device: str, warmup: int, samples: int,

@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 
 MEMORY_LEVELS = ("hbm", "dram")
+CACHE_LEVELS = ("l1", "l2", "l3")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
 INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
 
@@ -29,6 +30,7 @@ class Roof:
     plateau_bytes: tuple | None = None   # (smallest, largest) working set of its plateau
     plateau_points: int = 0
     plateau_values: tuple | None = None  # (lowest, highest) value over the plateau
+    spread: float | None = None          # (p80 - p20) / median of the row that set it
     note: str = ""
     extra: dict = field(default_factory=dict)
 

@@ -89,12 +89,14 @@ def test_decorator_sweep_keeps_going_past_a_failing_shape():
 def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
     x = torch.randn(4096)
+    # timed cold, so its bytes cross DRAM, which has a roof in run_a (its L1 has none)
     r = api.measure(lambda: x * 2, flops=4096, bytes=8 * 4096, name="double", shape="4096", precision="fp32",
-                    device="cpu", budget_s=0.02)
+                    device="cpu", budget_s=0.02, mode="cold")
     api.add_to_run(run_dir, [r])
     df = pd.read_csv(run_dir / "measurements.csv")
     mine = df[df["family"] == "user"]
     assert len(mine) == 1 and mine.iloc[0]["impl"] == "user.double/torch" and mine.iloc[0]["attainable_gflops"] > 0
+    assert mine.iloc[0]["boundary"] == "dram"
     assert (run_dir / "roofline.png").exists() and "user.double/torch" in (run_dir / "report.md").read_text()
 
 

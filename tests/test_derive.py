@@ -38,7 +38,8 @@ def test_every_level_of_a_known_curve():
     assert got["dram"].value == 50 and got["dram"].plateau_bytes == (128 * MiB, 512 * MiB)
     assert got["dram"].plateau_values == (48, 50)
     assert got["l3"].value == 100 and got["l3"].plateau_bytes == (4 * MiB, 16 * MiB)
-    assert got["l2"].value == 200 and got["l2"].plateau_bytes == (128 * KiB, 1 * MiB)
+    # a cache window starts at 2x the next inner level (128 KiB is in the L1/L2 transition)
+    assert got["l2"].value == 200 and got["l2"].plateau_bytes == (256 * KiB, 1 * MiB)
     assert got["l1"].value == 400 and got["l1"].plateau_bytes == (16 * KiB, 32 * KiB)
     assert got["l1"].impl == "stream.copy/torch" and got["l1"].unit == "GB/s" and notes == []
 
@@ -58,6 +59,91 @@ def test_dram_uses_only_four_times_llc_and_up():
     assert roofs[0].name == "dram" and roofs[0].value == 52
 
 
+def test_dram_filter_runs_before_the_envelope():
+    # a triad rounded to 8 bytes under 128 MiB shares the 128 MiB size bin with a copy of
+    # exactly 128 MiB; the faster triad wins the bin but is under 4x LLC: the copy must count
+    df = pd.concat([rows([(128 * MiB, 50), (256 * MiB, 51)]),
+                    rows([(128 * MiB - 8, 70)], op="stream.triad", impl="stream.triad/torch")])
+    roofs, _ = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
+    assert roofs[0].name == "dram" and roofs[0].value == 51 and roofs[0].plateau_points == 2
+
+
+def test_an_off_chip_roof_needs_two_sizes():
+    roofs, notes = bandwidth_roofs(rows([(1 * MiB, 300), (256 * MiB, 50)]), [("l3", 32 * MiB)], "dram")
+    assert not [r for r in roofs if r.name == "dram"]
+    assert any(n.startswith("dram: no plateau of 2+ sizes") and "only one working-set size" in n for n in notes)
+
+
+def test_unconverged_rows_set_no_roof():
+    df = rows([(128 * MiB, 50), (256 * MiB, 52), (512 * MiB, 49)]).assign(
+        stop="converged", samples=5, median_ms=1.0, p20_ms=0.99, p80_ms=1.01)
+    # the 256 MiB row hit its budget with a 27x spread: it may not set the roof
+    df.loc[1, ["stop", "p20_ms", "p80_ms", "gbps"]] = ["budget", 0.1, 27.1, 53.0]
+    roofs, notes = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
+    assert roofs[0].value == 50 and roofs[0].plateau_bytes == (128 * MiB, 512 * MiB)
+    assert roofs[0].spread == pytest.approx(0.02)
+    assert any("1 stream rows did not converge" in n for n in notes)
+    # a row that hit its budget but has 5+ steady samples is as good as converged
+    df.loc[1, ["p20_ms", "p80_ms", "samples"]] = [0.97, 1.03, 7]
+    assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 53.0
+    # a busy machine's rows never set a roof
+    df["flag"] = ["", "measured while the machine was busy: load 3.1 on 2 cores", ""]
+    assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 50
+
+
+def test_compute_roof_is_the_fastest_exact_way():
+    from roofs.derive import compute_roofs
+    df = pd.DataFrame([
+        {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "shape": "1024x1024x1024",
+         "point_id": f"p-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g}
+        for d, g in (("fp32", 251.0), ("fp16", 59.0), ("bf16", 972.0), ("fp8e4m3", 175.0), ("int8", 1949.0))])
+    got = {r.name: r for r in compute_roofs(df)}
+    # fp16's own GEMM (59) is slower than the fp32 GEMM its inputs convert to exactly
+    assert got["fp16"].value == 251.0 and got["fp16"].extra["via"] == "fp32"
+    assert got["fp16"].extra["own_gflops"] == 59.0 and got["fp16"].point_id == "p-fp32"
+    assert "0.24x" in got["fp16"].note
+    # bf16 is faster on its own; fp8 converts exactly to bf16; int8 has no exact wider path here
+    assert got["bf16"].value == 972.0 and not got["bf16"].extra
+    assert got["fp8e4m3"].value == 972.0 and got["fp8e4m3"].extra["via"] == "bf16"
+    assert got["int8"].value == 1949.0 and got["fp32"].value == 251.0
+
+
+@pytest.mark.parametrize("ws,mode,level", [
+    # L1 96 KiB, L2 2 MiB, L3 32 MiB (totals): each band runs up to 4x its level's capacity
+    (1, "warm", "l1"), (96 * KiB, "warm", "l1"), (4 * 96 * KiB - 1, "warm", "l1"),
+    (4 * 96 * KiB, "warm", "l2"), (2 * MiB, "warm", "l2"), (8 * MiB - 1, "warm", "l2"),
+    (8 * MiB, "warm", "l3"), (128 * MiB - 1, "warm", "l3"),
+    (128 * MiB, "warm", "dram"), (1 << 40, "warm", "dram"),
+    (1, "cold", "dram"), (16 * MiB, "cold", "dram"),
+])
+def test_boundary_rule_band_edges(ws, mode, level):
+    from roofs.derive import boundary_level
+    caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 32 * MiB)]
+    assert boundary_level(ws, mode, caches, "dram") == level
+    assert boundary_level(ws, mode, [], "hbm") == "hbm"  # no cache sizes known: the off-chip level
+
+
+def test_annotate_bounds_each_point_by_its_boundary_and_leaves_roofless_levels_empty():
+    from roofs.derive import annotate
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l2", 200.0, "GB/s"),
+             Roof("compute", "fp32", 1000.0, "GFLOP/s")]
+    dev = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 96 * KiB}, {"name": "l2", "total_bytes": 2 * MiB},
+                                     {"name": "l3", "total_bytes": 32 * MiB}]}
+    base = {"status": "ok", "precision": "fp32", "family": "stream", "p80_ms": 1.0, "flops": 10, "gflops": 50.0}
+    df = pd.DataFrame([
+        dict(base, working_set_bytes=1 * MiB, mode="warm", intensity=0.25, gbps=200.0),   # L2: 200 x 0.25 = 50
+        dict(base, working_set_bytes=1 * MiB, mode="cold", intensity=0.25, gbps=200.0),   # cold: DRAM, 12.5
+        dict(base, working_set_bytes=16 * KiB, mode="warm", intensity=0.25, gbps=200.0),  # L1: no roof
+        dict(base, working_set_bytes=16 * MiB, mode="warm", intensity=0.25, gbps=200.0),  # L3: no roof
+    ])
+    out = annotate(df, roofs, dev)
+    assert list(out["boundary"]) == ["l2", "dram", "", ""]
+    assert out["attainable_gflops"][0] == 50.0 and out["attainable_gflops"][1] == 12.5
+    assert out["pct_of_bw_roof"].tolist()[:2] == [100.0, 400.0]
+    assert out["bound_note"][2] == "l1: no measured roof for this level, so no bound"
+    assert out["bound_note"][3].startswith("l3: no measured roof") and pd.isna(out["attainable_gflops"][3])
+
+
 def test_no_dram_roof_without_large_sizes_says_why():
     df = rows([(1 * MiB, 100), (2 * MiB, 100)])
     roofs, notes = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
@@ -73,7 +159,7 @@ def test_cache_level_not_above_memory_gets_no_roof():
 
 
 def test_rising_curve_gives_no_cache_roof():
-    df = rows([(16 * KiB, 10), (32 * KiB, 20), (64 * KiB, 40), (256 * MiB, 5)])
+    df = rows([(16 * KiB, 10), (32 * KiB, 20), (64 * KiB, 40), (256 * MiB, 5), (512 * MiB, 5)])
     roofs, notes = bandwidth_roofs(df, [("l1", 128 * KiB), ("l3", 32 * MiB)], "dram")
     assert [r.name for r in roofs] == ["dram"]
     assert any(n.startswith("l1: no plateau") for n in notes)
@@ -81,7 +167,7 @@ def test_rising_curve_gives_no_cache_roof():
 
 def test_cold_rows_never_make_a_cache_roof_and_failed_rows_are_ignored():
     df = pd.concat([rows([(256 * KiB, 300), (512 * KiB, 300)], mode="cold"),
-                    rows([(256 * MiB, 40)]),
+                    rows([(256 * MiB, 40), (512 * MiB, 39)]),
                     rows([(128 * MiB, 999)]).assign(status="error")])
     roofs, _ = bandwidth_roofs(df, [("l2", 2 * MiB), ("l3", 32 * MiB)], "dram")
     assert [(r.name, r.value) for r in roofs] == [("dram", 40)]
@@ -130,7 +216,7 @@ def test_annotate_percent_of_roofs_hand_worked():
         {"status": "ok", "intensity": 0.0, "precision": "", "gflops": 0.0, "gbps": 45.0, "flops": 0},
         {"status": "skipped", "intensity": 1.0, "precision": "bf16", "gflops": None, "gbps": None, "flops": 10},
     ])
-    df = df.assign(family="gemm", p80_ms=1.0, working_set_bytes=1, mode="warm")
+    df = df.assign(family="gemm", p80_ms=1.0, working_set_bytes=1, mode="warm", bytes=10)
     out = annotate(df, roofs)
     assert list(out["attainable_gflops"][:2]) == [50.0, 1000.0]
     assert out["pct_of_attainable"][:3].tolist() == pytest.approx([80.0, 90.0, 90.0])
@@ -155,10 +241,24 @@ def test_points_above_their_roof_are_flagged_with_causes():
     ])
     out = annotate(df, roofs, {"caches": [{"name": "l3", "total_bytes": 32 * MiB}]})
     assert out["flag"][0].startswith("above its attainable 50 GFLOP/s even at p80 (100)")
-    assert "cache-resident working set (1 MiB beside a 32 MiB last-level cache)" in out["flag"][0]
+    # a cold point is never called cache-resident: its bytes came from DRAM
+    assert "timed cold, so its bytes came from dram: the dram roof measured too low" in out["flag"][0]
+    assert "cache-resident" not in out["flag"][0]
     assert "plateau spans 40 to 50 GB/s" in out["flag"][0]
-    assert out["flag"][1] == "" and out["flag"][3] == ""
+    assert out["flag"][1] == ""
     assert "beats the GEMMs that set the bf16 roof" in out["flag"][2]
+    # a GEMM above the compute roof it set can only be an unsteady row: flagged, and said so
+    assert "beats the GEMMs" in out["flag"][3]
+
+
+def test_an_unconverged_point_above_its_bound_says_it_was_not_steady():
+    from roofs.derive import annotate
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s")]
+    df = pd.DataFrame([{"status": "ok", "precision": "", "mode": "cold", "working_set_bytes": 1 * MiB,
+                        "family": "stream", "flops": 0, "bytes": 10**8, "intensity": 0.0, "gflops": 0.0, "gbps": 90.0,
+                        "p80_ms": 1.0, "median_ms": 1.0, "p20_ms": 0.2, "stop": "budget", "samples": 3}])
+    flag = annotate(df, roofs)["flag"][0]
+    assert flag.startswith("above its attainable 50 GB/s even at p80 (100)") and "not converged" in flag
 
 
 def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():

@@ -51,3 +51,48 @@ def test_cpu_source_without_powercap(tmp_path):
     assert src.energy_j() is None and "RAPL" in src.note
     s = tm.Sampler(src).start().stop()
     assert s["source"] == "cpu" and s["samples"] == 2 and (s["clock_mhz"] is None or s["clock_mhz"] > 0)
+
+
+def test_a_counter_that_did_not_move_is_missing_not_zero():
+    # a 0.1 s window can see no update of the energy counter: that measured nothing
+    assert tm.summarize([{"clock_mhz": 1800}], 0.1, 55.0, 55.0)["energy_j"] is None
+    # with power readings, mean power x window stands in
+    assert tm.summarize([{"power_w": 300.0}], 0.1, 55.0, 55.0)["energy_j"] == pytest.approx(30.0)
+
+
+class _FakeSource(tm._Source):
+    name = "fake"
+
+    def __init__(self):
+        self.energy = 0.0
+
+    def read(self):
+        return {"power_w": 100.0}
+
+    def energy_j(self):
+        return self.energy
+
+
+def test_sampler_reads_energy_around_the_timed_samples_only():
+    src = _FakeSource()
+    s = tm.Sampler(src).start()
+    src.energy = 50.0          # warm-up and graph capture: not counted
+    s.window("start")
+    src.energy = 80.0          # the timed samples
+    s.window("stop")
+    src.energy = 95.0          # after the samples: not counted
+    out = s.stop()
+    assert out["energy_j"] == 30.0 and out["window_s"] >= 0
+
+
+def test_nvml_is_found_by_uuid_first():
+    class NV:
+        def nvmlDeviceGetHandleByUUID(self, key):
+            if isinstance(key, str):
+                raise TypeError("bytes wanted")
+            return ("uuid", key)
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return ("index", i)
+    assert tm.nvml_handle(NV(), 0, "GPU-abc") == ("uuid", b"GPU-abc")
+    assert tm.nvml_handle(NV(), 3, None) == ("index", 3)

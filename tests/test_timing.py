@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from bench.timing import TimerConfig, make_flush, should_stop, stats, time_fn
+from bench.timing import (DeviceClock, TimerConfig, batch_size, estimate_per_call, make_flush, reps_for, should_stop,
+                          stats, time_device, time_fn)
 
 
 def test_stats_hand_worked():
@@ -80,3 +81,120 @@ def test_flush_buffer_is_twice_the_llc():
     flush = make_flush("cpu", 4 * 2**20)
     buf = flush()
     assert buf.numel() * buf.element_size() == 8 * 2**20 and not math.isnan(float(buf[0]))
+
+
+# ---- the device timing loop, on a simulated device ----------------------------------------
+
+class FakeDevice(DeviceClock):
+    """A simulated asynchronous device: each call queues `call_s` of device work, and the
+    host needs `launch_s` to issue it (so host-synchronized timing would see launch + sync);
+    markers read the device timeline; the host clock advances with what the host does."""
+
+    def __init__(self, call_s, launch_s=5e-6, sync_s=20e-6, capturable=True):
+        self.call_s, self.launch_s, self.sync_s, self.capturable = call_s, launch_s, sync_s, capturable
+        self.host = 0.0      # host wall clock
+        self.device = 0.0    # when the device finishes the work queued so far
+        self.calls = self.syncs = self.delays = 0
+        self.log = []        # (event, host time)
+
+    def now(self):
+        return self.host
+
+    def _queue(self, seconds, launch):
+        self.host += launch
+        self.device = max(self.device, self.host) + seconds
+
+    def fn(self):
+        self.calls += 1
+        self._queue(self.call_s, self.launch_s)
+
+    def record(self):
+        self._queue(0.0, 1e-6)
+        return self.device
+
+    def elapsed_s(self, start, end):
+        return end - start
+
+    def sync(self):
+        self.syncs += 1
+        self.host = max(self.host, self.device) + self.sync_s
+
+    def delay(self, seconds):
+        self.delays += 1
+        self._queue(seconds, 1e-6)
+
+    def capture(self, fn, reps):
+        if not self.capturable:
+            return None
+
+        def replay():  # one launch for all reps: the device runs them back to back
+            self.calls += reps
+            self._queue(reps * self.call_s, self.launch_s)
+        return replay
+
+
+def test_per_call_estimate_ignores_host_launch_and_sync():
+    dev = FakeDevice(call_s=3e-6, launch_s=5e-6, sync_s=20e-6)
+    # launches (5 us) outpace the 3 us kernel here, so back-to-back calls measure the
+    # launch rate at worst, never launch + sync (25 us)
+    est = estimate_per_call(dev.fn, dev, max_reps=10_000)
+    assert 3e-6 <= est <= 5.1e-6
+    slow = FakeDevice(call_s=40e-6, launch_s=5e-6)
+    assert estimate_per_call(slow.fn, slow, max_reps=10_000) == pytest.approx(40e-6, rel=0.01)
+
+
+def test_warm_samples_last_a_millisecond_from_a_graph_and_measure_the_kernel():
+    dev = FakeDevice(call_s=3e-6)
+    t = time_device(dev.fn, dev, "warm", TimerConfig(budget_s=0.5, warmup_s=0.001))
+    assert t.method == "cuda_graph"
+    # the graph replays back to back: the sample is the kernel's time, not the launch rate
+    assert t.stats.median_s == pytest.approx(3e-6, rel=0.01)
+    assert t.reps * 3e-6 >= 0.5e-3 and t.reps <= 10_000
+    assert dev.delays >= len(t.samples_s)  # a delay queued before every start marker
+
+
+def test_uncapturable_callable_falls_back_to_events():
+    dev = FakeDevice(call_s=100e-6, capturable=False)
+    t = time_device(dev.fn, dev, "warm", TimerConfig(budget_s=0.5, warmup_s=0.001))
+    assert t.method == "cuda_event" and t.reps == 10  # 1 ms / 100 us
+    assert t.stats.median_s == pytest.approx(100e-6, rel=0.01)
+
+
+def test_cold_mode_flushes_outside_the_timed_region_one_call_per_sample():
+    dev = FakeDevice(call_s=50e-6)
+    flushes = []
+
+    def flush():
+        flushes.append(1)
+        dev._queue(2e-3, 5e-6)  # a long flush queued before the start marker
+
+    t = time_device(dev.fn, dev, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush)
+    assert t.reps == 1 and len(flushes) == len(t.samples_s)
+    assert t.stats.median_s == pytest.approx(50e-6, rel=0.01)
+
+
+@pytest.mark.parametrize("call_s", [1e-3, 30e-3])
+def test_budget_is_checked_per_batch(call_s):
+    # a noisy point never converges: it must stop within about one sample of its budget
+    dev = FakeDevice(call_s=call_s)
+    noise = iter([1.0, 3.0] * 10_000)
+    orig = dev.elapsed_s
+    dev.elapsed_s = lambda a, b: orig(a, b) * next(noise)
+    cfg = TimerConfig(budget_s=0.2, warmup_s=0.001, rel_spread=0.0, max_samples=10_000)
+    t = time_device(dev.fn, dev, "cold", cfg, flush=lambda: None)
+    assert t.stop == "budget"
+    assert t.wall_s <= cfg.budget_s + 2 * 3 * call_s + 1e-3
+
+
+def test_batch_size_hand_worked():
+    assert batch_size(1.0, None) == 1          # the first batch: one sample, to learn its wall time
+    assert batch_size(0.05, 0.01) == 5         # five more fit
+    assert batch_size(5.0, 0.01) == 10         # never more than 10 between synchronizes
+    assert batch_size(-0.1, 0.01) == 1         # over budget: one, then the rule stops it
+    assert reps_for(3e-6, 1e-3, 10_000) == 334 and reps_for(0.0, 1e-3, 7) == 7 and reps_for(1.0, 1e-3, 9) == 1
+
+
+def test_window_brackets_the_timed_samples():
+    events = []
+    t = time_fn(lambda: None, "cpu", "warm", TimerConfig(budget_s=0.05, warmup_s=0.005), window=events.append)
+    assert events == ["start", "stop"] and 0 < t.sampling_s <= t.wall_s

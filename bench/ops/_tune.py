@@ -20,7 +20,7 @@ import torch
 from bench.timing import TimerConfig, time_fn
 from bench.util import first_line
 
-TUNE_TIMER = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3, target_sample_s=2e-4)
+TUNE_TIMER = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3, device_target_sample_s=2e-4)
 QUICK_CANDIDATES = 3
 _BEST: dict = {}
 
