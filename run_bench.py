@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
+    p.add_argument("--dry-run", action="store_true", help="list the planned points per family and predict the run's wall time, then exit")
+    p.add_argument("--device-spec", help="with --dry-run: plan for a datasheet part instead of this machine (e.g. h200)")
     p.add_argument("--all-devices", action="store_true",
                    help="measure every local GPU at once, one process each (torch.distributed), and compare them")
     p.add_argument("--comm", action="store_true",
@@ -307,6 +309,14 @@ def main(argv=None) -> int:
         return distrib.launch(args, argv, ROOT / "run_bench.py")
     try:
         registry = load_all()
+        if args.device_spec and not args.dry_run:
+            raise ValueError("--device-spec plans a run that cannot happen here: use it with --dry-run.")
+        if args.dry_run:
+            from bench import predict
+            device = predict.spec_device(args.device_spec) if args.device_spec else devmod.resolve(args.device)
+            plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+            print(predict.describe(predict.predict(plan, device, timer_config(args), args.quick), device, args.quick))
+            return 0
         device = devmod.resolve(args.device)
         if args.list:
             print_list(registry, device)
@@ -347,7 +357,13 @@ def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
     """Run plan (by default the one args select) on device into run_dir; finish and summarize it."""
     if plan is None:
         plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+    from bench import predict
+    try:  # the dry run's prediction, kept so the run's duration can be checked against it
+        predicted = predict.predict(plan, device, timer_config(args), args.quick).total_s
+    except Exception:  # a prediction must never stop a measurement
+        predicted = None
     meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "predicted_s": predicted,
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "timer": dataclasses.asdict(timer_config(args)),
             "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}

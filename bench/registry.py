@@ -65,6 +65,7 @@ class Op:
     modes: tuple[str, ...] = ("warm",)
     precision: Callable = lambda point: ""     # (point) -> the compute roof that bounds it ("bf16"), "" for none
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
+    cost_group: str = ""                        # ops whose times predict each other (default: the family)
 
     def points(self, device, quick: bool = False) -> list[Point]:
         """Return the product of every axis's values, in axis order; none for an op without
@@ -96,6 +97,7 @@ class Impl:
     launcher: Callable                          # (inputs, LaunchContext) -> zero-argument callable returning the output
     skip: Callable | None = None                # (point, device) -> reason or None
     doc: str = ""
+    quick_dtypes: tuple = ()                    # in quick runs, only these dtypes (empty: all)
 
     @property
     def id(self) -> str:

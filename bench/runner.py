@@ -42,10 +42,18 @@ def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | No
     return None
 
 
+def quick_skip(impl: Impl, point: dict, quick: bool) -> str | None:
+    """Return why a quick run leaves this impl's point out (Impl.quick_dtypes), or None."""
+    if quick and impl.quick_dtypes and point.get("dtype") not in impl.quick_dtypes:
+        return f"quick runs time {impl.id} at {', '.join(impl.quick_dtypes)} only"
+    return None
+
+
 def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
-    """Return the key under which a point's time per call predicts the next: the family,
-    impl name, dtype and mode, so a slow path seen in one sweep is cut short in the next."""
-    return (op.family, impl.name, point.get("dtype"), mode)
+    """Return the key under which a point's time per call predicts the next: the op's cost
+    group (its family unless it says otherwise), impl name, dtype and mode, so a slow path
+    seen in one sweep (gemm.square fp16) is cut short in the next (gemm.skinny fp16)."""
+    return (op.cost_group or op.family, impl.name, point.get("dtype"), mode)
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,8 @@ class Runner:
             return [self._base(op, i, point, m, status="skipped", reason=reason) for i in task.impls for m in modes]
         runnable, results = [], []
         for impl in task.impls:
-            reason = backend_skip(impl, point, self.device) or (impl.skip(point, self.device) if impl.skip else None)
+            reason = (backend_skip(impl, point, self.device) or quick_skip(impl, point, self.quick)
+                      or (impl.skip(point, self.device) if impl.skip else None))
             if reason:
                 results += [self._base(op, impl, point, m, status="skipped", reason=reason) for m in modes]
             else:

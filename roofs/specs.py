@@ -31,6 +31,7 @@ class Part:
     tensor_clock_mhz: float | None
     power_w: float | None
     source: str
+    compute_capability: str | None = None   # what torch reports (MI300X: 9.4); for planning on a spec
 
     @property
     def peak_clock_mhz(self) -> float | None:

@@ -54,13 +54,13 @@ def test_sweep_spans_first_cache_to_four_times_llc():
 def test_reread_counts_every_pass():
     # 16 KiB of int32: n = 4096, R = 2**30 / 16384 = 65536 passes; bytes R n 4 = 2**30; flops R n
     o = REG.ops["stream.reread"]
-    p = {"dtype": "int32", "ws_bytes": 16 * 2**10}
+    p = {"dtype": "int32", "ws_bytes": 16 * 2**10, "call_bytes": 2**30}
     assert o.describe(p) == (4096, "(4096,)x65536")
     assert o.bytes(p) == 2**30 and o.flops(p) == 65536 * 4096
     assert o.working_set(p) == 16 * 2**10
     # 3 MB of fp32 (not a power of two): n = 786432 -> 786432 (a multiple of 64);
     # R = ceil(2**30 / 3145728) = 342 passes
-    p = {"dtype": "float32", "ws_bytes": 3 * 2**20}
+    p = {"dtype": "float32", "ws_bytes": 3 * 2**20, "call_bytes": 2**30}
     assert o.describe(p) == (786432, "(786432,)x342")
     assert o.bytes(p) == 342 * 3 * 2**20
 

@@ -3,8 +3,9 @@ would be a second timer). Used by launchers, so tuning stays outside the timed r
 
 Before anything compiles, candidates are pruned: a tile whose shared memory (the kernel
 module's own model) exceeds what one block may use on this GPU would only fail to launch
-after a compile of seconds. Quick runs tune over at most QUICK_CANDIDATES of the
-remaining ones, in the kernel module's order (its best guesses first). Each candidate is
+after a compile of seconds. Runs tune over at most QUICK_CANDIDATES (quick) or
+FULL_CANDIDATES of the remaining ones, in the kernel module's order (its best guesses
+first): each candidate costs a compile of seconds per integer specialization. Each candidate is
 timed in the mode its point is measured in (a cold GEMV is tuned cold).
 
 A candidate that fails to compile or run (out of resources, a compiler error) is a skipped
@@ -20,8 +21,9 @@ import torch
 from bench.timing import TimerConfig, time_fn
 from bench.util import first_line
 
-TUNE_TIMER = TimerConfig(budget_s=0.05, warmup_s=0.01, min_samples=3, device_target_sample_s=2e-4)
+TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_target_sample_s=2e-4)
 QUICK_CANDIDATES = 3
+FULL_CANDIDATES = 6   # a full run tunes over the first 6 that fit: the lists are ordered best first
 _BEST: dict = {}
 
 # Shared memory one block may use (opt-in maximum), by compute capability, for when torch
@@ -102,7 +104,7 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
         return fn, interpreter_config
     dev = str(tensor.device)
     mode = getattr(ctx, "mode", "warm")
-    keep = QUICK_CANDIDATES if getattr(ctx, "quick", False) else None
+    keep = QUICK_CANDIDATES if getattr(ctx, "quick", False) else FULL_CANDIDATES
     fits, pruned = prune(candidates, smem, smem_limit(dev), keep)
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")

@@ -60,6 +60,9 @@ PRECISIONS = {p.name: p for p in (
     Precision("int8", "int8", "int32", 1e-12, doc="int8 in, int32 accumulation and out"),
 )}
 QUICK_PRECISIONS = tuple(PRECISIONS)
+# A quick run compiles and tunes the Triton GEMM where it is compared with the vendor
+# library's roof that matters most on tensor cores (each precision is another ~20 compiles)
+TRITON_QUICK_PRECISIONS = ("bf16", "fp8e4m3", "int8")
 
 
 def gemm_flops(m: int, n: int, k: int) -> int:
@@ -94,7 +97,11 @@ def square_sweep(device, quick):
 
 
 def skinny_sweep(device, quick):
+    """Return (M, N, K) with N = K fixed and M = 1, then x4 (quick) or x2 up to N; on a GPU
+    quick runs step x8 from 16, so M is 1 or a multiple of 16 (fewer compiled variants)."""
     nk = SKINNY_NK[device.kind][0 if quick else 1]
+    if quick and device.kind == "cuda":
+        return [(m, nk, nk) for m in (1, 16, 128, 1024, nk)]
     step = 4 if quick else 2
     ms, m = [], 1
     while m <= nk:
@@ -268,7 +275,7 @@ def _register(name, sweep, doc, modes=("warm",)):
     REGISTRY.add_impl(Impl(op.name, "numpy", "numpy", _numpy_launcher, skip=numpy_skip,
                            doc="numpy.matmul (the BLAS numpy links), CPU only"))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton",
-                           _triton_launcher, skip=triton_skip,
+                           _triton_launcher, skip=triton_skip, quick_dtypes=TRITON_QUICK_PRECISIONS,
                            doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
 
 

@@ -1,0 +1,216 @@
+"""Predict how long a run takes, before running it (`run_bench.py --dry-run`).
+
+For every planned (point, impl, mode) the model takes the time of one call from the
+device's reference roofs, t = max(FLOPs / (P x EFFICIENCY), bytes / (BW x EFFICIENCY)),
+with P the precision's peak and BW the bandwidth of the level the point's bytes cross
+(the off-chip memory for cold points and working sets of 4x the last-level cache and up;
+an L2-resident warm point reads at L2_FACTOR x the off-chip bandwidth), and adds what the
+timer and the runner do around it:
+
+    point = setup + gate + min(budget, warm-up + estimate + capture + samples)
+    samples = SAMPLES x max(target sample, t) (warm; plus a flush per sample when cold)
+    setup = making the inputs and the float64 reference (bytes over the rates below)
+
+plus, once per compiled variant of a Triton kernel, its compile time (measured with
+`python -m bench.aot` on a 2-core CPU for sm_90: COMPILE_S), and once per tuning key the
+candidates' short timings (TUNE_S each). Points the plan's own rules skip (a CPU running
+Triton, a precision the compute capability lacks) cost SKIP_S. The model knows nothing of a
+busy machine or of a slow library path: it is a floor with margins, for planning a lease.
+
+A device spec (`--device-spec h200`) plans on a datasheet part with no such device present:
+its name, SM count, memory, L2 and compute capability come from roofs/specs.json.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from bench.device import CacheLevel, DeviceInfo
+from bench.runner import backend_skip, quick_skip
+from roofs import specs
+
+EFFICIENCY = 0.8          # share of a datasheet roof a good kernel reaches
+L2_FACTOR = 2.5           # L2 bandwidth / off-chip bandwidth, where no L2 figure is known
+SAMPLES = 6               # samples a steady point takes to converge (5 needed)
+SKIP_S = 0.002            # a row skipped by a rule
+POINT_OVERHEAD_S = {"cuda": 0.03, "cpu": 0.01}   # Python, telemetry thread, progress line, syncs
+GEN_BPS = {"cuda": 100e9, "cpu": 0.6e9}          # random inputs made per second
+REF_BPS = {"cuda": 50e9, "cpu": 2e9}             # float64 reference and comparison, bytes per second
+FP64_EFF = 0.5                                    # share of the fp64 peak a float64 reference matmul reaches
+CPU_BW_GUESS = {"dram": 40e9, "cache": 150e9}     # a CPU has no datasheet bandwidth: guesses
+# Seconds to compile one variant of a kernel for sm_90 (python -m bench.aot --arch sm_90,
+# triton 3.9, 2 cores; the device machine compiles on its own CPUs): by kernel and dtype class
+COMPILE_S = {"gemm": 2.5, "gemm.fp32": 6.0, "gemv": 1.5, "attention": 3.0, "stream": 0.6}
+TUNE_S = 0.04             # one candidate's short timing (TUNE_TIMER's budget plus the first call)
+from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES  # noqa: E402
+
+
+def spec_device(name: str) -> DeviceInfo:
+    """Return a DeviceInfo for a datasheet part named like name ("h200", "H100 PCIe"), or
+    raise ValueError listing the parts."""
+    parts = specs.load_parts()
+    words = name.lower().split()
+    hits = [p for p in parts if all(w in p.part.lower() for w in words)]
+    if len(hits) != 1:
+        raise ValueError(f"--device-spec '{name}' matches {len(hits)} datasheet parts; "
+                         f"choose one of: {', '.join(p.part for p in parts)}.")
+    p = hits[0]
+    return DeviceInfo(kind="cuda", torch_device="cuda:0", name=p.part, memory_bytes=int(p.memory_gb * 1e9),
+                      compute_units=p.sms, compute_unit_kind="SMs",
+                      caches=(CacheLevel("l2", int(p.llc_mib * 2**20), 1),),
+                      max_clock_mhz=p.boost_clock_mhz, compute_capability=p.compute_capability,
+                      extra={"spec": p.part})
+
+
+@dataclass
+class Rates:
+    """The roofs a prediction uses: peak FLOP/s per precision and bytes/s per level."""
+    peaks: dict
+    memory_bps: float
+    cache_bps: float
+    fp64: float
+
+    def peak(self, precision: str) -> float:
+        return self.peaks.get(precision) or self.peaks.get("fp32") or 1e11
+
+
+def device_rates(device: DeviceInfo) -> Rates:
+    """Return the reference roofs of a device: its datasheet part, or a CPU's computed peaks."""
+    if device.kind == "cpu":
+        peaks = {k: v * 1e9 for k, v in specs.cpu_peaks_gflops(device.compute_units or 1, device.max_clock_mhz or 2000,
+                                                                  device.cpu_flags).items()}
+        return Rates(peaks, CPU_BW_GUESS["dram"], CPU_BW_GUESS["cache"], peaks.get("fp64", 1e10))
+    part = next((p for p in specs.load_parts() if p.part == (device.extra or {}).get("spec")), None) \
+        or specs.match(device.to_dict())
+    if part is None:  # an unknown GPU: plan as if it were an H100
+        part = next(p for p in specs.load_parts() if "H100 SXM5" in p.part)
+    peaks = {k: v * 1e12 for k, v in part.peaks_tflops.items()}
+    bw = part.memory_tbps * 1e12
+    return Rates(peaks, bw, L2_FACTOR * bw, peaks.get("fp64", peaks.get("fp32", 1e13)))
+
+
+def call_seconds(op, point, mode, device: DeviceInfo, rates: Rates) -> float:
+    """Return the predicted seconds of one call: max(FLOPs / P, bytes / BW) at EFFICIENCY."""
+    flops, nbytes = op.flops(point), op.bytes(point)
+    ws = op.working_set(point)
+    off_chip = mode == "cold" or ws >= 4 * device.llc_bytes
+    bw = rates.memory_bps if off_chip else rates.cache_bps
+    precision = op.precision(point)
+    compute = flops / (rates.peak(precision) * EFFICIENCY) if flops else 0.0
+    return max(compute, nbytes / (bw * EFFICIENCY), 2e-6)
+
+
+def point_seconds(op, point, mode, device: DeviceInfo, rates: Rates, timer) -> float:
+    """Return the predicted wall seconds of one timed (point, impl, mode), set-up included."""
+    kind = device.kind
+    t = call_seconds(op, point, mode, device, rates)
+    ws = op.working_set(point)
+    setup = ws / GEN_BPS[kind] + ws * 4 / REF_BPS[kind]
+    if op.family in ("gemm", "model") and op.flops(point):
+        setup += op.flops(point) / (rates.fp64 * FP64_EFF)
+    gate = t
+    if kind == "cuda":
+        target = timer.device_target_sample_s
+        if mode == "warm":
+            reps = max(1, min(timer.device_max_reps, math.ceil(target / t)))
+            sample = reps * t + 2e-4
+            around = timer.warmup_s + max(4e-4, 2 * t) + reps * 3e-6  # warm-up, estimate, graph capture
+        else:
+            sample = t + 2e-4 + 0.3e-3  # the flush and clean read of 256 MiB each
+            around = timer.warmup_s
+    else:
+        reps = max(1, math.ceil(timer.target_sample_s / t)) if mode == "warm" else 1
+        sample = reps * t + (2 * device.llc_bytes / 10e9 if mode == "cold" else 0.0)
+        around = max(timer.warmup_s, t)
+    timed = min(max(timer.budget_s, sample), around + SAMPLES * sample)
+    return POINT_OVERHEAD_S[kind] + setup + gate + timed
+
+
+def compile_key(op, impl, point) -> tuple | None:
+    """Return what identifies one compiled variant of the Triton kernel behind (op, impl,
+    point): kernel, dtype and the integer specialization class of its leading size (an
+    argument equal to 1, a multiple of 16, or neither, is a separate compile)."""
+    if impl.backend != "triton":
+        return None
+    lead = point.get("batch", point.get("shape", (0,))[0] if isinstance(point.get("shape"), tuple) else 16)
+    spec = "one" if lead == 1 else ("x16" if lead % 16 == 0 else "other")
+    return (op.family, impl.name, point.get("dtype"), spec)
+
+
+def compile_seconds(op, point) -> float:
+    if op.family in ("gemm", "model") and point.get("dtype") == "fp32":
+        return COMPILE_S["gemm.fp32"]
+    return COMPILE_S.get(op.family, 2.0)
+
+
+TUNED = {"gemm", "gemv", "attention", "model"}   # families whose Triton launchers autotune
+
+
+def candidates_of(op, impl, point, quick: bool) -> int:
+    """Return how many configurations a Triton launcher compiles: 1 for an untuned kernel,
+    else its tuning candidates (quick: at most 3)."""
+    if impl.backend != "triton":
+        return 0
+    if op.family not in TUNED:
+        return 1
+    return QUICK_CANDIDATES if quick else FULL_CANDIDATES
+
+
+@dataclass
+class Prediction:
+    rows: int
+    skipped: int
+    seconds_by_family: dict
+    compile_s: float
+    tune_s: float
+    compiles: int
+    tuning_keys: int
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds_by_family.values()) + self.compile_s + self.tune_s
+
+
+def predict(plan, device: DeviceInfo, timer, quick: bool) -> Prediction:
+    """Return the predicted duration of plan on device (see the module docstring)."""
+    rates = device_rates(device)
+    by_family, rows, skipped = defaultdict(float), 0, 0
+    compiles, keys = {}, set()
+    for task in plan.tasks:
+        op, point = task.op, task.point
+        modes = plan.modes_of(task)
+        rule = op.skip(point, device) if op.skip else None
+        for impl in task.impls:
+            for mode in modes:
+                rows += 1
+                if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick):
+                    skipped += 1
+                    by_family[op.family] += SKIP_S
+                    continue
+                by_family[op.family] += point_seconds(op, point, mode, device, rates, timer)
+                if device.kind != "cuda":
+                    continue
+                ck = compile_key(op, impl, point)
+                if ck is not None:
+                    n = candidates_of(op, impl, point, quick)
+                    for c in range(n):
+                        compiles.setdefault(ck + (c,), compile_seconds(op, point))
+                    if op.family in TUNED:
+                        keys.add((op.name, impl.name, repr(sorted(point.items())), mode))
+    tune_s = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES) * len(keys)
+    return Prediction(rows, skipped, dict(by_family), sum(compiles.values()), tune_s, len(compiles), len(keys))
+
+
+def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
+    """Return the dry run's text: rows and predicted seconds per family, compile and tuning, total."""
+    lines = [f"dry run: {'quick' if quick else 'full'} plan on {device.name} ({device.kind}"
+             + (f", from its datasheet" if (device.extra or {}).get("spec") else "") + ")",
+             f"{pred.rows} rows planned, {pred.skipped} skipped by rules before running"]
+    for fam, s in sorted(pred.seconds_by_family.items(), key=lambda kv: -kv[1]):
+        lines.append(f"  {fam:<10} {s:8.1f} s")
+    if pred.compiles:
+        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton variants, serial)")
+        lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} tuning keys)")
+    lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min)")
+    return "\n".join(lines)
