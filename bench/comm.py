@@ -49,8 +49,9 @@ def sizes(kind: str, quick: bool) -> list[int]:
 class Case:
     op: str
     nbytes: int
-    run: Callable[[], object]
+    run: Callable[[], object]          # the timed collective
     check: Callable[[], bool]
+    prepare: Callable[[], object] = lambda: None   # refills the buffers, before the barrier: not timed
 
 
 def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, dst: int = 1) -> Case:
@@ -61,18 +62,12 @@ def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, ds
     nan = float("nan")
     if op == "all_reduce":
         x = torch.empty(elems, device=device)
-
-        def run():
-            x.fill_(rank + 1)
-            dist.all_reduce(x)
-        return Case(op, elems * 4, run, lambda: bool((x == n * (n + 1) / 2).all()))
+        return Case(op, elems * 4, lambda: dist.all_reduce(x), lambda: bool((x == n * (n + 1) / 2).all()),
+                    prepare=lambda: x.fill_(rank + 1))
     if op == "broadcast":
         x = torch.empty(elems, device=device)
-
-        def run():
-            x.fill_(7.0 if rank == 0 else nan)
-            dist.broadcast(x, src=0)
-        return Case(op, elems * 4, run, lambda: bool((x == 7.0).all()))
+        return Case(op, elems * 4, lambda: dist.broadcast(x, src=0), lambda: bool((x == 7.0).all()),
+                    prepare=lambda: x.fill_(7.0 if rank == 0 else nan))
     if op == "all_gather":
         chunk = elems // n
         inp = torch.full((chunk,), float(rank + 1), device=device)
@@ -97,12 +92,14 @@ def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, ds
 
         def run():
             if rank == src:
-                x.fill_(src + 1)
                 dist.send(x, dst)
             elif rank == dst:
-                x.fill_(nan)
                 dist.recv(x, src)
-        return Case(op, x.numel() * 4, run, lambda: rank != dst or bool((x == src + 1).all()))
+
+        def prepare():
+            if rank in (src, dst):
+                x.fill_(src + 1 if rank == src else nan)
+        return Case(op, x.numel() * 4, run, lambda: rank != dst or bool((x == src + 1).all()), prepare=prepare)
     raise ValueError(f"unknown collective '{op}': choose from {', '.join(COLLECTIVES)} or sendrecv.")
 
 
@@ -135,6 +132,7 @@ def run_comm(device: str, quick: bool, sink: Callable[[Measurement], None], prog
         if count == die_after:
             os._exit(3)
         case = _case(op, s, rank, n, device, *(peer or (0, 1)))
+        case.prepare()
         case.run()
         ok = agree(case.check())
         factor = bus_factor(op, n)
@@ -147,7 +145,7 @@ def run_comm(device: str, quick: bool, sink: Callable[[Measurement], None], prog
             m = Measurement(**base, status="error", reason=f"wrong result on at least one rank: {name} of {case.nbytes} bytes; not timed")
         else:
             samples = 20 if case.nbytes <= 2**20 else 5
-            t = time_lockstep(case.run, device, 3, samples, dist.barrier, reduce_max)
+            t = time_lockstep(case.run, device, 3, samples, dist.barrier, reduce_max, prepare=case.prepare)
             m = Measurement(**base, status="ok", samples_s=t.samples_s, reps=1, timer=t.method, stop=t.stop)
         if rank == 0:
             rows.append(m)

@@ -98,6 +98,8 @@ class Impl:
     skip: Callable | None = None                # (point, device) -> reason or None
     doc: str = ""
     quick_dtypes: tuple = ()                    # in quick runs, only these dtypes (empty: all)
+    bytes: Callable | None = None               # (point) -> int: this impl's traffic when its data
+                                                # layout moves more than the op's formula (default op.bytes)
 
     @property
     def id(self) -> str:

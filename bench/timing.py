@@ -361,10 +361,11 @@ def make_flush(device: str, llc_bytes: int) -> Callable[[], object]:
 
 
 def time_lockstep(fn: Callable[[], object], device: str, warmup: int, samples: int,
-                  barrier: Callable[[], object], reduce_max: Callable) -> Timing:
+                  barrier: Callable[[], object], reduce_max: Callable,
+                  prepare: Callable[[], object] = lambda: None) -> Timing:
     """Return the Timing of a collective fn() run in lockstep by every rank: fixed warm-up
     and sample counts (a per-rank stopping rule would leave ranks waiting on each other),
-    a barrier before each sample outside the timed region, each sample timed on the device
+    prepare() (refilling the buffers) and a barrier before each sample, outside the timed region, each sample timed on the device
     (CUDA events, or perf_counter_ns around the blocking call on a CPU), and each sample's
     maximum over the ranks (reduce_max: a list of floats -> the same list, maxed), since a
     collective has finished only when its slowest rank has."""
@@ -372,10 +373,13 @@ def time_lockstep(fn: Callable[[], object], device: str, warmup: int, samples: i
     sync = (lambda: torch.cuda.synchronize(torch.device(device))) if cuda else (lambda: None)
     t_start = time.perf_counter()
     for _ in range(warmup):
+        prepare()
         fn()
     sync()
     own = []
     for _ in range(samples):
+        prepare()
+        sync()
         barrier()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -69,9 +69,14 @@ def test_all_devices_side_by_side(tmp_path):
     [node] = list(tmp_path.iterdir())
     assert len(list(node.glob("rank*-cpu-*"))) == 2
     devices = json.loads((node / "devices.json").read_text())
-    dram = [x for x in devices["roofs"] if x["roof"] == "dram"][0]
-    assert dram["median"] > 0 and dram["spread %"] >= 0
     assert (node / "devices.md").exists() and (node / "compare.png").exists()
+    # two ranks on two busy cores may converge nowhere: every roof that was derived is in the
+    # table with a median and a spread, and a rank without one says why in its roofs.json
+    for x in devices["roofs"]:
+        assert x["median"] > 0 and x["spread %"] >= 0
+    for rank in node.glob("rank*-cpu-*"):
+        doc = json.loads((rank / "roofs.json").read_text())
+        assert any(r["name"] == "dram" for r in doc["roofs"]) or any(n.startswith("dram:") for n in doc["notes"])
 
 
 def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path):

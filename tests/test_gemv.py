@@ -23,6 +23,18 @@ def test_bytes_hand_worked():
     assert v.gemv_flops(2, 3, 256) == 2 * 2 * 3 * 256
 
 
+def test_torch_best_int4_counts_its_scale_and_zero_per_group():
+    # llama8b.o is 4096 x 4096; at batch 1 the format moves 8 MiB of nibbles, 2 fp16 bytes of
+    # scale per group of 128 (4096 x 32 x 2 = 256 KiB), 8 KiB of x and 8 KiB of y; torch's
+    # int4 layout reads a bf16 scale AND a bf16 zero per group: 256 KiB more
+    point = {"dtype": "int4", "layer": "llama8b.o", "batch": 1}
+    op, best = REG.ops["gemv.decode"], REG.impls["gemv.decode/torch_best"]
+    fmt = 4096 * 4096 // 2 + 4096 * 32 * 2 + 2 * 4096 + 2 * 4096
+    assert op.bytes(point) == fmt
+    assert best.bytes(point) == fmt + 4096 * 32 * 2
+    assert best.bytes({"dtype": "int8", "layer": "llama8b.o", "batch": 1}) == op.bytes({"dtype": "int8", "layer": "llama8b.o", "batch": 1})
+
+
 def test_intensity_grows_with_batch_and_quantized_sits_right_of_16bit():
     op = REG.ops["gemv.decode"]
     i = lambda d, b: op.flops({"dtype": d, "layer": "llama8b.down", "batch": b}) / op.bytes({"dtype": d, "layer": "llama8b.down", "batch": b})  # noqa: E731

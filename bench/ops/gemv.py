@@ -91,6 +91,14 @@ def gemv_bytes(b: int, n: int, k: int, fmt: str) -> int:
     return weight_bytes(n, k, fmt) + 2 * b * k + 2 * b * n
 
 
+def best_bytes(point) -> int:
+    """Return torch_best's traffic: gemv_bytes, except that torch's int4 layout stores a bf16
+    scale and a bf16 zero point per group (4 bytes per 128 of K, not the format's 2)."""
+    b, n, k = _bnk(point)
+    extra = 2 * n * (k // GROUP) if point["dtype"] == "int4" else 0
+    return gemv_bytes(b, n, k, point["dtype"]) + extra
+
+
 def gemv_flops(b: int, n: int, k: int) -> int:
     """Return 2 B N K."""
     return 2 * b * n * k
@@ -258,7 +266,7 @@ REGISTRY.add_op(Op(
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
                        doc="dequantize in torch, then torch.mm (the straightforward baseline)"))
-REGISTRY.add_impl(Impl("gemv.decode", "torch_best", "torch", _torch_best, skip=best_skip,
+REGISTRY.add_impl(Impl("gemv.decode", "torch_best", "torch", _torch_best, skip=best_skip, bytes=best_bytes,
                        doc="torch's weight-only kernels: _weight_int8pack_mm, _weight_int4pack_mm_for_cpu"))
 REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton",
                        _triton(_rows_call, ROW_CANDIDATES, INTERPRETER_ROW, "rows"), skip=rows_skip,
