@@ -136,6 +136,8 @@ def summary(run_dir: Path) -> str:
     errors = df[df["status"] == "error"]
     if not errors.empty:
         lines += [f"\n{len(errors)} errors (first 20):"] + [f"  {r.point_id}: {r.reason}" for r in errors.itertuples()][:20]
+    from roofs.checks import warnings
+    lines += ["\nwarnings:"] + [f"  {w}" for w in warnings(run)]
     return "\n".join(lines)
 
 

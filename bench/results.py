@@ -122,6 +122,11 @@ class Measurement:
         return {c: row[c] for c in COLUMNS}
 
 
+def _loadavg() -> list | None:
+    """Return the 1, 5 and 15-minute load averages, or None where the OS has none."""
+    return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+
+
 def utc_stamp(t: datetime | None = None) -> str:
     return (t or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
 
@@ -161,7 +166,8 @@ class RunWriter:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=False)
         self.meta = dict(meta, schema_version=SCHEMA_VERSION, status="running",
-                         start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                         start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
         self._csv_file = open(self.dir / "measurements.csv", "w", newline="")
         self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
@@ -185,6 +191,7 @@ class RunWriter:
         self._csv_file.close()
         self._samples.close()
         self.meta.update(extra, status=status, end_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.meta.setdefault("load", {})["end"] = _loadavg()
         self.meta["points"] = [{"point_id": m.point_id, "status": m.status, "reps": m.reps,
                                 "timer": m.timer, "samples_s": list(m.samples_s),
                                 "telemetry": m.telemetry} for m in self.measurements]

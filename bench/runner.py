@@ -22,6 +22,7 @@ from bench.telemetry import Sampler, make_source
 from bench.timing import TimerConfig, make_flush, time_fn
 from bench.util import first_line as _first_line
 from bench.util import fmt_bytes, triton_interpreting
+from roofs.derive import JUMP_PREFIX
 
 
 def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | None:
@@ -117,6 +118,7 @@ class Runner:
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
     _history: dict = field(default_factory=dict)   # history_key -> ((flops, bytes), seconds per call)
+    _last_rate: dict = field(default_factory=dict)  # (impl id, dtype, mode) -> the previous size's rate
     _sampler: Sampler | None = None
 
     def sampler(self) -> Sampler:
@@ -242,28 +244,73 @@ class Runner:
                     for m in modes]
         results = []
         for mode in modes:
-            sampler = self.sampler().start()
-            try:
-                t = time_fn(fn, self.device.torch_device, mode, self.timer,
-                            self.flush() if mode == "cold" else None, window=sampler.window)
-            except Exception as e:
-                if is_fatal(e):
-                    raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
-                _free(self.device)
-                results.append(mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}"))
-                continue
-            finally:  # also on Ctrl-C: the sampling thread must not outlive its point
-                tel = sampler.stop()
-            median = t.stats.median_s
-            if tel.get("energy_j") is not None and tel["window_s"] > 0:
-                # mean power over the timed samples x time per call: the energy of one call
-                tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * median
-            self.timed_s += t.sampling_s
-            self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), median)
-            results.append(mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s,
-                              reps=t.reps, timer=t.method, stop=t.stop, detail=_detail(fn),
-                              telemetry=tel))
+            m = self._time_point(op, impl, point, fn, mode, mk, err, tol)
+            results.append(m)
         return results
+
+    def _measure(self, fn, mode):
+        """Return (Timing, telemetry) of fn in mode, telemetry sampled around it."""
+        sampler = self.sampler().start()
+        try:
+            t = time_fn(fn, self.device.torch_device, mode, self.timer,
+                        self.flush() if mode == "cold" else None, window=sampler.window)
+        finally:  # also on Ctrl-C: the sampling thread must not outlive its point
+            tel = sampler.stop()
+        if tel.get("energy_j") is not None and tel["window_s"] > 0:
+            # mean power over the timed samples x time per call: the energy of one call
+            tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
+        self.timed_s += t.sampling_s
+        return t, tel
+
+    def _time_point(self, op, impl, point, fn, mode, mk, err, tol) -> Measurement:
+        """Return the timed Measurement of one (impl, point, mode): measured once, and once
+        more when its rate fell more than JUMP_FACTOR below the previous size of its sweep;
+        flagged when the machine was busy (a CPU) or when the jump stays."""
+        try:
+            t, tel = self._measure(fn, mode)
+            rate = _rate(op, point, impl, t.stats.median_s)
+            sweep = (impl.id, point.get("dtype"), mode)
+            prev = self._last_rate.get(sweep)
+            jumped = prev is not None and rate * JUMP_FACTOR < prev
+            if jumped:  # measure again: a transient (another process, a clock change) passes
+                t, tel = self._measure(fn, mode)
+                rate = _rate(op, point, impl, t.stats.median_s)
+                jumped = rate * JUMP_FACTOR < prev
+        except Exception as e:
+            if is_fatal(e):
+                raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
+            _free(self.device)
+            return mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}")
+        self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), t.stats.median_s)
+        self._last_rate[sweep] = rate
+        flag = busy_flag(tel, self.device)
+        if jumped:
+            flag = flag or (f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, "
+                            "measured twice")
+        return mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s, reps=t.reps, timer=t.method,
+                  stop=t.stop, detail=_detail(fn), telemetry=tel, flag=flag)
+
+
+JUMP_FACTOR = 10
+BUSY_SHARE = 0.2   # other processes using this share of all cores make a CPU point unreliable
+
+
+def _rate(op, point, impl, median_s) -> float:
+    """Return a point's rate for the jump check: FLOP/s where it does FLOPs, else bytes/s."""
+    work = op.flops(point) or (impl.bytes or op.bytes)(point)
+    return work / median_s if median_s > 0 else 0.0
+
+
+def busy_flag(tel: dict, device) -> str:
+    """Return the flag of a CPU point measured while other processes used more than
+    BUSY_SHARE of the cores ("" otherwise, and always on a GPU, whose kernels the host's load
+    does not slow once they are queued)."""
+    others = tel.get("others_cpu")
+    if device.kind != "cpu" or others is None or others <= BUSY_SHARE:
+        return ""
+    load = tel.get("load1")
+    return (f"measured while the machine was busy: other processes used {others:.0%} of its "
+            f"{device.compute_units or '?'} cores" + (f" (load average {load:.1f})" if load is not None else ""))
 
 
 def _detail(fn) -> str:

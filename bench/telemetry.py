@@ -15,7 +15,8 @@ The summary (a dict stored with each measurement):
     energy_j (the counter's change over the timed samples; where it did not move, which a
               window shorter than its update period can see, mean power x that window;
               else empty, never 0), energy_window_s (the window the energy covers),
-    throttled (bool), throttle_reasons (names other than idle / application clocks)
+    throttled (bool), throttle_reasons (names other than idle / application clocks),
+    others_cpu (the share of all cores other processes used during the point), load1
 """
 from __future__ import annotations
 
@@ -138,6 +139,44 @@ class CpuSource(_Source):
         return self._total_j
 
 
+class LoadProbe:
+    """How busy the rest of the machine was over a window: the share of all cores' time that
+    other processes used (from /proc/stat minus this process's own /proc/self/stat), and the
+    1-minute load average. Where /proc is missing the share stays None."""
+
+    def __init__(self, proc: str | Path = "/proc"):
+        self.proc = Path(proc)
+        self._start = None
+
+    def _read(self):
+        try:
+            cpu = self.proc.joinpath("stat").read_text().splitlines()[0].split()[1:]
+            busy = sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4))  # all but idle and iowait
+            mine = self.proc.joinpath("self", "stat").read_text().rsplit(")", 1)[1].split()
+            own = int(mine[11]) + int(mine[12])  # utime + stime, in clock ticks
+            return time.perf_counter(), busy, own
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def start(self):
+        self._start = self._read()
+        return self
+
+    def stop(self) -> dict:
+        import os
+        load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        end = self._read()
+        if self._start is None or end is None:
+            return {"others_cpu": None, "load1": load1}
+        (t0, busy0, own0), (t1, busy1, own1) = self._start, end
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        cores = os.cpu_count() or 1
+        window = max(t1 - t0, 1e-9)
+        others = max(0, (busy1 - busy0) - (own1 - own0)) / ticks / (window * cores)
+        # ticks are coarse (10 ms): a window shorter than a few ticks says little
+        return {"others_cpu": min(1.0, others) if window >= 0.05 else None, "load1": load1}
+
+
 def make_source(device) -> _Source:
     """Return the telemetry source for a DeviceInfo; a _Source with a note when none works."""
     if device.kind == "cuda":
@@ -163,6 +202,7 @@ class Sampler:
 
     def start(self):
         self._samples, self._stop, self._marks = [], threading.Event(), {}
+        self._load = LoadProbe().start()
         self._t0 = time.perf_counter()
         if self.source.threaded:
             self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -195,7 +235,7 @@ class Sampler:
         t_end = time.perf_counter()
         (t0, e0), (t1, e1) = self._marks.get("start", (self._t0, None)), self._marks.get("stop", (t_end, None))
         inside = [s for s in self._samples if t0 <= s["t"] <= t1] or self._samples
-        return summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note)
+        return {**summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note), **self._load.stop()}
 
 
 def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:

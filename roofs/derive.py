@@ -40,7 +40,9 @@ REL_TOL = 0.10       # plateau: within 10% of its best point; a level must beat 
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
 TRUST_MIN_SAMPLES = 5
 TRUST_SPREAD = 0.10
-BUSY_PREFIX = "measured while the machine was busy"
+BUSY_PREFIX = "measured while the machine was busy"   # flags the runner sets while measuring:
+JUMP_PREFIX = "time jumped"                           # such rows set no roof
+RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)
 
 # Precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math.
 EXACT_IN = {
@@ -71,7 +73,8 @@ def row_spread(rows: pd.DataFrame) -> pd.Series:
 def trusted(rows: pd.DataFrame) -> pd.Series:
     """Return, per row, whether it may set a roof: status ok, converged (or at least
     TRUST_MIN_SAMPLES samples with a spread under TRUST_SPREAD), and not measured while the
-    machine was busy. Rows of runs that predate the stop column count as converged."""
+    machine was busy or whose time jumped against its sweep. Rows of runs that predate the
+    stop column count as converged."""
     ok = rows["status"] == "ok"
     if "stop" in rows.columns:
         samples = rows["samples"].fillna(0).astype(float) if "samples" in rows.columns else 0
@@ -79,7 +82,7 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
         steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
         ok = ok & (converged | steady)
     if "flag" in rows.columns:
-        ok = ok & ~rows["flag"].fillna("").astype(str).str.startswith(BUSY_PREFIX)
+        ok = ok & ~rows["flag"].fillna("").astype(str).str.startswith(RUNNER_FLAGS)
     return ok
 
 
@@ -326,9 +329,9 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
 
 
 def existing_flag(r) -> str:
-    """Return a flag the runner set while measuring (a busy machine), kept through re-annotation."""
+    """Return a flag the runner set while measuring (a busy machine, a jump), kept through re-annotation."""
     flag = str(getattr(r, "flag", "") or "")
-    return flag if flag.startswith(BUSY_PREFIX) else ""
+    return flag if flag.startswith(RUNNER_FLAGS) else ""
 
 
 def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_row: bool, caches=()) -> str:

@@ -93,7 +93,8 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     errors = int((df["status"] == "error").sum())
     if errors:
         out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
-    return out
+    from roofs.checks import warnings
+    return out + [w[0].upper() + w[1:] + "." for w in warnings(run)]
 
 
 def best_points(df: pd.DataFrame) -> pd.DataFrame:

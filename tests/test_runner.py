@@ -1,5 +1,7 @@
 """The runner: correctness gate before timing, errors recorded and the run going on,
 skips with reasons, and no Triton timing under the interpreter."""
+import time
+
 import torch
 
 from bench import device as devmod
@@ -86,3 +88,36 @@ def test_mode_override_and_filters():
     ms = Runner(CPU, FAST).run(plan)
     assert [m.mode for m in ms] == ["warm", "cold", "warm", "cold"] and all(m.status == "ok" for m in ms)
     assert len(make_plan(reg, CPU, max_ws_bytes=3999).tasks) == 0
+
+
+def test_busy_machine_flags_cpu_points_only():
+    from bench.runner import busy_flag
+    gpu = type(CPU)(**{**CPU.__dict__, "kind": "cuda"})
+    assert busy_flag({"others_cpu": 0.1, "load1": 0.5}, CPU) == ""
+    flag = busy_flag({"others_cpu": 0.95, "load1": 3.9}, CPU)
+    assert flag.startswith("measured while the machine was busy: other processes used 95% of its")
+    assert "(load average 3.9)" in flag
+    assert busy_flag({"others_cpu": 0.95}, gpu) == "" and busy_flag({}, CPU) == ""
+
+
+def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flagged():
+    calls = {"n": 0}
+
+    def stalls(x, ctx):  # the 4000-element point is 100x slower than the 1000-element one
+        def fn():
+            calls["n"] += 1
+            if x["a"].numel() == 4000:
+                time.sleep(0.002)
+            return torch.mul(x["a"], 2, out=x["b"])
+        return fn
+    reg = toy_registry({"torch": stalls})
+    runner = Runner(CPU, TimerConfig(budget_s=0.05, warmup_s=0.001), sink=lambda m: None)
+    first, second = runner.run(make_plan(reg, CPU))
+    assert first.flag == "" or first.flag.startswith("measured while")
+    assert second.status == "ok", second.reason
+    assert "time jumped" in second.flag and "measured twice" in second.flag
+    # a jumped row sets no roof
+    import pandas as pd
+    from roofs.derive import trusted
+    df = pd.DataFrame([second.row()])
+    assert not trusted(df).iloc[0]

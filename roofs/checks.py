@@ -1,0 +1,59 @@
+"""What a reader must be warned of before trusting a run's roofs, one line each: roofs that
+rest on few sizes or unsteady rows, precisions bounded by a wider exact path, points
+measured while the machine was busy (and the roofs they could not set), a loaded machine,
+and how many points sit above their bound. Used by the end-of-run summary and the report."""
+from __future__ import annotations
+
+import pandas as pd
+
+from roofs.derive import BUSY_PREFIX, JUMP_PREFIX, TRUST_SPREAD
+from roofs.model import Roofline
+
+
+def above_bound(df: pd.DataFrame) -> tuple[int, int]:
+    """Return (ok rows flagged above their attainable bound, ok rows with a bound)."""
+    ok = df[df["status"] == "ok"]
+    bounded = ok[ok["attainable_gflops"].notna()] if "attainable_gflops" in ok else ok.iloc[0:0]
+    flags = bounded["flag"].fillna("").astype(str) if "flag" in bounded else pd.Series(dtype=str)
+    return int(flags.str.startswith("above its attainable").sum()), len(bounded)
+
+
+def warnings(run) -> list[str]:
+    """Return the warning lines for a loaded run (bench.results.Run)."""
+    df, out = run.measurements, []
+    model = Roofline(run.roofs)
+    for r in model.roofs:
+        if r.source != "measured":
+            continue
+        if r.kind == "bandwidth" and not r.name.startswith(("link.", "host.")) and r.plateau_points and r.plateau_points < 2:
+            out.append(f"the {r.name} roof rests on a single working-set size")
+        if r.spread is not None and r.spread >= TRUST_SPREAD:
+            out.append(f"the {r.name} roof rests on an unsteady row (spread {r.spread:.0%})")
+        via = (r.extra or {}).get("via")
+        if via:
+            own = r.extra.get("own_gflops")
+            out.append(f"{r.name} GEMM runs at {own / r.value:.2f}x {via} here: its roof is {via}'s "
+                       f"({r.name} inputs convert exactly to {via})")
+    flags = df["flag"].fillna("").astype(str) if "flag" in df else pd.Series(dtype=str)
+    busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
+    if busy or jumped:
+        notes = _notes(run)
+        refused = [n.split(":")[0] for n in notes if "no plateau" in n or "no trustworthy" in n or "did not converge" in n]
+        out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
+                   + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
+                      "; every roof still rests on steady rows"))
+    load = run.meta.get("load") or {}
+    cores = load.get("cores") or run.device.get("compute_units")
+    worst = max((v[0] for v in (load.get("start"), load.get("end")) if v), default=None)
+    if worst is not None and cores and worst > cores:
+        out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores)")
+    n_above, n_bounded = above_bound(df)
+    out.append(f"{n_above} of {n_bounded} bounded points sit above their attainable bound beyond their spread"
+               + (" (each listed with its causes)" if n_above else ""))
+    return out
+
+
+def _notes(run) -> list[str]:
+    import json
+    path = run.dir / "roofs.json"
+    return json.loads(path.read_text()).get("notes", []) if path.exists() else []
