@@ -119,10 +119,15 @@ def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path):
             "--out", str(tmp_path), timeout=300)
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
-    roofs = {x["name"]: x for x in json.loads((run_dir / "roofs.json").read_text())["roofs"]
-             if x["kind"] == "compute" and x["source"] == "measured"}
-    assert {"fp32", "bf16", "int8"} <= set(roofs) and "tf32" not in roofs
-    assert roofs["fp32"]["shape"] and roofs["fp32"]["impl"].split("/")[1] in ("torch", "numpy")
+    doc = json.loads((run_dir / "roofs.json").read_text())
+    roofs = {x["name"]: x for x in doc["roofs"] if x["kind"] == "compute" and x["source"] == "measured"}
+    # each precision measured has a roof, or (on a machine too busy for its rows to converge
+    # in 0.02 s) a note saying why not: the verdict does not depend on the machine's speed
+    for precision in ("fp32", "bf16", "int8"):
+        assert precision in roofs or any(n.startswith(f"{precision}: no compute roof") for n in doc["notes"]), precision
+    assert "tf32" not in roofs
+    for r in roofs.values():
+        assert r["shape"] and r["value"] > 0 and r["impl"].split("/")[1] in ("torch", "numpy")
     assert (run_dir / "gemm.png").stat().st_size > 0
     df = pd.read_csv(run_dir / "measurements.csv")
     skinny = df[(df["op"] == "gemm.skinny") & (df["status"] == "ok")]
