@@ -31,6 +31,7 @@ On a GPU (DeviceClock, CudaClock):
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass
@@ -99,15 +100,33 @@ class Timing:
         return stats(self.samples_s)
 
 
-def should_stop(samples, config: TimerConfig, elapsed_s: float) -> str | None:
+def percentile_sorted(ordered, q: float) -> float:
+    """Return the q-th percentile of an ascending list by linear interpolation between the
+    two nearest ranks (numpy's default method)."""
+    pos = q / 100 * (len(ordered) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def spread_sorted(ordered) -> float:
+    """Return (p80 - p20) / median of an ascending list."""
+    med = percentile_sorted(ordered, 50)
+    return (percentile_sorted(ordered, 80) - percentile_sorted(ordered, 20)) / med if med > 0 else math.inf
+
+
+def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None) -> str | None:
     """Return why sampling stops now ("converged", "max_samples", "budget"), or None to go on.
 
     Converged needs min_samples and a spread under rel_spread; the budget stops a point
-    whatever it has, as long as it has at least one sample.
+    whatever it has, as long as it has at least one sample. ordered, when given, is samples
+    kept sorted as they come (bisect.insort), so the check costs no sort per sample.
     """
     n = len(samples)
-    if n >= config.min_samples and stats(samples).rel_spread < config.rel_spread:
-        return "converged"
+    if n >= config.min_samples:
+        spread = spread_sorted(ordered if ordered is not None else sorted(samples))
+        if spread < config.rel_spread:
+            return "converged"
     if n >= config.max_samples:
         return "max_samples"
     if n >= 1 and elapsed_s >= config.budget_s:
@@ -160,6 +179,7 @@ def _time_cpu(fn, mode, config, flush, window) -> Timing:
     calls, per_call = _warmup(fn, config, lambda: None)
     reps = reps_for(per_call, config.target_sample_s, config.max_reps) if mode == "warm" else 1
     samples: list[float] = []
+    ordered: list[float] = []
     window("start")
     t_sampling = time.perf_counter()
     while True:
@@ -170,7 +190,8 @@ def _time_cpu(fn, mode, config, flush, window) -> Timing:
             fn()
         t1 = time.perf_counter_ns()
         samples.append((t1 - t0) * 1e-9 / reps)
-        stop = should_stop(samples, config, time.perf_counter() - t_start)
+        bisect.insort(ordered, samples[-1])
+        stop = should_stop(samples, config, time.perf_counter() - t_start, ordered)
         if stop:
             window("stop")
             now = time.perf_counter()

@@ -93,3 +93,35 @@ def test_reread_torch_impl_matches_its_reference(dtype):
     poison(x, op.outputs)
     out = REG.impls["stream.reread/torch"].launcher(x, LaunchContext(point))()
     assert op.error(out, ref, x) <= op.tolerance(point)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kind", ["copy", "scale", "add", "triad", "write"])
+def test_cheap_gate_still_catches_one_wrong_or_unwritten_element(kind, dtype):
+    # the gate checks copy and write exactly and the others in fp32: one element off by a
+    # unit (or left at its NaN poison) anywhere in a million must still fail it
+    from bench.registry import LaunchContext
+    op = REG.ops[f"stream.{kind}"]
+    point = {"dtype": dtype, "ws_bytes": 2**22}
+    x = op.make_inputs(point, "cpu")
+    ref = op.reference(x)
+    poison(x, op.outputs)
+    out = REG.impls[f"stream.{kind}/torch"].launcher(x, LaunchContext(point))()
+    assert op.error(out, ref, x) <= op.tolerance(point)
+    out[12345] += 64.0
+    assert op.error(out, ref, x) > op.tolerance(point)
+    out[12345] = float("nan")
+    assert not op.error(out, ref, x) <= op.tolerance(point)
+
+
+def test_stream_inputs_come_from_one_pool_and_outputs_are_fresh():
+    from bench.ops.stream import random_pool
+    op = REG.ops["stream.add"]
+    x = op.make_inputs({"dtype": "float32", "ws_bytes": 3 * 4 * 4096}, "cpu")
+    y = op.make_inputs({"dtype": "float32", "ws_bytes": 3 * 4 * 1024}, "cpu")
+    pool = random_pool(1, torch.float32, "cpu")
+    # inputs are disjoint slices of the pool (not copies); the output is its own buffer
+    assert x["a"].data_ptr() == pool.data_ptr() and x["b"].data_ptr() == pool.data_ptr() + 4096 * 4
+    assert y["a"].data_ptr() == pool.data_ptr()
+    assert x["c"].untyped_storage().data_ptr() != pool.untyped_storage().data_ptr()
+    assert float(x["a"].abs().max()) <= 1.0 and float(x["a"].abs().sum()) > 0

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from bench.timing import (DeviceClock, TimerConfig, batch_size, estimate_per_call, make_flush, reps_for, should_stop,
+from bench.timing import (DeviceClock, TimerConfig, batch_size, estimate_per_call, make_flush, percentile_sorted, reps_for,
+                          should_stop, spread_sorted,
                           stats, time_device, time_fn)
 
 
@@ -198,3 +199,14 @@ def test_window_brackets_the_timed_samples():
     events = []
     t = time_fn(lambda: None, "cpu", "warm", TimerConfig(budget_s=0.05, warmup_s=0.005), window=events.append)
     assert events == ["start", "stop"] and 0 < t.sampling_s <= t.wall_s
+
+
+def test_sorted_percentiles_match_numpy():
+    import numpy as np
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 10, 37):
+        xs = list(rng.random(n))
+        ordered = sorted(xs)
+        for q in (20, 50, 80):
+            assert percentile_sorted(ordered, q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
+        assert spread_sorted(ordered) == pytest.approx(stats(xs).rel_spread, rel=1e-9)
