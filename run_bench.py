@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import re
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -334,15 +335,16 @@ def main(argv=None) -> int:
     return run_plan_into(args.out / f"{device.slug}-{utc_stamp()}", args, device, plan)
 
 
-def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig, quick: bool = False):
+def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig, quick: bool = False, estimates=None):
     """Run plan on device into a new run folder, rows written as they finish; Ctrl-C stops
     it and keeps them. Return (status, measurements)."""
     writer = RunWriter(run_dir, meta)
     print(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}")
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=lambda line: print(line, flush=True))
     status = "complete"
+    t0 = time.perf_counter()
     try:
-        runner.run(plan)
+        runner.run(plan, estimates)
     except KeyboardInterrupt:
         status = "interrupted"
         print(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
@@ -351,7 +353,9 @@ def execute(run_dir: Path, meta: dict, device, plan, timer: TimerConfig, quick: 
         print(f"\nroofbench: the device failed ({e}); its context is unusable, so the run stops here. "
               f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
     finally:
-        writer.finish(status)
+        wall = time.perf_counter() - t0
+        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall)
+    print(f"roofbench: {wall:.0f} s measuring, {runner.timed_s:.0f} s of it ({runner.timed_s / max(wall, 1e-9):.0%}) in timed samples")
     return status, writer.measurements
 
 
@@ -361,15 +365,16 @@ def run_plan_into(run_dir: Path, args, device, plan=None) -> int:
         plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     from bench import predict
     try:  # the dry run's prediction, kept so the run's duration can be checked against it
-        predicted = predict.predict(plan, device, timer_config(args), args.quick).total_s
+        estimates = [sec for _, sec in predict.row_seconds(plan, device, timer_config(args), args.quick)[0]]
     except Exception:  # a prediction must never stop a measurement
-        predicted = None
+        estimates = None
+    predicted = sum(estimates) if estimates else None
     meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
             "predicted_s": predicted,
             "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "timer": dataclasses.asdict(timer_config(args)),
             "units": {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}}
-    status, _ = execute(run_dir, meta, device, plan, timer_config(args), args.quick)
+    status, _ = execute(run_dir, meta, device, plan, timer_config(args), args.quick, estimates)
     problems = finalize(run_dir)
     for p in problems:
         print(f"roofbench: {p}", file=sys.stderr)

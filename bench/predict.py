@@ -172,34 +172,49 @@ class Prediction:
         return sum(self.seconds_by_family.values()) + self.compile_s + self.tune_s
 
 
-def predict(plan, device: DeviceInfo, timer, quick: bool) -> Prediction:
-    """Return the predicted duration of plan on device (see the module docstring)."""
+def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tuple[str, float]], dict]:
+    """Return [(family, predicted seconds)] per row of plan, in the order the runner runs
+    them (task by task, impl by impl, mode by mode), with each Triton compile and tuning
+    charged to the first row that needs it; and counts (skipped, compiles, compile_s,
+    tuning keys, tune_s)."""
     rates = device_rates(device)
-    by_family, rows, skipped = defaultdict(float), 0, 0
-    compiles, keys = {}, set()
+    rows, compiles, keys = [], {}, set()
+    counts = {"skipped": 0, "compile_s": 0.0, "tune_s": 0.0}
+    per_key = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES)
     for task in plan.tasks:
         op, point = task.op, task.point
-        modes = plan.modes_of(task)
         rule = op.skip(point, device) if op.skip else None
         for impl in task.impls:
-            for mode in modes:
-                rows += 1
+            for mode in plan.modes_of(task):
                 if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick):
-                    skipped += 1
-                    by_family[op.family] += SKIP_S
+                    counts["skipped"] += 1
+                    rows.append((op.family, SKIP_S))
+                    counts.setdefault("measure_s", defaultdict(float))[op.family] += SKIP_S
                     continue
-                by_family[op.family] += point_seconds(op, point, mode, device, rates, timer)
-                if device.kind != "cuda":
-                    continue
-                ck = compile_key(op, impl, point)
+                sec = point_seconds(op, point, mode, device, rates, timer)
+                ck = compile_key(op, impl, point) if device.kind == "cuda" else None
                 if ck is not None:
-                    n = candidates_of(op, impl, point, quick)
-                    for c in range(n):
-                        compiles.setdefault(ck + (c,), compile_seconds(op, point))
-                    if op.family in TUNED:
-                        keys.add((op.name, impl.name, repr(sorted(point.items())), mode))
-    tune_s = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES) * len(keys)
-    return Prediction(rows, skipped, dict(by_family), sum(compiles.values()), tune_s, len(compiles), len(keys))
+                    for c in range(candidates_of(op, impl, point, quick)):
+                        if ck + (c,) not in compiles:
+                            compiles[ck + (c,)] = compile_seconds(op, point)
+                            counts["compile_s"] += compiles[ck + (c,)]
+                            sec += compiles[ck + (c,)]
+                    key = (op.name, impl.name, repr(sorted(point.items())), mode)
+                    if op.family in TUNED and key not in keys:
+                        keys.add(key)
+                        counts["tune_s"] += per_key
+                        sec += per_key
+                rows.append((op.family, sec))
+                counts.setdefault("measure_s", defaultdict(float))[op.family] += point_seconds(op, point, mode, device, rates, timer)
+    counts.update(compiles=len(compiles), tuning_keys=len(keys))
+    return rows, counts
+
+
+def predict(plan, device: DeviceInfo, timer, quick: bool) -> Prediction:
+    """Return the predicted duration of plan on device (see the module docstring)."""
+    rows, c = row_seconds(plan, device, timer, quick)
+    return Prediction(len(rows), c["skipped"], dict(c.get("measure_s", {})), c["compile_s"], c["tune_s"],
+                      c["compiles"], c["tuning_keys"])
 
 
 def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -131,16 +132,20 @@ class Runner:
             self._flush = make_flush(self.device.torch_device, self.device.llc_bytes)
         return self._flush
 
-    def run(self, plan: Plan) -> list[Measurement]:
-        """Run every task of plan; return the measurements, each also passed to sink as it ends."""
+    def run(self, plan: Plan, estimates: list[float] | None = None) -> list[Measurement]:
+        """Run every task of plan; return the measurements, each also passed to sink as it
+        ends. estimates (predicted seconds per row, in plan order) turn into a time-left
+        estimate on each progress line, corrected by how the run keeps to them."""
         out: list[Measurement] = []
         total, done = len(plan), 0
+        t0 = time.perf_counter()
         for task in plan.tasks:
             for m in self.run_task(task, plan.modes_of(task)):
                 done += 1
                 out.append(m)
                 self.sink(m)
-                self.progress(f"[{done}/{total}] {describe(m)}")
+                clock = progress_clock(time.perf_counter() - t0, done, estimates)
+                self.progress(f"[{done}/{total} {clock}] {describe(m)}")
         return out
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
@@ -311,6 +316,21 @@ def busy_flag(tel: dict, device) -> str:
     load = tel.get("load1")
     return (f"measured while the machine was busy: other processes used {others:.0%} of its "
             f"{device.compute_units or '?'} cores" + (f" (load average {load:.1f})" if load is not None else ""))
+
+
+def _mmss(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def progress_clock(elapsed: float, done: int, estimates: list[float] | None) -> str:
+    """Return "m:ss" elapsed and, given per-row predictions, "~m:ss left": the predicted
+    seconds of the rows still to run, scaled by measured / predicted for the rows done."""
+    if not estimates or done > len(estimates):
+        return _mmss(elapsed)
+    spent, left = sum(estimates[:done]), sum(estimates[done:])
+    scale = elapsed / spent if spent > 0 else 1.0
+    return f"{_mmss(elapsed)}, ~{_mmss(left * scale)} left"
 
 
 def _detail(fn) -> str:

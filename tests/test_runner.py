@@ -121,3 +121,11 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     from roofs.derive import trusted
     df = pd.DataFrame([second.row()])
     assert not trusted(df).iloc[0]
+
+
+def test_progress_clock_scales_the_prediction_by_the_run_so_far():
+    from bench.runner import progress_clock
+    assert progress_clock(65.0, 3, None) == "1:05"
+    # 3 rows predicted at 10 s took 60 s: the 2 rows left (20 s predicted) take ~40 s
+    assert progress_clock(60.0, 3, [10, 10, 10, 10, 10]) == "1:00, ~0:40 left"
+    assert progress_clock(5.0, 5, [1, 1, 1, 1, 1]) == "0:05, ~0:00 left"
