@@ -28,13 +28,13 @@ COLUMNS = [
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
     "median_ms", "p20_ms", "p80_ms", "samples", "reps", "timer", "stop",
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
-    "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
+    "precision", "boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
-ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
+ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision", "flag"]
+                "reason", "detail", "precision", "boundary", "bound_note", "flag"]
 
 
 class ResultsError(ValueError):
