@@ -1,39 +1,47 @@
 """Pictures of a run. Reads only the run folder's files; never runs a kernel.
 
-roofline.png            the overview, log-log FLOP/s against FLOP/byte. Roofs: every measured
-                        bandwidth roof (off-chip memory and each cache level) as a slope that
-                        runs up to every precision's compute roof; one flat per measured
-                        precision from the ridge with the fastest level; datasheet and
-                        computed roofs dashed. Points: the best point of each (op, impl,
-                        precision), labelled, coloured by family and shaped by precision
-                        (stream points by their element type); a point above its attainable
-                        bound (the flag column) is ringed in red.
-roofline-stream.png     every stream point that does FLOPs, coloured by the smallest memory
-roofline-gemm.png       level its working set fits in, under the bandwidth slopes
-roofline-gemv.png       every GEMM point, coloured by precision under its own flat roof, each
-roofline-attention.png  sweep joined by a line; every GEMV point, one panel per weight format,
-                        each layer's batch walk (B = 1, 2, ...) joined by a line; every
-                        attention point. A family chart is drawn only when the run has
-                        points of that family.
-bandwidth.png           GB/s against working-set size, one panel per dtype: one line per
-                        kernel, the cache sizes, the sizes at least 4x the last-level cache
-                        (the only ones the off-chip roof comes from) shaded, the roofs derived
-                        from that dtype's rows alone (roofs.derive.bandwidth_roofs) over their
-                        plateaus, and the run's overall roof of each level thin and grey
+roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: each measured
+                        bandwidth roof (the off-chip memory and each cache level) as a slope
+                        that runs up to the highest compute roof, so it meets every
+                        precision's roof; one flat per measured precision from its ridge with
+                        the fastest level (a roof borrowed from a wider precision is labelled
+                        "fp16 (via fp32)"); datasheet and computed roofs dashed; interconnect
+                        and host links dotted. Points: the best point of each (op, impl,
+                        precision), labelled; colour = family, marker = precision (a stream
+                        point's: its element type); one legend.
+roofline-stream.png     Every stream point that does FLOPs, coloured by the smallest memory
+                        level its working set fits in, under the slopes of those levels.
+roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
+                        it; each sweep (square, skinny) joined in order.
+roofline-gemv.png       Every decode GEMV point, one panel per weight format: each layer's batch
+                        walk (B = 1, 2, ... 256, from the "BxNxK" shape) joined by a line, the
+                        batch marked along the top.
+roofline-attention.png  Every attention point, coloured by op and impl.
+                        A family chart is drawn only when the run has points of that family.
+bandwidth.png           GB/s against working-set size, one panel per dtype: a line per kernel,
+                        the cache sizes, the sizes of at least 4x the last-level cache (the
+                        only ones the off-chip roof comes from) shaded, the roofs derived from
+                        that dtype's rows alone (roofs.derive.bandwidth_roofs) over their
+                        plateaus, and the run's overall roof of each level thin and grey.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
-                        sweep beside its attainable bound min(P, BW x I)
-links.png               interconnect and host-link GB/s against message size (runs with such rows)
+                        sweep beside its attainable bound min(P, BW x I).
+links.png               Interconnect and host-link GB/s against message size (runs with such rows).
 
-In every chart a colour means one thing (its legend says which), red rings mean "above its
-bound", and no two texts overprint: labels are placed by LabelPlacer, which moves each
-label vertically (or to the other side of its point) until its box, measured in display
-coordinates after a canvas draw, meets no other text. `figures(run)` returns the charts
-without saving them, and `drawn_texts(fig)` lists the texts a draw puts on a figure, so a
-test can check that claim.
+In every chart a colour means one thing (its legend says which), and red is kept for
+points above their attainable bound beyond their spread (the flag column): ringed, and
+labelled so on the overview. Rows may carry `boundary` (the memory level whose roof bounds
+the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
+written before that column draw all the same.
+
+No two texts overprint: LabelPlacer puts each label by its point or roof and moves it
+(vertically, or to the point's other side) until its box, measured in display coordinates
+after a canvas draw, meets no other text. `figures(run)` returns the charts unsaved, and
+`drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +85,9 @@ IMPL_MARKERS = {"torch": "o", "triton": "^", "numpy": "s", "torch_best": "D", "t
                 "triton_tile": "<", "sdpa": "o", "torch_math": "s"}
 IMPL_STYLES = {"torch": "-", "numpy": "-.", "triton": ":", "torch_best": "-.", "triton_rows": ":", "triton_tile": "--"}
 OP_STYLES = {"gemm.square": "-", "gemm.skinny": "--", "gemm.search": "none"}
+# series (GEMV layers, attention op/impl): the tab10/tab20 colours without their reds
+SERIES_COLORS = ([c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 3],
+                 [c for i, c in enumerate(plt.get_cmap("tab20").colors) if i not in (6, 7)])
 LABEL_SIZE = 7
 LABEL_BOX = dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.8)
 
@@ -88,6 +99,7 @@ def _recording_texts(into: list):
     """Within the block, every Text that draws itself (visible, non-empty) is appended to into."""
     original = Text.draw
 
+    @functools.wraps(original)
     def draw(self, renderer):
         if self.get_visible() and self.get_text().strip():
             into.append(self)
@@ -112,17 +124,6 @@ def drawn_texts(fig) -> list[Text]:
             seen.add(id(t))
             out.append(t)
     return out
-
-
-def text_overlaps(fig) -> list[tuple[str, str]]:
-    """Return the pairs of drawn texts of fig whose display boxes intersect."""
-    texts = drawn_texts(fig)
-    renderer = fig.canvas.get_renderer()
-    boxes = [t.get_window_extent(renderer) for t in texts]
-    return [(texts[i].get_text(), texts[j].get_text())
-            for i in range(len(texts)) for j in range(i + 1, len(texts))
-            if boxes[i].x0 < boxes[j].x1 and boxes[j].x0 < boxes[i].x1
-            and boxes[i].y0 < boxes[j].y1 and boxes[j].y0 < boxes[i].y1]
 
 
 # Where a label sits relative to its anchor: (horizontal, vertical) placement of its box.
@@ -153,7 +154,7 @@ def _nearest_free(want: float, lo: float, hi: float, blocked: list) -> float | N
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
-    candidates = [want, lo, hi] + [v for ab in merged for v in ab]
+    candidates = [c for c in [want, lo, hi] + [v for ab in merged for v in ab] if np.isfinite(c)]
     free = [c for c in candidates if lo <= c <= hi and not any(a < c < b for a, b in merged)]
     return min(free, key=lambda c: abs(c - want)) if free else None
 
@@ -217,6 +218,8 @@ class LabelPlacer:
             axb = req.ax.get_window_extent(renderer)
             gap = self.gap if req.gap is None else req.gap
             near = [s for s in soft[req.ax] if not (s[0] <= px <= s[2] and s[1] <= py <= s[3])]
+            # inside the axes and off the points; inside the axes; inside the figure; anywhere
+            # (the last always has room: above the highest box in the label's column)
             tiers = ((placed + near, (axb.x0, axb.y0, axb.x1, axb.y1)),
                      (placed, (axb.x0, axb.y0, axb.x1, axb.y1)),
                      (placed, (0, 0, fw, fh)),
@@ -240,9 +243,6 @@ class LabelPlacer:
                             best = (cost, x0, y0)
                 if best is not None:
                     break
-            if best is None:  # wider than every bound: put it above everything placed
-                top = max((o[3] for o in placed), default=py)
-                best = (0, px + gap, top + self.pad + 1)
             _, x0, y0 = best
             t.set_position(req.ax.transData.inverted().transform((x0 - dx0, y0 - dy0)))
             placed.append((x0, y0, x0 + w, y0 + h))
@@ -321,6 +321,13 @@ def best_points(df: pd.DataFrame) -> pd.DataFrame:
     return pts.loc[idx].reset_index(drop=True)
 
 
+def _series_colors(keys) -> dict:
+    """Return a colour (never red) for each key, in order."""
+    keys = list(keys)
+    palette = SERIES_COLORS[0] if len(keys) <= len(SERIES_COLORS[0]) else SERIES_COLORS[1]
+    return {k: palette[i % len(palette)] for i, k in enumerate(keys)}
+
+
 def _level_of(ws: float, caches, memory: str) -> str:
     """Return the smallest level the working set fits in (innermost cache first)."""
     for name, size in caches:
@@ -329,9 +336,15 @@ def _level_of(ws: float, caches, memory: str) -> str:
     return memory
 
 
+def _order(table):
+    """Return a sort key putting names in table's order, unknown ones last."""
+    names = list(table)
+    return lambda name: (names.index(name), "") if name in names else (len(names), name)
+
+
 def _marker_handles(fmts) -> list:
     seen, out = set(), []
-    for f in sorted(fmts, key=lambda f: list(PRECISION_MARKERS).index(f) if f in PRECISION_MARKERS else 99):
+    for f in sorted(fmts, key=_order(PRECISION_MARKERS)):
         m = PRECISION_MARKERS.get(f, "*")
         if m in seen:
             continue
@@ -378,7 +391,7 @@ def _compute(model: Roofline, precisions=None, sources=("measured",)) -> list[Ro
     seen, unique = set(), []
     for r in sorted(out, key=lambda r: -r.value):
         key = (r.name, round(r.value, 6))
-        if key not in seen:  # a computed roof and its datasheet@clock twin
+        if key not in seen:  # the same roof listed twice
             seen.add(key)
             unique.append(r)
     return unique
@@ -535,7 +548,8 @@ def draw_roofline(run: Run):
     flagged = int(_points(run.measurements)["flagged"].sum())
     fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every point is in roofline-<family>.png. "
              "Solid: measured roofs (slopes: bandwidth of each level, up to every compute roof); dashed: datasheet "
-             "or computed.\ncopy and write do no FLOPs (see bandwidth.png). "
+             "or computed" + ("; dotted: links" if _links(model) else "") + ".\ncopy and write do no FLOPs "
+             "(see bandwidth.png). "
              + (f"{flagged} points sit above their attainable bound beyond their spread (red)." if flagged else ""),
              fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
@@ -559,7 +573,8 @@ def draw_stream_roofline(run: Run):
     _draw_roofs(ax, placer, model, *lims, level_colors=LEVEL_COLORS, flats=False)
     order = [n for n, _ in caches] + [memory]
     for (level, impl), g in pts.groupby(["level", "impl_name"]):
-        ax.scatter(g["intensity"], g["gflops"], color=LEVEL_COLORS.get(level, "0.5"), marker=IMPL_MARKERS.get(impl, "*"),
+        ax.scatter(g["intensity"], g["gflops"], color=LEVEL_COLORS.get(level, "0.5"),
+                   marker=IMPL_MARKERS.get(impl, "*"),
                    s=22, alpha=0.8, zorder=3, gid=f"points:{level}:{impl}")
     _ring_flagged(ax, pts, s=70)
     placer.avoid(ax, pts["intensity"], pts["gflops"])
@@ -613,8 +628,7 @@ def draw_gemm_roofline(run: Run):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
     ax.set_title(_title(run, "GEMM on the roofline"))
-    order = list(PRECISION_COLORS)
-    handles = [Patch(color=color(p), label=p) for p in sorted(precisions, key=lambda p: order.index(p) if p in order else 99)]
+    handles = [Patch(color=color(p), label=p) for p in sorted(precisions, key=_order(PRECISION_COLORS))]
     handles += [Line2D([], [], ls="none", marker=IMPL_MARKERS.get(i, "*"), color="0.35", label=i)
                 for i in sorted(pts["impl_name"].unique())]
     handles += [Line2D([], [], ls=OP_STYLES.get(o, ":"), marker="." if OP_STYLES.get(o) == "none" else None,
@@ -623,7 +637,8 @@ def draw_gemm_roofline(run: Run):
         handles.append(_flag_handle())
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),
               title="colour: precision (and its roof)\nmarker: impl, line: sweep", title_fontsize=8, alignment="left")
-    fig.text(0.01, 0.012, "Every GEMM point; each sweep joined in order of intensity (square: N grows; skinny: M grows). "
+    fig.text(0.01, 0.012, "Every GEMM point; each sweep joined in order of intensity (square: N grows; "
+             "skinny: M grows). "
              "Solid flats: measured roofs; dashed: datasheet or computed.", fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     placer.place()
@@ -678,10 +693,9 @@ def draw_gemv_roofline(run: Run):
     memory = _memory_level(run)
     pts = pts.assign(impl_name=pts["impl"].map(_impl_name), layer=pts["shape"].map(_layer),
                      batch=pd.to_numeric(pts["size"], errors="coerce"))
-    formats = sorted(pts["dtype"].unique(), key=lambda d: _GEMV_FORMATS.index(d) if d in _GEMV_FORMATS else 99)
+    formats = sorted(pts["dtype"].unique(), key=_order(_GEMV_FORMATS))
     layers = sorted(pts["layer"].unique(), key=lambda s: [int(v) for v in re.findall(r"\d+", s)] or [0])
-    cmap = plt.get_cmap("tab10" if len(layers) <= 10 else "tab20")
-    layer_color = {lay: cmap(i % cmap.N) for i, lay in enumerate(layers)}
+    layer_color = _series_colors(layers)
     ncol = min(3, len(formats))
     nrow = -(-len(formats) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol, 4.6 * nrow + 1.4), dpi=DPI, squeeze=False)
@@ -739,9 +753,7 @@ def draw_attention_roofline(run: Run):
     model = Roofline(run.roofs)
     pts = pts.assign(series=pts["op"].map(_short) + "/" + pts["impl"].map(_impl_name))
     series = sorted(pts["series"].unique())
-    cmap = plt.get_cmap("tab10")
-    series_color = {s: cmap(i % 10) for i, s in enumerate(s for s in series)}
-    series_color = {s: (c if c[:3] != cmap(3)[:3] else cmap(9)) for s, c in series_color.items()}  # no red
+    series_color = _series_colors(series)
     fig, ax = plt.subplots(figsize=(11.5, 7), dpi=DPI)
     placer = LabelPlacer(fig)
     lims = _limits(pts, model, set(pts["fmt"]), tight=True)
@@ -835,7 +847,7 @@ def draw_bandwidth(run: Run):
         ax.set_visible(False)
     for row in axes:
         row[0].set_ylabel("achieved GB/s (1e9 bytes/s, median)")
-    handles = [Line2D([], [], color=OP_COLORS.get(o, "0.4"), lw=2, label=o) for o in sorted(ops, key=lambda o: list(OP_COLORS).index(o) if o in OP_COLORS else 99)]
+    handles = [Line2D([], [], color=OP_COLORS.get(o, "0.4"), lw=2, label=o) for o in sorted(ops, key=_order(OP_COLORS))]
     handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
     if "cold" in modes:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))

@@ -119,8 +119,9 @@ def synthetic_rows() -> pd.DataFrame:
             for s in (512, 1024, 2048, 4096, 8192, 16384):
                 f, b = 4 * 32 * s * s * 128 / 2, 4 * 32 * s * 128 * 2
                 g = min(PEAK[dtype] * 0.5, 4000 * f / b)
-                flag = "above its attainable bound: synthetic" if (dtype == "fp16" and impl == "triton" and s == 16384) else ""
-                if flag:
+                flagged = dtype == "fp16" and impl == "triton" and s == 16384
+                flag = "above its attainable bound: synthetic" if flagged else ""
+                if flagged:
                     g = PEAK[dtype] * 1.4
                 rows.append(_row("attention.prefill", impl, dtype, s, f"B1xH32/8xS{s}xD128", b, f, b, f / g / 1e9,
                                  precision=dtype, flag=flag, boundary="hbm"))
