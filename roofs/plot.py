@@ -385,6 +385,23 @@ def _links(model: Roofline) -> list[Roof]:
                    and r.name.startswith(("link.", "host."))), key=lambda r: -r.value)
 
 
+def _link_sets(model: Roofline) -> list[tuple[list[Roof], str]]:
+    """Return the link roofs to draw, fastest first, each set with its label: every
+    send/recv pair together (its fastest and slowest drawn: a node has dozens of pairs), each
+    other link alone, links within 5% of each other sharing a label."""
+    links = _links(model)
+    pairs = [r for r in links if r.name.startswith("link.sendrecv")]
+    out = []
+    for group in _groups([r for r in links if r not in pairs], rel=0.05):
+        out.append((group, f"{', '.join(r.name for r in group)} {_fmt_rate(group[0].value, 'GB/s')}"))
+    if len(pairs) == 1:
+        out.append((pairs, f"{pairs[0].name} {_fmt_rate(pairs[0].value, 'GB/s')}"))
+    elif pairs:
+        out.append(([pairs[0], pairs[-1]], f"link.sendrecv, {len(pairs)} pairs: "
+                    f"{_fmt_rate(pairs[-1].value, 'GB/s')} to {_fmt_rate(pairs[0].value, 'GB/s')}"))
+    return sorted(out, key=lambda item: -item[0][0].value)
+
+
 def _compute(model: Roofline, precisions=None, sources=("measured",)) -> list[Roof]:
     out = [r for r in model.roofs if r.kind == "compute" and r.source in sources
            and (precisions is None or r.name in precisions)]
@@ -421,39 +438,31 @@ def _draw_roofs(ax, placer: LabelPlacer, model: Roofline, lo_x: float, hi_x: flo
     refs = _compute(model, {r.name for r in measured}, ("datasheet", "computed")) if flats else []
     top = max((r.value for r in measured), default=None)
     fastest = bws[0].value if bws else None
+    labels = []  # (bandwidth, text, colour, sides) of each slope's label
+
+    def slope(r: Roof, upto: float | None, gid: str, **style) -> None:
+        end = min(hi_x, upto / r.value) if upto else hi_x
+        ax.plot([lo_x, end], [r.value * lo_x, r.value * end], zorder=2, gid=gid, **style)
+
     for r in bws:
-        end = min(hi_x, top / r.value) if top else hi_x
-        xs = np.array([lo_x, end])
         mem = r.name in MEMORY_LEVELS
-        ax.plot(xs, r.value * xs, color=level_colors.get(r.name, "0.4"), lw=2 if mem else 1.3, zorder=2,
-                gid=f"slope:{r.name}")
-    # slope labels at the foot of each slope, each a step higher than the one before (slowest
-    # first, it sits furthest right), so each touches its own line and no other label
-    steps = iter(lo_y * (hi_y / lo_y) ** (0.08 + 0.05 * k) for k in range(99))
-    for r in reversed(bws):
-        end = min(hi_x, top / r.value) if top else hi_x
-        xa = min(max(next(steps) / r.value, lo_x * 1.6), end)
-        placer.add(ax, xa, r.value * xa, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')}", sides=("nw", "se"),
-                   leader=False, near=1.5, color=level_colors.get(r.name, "0.3"))
+        slope(r, top, f"slope:{r.name}", color=level_colors.get(r.name, "0.4"), lw=2 if mem else 1.3)
+        labels.append((r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')}", level_colors.get(r.name, "0.3"),
+                       ("nw", "se")))
+    ref_top = max((x.value for x in refs), default=top)
     for r in _bandwidth(model, "datasheet"):
-        end = min(hi_x, max((x.value for x in refs), default=top or np.inf) / r.value)
-        xs = np.array([lo_x, end])
-        ax.plot(xs, r.value * xs, color="0.45", lw=1, ls="--", zorder=2, gid=f"slope:{r.name}:datasheet")
-        xa = min(max(next(steps) / r.value, lo_x * 1.6), end)
-        placer.add(ax, xa, r.value * xa, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')} datasheet",
-                   sides=("nw", "se"), leader=False, near=1.5, color="0.35")
-    y_link = lo_y * (hi_y / lo_y) ** 0.08
-    for group in _groups(_links(model) if links else [], rel=0.05):
-        r = group[0]
-        for g in group:
-            end = min(hi_x, top / g.value) if top else hi_x
-            ax.plot([lo_x, end], [g.value * lo_x, g.value * end], color="0.55", lw=0.9, ls=":", zorder=2,
-                    gid=f"slope:{g.name}")
-        end = min(hi_x, top / r.value) if top else hi_x
-        xa = min(max(y_link / r.value, lo_x * 1.6), end)
-        name = r.name if len(group) == 1 else f"{r.name} and {len(group) - 1} more"
-        placer.add(ax, xa, r.value * xa, f"{name} {_fmt_rate(r.value, 'GB/s')}", sides=("se", "nw"),
-                   leader=False, near=1.5, color="0.45")
+        slope(r, ref_top, f"slope:{r.name}:datasheet", color="0.45", lw=1, ls="--")
+        labels.append((r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')} datasheet", "0.35", ("nw", "se")))
+    for group, text in (_link_sets(model) if links else []):
+        for r in group:
+            slope(r, top, f"slope:{r.name}", color="0.55", lw=0.9, ls=":")
+        labels.append((group[-1].value, text, "0.45", ("se", "nw")))
+    # each label at the foot of its slope, each a step higher than the one before (slowest
+    # first: it sits furthest right), so each touches its own line and no other label
+    for k, (bw, text, color, sides) in enumerate(sorted(labels, key=lambda lab: lab[0])):
+        upto = top if top else np.inf
+        xa = min(max(lo_y * (hi_y / lo_y) ** (0.08 + 0.05 * k) / bw, lo_x * 1.6), upto / bw, hi_x)
+        placer.add(ax, xa, bw * xa, text, sides=sides, leader=False, near=1.5, color=color)
     right = hi_x / (hi_x / lo_x) ** 0.004  # a little inside the right spine
     for group in _groups(measured):
         r = group[0]

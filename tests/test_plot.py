@@ -161,6 +161,7 @@ def synthetic_roofs() -> list[dict]:
                  plateau_values=[8900.0, 9000.0]),
             roof("bandwidth", "hbm", 4800.0, "datasheet"),
             roof("bandwidth", "host.h2d.pinned", 48.0),
+            *[roof("bandwidth", f"link.sendrecv.{a}->{b}", 300.0 + 10 * a + b) for a, b in ((0, 1), (1, 0), (1, 2))],
             *[roof("compute", p, v * 0.9) for p, v in PEAK.items() if p != "fp16"],
             roof("compute", "fp16", PEAK["fp32"] * 0.9, extra={"via": "fp32", "own_gflops": 27_000.0}),
             *[roof("compute", p, v * 1.1, "datasheet") for p, v in PEAK.items()],
@@ -242,6 +243,8 @@ def test_overview_roofs_points_and_legend(synthetic):
             xs, ys = gids[f"slope:{level}"].get_data()
             assert max(ys) == pytest.approx(top) and max(xs) == pytest.approx(top / bw)
         assert "slope:hbm:datasheet" in gids and "slope:host.h2d.pinned" in gids
+        assert {"slope:link.sendrecv.1->2", "slope:link.sendrecv.0->1"} <= set(gids)  # the pairs' fastest, slowest
+        assert sum(t.get_text().startswith("link.sendrecv, 3 pairs: 301 GB/s to 312 GB/s") for t in ax.texts) == 1
         assert "flat:bf16:datasheet" in gids and not any(g.endswith("datasheet@clock") for g in gids)
         texts = [t.get_text() for t in ax.texts]
         assert any("fp32, fp16 (via fp32)" in t for t in texts)  # the borrowed roof shares fp32's line, labelled so
