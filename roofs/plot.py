@@ -555,11 +555,13 @@ def draw_roofline(run: Run):
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="colour: family\n"
                   "marker: precision", title_fontsize=8, alignment="left")
     flagged = int(_points(run.measurements)["flagged"].sum())
-    fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every point is in roofline-<family>.png. "
+    fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every stream, GEMM, GEMV and attention point "
+             "is in roofline-<family>.png. "
              "Solid: measured roofs (slopes: bandwidth of each level, up to every compute roof); dashed: datasheet "
              "or computed" + ("; dotted: links" if _links(model) else "") + ".\ncopy and write do no FLOPs "
              "(see bandwidth.png). "
-             + (f"{flagged} points sit above their attainable bound beyond their spread (red)." if flagged else ""),
+             + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
+                "is a best point, and in the family charts." if flagged else ""),
              fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     placer.place()
