@@ -21,6 +21,13 @@ from roofs.energy import fit_energy
 from roofs.model import Roof, Roofline
 
 
+# every picture a run folder may hold, in the report's order, with its section title
+PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
+            ("roofline-gemm.png", "Roofline: GEMM"), ("roofline-gemv.png", "Roofline: decode GEMV"),
+            ("roofline-attention.png", "Roofline: attention"), ("bandwidth.png", "Bandwidth"),
+            ("gemm.png", "Gemm"), ("links.png", "Links"), ("energy.png", "Energy"))
+
+
 def observed_clock(df: pd.DataFrame, point_id: str) -> float | None:
     """Return the mean clock (MHz) recorded while the given point was timed, or None."""
     if "clock_mhz" not in df:
@@ -192,9 +199,9 @@ def sections(run) -> list[tuple[str, object]]:
                            "divided by the clock the peak assumes.", telemetry_note]),
            ("", table),
            ("Findings", findings(run, table, energy))]
-    for name in ("roofline.png", "bandwidth.png", "gemm.png", "links.png", "energy.png"):
+    for name, title in PICTURES:
         if (run.dir / name).exists():
-            out.append((name.split(".")[0].capitalize(), run.dir / name))
+            out.append((title, run.dir / name))
     if not energy:
         out.append(("Energy", [f"No energy model: {energy_why}."]))
     out += [("Best points per op, impl and dtype", best_points(df)),

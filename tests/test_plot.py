@@ -1,0 +1,331 @@
+"""The pictures: which charts a run gets, what they draw, and that no two texts overprint.
+
+Drawn from the recorded runs in tests/data, the committed reference run, and a synthetic
+GPU-like run built here with every family, the boundary and bound_note columns, a borrowed
+compute roof, datasheet roofs and flagged points."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from bench.results import COLUMNS, load_run  # noqa: E402
+from roofs import plot  # noqa: E402
+from roofs.derive import bandwidth_roofs  # noqa: E402
+
+ROOT = Path(__file__).parent.parent
+DATA = Path(__file__).parent / "data"
+REFERENCE = ROOT / "results" / "cpu-amd-epyc-20261129T174631Z"
+EXTRA = [c for c in ("boundary", "bound_note") if c not in COLUMNS]  # the columns, whether or not COLUMNS has them yet
+
+MiB, GiB = 2**20, 2**30
+L1, L2 = 20 * MiB, 50 * MiB
+WIDTH = {"float32": 4, "bfloat16": 2, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8e4m3": 1, "int8": 1}
+PEAK = {"fp32": 50_000, "tf32": 400_000, "fp16": 50_000, "bf16": 800_000, "fp8e4m3": 1_500_000, "int8": 1_600_000}
+
+
+def _row(op, impl, dtype, size, shape, ws, flops, nbytes, seconds, mode="warm", precision="", flag="",
+         boundary="", bound_note=""):
+    family = op.split(".")[0]
+    return {
+        "point_id": f"{op}/{impl}[dtype={dtype},size={size},shape={shape}]@{mode}", "op": op, "family": family,
+        "impl": f"{op}/{impl}", "backend": "triton" if impl.startswith("triton") else "torch", "dtype": dtype,
+        "size": size, "shape": shape, "working_set_bytes": int(ws), "flops": int(flops), "bytes": int(nbytes),
+        "intensity": flops / nbytes, "mode": mode, "median_ms": seconds * 1e3, "p20_ms": seconds * 0.99e3,
+        "p80_ms": seconds * 1.01e3, "samples": 5, "reps": 10, "timer": "cuda_event", "stop": "converged",
+        "gbps": nbytes / seconds / 1e9, "gflops": flops / seconds / 1e9, "error": 0.0, "tolerance": 1e-3,
+        "status": "ok", "reason": "", "detail": "", "precision": precision, "boundary": boundary,
+        "bound_note": bound_note, "flag": flag}
+
+
+def _stream_gbps(ws, dtype, impl):
+    """Synthetic plateaus: fp32 shows an L1 and an L2 plateau, bf16 only an L2 one (its L1
+    window keeps rising), and the off-chip roof is reached from 4x L2 on."""
+    scale = 1.0 if impl == "torch" else 0.95
+    if ws <= 0.75 * L1:
+        v = (9000 if dtype == "float32" else 2000 + 6000 * ws / (0.75 * L1))
+    elif ws <= 0.75 * L2:
+        v = 6000 if dtype == "float32" else 7000
+    elif ws < 4 * L2:
+        v = 4600
+    else:
+        v = 4000 if dtype == "float32" else 3900
+    return v * scale
+
+
+def synthetic_rows() -> pd.DataFrame:
+    rows = []
+    sizes = [int(2 ** (16 + k / 2)) for k in range(29)]  # 64 KiB .. 1 GiB, two per octave
+    for dtype in ("float32", "bfloat16"):
+        w = WIDTH[dtype]
+        for impl in ("torch", "triton"):
+            for ws in sizes:
+                gbps = _stream_gbps(ws, dtype, impl)
+                for op, arrays, per in (("stream.copy", 2, 0), ("stream.triad", 3, 2), ("stream.reread", 1, 1)):
+                    n = ws // (arrays * w)
+                    nbytes = n * arrays * w * (8 if op == "stream.reread" else 1)
+                    flops = per * n * (8 if op == "stream.reread" else 1)
+                    level = "l1" if ws <= L1 else "l2" if ws <= L2 else "hbm"
+                    rows.append(_row(op, impl, dtype, n, f"({n},)", ws, flops, nbytes, nbytes / gbps / 1e9,
+                                     boundary=level if flops else "",
+                                     bound_note="" if flops else "no FLOPs"))
+    for p in PEAK:
+        w = WIDTH[p]
+        for impl in ("torch", "triton"):
+            eff = 0.9 if impl == "torch" else 0.8
+            own = 30_000 if p == "fp16" else PEAK[p]  # fp16's own GEMMs are slower: its roof is borrowed
+            for n in (1024, 2048, 4096, 8192, 16384):
+                f, b = 2 * n**3, 3 * n * n * w
+                g = own * eff * min(1, n / 4096)
+                rows.append(_row("gemm.square", impl, p, n, f"{n}x{n}x{n}", b, f, b, f / g / 1e9, precision=p,
+                                 boundary="hbm"))
+            for m in (1, 4, 16, 64, 256, 1024, 4096):
+                k = 8192
+                f, b = 2 * m * k * k, (m * k + k * k) * w + m * k * w
+                g = min(own * eff, 4000 * f / b * 0.8)
+                rows.append(_row("gemm.skinny", impl, p, m, f"{m}x{k}x{k}", b, f, b, f / g / 1e9, "cold",
+                                 precision=p, boundary="hbm"))
+            for mm, nn, kk in ((16384, 4096, 4096), (4096, 16384, 1024)):
+                f, b = 2 * mm * nn * kk, (mm * kk + kk * nn + mm * nn) * w
+                g = own * eff * 0.95
+                rows.append(_row("gemm.search", impl, p, max(mm, nn, kk), f"{mm}x{nn}x{kk}", b, f, b, f / g / 1e9,
+                                 precision=p, boundary="hbm"))
+    bits = {"fp16": 16, "bf16": 16, "int8": 8, "fp8": 8, "int4": 4}
+    for fmt, nbits in bits.items():
+        prec = fmt if fmt in ("fp16", "bf16") else "bf16"
+        for impl, eff in (("torch", 0.3), ("torch_best", 0.6), ("triton_rows", 0.8), ("triton_tile", 0.85)):
+            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)):
+                for bsz in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+                    f = 2 * bsz * n * k
+                    b = n * k * nbits // 8 + 2 * bsz * (n + k)
+                    ws = b
+                    level = "l2" if ws <= L2 else "hbm"
+                    bw = 6000 if level == "l2" else 4000
+                    g = min(PEAK[prec] * eff, bw * f / b * eff)
+                    flag = ""
+                    if fmt == "fp8" and impl == "triton_tile" and bsz == 1 and n == 4096 and k == 4096:
+                        g *= 2.5
+                        flag = "above its attainable bound even at p80: synthetic"
+                    rows.append(_row("gemv.decode", impl, fmt, bsz, f"{bsz}x{n}x{k}", ws, f, b, f / g / 1e9, "cold",
+                                     precision=prec, flag=flag, boundary=level))
+    for dtype in ("fp16", "bf16"):
+        for impl in ("sdpa", "triton"):
+            for s in (512, 1024, 2048, 4096, 8192, 16384):
+                f, b = 4 * 32 * s * s * 128 / 2, 4 * 32 * s * 128 * 2
+                g = min(PEAK[dtype] * 0.5, 4000 * f / b)
+                flagged = dtype == "fp16" and impl == "triton" and s == 16384
+                flag = "above its attainable bound: synthetic" if flagged else ""
+                if flagged:
+                    g = PEAK[dtype] * 1.4
+                rows.append(_row("attention.prefill", impl, dtype, s, f"B1xH32/8xS{s}xD128", b, f, b, f / g / 1e9,
+                                 precision=dtype, flag=flag, boundary="hbm"))
+        for impl in ("sdpa", "triton", "torch_math"):
+            for length in (1024, 8192, 65536, 131072):
+                f, b = 4 * 32 * length * 128, 2 * 8 * length * 128 * 2
+                g = 4000 * f / b * (0.7 if impl != "torch_math" else 0.3)
+                rows.append(_row("attention.decode", impl, dtype, length, f"B1xH32/8xL{length}xD128", b, f, b,
+                                 f / g / 1e9, "cold", precision=dtype, boundary="l2" if b <= L2 else "hbm"))
+    for nbytes in (4096, 2**16, 2**20, 2**24, 2**28):
+        gbps = 50 * nbytes / (nbytes + 2**20)
+        rows.append(_row("transfer.h2d", "copy", "uint8", nbytes, "pinned", nbytes, 0, nbytes, nbytes / gbps / 1e9))
+    for n in (2**20, 2**24):
+        rows.append(_row("user.double", "torch", "float32", n, f"({n},)", 8 * n, n, 8 * n, 8 * n / 3500 / 1e9,
+                         precision="fp32", boundary="hbm"))
+    # a skipped row never reaches a picture
+    skipped = _row("stream.triad", "torch", "float32", 1, "(1,)", 12, 2, 12, 1.0)
+    skipped.update(status="skipped", reason="synthetic", gbps=math.nan, gflops=math.nan)
+    rows.append(skipped)
+    df = pd.DataFrame(rows)
+    for c in COLUMNS + EXTRA:
+        if c not in df:
+            df[c] = None
+    return df[COLUMNS + EXTRA]
+
+
+def synthetic_roofs() -> list[dict]:
+    def roof(kind, name, value, source="measured", **kw):
+        unit = "GB/s" if kind == "bandwidth" else ("GOP/s" if name == "int8" else "GFLOP/s")
+        return {"kind": kind, "name": name, "value": value, "unit": unit, "source": source, "op": "", "impl": "",
+                "dtype": "", "point_id": "", "shape": "", **kw}
+    return [roof("bandwidth", "hbm", 4000.0, plateau_bytes=[4 * L2, GiB], plateau_points=5,
+                 plateau_values=[3900.0, 4000.0], impl="stream.triad/torch"),
+            roof("bandwidth", "l2", 7000.0, plateau_bytes=[L1, int(0.75 * L2)], plateau_points=3,
+                 plateau_values=[6900.0, 7000.0]),
+            roof("bandwidth", "l1", 9000.0, plateau_bytes=[2**16, int(0.75 * L1)], plateau_points=9,
+                 plateau_values=[8900.0, 9000.0]),
+            roof("bandwidth", "hbm", 4800.0, "datasheet"),
+            roof("bandwidth", "host.h2d.pinned", 48.0),
+            *[roof("bandwidth", f"link.sendrecv.{a}->{b}", 300.0 + 10 * a + b) for a, b in ((0, 1), (1, 0), (1, 2))],
+            *[roof("compute", p, v * 0.9) for p, v in PEAK.items() if p != "fp16"],
+            roof("compute", "fp16", PEAK["fp32"] * 0.9, extra={"via": "fp32", "own_gflops": 27_000.0}),
+            *[roof("compute", p, v * 1.1, "datasheet") for p, v in PEAK.items()],
+            *[roof("compute", p, v * 0.95, "datasheet@clock", extra={"clock_mhz": 1650}) for p, v in PEAK.items()]]
+
+
+def make_synthetic_run(d: Path) -> Path:
+    d.mkdir(parents=True)
+    meta = {"schema_version": 1, "status": "complete", "start_utc": "2026-12-01T00:00:00+00:00",
+            "device": {"kind": "cuda", "name": "Synthetic GPU", "torch_device": "cuda:0", "memory_bytes": 80 * GiB,
+                       "compute_units": 100, "compute_unit_kind": "SMs",
+                       "caches": [{"name": "l1", "size_bytes": L1 // 100, "instances": 100, "total_bytes": L1},
+                                  {"name": "l2", "size_bytes": L2, "instances": 1, "total_bytes": L2}]}}
+    (d / "run.json").write_text(json.dumps(meta))
+    synthetic_rows().to_csv(d / "measurements.csv", index=False)
+    (d / "roofs.json").write_text(json.dumps({"schema_version": 1, "roofs": synthetic_roofs(), "notes": []}))
+    return d
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    return make_synthetic_run(tmp_path_factory.mktemp("plot") / "synthetic")
+
+
+def _runs(synthetic):
+    return {"run_a": DATA / "run_a", "run_b": DATA / "run_b", "reference": REFERENCE, "synthetic": synthetic}
+
+
+def _intersecting(fig) -> tuple[int, list[tuple[str, str]]]:
+    """Return how many texts a draw of fig puts on it, and every pair of them whose display
+    boxes intersect; a text reaching past the figure's edge pairs with "(the figure's edge)"."""
+    texts = plot.drawn_texts(fig)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    edge = fig.bbox
+    out = [(t.get_text(), "(the figure's edge)") for t, b in zip(texts, boxes)
+           if b.x0 < edge.x0 - 0.5 or b.y0 < edge.y0 - 0.5 or b.x1 > edge.x1 + 0.5 or b.y1 > edge.y1 + 0.5]
+    out += [(texts[i].get_text(), texts[j].get_text())
+            for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+            if boxes[i].x0 < boxes[j].x1 and boxes[j].x0 < boxes[i].x1
+            and boxes[i].y0 < boxes[j].y1 and boxes[j].y0 < boxes[i].y1]
+    return len(texts), out
+
+
+CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofline-gemv.png", "bandwidth.png",
+              "gemm.png"}
+
+
+@pytest.mark.parametrize("name,charts", [
+    ("run_a", CPU_CHARTS), ("run_b", CPU_CHARTS), ("reference", CPU_CHARTS | {"roofline-attention.png"}),
+    ("synthetic", set(plot.CHARTS))])
+def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
+    """A family chart exists only for the families the run has; on every chart no two drawn
+    texts (labels, titles, ticks, legend entries) intersect, and none runs off the figure."""
+    figs = plot.figures(load_run(_runs(synthetic)[name]))
+    try:
+        assert set(figs) == charts
+        for chart, fig in figs.items():
+            count, overlaps = _intersecting(fig)
+            assert count > 5, chart  # titles, ticks and labels were drawn
+            assert overlaps == [], f"{name}/{chart}"
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
+
+
+def _gids(ax) -> dict:
+    return {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
+
+
+def test_overview_roofs_points_and_legend(synthetic):
+    run = load_run(synthetic)
+    fig = plot.draw_roofline(run)
+    try:
+        ax = fig.axes[0]
+        gids = _gids(ax)
+        top = max(v for p, v in PEAK.items() if p != "fp16") * 0.9
+        for level, bw in (("hbm", 4000.0), ("l2", 7000.0), ("l1", 9000.0)):  # every slope reaches the top roof
+            xs, ys = gids[f"slope:{level}"].get_data()
+            assert max(ys) == pytest.approx(top) and max(xs) == pytest.approx(top / bw)
+        assert "slope:hbm:datasheet" in gids and "slope:host.h2d.pinned" in gids
+        assert {"slope:link.sendrecv.1->2", "slope:link.sendrecv.0->1"} <= set(gids)  # the pairs' fastest, slowest
+        assert sum(t.get_text().startswith("link.sendrecv, 3 pairs: 301 GB/s to 312 GB/s") for t in ax.texts) == 1
+        assert "flat:bf16:datasheet" in gids and not any(g.endswith("datasheet@clock") for g in gids)
+        texts = [t.get_text() for t in ax.texts]
+        assert any("fp32, fp16 (via fp32)" in t for t in texts)  # the borrowed roof shares fp32's line, labelled so
+        best = plot.best_points(run.measurements)
+        assert len(best) == len(best.drop_duplicates(["op", "impl", "precision"]))
+        assert len([t for t in ax.texts if t.get_gid() == "label:point"]) == len(best)  # each best point labelled
+        assert any(t.startswith("prefill/triton fp16") and "above its bound" in t for t in texts)
+        assert len(gids["flagged"].get_offsets()) == int(best["flagged"].sum()) >= 1
+        entries = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert len(entries) <= 13 and {"stream", "gemm", "gemv", "attention", "user"} <= set(entries)
+    finally:
+        plt.close(fig)
+
+
+def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
+    run = load_run(synthetic)
+    fig = plot.draw_bandwidth(run)
+    try:
+        caches = [(c["name"], c["total_bytes"]) for c in run.device["caches"]]
+        df = run.measurements
+        panels = {ax.get_title().split(":")[0]: ax for ax in fig.axes if ax.get_visible()}
+        assert set(panels) == {"float32", "bfloat16"}
+        for dtype, ax in panels.items():
+            own, _ = bandwidth_roofs(df[(df["family"] == "stream") & (df["dtype"] == dtype)], caches, "hbm")
+            gids = _gids(ax)
+            drawn = {g.split(":")[1]: a for g, a in gids.items() if g.startswith("roof:")}
+            assert set(drawn) == {r.name for r in own}, dtype
+            for r in own:
+                assert drawn[r.name].get_segments()[0][0][1] == pytest.approx(r.value)
+            assert {g for g in gids if g.startswith("overall:")} == {"overall:hbm", "overall:l2", "overall:l1"}
+            assert "4xllc" in gids
+        bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith("roof:")}
+        assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own
+    finally:
+        plt.close(fig)
+
+
+def test_gemv_chart_joins_each_layers_batch_walk(synthetic):
+    fig = plot.draw_gemv_roofline(load_run(synthetic))
+    try:
+        panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_title().endswith("compute)")]
+        assert [ax.get_title().split()[0] for ax in panels] == ["fp16", "bf16", "fp8", "int8", "int4"]
+        for ax in panels:
+            walks = [a for g, a in _gids(ax).items() if g.startswith("walk:")]
+            assert len(walks) == 4 * 4  # impls x layers
+            for line in walks:
+                xs = list(line.get_xdata())
+                assert len(xs) == 9 and xs == sorted(xs)  # B = 1 .. 256, intensity rising with B
+    finally:
+        plt.close(fig)
+
+
+def test_label_placer_separates_labels_at_one_point():
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=plot.DPI)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.7, 1000)  # not a decade at the corner: matplotlib's own 10^0 labels would meet there
+    ax.set_ylim(0.7, 1000)
+    ax.plot([1, 1000], [1, 1000])
+    fig.tight_layout()
+    placer = plot.LabelPlacer(fig)
+    for i in range(25):
+        placer.add(ax, 30, 30, f"label number {i}")
+    placed = placer.place()
+    try:
+        assert len(placed) == 25 and _intersecting(fig)[1] == []
+        renderer = fig.canvas.get_renderer()
+        inside = ax.get_window_extent(renderer)
+        assert all(inside.x0 <= t.get_window_extent(renderer).x0 and t.get_window_extent(renderer).y1 <= inside.y1
+                   for t in placed)  # there was room inside the axes for all of them
+    finally:
+        plt.close(fig)
+
+
+def test_report_embeds_the_family_charts(synthetic, tmp_path):
+    from roofs.report import write_report
+    d = Path(shutil.copytree(synthetic, tmp_path / "run"))
+    paths = plot.plot_run(d)
+    assert {p.name for p in paths} == set(plot.CHARTS)
+    md, html = write_report(d)
+    text = md.read_text()
+    for name in plot.CHARTS:
+        assert f"({name})" in text, name
+    assert html.read_text().count("data:image/png;base64,") == len(plot.CHARTS)
