@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from bench.util import triton_interpreting
+
 
 class DeviceError(ValueError):
     """A device name the user gave that this machine does not have."""
@@ -115,7 +117,7 @@ def software_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = None
     out["cuda_runtime"] = torch.version.cuda
-    out["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "") == "1"
+    out["triton_interpret"] = triton_interpreting()
     out["torch_threads"] = torch.get_num_threads()
     return out
 

@@ -24,6 +24,7 @@ import torch
 
 from bench import device as devmod
 from bench.results import RunWriter, utc_stamp
+from bench.util import first_line
 
 WORKER_TIMEOUT = timedelta(hours=2)
 ARGS_ENV = "ROOFBENCH_WORKER_ARGS"  # a barrier waits for the slowest device's whole sweep
@@ -139,8 +140,7 @@ def worker(args, measure_device, finish) -> int:
         print(f"roofbench: rank {rank} stopped; what it measured is in {run_dir}.", file=sys.stderr)
         return 130
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        print(f"roofbench: rank {rank} failed ({type(e).__name__}: {first}); what was measured is in {run_dir}.",
+        print(f"roofbench: rank {rank} failed ({first_line(e)}); what was measured is in {run_dir}.",
               file=sys.stderr)
         return 1
     finally:

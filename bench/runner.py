@@ -1,4 +1,4 @@
-"""The runner: expand axes -> skip check -> correctness gate -> time -> Measurement.
+"""The runner: expand axes -> skip check -> correctness gate (bench/gate.py) -> time -> Measurement.
 
 Knows nothing of plotting. Every point it plans ends as exactly one row per (impl, mode):
 measured ("ok"), skipped with a reason, or failed with its error. An impl that raises
@@ -8,13 +8,13 @@ rows already measured were written.
 from __future__ import annotations
 
 import importlib.util
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from bench import device as devmod
+from bench.gate import check
 from bench.ops._tune import DeviceLost, is_fatal
 from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
@@ -83,20 +83,6 @@ def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=Fa
                 continue
             tasks.append(Task(op, point, tuple(impls)))
     return Plan(tasks, tuple(modes) if modes else None)
-
-
-def _sync(device: devmod.DeviceInfo):
-    if device.kind == "cuda":
-        torch.cuda.synchronize(torch.device(device.torch_device))
-
-
-def poison(inputs: dict, names) -> None:
-    """Fill the named output tensors with NaN (or the largest integer), so an output the
-    kernel never writes fails the correctness gate."""
-    for name in names:
-        t = inputs.get(name)
-        if isinstance(t, torch.Tensor):
-            t.fill_(math.nan if t.is_floating_point() else torch.iinfo(t.dtype).max)
 
 
 @dataclass
@@ -211,11 +197,7 @@ class Runner:
         ctx = LaunchContext(point, self.device, modes[0], self.quick,
                             self.flush() if modes[0] == "cold" else None)
         try:
-            poison(inputs, op.outputs)
-            fn = impl.launcher(inputs, ctx)
-            out = fn()
-            _sync(self.device)
-            err = op.error(out, ref, inputs)
+            gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)
         except DeviceLost as e:
             raise DeviceLost(f"{e} at {impl.id} {point}") from e
         except Exception as e:
@@ -223,9 +205,9 @@ class Runner:
                 raise DeviceLost(f"{_first_line(e)} at {impl.id} {point}") from e
             _free(self.device)
             return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
-        if not (err <= tol):  # also catches NaN: an output that was never written
-            return [mk(m, status="error", error=err, tolerance=tol,
-                       reason=f"wrong result: error {err:.3g} exceeds tolerance {tol:g}; not timed") for m in modes]
+        fn, err = gate.fn, gate.error
+        if not gate.passed:  # also a NaN error: an output that was never written
+            return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
         if impl.backend == "triton" and triton_interpreting():
             return [mk(m, status="skipped", error=err, tolerance=tol,
                        reason=f"correct under Triton's interpreter (error {err:.2g}); interpreter timings are never reported")

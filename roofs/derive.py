@@ -175,8 +175,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     if bw is None:
         return out
     ok = out["status"] == "ok"
-    att = [model.attainable_gflops(i, p or None, bw.name) if (p and model.compute(p)) else bw.value * i
-           for i, p in zip(out["intensity"].fillna(0.0), out["precision"].fillna(""))]
+    att = [model.bound_gflops(i, p) for i, p in zip(out["intensity"].fillna(0.0), out["precision"].fillna(""))]
     out["attainable_gflops"] = [a if o else None for a, o in zip(att, ok)]
     out["pct_of_bw_roof"] = (100 * out["gbps"] / bw.value).where(ok)
     pct_att = 100 * out["gflops"] / out["attainable_gflops"].astype(float)

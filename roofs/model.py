@@ -70,6 +70,17 @@ class Roofline:
         bound = bw.value * intensity if bw else math.inf
         return min(bound, peak.value) if peak else bound
 
+    def bound_gflops(self, intensity: float, precision: str | None = None) -> float | None:
+        """Return a point's attainable bound (ARCHITECTURE.md, rule 11): min(P_precision,
+        BW_memory x I) when its precision has a compute roof, BW_memory x I when it has none,
+        and None without a memory roof."""
+        bw = self.bandwidth()
+        if bw is None:
+            return None
+        if precision and self.compute(precision):
+            return self.attainable_gflops(intensity, precision, bw.name)
+        return bw.value * intensity
+
     def ridge(self, precision: str | None = None, level: str | None = None) -> float | None:
         """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
         bw, peak = self.bandwidth(level), self.compute(precision)
