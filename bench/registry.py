@@ -65,6 +65,7 @@ class Op:
     modes: tuple[str, ...] = ("warm",)
     precision: Callable = lambda point: ""     # (point) -> the compute roof that bounds it ("bf16"), "" for none
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
+    columns: Callable | None = None             # (point) -> {axis column: value} beyond bench.results.axis_columns
 
     def points(self, device, quick: bool = False) -> list[Point]:
         """Return the product of every axis's values, in axis order; none for an op without

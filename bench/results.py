@@ -23,6 +23,13 @@ import pandas as pd
 
 SCHEMA_VERSION = 1
 
+# A point's axis values, one column each (empty where an op has no such axis), so that
+# nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
+# batch; the GEMV layer and its N, K; attention sequence, KV length, query and KV heads and
+# head dimension, causal; the stream working set; the host memory kind of a copy; ranks
+# and the send/recv pair of a collective.
+AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "heads_kv", "head_dim", "causal",
+                "ws_bytes", "memory", "ranks", "pair"]
 COLUMNS = [
     "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
@@ -30,11 +37,23 @@ COLUMNS = [
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
     "precision", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
+    *AXIS_COLUMNS,
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
 ROOF_COLUMNS = ["attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision", "flag"]
+                "reason", "detail", "precision", "flag", "layer", "memory", "pair"]
+
+
+def axis_columns(point: dict) -> dict:
+    """Return the AXIS_COLUMNS a point fills by itself: its scalar axes of those names, and a
+    3-tuple "shape" axis as m, n, k. An op whose axes hold more (a GEMV layer's N and K, an
+    attention op's heads) adds its own through Op.columns."""
+    out = {k: v for k, v in point.items() if k in AXIS_COLUMNS and not isinstance(v, (tuple, list, dict))}
+    shape = point.get("shape")
+    if isinstance(shape, (tuple, list)) and len(shape) == 3:
+        out.update(zip(("m", "n", "k"), shape))
+    return out
 
 
 class ResultsError(ValueError):
@@ -68,6 +87,7 @@ class Measurement:
     precision: str = ""            # the compute roof that bounds this point ("" for none)
     bus_factor: float | None = None  # collectives: bus bandwidth / algorithm bandwidth
     telemetry: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=dict)  # axis columns beyond axis_columns(point) (Op.columns)
 
     @property
     def dtype(self) -> str:
@@ -116,6 +136,7 @@ class Measurement:
             "joules": self.telemetry.get("joules_per_call"),
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
             "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
+            **{c: None for c in AXIS_COLUMNS}, **axis_columns(self.point), **self.columns,
         }
         return {c: row[c] for c in COLUMNS}
 

@@ -123,7 +123,8 @@ class Runner:
         return Measurement(op=op.name, family=op.family, impl=impl.id, backend=impl.backend,
                            point=dict(point), size=size, shape=shape,
                            working_set_bytes=op.working_set(point), flops=op.flops(point),
-                           bytes=op.bytes(point), mode=mode, precision=op.precision(point), **kw)
+                           bytes=op.bytes(point), mode=mode, precision=op.precision(point),
+                           columns=op.columns(point) if op.columns else {}, **kw)
 
     def point_skip(self, op: Op, point: dict) -> str | None:
         """Return why no impl of op can run point here (the op's own rule, or memory), or None."""

@@ -137,8 +137,8 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     roofs = []
     comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     if not comm.empty:
-        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{s.split()[-1]}" if "->" in s else "")
-                                for op, s in zip(comm["op"], comm["shape"])],
+        pairs = comm["pair"].fillna("") if "pair" in comm else [""] * len(comm)
+        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)],
                            rate=comm["bus_gbps"].fillna(comm["gbps"]))
         for key, g in comm.groupby("key", sort=False):
             best = g.loc[g["rate"].idxmax()]
@@ -146,7 +146,7 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
                               impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
                               note="bus bandwidth" if key.startswith(("all_", "reduce", "broad")) else "point-to-point bandwidth"))
     host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    for (op, memory), g in (host.groupby(["op", "shape"], sort=False) if not host.empty else ()):
+    for (op, memory), g in (host.groupby(["op", "memory"], sort=False) if not host.empty else ()):
         best = g.loc[g["gbps"].idxmax()]
         roofs.append(Roof("bandwidth", f"host.{op.split('.')[1]}.{memory}", float(best["gbps"]), "GB/s", op=op,
                           impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
