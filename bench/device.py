@@ -102,6 +102,9 @@ def resolve(name: str | None = None) -> DeviceInfo:
     name = name.strip().lower()
     if name == "cuda":
         name = "cuda:0"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise DeviceError(f"no CUDA device on this machine (asked for '{name}'): use --device cpu, or run on a machine "
+                          "with a GPU and a CUDA build of torch.")
     if name not in available_devices():
         raise DeviceError(f"unknown device '{name}': this machine has {', '.join(available_devices())}.")
     return _cpu_info() if name == "cpu" else _cuda_info(int(name.split(":")[1]))
@@ -250,5 +253,10 @@ def free_memory_bytes(info: DeviceInfo) -> int | None:
     return _meminfo_bytes("MemAvailable")
 
 
+COMMAND_ENV = "ROOFBENCH_COMMAND"  # set by the multi-device launcher (bench/distributed.py) for its workers
+
+
 def command_line() -> str:
-    return " ".join([Path(sys.executable).name] + sys.argv)
+    """Return the command this run was started with: the launcher's, for a worker it started
+    (whose own arguments are torchrun's), else this process's."""
+    return os.environ.get(COMMAND_ENV) or " ".join([Path(sys.executable).name] + sys.argv)

@@ -49,14 +49,24 @@ def test_quick_run_end_to_end(tmp_path):
     assert t["gbps"] == pytest.approx(t["bytes"] / (t["median_ms"] * 1e-3) / 1e9, rel=1e-9)
     skipped = df[df["backend"] == "triton"]
     assert (skipped["status"] == "skipped").all() and skipped["reason"].str.contains("TRITON_INTERPRET").all()
-    roofs = json.loads((run_dir / "roofs.json").read_text())["roofs"]
-    dram = [r for r in roofs if r["name"] == "dram"]
-    assert dram and dram[0]["value"] > 1 and dram[0]["unit"] == "GB/s"
-    assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
+    # Structure, not speed: on a busy machine the 0.03 s budget cuts the largest working sets
+    # short, and then no DRAM roof can be derived; either way the run must say what it did.
+    derived = json.loads((run_dir / "roofs.json").read_text())
+    dram = [r for r in derived["roofs"] if r["name"] == "dram" and r["source"] == "measured"]
+    if dram:
+        assert dram[0]["value"] > 1 and dram[0]["unit"] == "GB/s"
+        assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
+    else:
+        assert any(note.startswith("dram:") for note in derived["notes"]), derived["notes"]
+        big = df[(df["backend"] == "torch") & (df["working_set_bytes"] >= 4 * _llc(run_dir))]
+        assert not big.empty and (big["status"] != "ok").all()  # every point in its window was cut short
+    assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
     assert len(meta["points"]) == len(df) and meta["command"].endswith("0.03 --out " + str(tmp_path))
-    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout
+    assert meta["method_version"] == 2 and meta["roofbench_commit"] and meta["run_kind"] == "device"
+    assert meta["options"]["budget"] == 0.03 and meta["options"]["only"] == ["stream.copy", "stream.triad"]
+    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout  # a roof, or "no roof: dram: ..."
 
 
 def _llc(run_dir):

@@ -59,7 +59,7 @@ def test_prediction_sums_bounds_per_layer_and_step():
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
     roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
-    m._register_model_ops()
+    m.register_model_ops()
     rows = {o: {"median_s": 1e-3, "impl": "x", "reason": ""} for o in ops}
     pred = m.predict(ops, rows, roofs, cfg.layers)["decode"]
     from bench.registry import REGISTRY

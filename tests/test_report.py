@@ -49,8 +49,9 @@ def as_h200(run_dir: Path) -> Path:
 
 def test_report_of_a_gpu_run_validates_against_the_datasheet_at_the_observed_clock(run_a):
     from bench.results import load_run
+    from roofs.finish import finish_run
     from roofs.report import validation
-    run_bench.finalize(as_h200(run_a))
+    finish_run(as_h200(run_a))
     table, origin = validation(load_run(run_a))
     assert origin.startswith("datasheet: NVIDIA H200 SXM 141GB")
     bf16 = table[table["ceiling"] == "bf16"].iloc[0]
