@@ -100,11 +100,11 @@ def resolve(name: str | None = None) -> DeviceInfo:
     if name is None:
         name = "cuda:0" if torch.cuda.is_available() else "cpu"
     name = name.strip().lower()
-    if name == "cuda":
-        name = "cuda:0"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise DeviceError(f"no CUDA device on this machine (asked for '{name}'): use --device cpu, or run on a machine "
                           "with a GPU and a CUDA build of torch.")
+    if name == "cuda":
+        name = "cuda:0"
     if name not in available_devices():
         raise DeviceError(f"unknown device '{name}': this machine has {', '.join(available_devices())}.")
     return _cpu_info() if name == "cpu" else _cuda_info(int(name.split(":")[1]))

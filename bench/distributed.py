@@ -78,6 +78,8 @@ def launch(args, argv, script: Path) -> int:
     # abbreviations of its options out of the script's arguments
     env = dict(os.environ, **{ARGS_ENV: json.dumps([*argv, "--run-dir", str(run_dir)]),
                               devmod.COMMAND_ENV: devmod.command_line()})
+    if n > 1:  # what torchrun sets for several processes anyway, said here so that it prints no banner about it
+        env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", str(script)]
     print(f"roofbench: {n} processes ({'NCCL' if first.kind == 'cuda' else 'gloo'}) -> {run_dir}", flush=True)
     rc = subprocess.run(cmd, env=env).returncode

@@ -114,13 +114,13 @@ def precision_ratios(model: Roofline, device: dict) -> list[str]:
 
     def units(precision):
         have = [f for f in CPU_UNITS[precision] if f in flags]
-        return (f"it has {precision} units ({', '.join(have)})" if have
-                else f"it has no {precision} units (no {' or '.join(CPU_UNITS[precision])} flag)")
+        return (f"{precision} units ({', '.join(have)})" if have
+                else f"no {precision} units (no {' or '.join(CPU_UNITS[precision])} flag)")
     if bf16 and fp8:
         out.append(f"fp8 GEMMs run at {fp8.value / bf16.value:.2f}x the bf16 GEMMs in this torch build. A CPU has no "
-                   f"fp8 units and {units('bf16')}: this compares torch's CPU code paths, not hardware units.")
+                   f"fp8 units, and this one has {units('bf16')}: this compares torch's CPU code paths, not hardware.")
     if bf16 and int8:
-        out.append(f"int8 GEMMs run at {int8.value / bf16.value:.2f}x the bf16 GEMMs; on this CPU {units('int8')} "
+        out.append(f"int8 GEMMs run at {int8.value / bf16.value:.2f}x the bf16 GEMMs; this CPU has {units('int8')} "
                    f"and {units('bf16')}.")
     return out
 
@@ -337,7 +337,7 @@ def sections(run) -> list[tuple[str, object]]:
     ], columns=["", "value"])
     df = run.measurements
     if kind == "comm":
-        return [("Device and software", env), ("Links", link_lines(run)), ("", link_table(run)), *_pictures(run),
+        return [("Device and software", env), ("Link roofs", link_lines(run)), ("", link_table(run)), *_pictures(run),
                 ("Failed points", _error_lines(df))]
     table, origin = validation(run)
     energy, energy_why = fit_energy(df)

@@ -86,6 +86,44 @@ def test_bad_input_is_one_sentence(args, expect, capsys, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing half-made
 
 
+NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a machine without CUDA")
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--dtype", "nonsense"], "nothing to run: none of the selected ops has dtype nonsense; they have float32,"),
+    (["--only", "stream", "--dtype", "float32,fp8"], "none of the selected ops has dtype fp8; they have float32,"),
+    (["--only", "transfer", "--dtype", "float32"], "none of the selected ops has dtype float32; they have no dtype axis"),
+    (["--budget", "-1"], "argument --budget: takes a positive number of seconds, like 0.5 (got '-1')"),
+    (["--budget", "0"], "argument --budget: takes a positive number of seconds, like 0.5 (got '0')"),
+    (["--max-ws", "0"], "argument --max-ws: a size must be above zero (got '0')"),
+    (["--outlier-pct", "-5", "--all-devices", "--procs", "2"], "argument --outlier-pct: takes a percentage of 0 or more"),
+    (["--mode", "warm,hot"], "unknown timing mode in --mode 'warm,hot': use warm, cold"),
+    (["--comm", "--procs", "abc"], "argument --procs: invalid int value: 'abc'"),
+    (["--comm", "--procs", "0"], "the interconnect benchmarks (--comm) need at least 2 ranks: give --procs 2 or more (got 0)"),
+    (["--all-devices", "--procs", "0"], "--procs must be 1 or more (got 0)"),
+    (["--procs", "2"], "--procs goes with --all-devices or --comm"),
+    pytest.param(["--device", "cuda"], "no CUDA device on this machine (asked for 'cuda')", marks=NO_CUDA),
+    pytest.param(["--all-devices", "--procs", "2", "--device", "cuda:1"], "no CUDA device on this machine", marks=NO_CUDA),
+    (["model", "tiny", "--batch", "abc"], "argument --batch: takes comma-separated whole numbers of 1 or more, like 1,8,64 (got 'abc')"),
+    (["model", "tiny", "--batch", "1,0"], "argument --batch: takes comma-separated whole numbers of 1 or more"),
+    (["model", "tiny", "--prompt", "0"], "argument --prompt: takes a whole number of 1 or more (got 0)"),
+    (["model", "tiny", "--context", "many"], "argument --context: takes a whole number of 1 or more (got 'many')"),
+    (["model", "tiny", "--budget", "-0.1"], "argument --budget: takes a positive number of seconds"),
+    pytest.param(["model", "tiny", "--device", "cuda"], "no CUDA device on this machine", marks=NO_CUDA),
+    (["model", "tiny", "--roofs", "/nonexistent/run"], "run folder /nonexistent/run does not exist"),
+])
+def test_every_bad_option_is_refused_before_anything_runs(args, expect, capsys, tmp_path):
+    """Issue 15, item 1: each bad option is one sentence naming it, exit code 2, and no run folder."""
+    try:
+        rc = run_bench.main(args + ["--out", str(tmp_path)])
+    except SystemExit as e:  # argparse's type checks end the parse
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and expect in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "usage:" not in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_list_shows_ops_impls_axes(capsys):
     assert run_bench.main(["--list"]) == 0
     out = capsys.readouterr().out
