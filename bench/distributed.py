@@ -111,10 +111,10 @@ def worker(args) -> int:
     device = f"cuda:{local}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(local)
-    signal.signal(signal.SIGTERM, _raise_on_term)
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=WORKER_TIMEOUT)
+    on_term = signal.signal(signal.SIGTERM, _raise_on_term)  # restored when the rank ends
     run_dir = args.run_dir
     try:
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=WORKER_TIMEOUT)
         if args.all_devices:
             info = devmod.resolve(device)
             mine = run_dir / f"rank{rank}-{info.slug}"
@@ -154,3 +154,4 @@ def worker(args) -> int:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        signal.signal(signal.SIGTERM, on_term)
