@@ -2,7 +2,7 @@
 """roofbench: measure this device's roofs and place kernels under them.
 
     python run_bench.py                 measure the first CUDA GPU, else the CPU (all ops)
-    python run_bench.py --quick         a short pass (about a minute on a 2-core CPU)
+    python run_bench.py --quick         a short pass (about a minute on the README's 2-core Zen 5 VM)
     python run_bench.py --list          ops, impls and their axes on this device
     python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
     python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points

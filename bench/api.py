@@ -124,7 +124,7 @@ def roofs_from(run_dir) -> list[Roof]:
 def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]:
     """Measure roofs on the spot: the memory roof from stream copy and read at working sets
     4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; about 15 s on a 2-core CPU."""
+    GEMMs (torch). Seconds on a GPU; about 15 s on the README's 2-core AMD EPYC (Zen 5) VM."""
     import pandas as pd
 
     from bench.registry import load_all

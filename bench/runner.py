@@ -25,7 +25,7 @@ from bench.util import fmt_bytes, triton_interpreting
 
 
 def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | None:
-    """Return why impl's backend cannot be timed on device, or None.
+    """Return why impl's backend cannot be timed on device, or None (ARCHITECTURE.md, rule 8).
 
     Triton needs a GPU; on a CPU it runs only under its interpreter, whose timings are
     not performance. Under the interpreter bf16 is silently wrong (upstream triton issue
@@ -171,7 +171,7 @@ class Runner:
         return results
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
-        """Return a reason to cut a point short before running it: its time per call,
+        """Return a reason to cut a point short before running it (ARCHITECTURE.md, rule 7): its time per call,
         extrapolated from the last point the same impl and dtype ran, exceeds the whole point
         budget. The extrapolation is optimistic, the smaller of the growth in FLOPs and in
         bytes, so that only a path that is slow either way is cut (a memory-bound point does

@@ -1,9 +1,9 @@
 """From measurement rows to roofs.
 
-Compute roofs (DESIGN rule 9): one per precision, the best median FLOP/s over every GEMM
+Compute roofs (ARCHITECTURE.md, rule 9): one per precision, the best median FLOP/s over every GEMM
 implementation and shape measured at that precision, named with both.
 
-Bandwidth roofs (DESIGN rule 5 and 9): the off-chip roof (dram/hbm) comes only from
+Bandwidth roofs (ARCHITECTURE.md, rules 5, 9 and 10): the off-chip roof (dram/hbm) comes only from
 working sets at least 4x the last-level cache; a cache level's roof comes from its
 plateau, the sizes that fit well inside it (above the next inner level, at most 3/4 of its
 capacity), and only when the sweep shows one. The value is the best median over every
