@@ -86,3 +86,24 @@ def test_mode_override_and_filters():
     ms = Runner(CPU, FAST).run(plan)
     assert [m.mode for m in ms] == ["warm", "cold", "warm", "cold"] and all(m.status == "ok" for m in ms)
     assert len(make_plan(reg, CPU, max_ws_bytes=3999).tasks) == 0
+
+
+def test_launchers_leave_global_state_as_they_found_it():
+    """Issue 14: no global state changed without being restored (TF32 mode, torch's RNG)."""
+    from bench.registry import LaunchContext
+    reg = load_all()
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        for precision in ("fp32", "tf32"):
+            point = {"dtype": precision, "shape": (32, 32, 32)}
+            op = reg.ops["gemm.square"]
+            reg.impls["gemm.square/torch"].launcher(op.make_inputs(point, "cpu"), LaunchContext(point))()
+            assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    rng = torch.get_rng_state()
+    for op in ("transfer.h2d", "transfer.d2h"):
+        for memory in ("pinned", "pageable"):
+            reg.ops[op].make_inputs({"memory": memory, "bytes": 4096}, "cpu")
+    assert torch.equal(torch.get_rng_state(), rng)
