@@ -21,7 +21,6 @@ itself a CUDA graph's replay works the same. Under Triton's interpreter a Triton
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -29,8 +28,11 @@ from typing import Callable, Iterable
 import torch
 
 from bench import device as devmod
+from bench.gate import check
+from bench.registry import relative_norm_error
 from bench.results import Measurement, load_run
 from bench.timing import TimerConfig, stats, time_fn
+from bench.util import first_line, triton_interpreting
 from roofs.model import Roof, Roofline
 
 
@@ -55,6 +57,7 @@ class Result:
     timer: str = ""
     error: float | None = None          # relative error against reference, when one was given
     roofs: tuple = field(default=(), repr=False)
+    caches: tuple = field(default=(), repr=False)   # ((name, total bytes), ...) of the device, innermost first
 
     @property
     def median_s(self) -> float:
@@ -78,15 +81,22 @@ class Result:
         return self.bytes / self.median_s / 1e9
 
     @property
+    def boundary(self) -> str:
+        """Return the memory level whose roof bounds this point (the suite's rule,
+        roofs.derive.boundary_level), "" when that level has no roof among the roofs given."""
+        return self._bound()[0]
+
+    @property
     def attainable_gflops(self) -> float | None:
-        """Return min(P_precision, BW x I) from the roofs given, or None without a bandwidth roof."""
-        model = Roofline(self.roofs)
-        if model.bandwidth() is None:
-            return None
-        precision = self.precision if model.compute(self.precision or None) and self.precision else None
-        if precision is None:
-            return model.bandwidth().value * self.intensity
-        return model.attainable_gflops(self.intensity, precision)
+        """Return min(P_precision, BW_boundary x I) from the roofs given, or None when the
+        boundary level has no roof."""
+        return self._bound()[2]
+
+    def _bound(self):
+        from roofs.derive import point_bound
+        level = "hbm" if self.device.startswith("cuda") else "dram"
+        return point_bound(Roofline(self.roofs), self.bytes, self.mode, self.intensity, self.precision,
+                           list(self.caches), level)
 
     @property
     def pct_of_attainable(self) -> float | None:
@@ -95,12 +105,12 @@ class Result:
 
     @property
     def bound(self) -> str:
-        """Return "memory" when the bandwidth roof is the lower bound at this intensity, else "compute"."""
-        model = Roofline(self.roofs)
-        bw, peak = model.bandwidth(), model.compute(self.precision or None)
+        """Return "memory" when the boundary level's bandwidth is the lower bound at this
+        intensity, "compute" when the precision's roof is, "unknown" without a bound."""
+        _, _, att, bw = self._bound()
         if bw is None:
             return "unknown"
-        return "memory" if peak is None or bw.value * self.intensity < peak.value else "compute"
+        return "memory" if bw.value * self.intensity <= att * (1 + 1e-12) else "compute"
 
     def measurement(self) -> Measurement:
         """Return this result as a row of the suite's one results schema (family "user")."""
@@ -128,7 +138,7 @@ def roofs_from(run_dir) -> list[Roof]:
 def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]:
     """Measure roofs on the spot: the memory roof from stream copy and read at working sets
     4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; about 15 s on a 2-core CPU."""
+    GEMMs (torch). Seconds on a GPU; about 15 s on the README's 2-core AMD EPYC (Zen 5) VM."""
     import pandas as pd
 
     from bench.registry import load_all
@@ -148,42 +158,56 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]
     return roofs + compute_roofs(rows)
 
 
+def tolerance_of(precision: str) -> float:
+    """Return the gate's tolerance for a precision: the suite's per-precision table (the GEMM
+    precisions, bench/ops/gemm.py); "" counts as fp32. Raises APIError for an unknown one."""
+    from bench.ops.gemm import PRECISIONS
+    p = PRECISIONS.get(precision or "fp32")
+    if p is None:
+        raise APIError(f"no tolerance is known for precision '{precision}': use one of {', '.join(PRECISIONS)}, "
+                       "or give tolerance=.")
+    return p.tolerance
+
+
+def _error(out, ref, inputs) -> float:
+    return relative_norm_error(torch.as_tensor(out), ref, inputs)
+
+
 def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", shape="", device: str | None = None,
             precision: str = "", mode: str = "warm", roofs: Iterable[Roof] = (), reference=None,
-            backend: str = "torch", budget_s: float = 0.3) -> Result:
+            backend: str = "torch", budget_s: float = 0.3, tolerance: float | None = None) -> Result:
     """Return the Result of timing fn() (a zero-argument callable, inputs already allocated)
     with the suite's timer on device (default: the first GPU, else the CPU).
 
     flops and bytes are the counts of one call: numbers, or functions of shape. reference,
-    when given, is the expected output: fn()'s result is compared with it in float64 first,
+    when given, is the expected output: fn()'s result passes the suite's correctness gate
+    first (relative norm error in float64 within the precision's tolerance, or tolerance),
     and a wrong result is an error, never timed. Raises APIError for bad input or a
     callable that raises (one sentence)."""
     info = devmod.resolve(device)
     f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
+                caches=tuple((c.name, c.total_bytes) for c in info.caches),
                 backend=backend, precision=precision, roofs=tuple(roofs))
-    try:
-        out = fn()
-        if info.kind == "cuda":
-            torch.cuda.synchronize(torch.device(info.torch_device))
-    except Exception as e:
-        raise APIError(f"kernel '{name}' raised {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}; nothing was timed.") from None
-    err = None
+    ref = None
     if reference is not None:
+        tolerance = tolerance_of(precision) if tolerance is None else tolerance
         ref = torch.as_tensor(reference).double()
-        err = ((torch.as_tensor(out).double() - ref).norm() / ref.norm().clamp_min(1e-300)).item()
-        tol = 1e-2 if precision in ("bf16", "fp16", "fp8e4m3", "fp8e5m2") else 1e-5
-        if not err <= tol:
-            return Result(**base, status="error", error=err, reason=f"wrong result: error {err:.3g} exceeds {tol:g}; not timed")
-    if backend == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
-        return Result(**base, status="skipped", error=err,
+    try:
+        gate = check(lambda: fn, ref, tolerance, info, error=_error)
+    except Exception as e:
+        raise APIError(f"kernel '{name}' raised {first_line(e)}; nothing was timed.") from None
+    if not gate.passed:
+        return Result(**base, status="error", error=gate.error, reason=gate.reason)
+    if backend == "triton" and triton_interpreting():
+        return Result(**base, status="skipped", error=gate.error,
                       reason="checked under Triton's interpreter; interpreter timings are never reported")
     flush = None
     if mode == "cold":
         from bench.timing import make_flush
         flush = make_flush(info.torch_device, info.llc_bytes)
     t = time_fn(fn, info.torch_device, mode, TimerConfig(budget_s=budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
-    return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=err)
+    return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=gate.error)
 
 
 @dataclass

@@ -73,7 +73,8 @@ def _case(op: str, nbytes: int, rank: int, n: int, device: str, src: int = 0, ds
         inp = torch.full((chunk,), float(rank + 1), device=device)
         out = torch.full((elems,), nan, device=device)
         want = torch.arange(1, n + 1, device=device, dtype=torch.float32).repeat_interleave(chunk)
-        return Case(op, elems * 4, lambda: dist.all_gather_into_tensor(out, inp), lambda: bool(torch.equal(out, want)))
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
+        return Case(op, elems * 4, lambda: gather(out, inp), lambda: bool(torch.equal(out, want)))
     if op == "reduce_scatter":
         chunk = elems // n
         inp = torch.full((elems,), float(rank + 1), device=device)

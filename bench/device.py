@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from bench.util import triton_interpreting
+
 
 class DeviceError(ValueError):
     """A device name the user gave that this machine does not have."""
@@ -98,6 +100,9 @@ def resolve(name: str | None = None) -> DeviceInfo:
     if name is None:
         name = "cuda:0" if torch.cuda.is_available() else "cpu"
     name = name.strip().lower()
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise DeviceError(f"no CUDA device on this machine (asked for '{name}'): use --device cpu, or run on a machine "
+                          "with a GPU and a CUDA build of torch.")
     if name == "cuda":
         name = "cuda:0"
     if name not in available_devices():
@@ -115,7 +120,7 @@ def software_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = None
     out["cuda_runtime"] = torch.version.cuda
-    out["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "") == "1"
+    out["triton_interpret"] = triton_interpreting()
     out["torch_threads"] = torch.get_num_threads()
     return out
 
@@ -258,5 +263,10 @@ def free_memory_bytes(info: DeviceInfo) -> int | None:
     return _meminfo_bytes("MemAvailable")
 
 
+COMMAND_ENV = "ROOFBENCH_COMMAND"  # set by the multi-device launcher (bench/distributed.py) for its workers
+
+
 def command_line() -> str:
-    return " ".join([Path(sys.executable).name] + sys.argv)
+    """Return the command this run was started with: the launcher's, for a worker it started
+    (whose own arguments are torchrun's), else this process's."""
+    return os.environ.get(COMMAND_ENV) or " ".join([Path(sys.executable).name] + sys.argv)

@@ -24,6 +24,7 @@ import torch
 
 from bench import device as devmod
 from bench.results import RunWriter, utc_stamp
+from bench.util import first_line
 
 WORKER_TIMEOUT = timedelta(hours=2)
 ARGS_ENV = "ROOFBENCH_WORKER_ARGS"  # a barrier waits for the slowest device's whole sweep
@@ -45,15 +46,20 @@ def worker_argv() -> list[str] | None:
 
 def nprocs(args) -> int:
     """Return how many worker processes to launch, or raise LaunchError with one sentence."""
+    least = 2 if args.comm else 1
+    if args.procs is not None and args.procs < least:
+        raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks: give --procs 2 or more (got {args.procs})."
+                          if args.comm else f"--procs must be 1 or more (got {args.procs}).")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and args.device != "cpu" else 0
-    n = args.procs or gpus
+    n = args.procs if args.procs is not None else gpus
     if n == 0:
         raise LaunchError("no CUDA GPU here: --all-devices and --comm launch one process per GPU; "
                           "give --procs N to run N gloo processes on this CPU instead.")
     if gpus and n > gpus:
         raise LaunchError(f"--procs {n} asks for more processes than the {gpus} GPUs here.")
-    if args.comm and n < 2:
-        raise LaunchError("the interconnect benchmarks need at least 2 ranks (--procs 2 or more, or 2+ GPUs).")
+    if n < least:
+        raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks, and this machine has {n} GPU: "
+                          "give --device cpu --procs 2 to run them on gloo over loopback.")
     return n
 
 
@@ -70,7 +76,10 @@ def launch(args, argv, script: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     # the workers' arguments travel in the environment: torchrun's own parser would take
     # abbreviations of its options out of the script's arguments
-    env = dict(os.environ, **{ARGS_ENV: json.dumps([*argv, "--run-dir", str(run_dir)])})
+    env = dict(os.environ, **{ARGS_ENV: json.dumps([*argv, "--run-dir", str(run_dir)]),
+                              devmod.COMMAND_ENV: devmod.command_line()})
+    if n > 1:  # what torchrun sets for several processes anyway, said here so that it prints no banner about it
+        env.setdefault("OMP_NUM_THREADS", "1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}", str(script)]
     print(f"roofbench: {n} processes ({'NCCL' if first.kind == 'cuda' else 'gloo'}) -> {run_dir}", flush=True)
     rc = subprocess.run(cmd, env=env).returncode
@@ -88,12 +97,13 @@ def _raise_on_term(signum, frame):
     raise KeyboardInterrupt  # torchrun stops the other ranks with SIGTERM when one dies
 
 
-def worker(args, measure_device, finish) -> int:
+def worker(args) -> int:
     """One rank: measure this process's device (--all-devices) and/or run the interconnect
     benchmarks (--comm); rank 0 writes the combined results. Returns the exit code."""
     import torch.distributed as dist
 
     from bench.comm import run_comm
+    from bench.session import finish, measure_into, options_record, run_meta
     from roofs.devices import write_devices_report
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -101,14 +111,14 @@ def worker(args, measure_device, finish) -> int:
     device = f"cuda:{local}" if cuda else "cpu"
     if cuda:
         torch.cuda.set_device(local)
-    signal.signal(signal.SIGTERM, _raise_on_term)
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=WORKER_TIMEOUT)
+    on_term = signal.signal(signal.SIGTERM, _raise_on_term)  # restored when the rank ends
     run_dir = args.run_dir
     try:
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=WORKER_TIMEOUT)
         if args.all_devices:
             info = devmod.resolve(device)
             mine = run_dir / f"rank{rank}-{info.slug}"
-            rc = measure_device(mine, args, info)
+            rc = measure_into(mine, args, info)
             if rc:
                 return rc
             dist.barrier()
@@ -117,9 +127,8 @@ def worker(args, measure_device, finish) -> int:
                 print(open(write_devices_report(run_dir, dirs, args.outlier_pct)).read())
         if args.comm:
             info = devmod.resolve(device)
-            writer = RunWriter(run_dir / "comm", {"device": info.to_dict(), "software": info.software,
-                                                  "command": devmod.command_line(), "ranks": world,
-                                                  "backend": dist.get_backend()}) if rank == 0 else None
+            meta = run_meta(info, options_record(args), "comm", ranks=world, backend=dist.get_backend())
+            writer = RunWriter(run_dir / "comm", meta) if rank == 0 else None
             status = "complete"
             try:
                 run_comm(device, args.quick, sink=writer.add if writer else (lambda m: None),
@@ -139,10 +148,10 @@ def worker(args, measure_device, finish) -> int:
         print(f"roofbench: rank {rank} stopped; what it measured is in {run_dir}.", file=sys.stderr)
         return 130
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:200]
-        print(f"roofbench: rank {rank} failed ({type(e).__name__}: {first}); what was measured is in {run_dir}.",
+        print(f"roofbench: rank {rank} failed ({first_line(e)}); what was measured is in {run_dir}.",
               file=sys.stderr)
         return 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+        signal.signal(signal.SIGTERM, on_term)

@@ -18,6 +18,11 @@ M = ceil(T top_k / active) tokens (an even split of the routed tokens).
 
 Each op's predicted time is its roofline bound, flops / min(P, BW x I), with the roofs of a
 run folder or measured on the spot; its measured time is the best median over the impls.
+An op faster than its bound even at its p80 time, and a phase whose measured tokens per
+second beat the bound, are flagged with the likely causes.
+
+The model.* ops that measure a model's own shapes are registered explicitly, by
+register_model_ops(), never as a side effect of planning.
 """
 from __future__ import annotations
 
@@ -97,19 +102,30 @@ def layer_ops(cfg: ModelConfig, batch: int, prompt: int, context: int, dtype: st
     return ops
 
 
-def _register_model_ops():
-    """Register model.* ops: the GEMM and attention ops without sweeps, for arbitrary shapes."""
+MODEL_OPS = (("gemm.square", "model.gemm"), ("attention.prefill", "model.attention.prefill"),
+             ("attention.decode", "model.attention.decode"))
+
+
+def register_model_ops() -> None:
+    """Register the model.* ops in the registry (after every family: load_all): the GEMM and
+    attention ops without sweeps, for a model's own shapes, with their impls but numpy.
+    Called explicitly by the model command (and the tests) before plan() and predict();
+    a second call changes nothing."""
     load_all()
-    if "model.gemm" in REGISTRY.ops:
+    if MODEL_OPS[0][1] in REGISTRY.ops:
         return
-    for src, dst in (("gemm.square", "model.gemm"), ("attention.prefill", "model.attention.prefill"),
-                     ("attention.decode", "model.attention.decode")):
+    for src, dst in MODEL_OPS:
         op = REGISTRY.ops[src]
         REGISTRY.add_op(dataclasses.replace(op, name=dst, family="model", axes=(),
                                             doc=f"{op.doc} (a model's own shapes)"))
         for impl in REGISTRY.impls_of(src):
             if impl.name != "numpy":
                 REGISTRY.add_impl(dataclasses.replace(impl, op=dst))
+
+
+def _require_model_ops() -> None:
+    if any(dst not in REGISTRY.ops for _, dst in MODEL_OPS):
+        raise ModelError("the model.* ops are not registered: call bench.models.register_model_ops() first.")
 
 
 def key(lo: LayerOp) -> tuple:
@@ -121,7 +137,7 @@ def plan(op_lists):
     """Return the Plan measuring every distinct op of the given LayerOp lists once: prefill
     timed warm, decode cold (a decode step reads each layer's weights from memory once)."""
     from bench.runner import Plan, Task
-    _register_model_ops()
+    _require_model_ops()
     tasks, seen = [], set()
     for ops in op_lists:
         for lo in ops:
@@ -133,23 +149,39 @@ def plan(op_lists):
 
 
 def best_times(measurements) -> dict:
-    """Return key -> {median_s, impl, reason}: the fastest successful impl of each point, or
-    the reason none succeeded."""
+    """Return key -> {median_s, p80_s, impl, reason}: the fastest successful impl of each
+    point, or the reason none succeeded."""
     best = {}
     for m in measurements:
         k = (m.op, repr(m.point))
         cur = best.get(k)
         if m.status == "ok" and (cur is None or cur["median_s"] is None or m.median_s < cur["median_s"]):
-            best[k] = {"median_s": m.median_s, "impl": m.impl, "reason": ""}
+            best[k] = {"median_s": m.median_s, "p80_s": m._stat(80), "impl": m.impl, "reason": ""}
         elif cur is None:
-            best[k] = {"median_s": None, "impl": m.impl, "reason": m.reason}
+            best[k] = {"median_s": None, "p80_s": None, "impl": m.impl, "reason": m.reason}
     return best
 
 
-def predict(ops: list[LayerOp], rows, roofs, layers: int) -> dict:
-    """Return per phase: each op's bound and measured time and the totals per layer, per
-    step and in tokens per second. rows: the run's measurement rows (point_id keyed)."""
+def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from: str) -> str:
+    """Return the likely causes of an op measured faster than its roofline bound even at its
+    slow end (the p80 time): a cache-resident working set, roofs lower than this machine
+    reaches now, or a count that is too high (as roofs/derive.above_roof_causes does for a run)."""
+    causes = []
+    if llc_bytes and working_set <= 2 * llc_bytes and lo.phase == "prefill":
+        causes.append(f"its working set ({working_set / 2**20:.3g} MiB) fits beside the {llc_bytes / 2**20:.3g} MiB "
+                      "last-level cache and prefill is timed warm, so the memory roof does not bound it")
+    causes.append(f"the roofs {roofs_from or 'given'} are lower than this machine reached now "
+                  "(measured under other load, at another clock, or on another machine)")
+    causes.append("a FLOP or byte count that is too high")
+    return "faster than its roofline bound even at p80: " + "; ".join(causes)
+
+
+def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "") -> dict:
+    """Return per phase: each op's bound and measured time (flagged when it beats the bound
+    even at its p80 time) and the totals per layer, per step and in tokens per second,
+    flagged when the measured rate beats the bound. rows: LayerOp -> best_times() entry."""
     from roofs.model import Roofline
+    _require_model_ops()
     model = Roofline(roofs)
     out = {}
     for phase in ("prefill", "decode"):
@@ -162,25 +194,92 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int) -> dict:
             att = model.attainable_gflops(flops / nbytes, lo.point["dtype"])
             bound = flops / (att * 1e9) if att and math.isfinite(att) else None
             measured = r["median_s"] if r else None
+            slow_end = (r.get("p80_s") or measured) if r else None
             if measured is None:
                 missing.append(lo.name)
             key = "layer" if lo.per_layer else "head"
             totals[f"bound_{key}_s"] += lo.count * (bound or 0.0)
             totals[f"measured_{key}_s"] += lo.count * (measured or 0.0)
             size, shape = op.describe(lo.point)
+            flag = (beats_bound(lo, op.working_set(lo.point), llc_bytes, roofs_from)
+                    if bound and slow_end and slow_end < bound else "")
             lines.append({"op": lo.name, "shape": shape, "count": lo.count, "gflop": flops / 1e9,
                           "mbytes": nbytes / 1e6, "intensity": flops / nbytes,
                           "bound_us": bound * 1e6 if bound else None,
                           "measured_us": measured * 1e6 if measured else None,
                           "pct_of_attainable": 100 * bound / measured if bound and measured else None,
-                          "impl": r["impl"] if r else "", "note": r["reason"] if r and not measured else ""})
+                          "impl": r["impl"] if r else "", "note": r["reason"] if r and not measured else "",
+                          "flag": flag})
         step_bound = layers * totals["bound_layer_s"] + totals["bound_head_s"]
         step_measured = layers * totals["measured_layer_s"] + totals["measured_head_s"]
         tokens = next(o for o in ops if o.phase == phase and o.name == "qkv").point["shape"][0]
+        rate_bound = tokens / step_bound if step_bound else None
+        rate = tokens / step_measured if step_measured and not missing else None
+        fast = [line["op"] for line in lines if line["flag"]]
+        flag = ""
+        if rate and rate_bound and rate > rate_bound:
+            flag = (f"measured {rate / rate_bound - 1:.1%} faster than the roofs allow"
+                    + (f": {', '.join(fast)} beat their bounds even at p80 (causes in the op table's flag)" if fast
+                       else ", within the ops' own spread (no op beats its bound at p80)"))
         out[phase] = {"ops": lines, **totals, "step_bound_s": step_bound,
                       "step_measured_s": step_measured if not missing else None,
-                      "tokens_per_step": tokens,
-                      "tokens_per_s_bound": tokens / step_bound if step_bound else None,
-                      "tokens_per_s_measured": tokens / step_measured if step_measured and not missing else None,
-                      "missing": missing}
+                      "tokens_per_step": tokens, "tokens_per_s_bound": rate_bound, "tokens_per_s_measured": rate,
+                      "missing": missing, "flag": flag}
     return out
+
+
+def layers_per_batch(cfg: ModelConfig, batches, prompt: int, context: int, dtype: str) -> dict:
+    """Return batch -> layer_ops(); raises ModelError for impossible settings (before anything runs)."""
+    if not batches:
+        raise ModelError("give at least one batch size (--batch 1,8,64).")
+    return {b: layer_ops(cfg, b, prompt, context, dtype) for b in batches}
+
+
+def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report: dict) -> str:
+    """Return the model command's text (model.md): per batch and phase, each op's bound and
+    measured time, the totals per layer and per step, tokens per second, and every flag."""
+    import pandas as pd
+    out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
+           f"FFN {cfg.ffn}" + (f", {cfg.experts} experts (top {cfg.top_k})" if cfg.experts > 1 else "")
+           + f"; prompt {prompt}, context {context}, {dtype}\n"]
+    for b, phases in report.items():
+        for phase, r in phases.items():
+            t = pd.DataFrame(r["ops"])[["op", "shape", "count", "gflop", "mbytes", "intensity", "bound_us",
+                                        "measured_us", "pct_of_attainable", "impl"]]
+            out.append(f"\n## batch {b}, {phase} ({r['tokens_per_step']} tokens per step)\n")
+            out.append(t.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+            meas = r["step_measured_s"]
+            out.append(f"\nper layer: bound {r['bound_layer_s'] * 1e3:.4g} ms, measured {r['measured_layer_s'] * 1e3:.4g} ms; "
+                       f"per step ({cfg.layers} layers + lm_head): bound {r['step_bound_s'] * 1e3:.4g} ms, "
+                       + (f"measured {meas * 1e3:.4g} ms" if meas else f"measured incomplete (no time for {', '.join(r['missing'])})")
+                       + f"\ntokens/s: at most {r['tokens_per_s_bound']:,.1f} by the roofs"
+                       + (f", {r['tokens_per_s_measured']:,.1f} measured" if r["tokens_per_s_measured"] else ""))
+            if r["flag"]:
+                out.append(f"FLAG: {r['flag']}.")
+            out += [f"FLAG {line['op']}: {line['flag']}." for line in r["ops"] if line["flag"]]
+    return "\n".join(out) + "\n"
+
+
+def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: str, budget_s: float,
+                  out: Path, options: dict, prompt: int, context: int, dtype: str) -> tuple[str, Path, str]:
+    """Measure every distinct op of per_batch (layers_per_batch) on device into a new run
+    folder out/model-<name>-<device>-<time>/, place it under roofs, write model.json and
+    model.md, finish the folder; return (status, run folder, the model's text)."""
+    from bench.results import utc_stamp
+    from bench.session import execute, finish, run_meta
+    from bench.timing import TimerConfig
+    register_model_ops()
+    run_dir = Path(out) / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
+    timer = TimerConfig(budget_s=budget_s, warmup_s=0.02)
+    meta = run_meta(device, options, "model", timer, model=dataclasses.asdict(cfg), roofs_from=roofs_from,
+                    base_roofs=[r.to_dict() for r in roofs if r.source == "measured"])
+    status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)
+    best = best_times(measured)
+    report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from)
+              for b, ops in per_batch.items()}
+    (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,
+                                                    "roofs_from": roofs_from, "per_batch": report}, indent=1, default=str))
+    text = summary_text(cfg, prompt, context, dtype, report)
+    (run_dir / "model.md").write_text(text)
+    finish(run_dir)
+    return status, run_dir, text

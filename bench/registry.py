@@ -66,6 +66,7 @@ class Op:
     precision: Callable = lambda point: ""     # (point) -> the compute roof that bounds it ("bf16"), "" for none
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
     cost_group: str = ""                        # ops whose times predict each other (default: the family)
+    columns: Callable | None = None             # (point) -> {axis column: value} beyond bench.results.axis_columns
 
     def points(self, device, quick: bool = False) -> list[Point]:
         """Return the product of every axis's values, in axis order; none for an op without

@@ -3,7 +3,8 @@
 A run folder <device-slug>-<UTC timestamp>/ holds
     measurements.csv  one row per measured, skipped or failed point (COLUMNS, in order)
     samples.jsonl     each point's raw per-call samples, appended as the run goes
-    run.json          device, software, command line, times, status, schema version, and
+    run.json          device, software, command line and options, the kind of run, times,
+                      status, schema and method versions, the roofbench commit, and
                       (once the run ends, even by Ctrl-C) every point's raw samples
     roofs.json        the roofs derived from the measurements (written by roofs.derive)
 Rows are appended and flushed as each point finishes, so an interrupted run leaves a
@@ -21,8 +22,22 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+from bench.util import git_commit
 
+SCHEMA_VERSION = 1
+# The version of the measuring method (ARCHITECTURE.md, rule 12). Bump it with any change
+# to how points are counted, checked or timed or how roofs are derived, so that two runs
+# made by different rules can be told apart: run.json records it (with the roofbench
+# commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.
+METHOD_VERSION = 2
+
+# A point's axis values, one column each (empty where an op has no such axis), so that
+# nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
+# batch; the GEMV layer and its N, K; attention sequence, KV length, query and KV heads and
+# head dimension, causal; the stream working set; the host memory kind of a copy; ranks
+# and the send/recv pair of a collective.
+AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "heads_kv", "head_dim", "causal",
+                "ws_bytes", "memory", "ranks", "pair"]
 COLUMNS = [
     "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
@@ -30,11 +45,23 @@ COLUMNS = [
     "gbps", "gflops", "error", "tolerance", "status", "reason", "detail",
     "precision", "boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
+    *AXIS_COLUMNS,
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
 ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision", "boundary", "bound_note", "flag"]
+                "reason", "detail", "precision", "boundary", "bound_note", "flag", "layer", "memory", "pair"]
+
+
+def axis_columns(point: dict) -> dict:
+    """Return the AXIS_COLUMNS a point fills by itself: its scalar axes of those names, and a
+    3-tuple "shape" axis as m, n, k. An op whose axes hold more (a GEMV layer's N and K, an
+    attention op's heads) adds its own through Op.columns."""
+    out = {k: v for k, v in point.items() if k in AXIS_COLUMNS and not isinstance(v, (tuple, list, dict))}
+    shape = point.get("shape")
+    if isinstance(shape, (tuple, list)) and len(shape) == 3:
+        out.update(zip(("m", "n", "k"), shape))
+    return out
 
 
 class ResultsError(ValueError):
@@ -69,6 +96,7 @@ class Measurement:
     bus_factor: float | None = None  # collectives: bus bandwidth / algorithm bandwidth
     telemetry: dict = field(default_factory=dict)
     flag: str = ""                 # set while measuring: the machine was busy (the roof flags come later)
+    columns: dict = field(default_factory=dict)  # axis columns beyond axis_columns(point) (Op.columns)
 
     @property
     def dtype(self) -> str:
@@ -117,6 +145,7 @@ class Measurement:
             "joules": self.telemetry.get("joules_per_call"),
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
             "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
+            **{c: None for c in AXIS_COLUMNS}, **axis_columns(self.point), **self.columns,
         }
         row["flag"] = self.flag or None
         return {c: row[c] for c in COLUMNS}
@@ -165,7 +194,8 @@ class RunWriter:
     def __init__(self, run_dir: Path, meta: dict):
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=False)
-        self.meta = dict(meta, schema_version=SCHEMA_VERSION, status="running",
+        self.meta = dict(meta, schema_version=SCHEMA_VERSION, method_version=METHOD_VERSION,
+                         roofbench_commit=git_commit(), status="running",
                          start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
@@ -236,8 +266,12 @@ def _load_json(path: Path, what: str) -> dict:
         raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); re-run the benchmark or restore the file.") from None
 
 
+STATUSES = ("ok", "skipped", "error")
+
+
 def load_measurements(path: Path) -> pd.DataFrame:
-    """Return measurements.csv as a DataFrame; raise ResultsError if it lacks a schema column."""
+    """Return measurements.csv as a DataFrame; raise ResultsError if it lacks a schema
+    column, its last row is cut, or a row has no valid status."""
     try:
         df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
@@ -252,11 +286,38 @@ def load_measurements(path: Path) -> pd.DataFrame:
             df[c] = None
     for c in TEXT_COLUMNS:
         df[c] = df[c].fillna("")
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        raise ResultsError(f"{path} ends in the middle of a row (cut at byte {len(raw)}): restore the file, or delete "
+                           "that partial last line to keep the rows before it; nothing was read or rewritten.")
+    bad = df.index[~df["status"].isin(STATUSES)]
+    if len(bad):
+        raise ResultsError(f"{path} line {bad[0] + 2} has status '{df.at[bad[0], 'status']}' (expected "
+                           f"{', '.join(STATUSES)}; {len(bad)} such rows): the file was cut or edited; restore it "
+                           "or re-run the benchmark.")
     return df
 
 
+def check_points(df: pd.DataFrame, meta: dict, path: Path) -> None:
+    """Raise ResultsError unless measurements.csv has the points run.json records, in the
+    same order (a run still running, or killed, has not recorded them: nothing to check)."""
+    points = meta.get("points")
+    if points is None:
+        return
+    ids = [p.get("point_id") for p in points]
+    if len(ids) != len(df):
+        raise ResultsError(f"{path} has {len(df)} rows but run.json records {len(ids)} points: one of the two files was "
+                           "cut or edited; restore it or re-run the benchmark.")
+    for i, (row, point) in enumerate(zip(df["point_id"], ids)):
+        if row != point:
+            raise ResultsError(f"row {i + 1} of {path} is '{row}' but run.json records '{point}' there: the files come "
+                               "from different runs or one was edited.")
+
+
 def load_run(run_dir) -> Run:
-    """Return the Run stored in run_dir; raise ResultsError with one sentence if it is unreadable."""
+    """Return the Run stored in run_dir; raise ResultsError with one sentence if it is
+    unreadable, or if measurements.csv and run.json disagree (a cut row, a blank status, a
+    different point count or point ids): callers refuse such a run and rewrite nothing."""
     d = Path(run_dir)
     if not d.is_dir():
         raise ResultsError(f"run folder {d} does not exist.")
@@ -264,5 +325,6 @@ def load_run(run_dir) -> Run:
     if meta.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
     df = load_measurements(d / "measurements.csv")
+    check_points(df, meta, d / "measurements.csv")
     roofs = _load_json(d / "roofs.json", "its roofs").get("roofs", []) if (d / "roofs.json").exists() else []
     return Run(d, meta, df, roofs)

@@ -1,4 +1,4 @@
-"""The runner: expand axes -> skip check -> correctness gate -> time -> Measurement.
+"""The runner: expand axes -> skip check -> correctness gate (bench/gate.py) -> time -> Measurement.
 
 Knows nothing of plotting. Every point it plans ends as exactly one row per (impl, mode):
 measured ("ok"), skipped with a reason, or failed with its error. An impl that raises
@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from bench import device as devmod
+from bench.gate import check
 from bench.ops._tune import DeviceLost, is_fatal
 from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
@@ -27,7 +28,7 @@ from roofs.derive import JUMP_PREFIX
 
 
 def backend_skip(impl: Impl, point: dict, device: devmod.DeviceInfo) -> str | None:
-    """Return why impl's backend cannot be timed on device, or None.
+    """Return why impl's backend cannot be timed on device, or None (ARCHITECTURE.md, rule 8).
 
     Triton needs a GPU; on a CPU it runs only under its interpreter, whose timings are
     not performance. Under the interpreter bf16 is silently wrong (upstream triton issue
@@ -95,20 +96,6 @@ def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=Fa
     return Plan(tasks, tuple(modes) if modes else None)
 
 
-def _sync(device: devmod.DeviceInfo):
-    if device.kind == "cuda":
-        torch.cuda.synchronize(torch.device(device.torch_device))
-
-
-def poison(inputs: dict, names) -> None:
-    """Fill the named output tensors with NaN (or the largest integer), so an output the
-    kernel never writes fails the correctness gate."""
-    for name in names:
-        t = inputs.get(name)
-        if isinstance(t, torch.Tensor):
-            t.fill_(math.nan if t.is_floating_point() else torch.iinfo(t.dtype).max)
-
-
 @dataclass
 class Runner:
     device: devmod.DeviceInfo
@@ -153,7 +140,8 @@ class Runner:
         return Measurement(op=op.name, family=op.family, impl=impl.id, backend=impl.backend,
                            point=dict(point), size=size, shape=shape,
                            working_set_bytes=op.working_set(point), flops=op.flops(point),
-                           bytes=(impl.bytes or op.bytes)(point), mode=mode, precision=op.precision(point), **kw)
+                           bytes=(impl.bytes or op.bytes)(point), mode=mode, precision=op.precision(point),
+                           columns=op.columns(point) if op.columns else {}, **kw)
 
     def point_skip(self, op: Op, point: dict) -> str | None:
         """Return why no impl of op can run point here (the op's own rule, or memory), or None."""
@@ -201,7 +189,7 @@ class Runner:
         return results
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
-        """Return a reason to cut a point short before running it: its time per call,
+        """Return a reason to cut a point short before running it (ARCHITECTURE.md, rule 7): its time per call,
         extrapolated from the last point the same impl and dtype ran, exceeds the whole point
         budget. The extrapolation is optimistic, the smaller of the growth in FLOPs and in
         bytes, so that only a path that is slow either way is cut (a memory-bound point does
@@ -228,11 +216,7 @@ class Runner:
         ctx = LaunchContext(point, self.device, modes[0], self.quick,
                             self.flush() if modes[0] == "cold" else None)
         try:
-            poison(inputs, op.outputs)
-            fn = impl.launcher(inputs, ctx)
-            out = fn()
-            _sync(self.device)
-            err = op.error(out, ref, inputs)
+            gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)
         except DeviceLost as e:
             raise DeviceLost(f"{e} at {impl.id} {point}") from e
         except Exception as e:
@@ -240,9 +224,9 @@ class Runner:
                 raise DeviceLost(f"{_first_line(e)} at {impl.id} {point}") from e
             _free(self.device)
             return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
-        if not (err <= tol):  # also catches NaN: an output that was never written
-            return [mk(m, status="error", error=err, tolerance=tol,
-                       reason=f"wrong result: error {err:.3g} exceeds tolerance {tol:g}; not timed") for m in modes]
+        fn, err = gate.fn, gate.error
+        if not gate.passed:  # also a NaN error: an output that was never written
+            return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
         if impl.backend == "triton" and triton_interpreting():
             return [mk(m, status="skipped", error=err, tolerance=tol,
                        reason=f"correct under Triton's interpreter (error {err:.2g}); interpreter timings are never reported")

@@ -6,17 +6,19 @@
 
 One benchmark per op and impl, at the largest point of the op's quick sweep under a size
 cap (64 MiB on a CPU, 1 GiB on a GPU). Every benchmark first passes the suite's correctness
-gate against float64. Each timed call ends with a device synchronize, so asynchronous GPU
+gate (bench/gate.py) against float64. Each timed call ends with a device synchronize, so asynchronous GPU
 work is inside the measurement; extra_info records the point, its FLOPs and bytes, its
 intensity, and GB/s and TFLOP/s from the median. (For the suite's own numbers, with CUDA
 events and CUDA graphs, use run_bench.py; these are for tracking changes over time.)
 """
+import time
+
 import pytest
-import torch
 
 from bench import device as devmod
+from bench.gate import check, sync
 from bench.registry import LaunchContext, load_all
-from bench.runner import backend_skip, poison
+from bench.runner import backend_skip
 
 INFO = devmod.resolve(None)
 REG = load_all()
@@ -45,25 +47,22 @@ def test_op(benchmark, op_name, impl_id, point):
     if reason:
         pytest.skip(reason)
     inputs = op.make_inputs(point, INFO.torch_device)
-    ref = op.reference(inputs)
-    poison(inputs, op.outputs)
-    fn = impl.launcher(inputs, LaunchContext(point, INFO, op.modes[0]))
-    sync = (lambda: torch.cuda.synchronize(INFO.torch_device)) if INFO.kind == "cuda" else (lambda: None)
-    import time
+    gate = check(lambda: impl.launcher(inputs, LaunchContext(point, INFO, op.modes[0])), op.reference(inputs),
+                 op.tolerance(point), INFO, inputs, op.outputs, op.error)
+    assert gate.passed, gate.reason
+    fn = gate.fn
     t0 = time.perf_counter()
-    out = fn()
-    sync()
+    fn()
+    sync(INFO)
     once = time.perf_counter() - t0
-    err = op.error(out, ref, inputs)
-    assert err <= op.tolerance(point), f"wrong result: error {err:.3g} exceeds {op.tolerance(point):g}"
 
     def call():
         fn()
-        sync()
+        sync(INFO)
     benchmark.pedantic(call, rounds=max(3, min(200, int(0.3 / max(once, 1e-6)))), warmup_rounds=2, iterations=1)
     flops, nbytes = op.flops(point), op.bytes(point)
     info = {"op": op_name, "impl": impl_id, "point": {k: str(v) for k, v in point.items()}, "device": INFO.name,
-            "flops": flops, "bytes": nbytes, "intensity": flops / nbytes if nbytes else None, "error": err}
+            "flops": flops, "bytes": nbytes, "intensity": flops / nbytes if nbytes else None, "error": gate.error}
     stats = getattr(benchmark, "stats", None)
     if stats is not None:  # None when benchmarks are disabled (a plain pytest run)
         median = stats.stats.median

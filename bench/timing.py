@@ -1,9 +1,9 @@
 """The one timer.
 
-Rules (ARCHITECTURE.md, measurement rules R1-R4): time on the device (CUDA events per
-sample on a GPU, perf_counter_ns around a finished call on a CPU); warm up by time, not by
-count; stop a point once it has min_samples and a relative spread (p80 - p20) / median
-under rel_spread, or once its budget is spent; keep every raw sample.
+Rules (ARCHITECTURE.md, rules 3, 4 and 6): time on the device (CUDA events per sample on a GPU,
+perf_counter_ns around a finished call on a CPU); warm up by time, not by count; stop a
+point once it has min_samples and a relative spread (p80 - p20) / median under
+rel_spread, or once its budget is spent; keep every raw sample.
 
 Modes:
 - warm: back-to-back calls with the data left wherever the previous call put it (caches

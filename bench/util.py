@@ -23,12 +23,15 @@ def itemsize(dtype) -> int:
 
 
 def fmt_bytes(n: float) -> str:
-    """Return n bytes in binary units with 3 significant digits: "1.5 MiB", "512 KiB", "64 B"."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.3g} {unit}" if v < 1000 else f"{v:.0f} {unit}"
-    return f"{int(n)} B"
+    """Return n bytes in binary units with 3 significant digits, in the smallest unit that
+    keeps the number under 1000: "512 B", "0.996 MiB" (not "1.02e+03 KiB"), "1.5 GiB"."""
+    if n < 1000:
+        return f"{int(n)} B"
+    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
+        v = n / scale
+        if float(f"{v:.3g}") < 1000:
+            break
+    return f"{v:.3g} {unit}" if v < 999.5 else f"{v:.0f} {unit}"  # past 1000 GiB: whole GiB
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:

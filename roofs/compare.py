@@ -1,19 +1,19 @@
 """Compare runs: several devices, or one device before and after a change. Reads only the
-runs' files. One chart overlays every run's roofs and points; one table gives each roof's
-value per run and its ratio to the first run."""
+runs' files (never rewrites them). One chart overlays every run's roofs and points; one
+table gives each roof's value per run and its ratio to the first run, under a legend that
+says which run is which, and warnings where the runs cannot be compared like for like:
+a different measuring method (METHOD_VERSION, ARCHITECTURE.md rule 12), or CPUs with
+different SIMD units."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure  # no pyplot: the process's matplotlib backend is left alone
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from bench.results import load_run  # noqa: E402
-from roofs.model import Roofline  # noqa: E402
+from bench.results import load_run
+from roofs.model import Roofline
 
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 
@@ -43,8 +43,35 @@ def ratio_table(runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def warnings(runs) -> list[str]:
+    """Return why the runs may differ for reasons other than the device or change compared:
+    measuring methods of different versions, CPUs whose SIMD flags differ."""
+    out = []
+    versions = [r.meta.get("method_version", 1) for r in runs]  # runs before version 2 did not record it
+    if len(set(versions)) > 1:
+        out.append("the runs were measured with different methods (" + ", ".join(
+            f"run {i + 1}: method version {v}" for i, v in enumerate(versions))
+            + "): the rules that make points and roofs changed between them (ARCHITECTURE.md), "
+            "so part of a difference may be the method's.")
+    cpus = [(i, set(r.device.get("cpu_flags") or ())) for i, r in enumerate(runs) if r.device.get("kind") == "cpu"]
+    for (i, a), (j, b) in zip(cpus, cpus[1:]):
+        if a != b:
+            out.append(f"the CPUs differ in SIMD flags: run {i + 1} has {', '.join(sorted(a - b)) or 'none more'}, "
+                       f"run {j + 1} has {', '.join(sorted(b - a)) or 'none more'} that the other lacks; "
+                       "compute roofs follow the vector units (AVX-512, bf16, VNNI), so they may differ many-fold.")
+    return out
+
+
+def text_table(table: pd.DataFrame) -> str:
+    """Return the ratio table for a terminal: significant digits with thousands separators,
+    blank where a run lacks a roof."""
+    from roofs.report import _fmt
+    return table.apply(lambda col: col.map(_fmt)).to_string(index=False) if not table.empty else "(no measured roofs)"
+
+
 def plot_compare(runs, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(10, 6))
+    fig = Figure(figsize=(10, 6))
+    ax = fig.subplots()
     xs = np.logspace(-2, 4, 300)
     for color, run in zip(COLORS, runs):
         model = Roofline(run.roofs)
@@ -70,18 +97,20 @@ def plot_compare(runs, path: Path) -> Path:
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
-def compare(run_dirs, out_dir: Path) -> tuple[pd.DataFrame, Path]:
-    """Write compare.png and compare.md into out_dir; return (the ratio table, out_dir)."""
+def compare(run_dirs, out_dir: Path) -> tuple[str, Path]:
+    """Write compare.png and compare.md into out_dir; return (the comparison as terminal
+    text: legend, warnings and ratio table; out_dir)."""
     runs = [load_run(d) for d in run_dirs]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = ratio_table(runs)
     plot_compare(runs, out_dir / "compare.png")
     from roofs.report import md_table
-    legend = "".join(f"- run {i + 1}: {label(r)} ({r.dir})\n" for i, r in enumerate(runs))
-    (out_dir / "compare.md").write_text(f"# roofbench compare\n\n{legend}\n{md_table(table)}\n![compare](compare.png)\n")
-    return table, out_dir
+    legend = [f"run {i + 1}: {label(r)} ({r.dir})" for i, r in enumerate(runs)]
+    warned = [f"warning: {w}" for w in warnings(runs)]
+    (out_dir / "compare.md").write_text("# roofbench compare\n\n" + "".join(f"- {line}\n" for line in legend + warned)
+                                        + f"\n{md_table(table)}\n![compare](compare.png)\n")
+    return "\n".join(legend + warned + ["", text_table(table)]), out_dir

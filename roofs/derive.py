@@ -235,8 +235,8 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     roofs = []
     comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     if not comm.empty:
-        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{s.split()[-1]}" if "->" in s else "")
-                                for op, s in zip(comm["op"], comm["shape"])],
+        pairs = comm["pair"].fillna("") if "pair" in comm else [""] * len(comm)
+        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)],
                            rate=comm["bus_gbps"].fillna(comm["gbps"]))
         for key, g in comm.groupby("key", sort=False):
             best = g.loc[g["rate"].idxmax()]
@@ -244,7 +244,7 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
                               impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
                               note="bus bandwidth" if key.startswith(("all_", "reduce", "broad")) else "point-to-point bandwidth"))
     host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    for (op, memory), g in (host.groupby(["op", "shape"], sort=False) if not host.empty else ()):
+    for (op, memory), g in (host.groupby(["op", "memory"], sort=False) if not host.empty else ()):
         best = g.loc[g["gbps"].idxmax()]
         roofs.append(Roof("bandwidth", f"host.{op.split('.')[1]}.{memory}", float(best["gbps"]), "GB/s", op=op,
                           impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
@@ -284,16 +284,14 @@ def boundary_level(working_set: float, mode: str, caches, memory_level: str) -> 
 
 def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level):
     """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
-    one point: attainable = min(P_precision, BW_boundary x I), BW x I without a precision
-    roof; no bound at all when the boundary level has no measured roof."""
+    one point: attainable = Roofline.bound_gflops at the boundary level; no bound at all
+    when that level has no measured roof."""
     level = boundary_level(float(working_set or 0), mode, caches, memory_level)
     bw = model.bandwidth(level)
     if bw is None:
         return "", f"{level}: no measured roof for this level, so no bound", None, None
     i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
-    peak = model.compute(precision) if precision else None
-    att = min(bw.value * i, peak.value) if peak else bw.value * i
-    return level, "", att, bw
+    return level, "", model.bound_gflops(i, precision or None, level), bw
 
 
 def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:

@@ -24,6 +24,11 @@ def finish_run(run_dir) -> list[str]:
         base = [Roof.from_dict(r) for r in run.meta.get("base_roofs", [])]
         have = {(r.kind, r.name) for r in base}
         roofs = base + [r for r in roofs if (r.kind, r.name) not in have]
+        if not (run.measurements["family"] == "stream").any():
+            # the notes explain levels a stream sweep left without a roof; with no stream
+            # points there is no such sweep (a model run has the roofs it was given)
+            notes = [] if base or set(run.measurements["family"]) <= {"comm"} else [
+                "no stream points in this run, so no bandwidth roof: the stream family measures them"]
         annotated = annotate(run.measurements, roofs, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)], notes)
         rewrite_measurements(run_dir, annotated)

@@ -72,6 +72,17 @@ class Roofline:
         bound = bw.value * intensity if bw else math.inf
         return min(bound, peak.value) if peak else bound
 
+    def bound_gflops(self, intensity: float, precision: str | None = None, level: str | None = None) -> float | None:
+        """Return a point's attainable bound (ARCHITECTURE.md, rule 11): min(P_precision,
+        BW_level x I) when its precision has a compute roof, BW_level x I when it has none,
+        and None when the level (default: the off-chip memory) has no roof. Which level a
+        point's bytes cross is roofs.derive.boundary_level's rule."""
+        bw = self.bandwidth(level)
+        if bw is None:
+            return None
+        peak = self.compute(precision) if precision else None
+        return min(bw.value * intensity, peak.value) if peak else bw.value * intensity
+
     def ridge(self, precision: str | None = None, level: str | None = None) -> float | None:
         """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
         bw, peak = self.bandwidth(level), self.compute(precision)

@@ -3,8 +3,10 @@ files alone (measurements.csv, run.json, roofs.json and the pictures).
 
 Sections: the device and software; the validation table (each measured roof beside the
 datasheet or computed roof, that roof corrected to the clock observed during the run, and
-measured as a percentage of each); the top findings; every picture; the best points per
-op, impl and dtype; the points above their roofs; why some levels have no roof.
+measured as a percentage of each); the top findings; every picture that has something to
+show; the best points per op, impl and dtype; every point above its roof, grouped by op;
+why some levels have no roof. An interconnect run's report speaks of its links only; a
+model run's names the roofs it was given. summary() is the same run as terminal text.
 """
 from __future__ import annotations
 
@@ -79,12 +81,7 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         if pct is not None and pct == pct and pct > 105:
             out.append(f"{r['ceiling']} measures {r['measured']:,.0f} {r['unit']}, {pct:.0f}% of the "
                        f"{r['reference source']} roof: the clock ran above the one assumed, or the reference misses a unit.")
-    bf16, fp8, int8 = (model.compute(p) for p in ("bf16", "fp8e4m3", "int8"))
-    if bf16 and fp8:
-        ratio = fp8.value / bf16.value
-        out.append(f"fp8 runs at {ratio:.2f}x bf16" + (", so this part lacks fast fp8." if ratio < 1.3 else "."))
-    if bf16 and int8:
-        out.append(f"int8 runs at {int8.value / bf16.value:.2f}x bf16.")
+    out += precision_ratios(model, run.device)
     for p in ("fp32", "bf16"):
         r, ridge = model.compute(p), model.ridge(p)
         if r and ridge:
@@ -104,27 +101,186 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     return out + [w[0].upper() + w[1:] + "." for w in warnings(run)]
 
 
-def best_points(df: pd.DataFrame) -> pd.DataFrame:
+# CPU flags of the units behind a precision's speed (bench/device.py keeps these flags)
+CPU_UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
+
+
+def precision_ratios(model: Roofline, device: dict) -> list[str]:
+    """Return the findings comparing fp8 and int8 with bf16. On a GPU they speak of its
+    units; on a CPU, which has no fp8 units and may lack bf16 or int8 ones (its SIMD flags
+    say), of the software paths torch took, so that a ratio is never read as hardware."""
+    bf16, fp8, int8 = (model.compute(p) for p in ("bf16", "fp8e4m3", "int8"))
+    out = []
+    if device.get("kind") != "cpu":
+        if bf16 and fp8:
+            ratio = fp8.value / bf16.value
+            out.append(f"fp8 runs at {ratio:.2f}x bf16" + (", so this part lacks fast fp8." if ratio < 1.3 else "."))
+        if bf16 and int8:
+            out.append(f"int8 runs at {int8.value / bf16.value:.2f}x bf16.")
+        return out
+    flags = set(device.get("cpu_flags") or ())
+
+    def units(precision):
+        have = [f for f in CPU_UNITS[precision] if f in flags]
+        return (f"{precision} units ({', '.join(have)})" if have
+                else f"no {precision} units (no {' or '.join(CPU_UNITS[precision])} flag)")
+    if bf16 and fp8:
+        out.append(f"fp8 GEMMs run at {fp8.value / bf16.value:.2f}x the bf16 GEMMs in this torch build. A CPU has no "
+                   f"fp8 units, and this one has {units('bf16')}: this compares torch's CPU code paths, not hardware.")
+    if bf16 and int8:
+        out.append(f"int8 GEMMs run at {int8.value / bf16.value:.2f}x the bf16 GEMMs; this CPU has {units('int8')} "
+                   f"and {units('bf16')}.")
+    return out
+
+
+BEST_COLUMNS = ["op", "impl", "dtype", "mode", "shape", "gbps", "gflops", "intensity", "pct_of_attainable", "detail"]
+
+
+def best_points(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
+    """Return the best successful point per op, impl, dtype and mode (by GFLOP/s, or GB/s for
+    points without FLOPs), with the given columns."""
     ok = df[df["status"] == "ok"].copy()
     if ok.empty:
         return ok
     ok["rate"] = ok["gflops"].where(ok["flops"] > 0, ok["gbps"])
     best = ok.loc[ok.groupby(["op", "impl", "dtype", "mode"])["rate"].idxmax()]
-    cols = ["op", "impl", "dtype", "mode", "shape", "gbps", "gflops", "intensity", "pct_of_attainable", "detail"]
-    return best[[c for c in cols if c in best]].reset_index(drop=True)
+    return best[[c for c in columns if c in best]].reset_index(drop=True)
+
+
+def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
+    """Return the "Points above their roofs" sections: how many per op, then every flagged
+    point, grouped by op (none left out: the findings count them all)."""
+    flagged = df[df["flag"].fillna("") != ""] if "flag" in df else df.iloc[0:0]
+    title = "Points above their roofs"
+    if flagged.empty:
+        return [(title, ["none: every measured point is under its attainable bound within its own spread"])]
+    groups = flagged.groupby("op", sort=False)
+    out = [(title, [f"{len(flagged)} points in {groups.ngroups} ops, every one listed below: "
+                    + ", ".join(f"{op} {len(g)}" for op, g in groups) + "."])]
+    for op, g in groups:
+        out.append((f"### {op}: {len(g)} points", g[["point_id", "gflops", "attainable_gflops", "flag"]]))
+    return out
+
+
+def run_kind(run) -> str:
+    """Return the kind of run: "comm" (interconnect rows only), "model" (a model command's
+    run) or "device" (the suite's own sweeps): run.json's run_kind, else the rows' families."""
+    kind = run.meta.get("run_kind")
+    if kind:
+        return kind
+    families = set(run.measurements["family"])
+    return "comm" if families == {"comm"} else ("model" if "model" in families else "device")
+
+
+def charts(run) -> list[str]:
+    """Return the pictures the report shows for this run, of those drawn: no roofline for
+    interconnect rows alone, no bandwidth chart without stream points (it would be empty)."""
+    df = run.measurements
+    kind = run_kind(run)
+    has_stream = bool(((df["family"] == "stream") & (df["status"] == "ok")).any())
+    names = [n for n, _ in PICTURES
+             if not (n.startswith("roofline") and kind == "comm") and not (n == "bandwidth.png" and not has_stream)]
+    return [n for n in names if (run.dir / n).exists()]
+
+
+def summary(run) -> str:
+    """Return the end-of-run text: row counts; the roofs with their ridge points, and why a
+    level has none; each kernel's best point; the decode GEMV lines; the points above their
+    roofs and every error (the first 20 printed, the rest counted and pointed to)."""
+    from bench.util import fmt_bytes
+    df = run.measurements
+    fmt = lambda v: f"{v:,.1f}"  # noqa: E731
+    lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in df["status"].value_counts().items())]
+    model = Roofline(run.roofs)
+    rows = []
+    for r in model.roofs:
+        ridge = model.ridge(r.name) if r.kind == "compute" else None
+        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({r.plateau_points} sizes)"
+                 if r.plateau_bytes else r.shape)
+        rows.append({"roof": r.name, "value": f"{r.value:,.1f} {r.unit}", "source": r.source,
+                     "from": f"{r.impl} {r.dtype}", "plateau or shape": where,
+                     "ridge FLOP/B": f"{ridge:.3g}" if ridge else ""})
+    lines.append("\nroofs:")
+    lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
+    lines += [f"no roof: {n}" for n in _roof_notes(run)]
+    ok = df[df["status"] == "ok"]
+    stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]
+    moved = ok[(ok["family"] != "stream") & (ok["flops"] == 0)]
+    if not stream.empty:
+        t = best_points(stream, ["impl", "dtype", "mode", "gbps", "working_set_bytes"])
+        t["working_set_bytes"] = t["working_set_bytes"].map(lambda n: fmt_bytes(float(n)))
+        lines += ["\nstream, best point per kernel:", t.rename(columns={
+            "gbps": "best GB/s", "working_set_bytes": "at working set"}).to_string(index=False, float_format=fmt)]
+    if not counted.empty:
+        t = best_points(counted, ["impl", "dtype", "mode", "shape", "gflops", "gbps", "intensity", "pct_of_attainable"])
+        lines += ["\ncompute kernels, best point per impl and precision:", t.rename(columns={
+            "gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B", "pct_of_attainable": "% attainable"}
+        ).to_string(index=False, float_format=fmt)]
+    if not moved.empty:
+        t = best_points(moved, ["impl", "dtype", "mode", "shape", "gbps"])
+        lines += ["\ncopies and links, best point per impl:",
+                  t.rename(columns={"gbps": "best GB/s"}).to_string(index=False, float_format=lambda v: f"{v:,.4g}")]
+    lines += gemv_summary(df, model)
+    flagged = df[df["flag"].fillna("") != ""]
+    if not flagged.empty:
+        lines.append(f"\n{len(flagged)} points are flagged (above their attainable roof, or measured while the "
+                     "machine was busy): every one is in report.md (Flagged points) and in measurements.csv, column flag.")
+    from roofs.checks import warnings
+    lines += ["\nwarnings:"] + [f"  {w}" for w in warnings(run)]
+    errors = df[df["status"] == "error"]
+    if not errors.empty:
+        lines += [f"\n{len(errors)} errors:"] + [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
+        if len(errors) > 20:
+            lines.append(f"  and {len(errors) - 20} more, in measurements.csv, column reason.")
+    return "\n".join(lines)
+
+
+def gemv_summary(df: pd.DataFrame, model: Roofline) -> list[str]:
+    """Return the decode lines: measured batch-1 points as % of the memory roof (best impl
+    per format and layer), and the batch of the sweep at which each format's intensity (a
+    formula, so every planned row counts) crosses its ridge point. Reads the batch, n and k
+    columns (a run written before they existed gets no decode lines)."""
+    g = df[(df["family"] == "gemv") & df["batch"].notna() & df["n"].notna()].drop_duplicates("point_id")
+    bw = model.bandwidth()
+    if g.empty or bw is None:
+        return []
+    g = g.assign(layer_nk=[f"{int(n)}x{int(k)}" for n, k in zip(g["n"], g["k"])], batch=g["batch"].astype(int))
+    b1 = g[(g["batch"] == 1) & (g["status"] == "ok")]
+    lines = []
+    if not b1.empty:
+        best = b1.loc[b1.groupby(["dtype", "layer_nk"])["gbps"].idxmax()]
+        t = best[["dtype", "layer_nk", "impl", "gbps", "pct_of_bw_roof", "pct_of_attainable"]].rename(
+            columns={"layer_nk": "layer NxK", "gbps": "GB/s", "pct_of_bw_roof": f"% of {bw.name}",
+                     "pct_of_attainable": "% of attainable"})
+        lines += [f"\ndecode GEMV at batch 1 against the measured {bw.name} roof ({bw.value:,.1f} GB/s):",
+                  t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
+    rows = []
+    for (dtype, layer_nk), sub in g.groupby(["dtype", "layer_nk"]):
+        ridge = model.ridge(sub["precision"].iloc[0] or None)
+        if ridge is None:
+            continue
+        sub = sub.sort_values("batch")
+        over = sub[sub["intensity"] >= ridge]
+        rows.append({"format": dtype, "layer NxK": layer_nk, "ridge FLOP/B": f"{ridge:.3g}",
+                     "crosses at batch": int(over["batch"].iloc[0]) if not over.empty else f"> {sub['batch'].max()}",
+                     "intensity at batch 1": f"{sub['intensity'].iloc[0]:.3g}"})
+    if rows:
+        lines += ["\ndecode GEMV: where each format crosses its ridge point (intensity >= P / BW):",
+                  pd.DataFrame(rows).to_string(index=False)]
+    return lines
 
 
 def plot_energy(run, model: dict, path: Path) -> Path:
     """Draw energy.png: FLOP/J against intensity, the points and the fitted model at the
     attainable rate."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure  # no pyplot: the process's matplotlib backend is left alone
+
     from roofs.energy import flops_per_joule
     df = run.measurements
     d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
     for fam, g in d.groupby("family"):
         ax.scatter(g["intensity"], g["flops"] / g["joules"], s=14, label=fam)
     rl = Roofline(run.roofs)
@@ -140,7 +296,6 @@ def plot_energy(run, model: dict, path: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -173,12 +328,10 @@ def html_table(df: pd.DataFrame) -> str:
 
 def sections(run) -> list[tuple[str, object]]:
     """Return the report as (title, content) pairs; content is text, a list of lines, a
-    DataFrame or a Path to a picture."""
+    DataFrame or a Path to a picture; a title starting with "###" is a sub-section.
+    An interconnect run speaks of its links only; a model run of the roofs it was given."""
     dev, sw = run.device, run.meta.get("software", {})
-    table, origin = validation(run)
-    energy, energy_why = fit_energy(run.measurements)
-    if energy:
-        plot_energy(run, energy, run.dir / "energy.png")
+    kind = run_kind(run)
     env = pd.DataFrame([
         ("device", f"{dev.get('name')} ({dev.get('torch_device')})"),
         ("memory", f"{(dev.get('memory_bytes') or 0) / 2**30:.1f} GiB"),
@@ -188,26 +341,63 @@ def sections(run) -> list[tuple[str, object]]:
         ("compute capability", dev.get("compute_capability") or "-"),
         ("software", ", ".join(f"{k} {v}" for k, v in sw.items() if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),
         ("command", run.meta.get("command", "")),
+        ("roofbench", f"commit {run.meta.get('roofbench_commit', 'not recorded')}, "
+                      f"method version {run.meta.get('method_version', 1)}"),
         ("run", f"{run.meta.get('start_utc')} to {run.meta.get('end_utc')} UTC, status {run.meta.get('status')}"),
     ], columns=["", "value"])
     df = run.measurements
-    flagged = df[df["flag"].fillna("") != ""][["point_id", "gflops", "attainable_gflops", "flag"]] if "flag" in df else df.iloc[0:0]
-    telemetry_note = _telemetry_note(run)
-    out = [("Device and software", env),
-           ("Validation", [f"Reference roofs: {origin}. Percentages are measured / reference; the clock-corrected "
-                           "reference scales the compute peak by the clock observed while the roof's point ran, "
-                           "divided by the clock the peak assumes.", telemetry_note]),
-           ("", table),
-           ("Findings", findings(run, table, energy))]
-    for name, title in PICTURES:
-        if (run.dir / name).exists():
-            out.append((title, run.dir / name))
+    if kind == "comm":
+        return [("Device and software", env), ("Link roofs", link_lines(run)), ("", link_table(run)), *_pictures(run),
+                ("Failed points", _error_lines(df))]
+    table, origin = validation(run)
+    energy, energy_why = fit_energy(df)
+    if energy:
+        plot_energy(run, energy, run.dir / "energy.png")
+    out = [("Device and software", env)]
+    if kind == "model":
+        out.append(("Roofs", [f"This model run is placed under the roofs {run.meta.get('roofs_from', 'it was given')}; "
+                              "its own rows set none (see model.md for the per-layer table)."]))
+    out += [("Validation", [f"Reference roofs: {origin}. Percentages are measured / reference; the clock-corrected "
+                            "reference scales the compute peak by the clock observed while the roof's point ran, "
+                            "divided by the clock the peak assumes.", _telemetry_note(run)]),
+            ("", table),
+            ("Findings", findings(run, table, energy)), *_pictures(run)]
     if not energy:
         out.append(("Energy", [f"No energy model: {energy_why}."]))
-    out += [("Best points per op, impl and dtype", best_points(df)),
-            ("Points above their roofs", flagged.head(50)),
-            ("Levels without a roof", _roof_notes(run) or ["every level of the sweep produced a roof"])]
+    out += [("Best points per op, impl and dtype", best_points(df)), *flagged_sections(df)]
+    if kind != "model":
+        out.append(("Levels without a roof", _roof_notes(run) or ["every level of the sweep produced a roof"]))
     return out
+
+
+def link_lines(run) -> list[str]:
+    """Return the sentences above an interconnect run's link table."""
+    df = run.measurements
+    ranks = run.meta.get("ranks") or (int(df["ranks"].dropna().max()) if df["ranks"].notna().any() else "?")
+    return [f"{ranks} ranks over {run.meta.get('backend', df['backend'].iloc[0] if len(df) else '?')}; every result "
+            "was checked on every rank before it was timed.",
+            "Collectives give bus bandwidth (algorithm bandwidth x the collective's factor, nccl-tests' "
+            "convention); send/recv gives the bandwidth of one ordered pair. Each value is the best over message sizes."]
+
+
+def link_table(run) -> pd.DataFrame:
+    """Return one row per link roof: its value with significant digits, the message size it
+    was reached at and the measurement behind it."""
+    from bench.util import fmt_bytes
+    rows = [{"link": r.name, "GB/s": f"{r.value:.4g}", "at message size": fmt_bytes(r.working_set_bytes or 0),
+             "kind": r.note, "measured by": r.point_id}
+            for r in Roofline(run.roofs).roofs if r.kind == "bandwidth" and r.name.startswith(("link.", "host."))]
+    return pd.DataFrame(rows)
+
+
+def _pictures(run) -> list[tuple[str, Path]]:
+    titles = dict(PICTURES)
+    return [(titles[name], run.dir / name) for name in charts(run)]
+
+
+def _error_lines(df: pd.DataFrame) -> list[str]:
+    errors = df[df["status"] == "error"]
+    return [f"{r.point_id}: {r.reason}" for r in errors.itertuples()] or ["none"]
 
 
 def _telemetry_note(run) -> str:
@@ -229,7 +419,10 @@ def write_report(run_dir) -> tuple[Path, Path]:
     title = f"roofbench report: {run.device.get('name', '?')}, {run.meta.get('start_utc', '')} UTC"
     md, body = [f"# {title}\n"], []
     for name, content in parts:
-        if name:
+        if name.startswith("### "):
+            md.append(f"\n{name}\n")
+            body.append(f"<h3>{html.escape(name[4:])}</h3>")
+        elif name:
             md.append(f"\n## {name}\n")
             body.append(f"<h2>{html.escape(name)}</h2>")
         if isinstance(content, pd.DataFrame):

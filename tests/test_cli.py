@@ -49,14 +49,24 @@ def test_quick_run_end_to_end(tmp_path):
     assert t["gbps"] == pytest.approx(t["bytes"] / (t["median_ms"] * 1e-3) / 1e9, rel=1e-9)
     skipped = df[df["backend"] == "triton"]
     assert (skipped["status"] == "skipped").all() and skipped["reason"].str.contains("TRITON_INTERPRET").all()
-    roofs = json.loads((run_dir / "roofs.json").read_text())["roofs"]
-    dram = [r for r in roofs if r["name"] == "dram"]
-    assert dram and dram[0]["value"] > 1 and dram[0]["unit"] == "GB/s"
-    assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
+    # Structure, not speed: on a busy machine the 0.03 s budget cuts the largest working sets
+    # short, and then no DRAM roof can be derived; either way the run must say what it did.
+    derived = json.loads((run_dir / "roofs.json").read_text())
+    dram = [r for r in derived["roofs"] if r["name"] == "dram" and r["source"] == "measured"]
+    if dram:
+        assert dram[0]["value"] > 1 and dram[0]["unit"] == "GB/s"
+        assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
+    else:
+        assert any(note.startswith("dram:") for note in derived["notes"]), derived["notes"]
+        big = df[(df["backend"] == "torch") & (df["working_set_bytes"] >= 4 * _llc(run_dir))]
+        assert not big.empty and (big["status"] != "ok").all()  # every point in its window was cut short
+    assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
     assert len(meta["points"]) == len(df) and meta["command"].endswith("0.03 --out " + str(tmp_path))
-    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout
+    assert meta["method_version"] == 2 and meta["roofbench_commit"] and meta["run_kind"] == "device"
+    assert meta["options"]["budget"] == 0.03 and meta["options"]["only"] == ["stream.copy", "stream.triad"]
+    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout  # a roof, or "no roof: dram: ..."
 
 
 def _llc(run_dir):
@@ -74,6 +84,44 @@ def test_bad_input_is_one_sentence(args, expect, capsys, tmp_path):
     err = capsys.readouterr().err
     assert expect in err and err.count("\n") == 1 and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing half-made
+
+
+NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a machine without CUDA")
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--dtype", "nonsense"], "nothing to run: none of the selected ops has dtype nonsense; they have float32,"),
+    (["--only", "stream", "--dtype", "float32,fp8"], "none of the selected ops has dtype fp8; they have float32,"),
+    (["--only", "transfer", "--dtype", "float32"], "none of the selected ops has dtype float32; they have no dtype axis"),
+    (["--budget", "-1"], "argument --budget: takes a positive number of seconds, like 0.5 (got '-1')"),
+    (["--budget", "0"], "argument --budget: takes a positive number of seconds, like 0.5 (got '0')"),
+    (["--max-ws", "0"], "argument --max-ws: a size must be above zero (got '0')"),
+    (["--outlier-pct", "-5", "--all-devices", "--procs", "2"], "argument --outlier-pct: takes a percentage of 0 or more"),
+    (["--mode", "warm,hot"], "unknown timing mode in --mode 'warm,hot': use warm, cold"),
+    (["--comm", "--procs", "abc"], "argument --procs: invalid int value: 'abc'"),
+    (["--comm", "--procs", "0"], "the interconnect benchmarks (--comm) need at least 2 ranks: give --procs 2 or more (got 0)"),
+    (["--all-devices", "--procs", "0"], "--procs must be 1 or more (got 0)"),
+    (["--procs", "2"], "--procs goes with --all-devices or --comm"),
+    pytest.param(["--device", "cuda"], "no CUDA device on this machine (asked for 'cuda')", marks=NO_CUDA),
+    pytest.param(["--all-devices", "--procs", "2", "--device", "cuda:1"], "no CUDA device on this machine", marks=NO_CUDA),
+    (["model", "tiny", "--batch", "abc"], "argument --batch: takes comma-separated whole numbers of 1 or more, like 1,8,64 (got 'abc')"),
+    (["model", "tiny", "--batch", "1,0"], "argument --batch: takes comma-separated whole numbers of 1 or more"),
+    (["model", "tiny", "--prompt", "0"], "argument --prompt: takes a whole number of 1 or more (got 0)"),
+    (["model", "tiny", "--context", "many"], "argument --context: takes a whole number of 1 or more (got 'many')"),
+    (["model", "tiny", "--budget", "-0.1"], "argument --budget: takes a positive number of seconds"),
+    pytest.param(["model", "tiny", "--device", "cuda"], "no CUDA device on this machine", marks=NO_CUDA),
+    (["model", "tiny", "--roofs", "/nonexistent/run"], "run folder /nonexistent/run does not exist"),
+])
+def test_every_bad_option_is_refused_before_anything_runs(args, expect, capsys, tmp_path):
+    """Issue 15, item 1: each bad option is one sentence naming it, exit code 2, and no run folder."""
+    try:
+        rc = run_bench.main(args + ["--out", str(tmp_path)])
+    except SystemExit as e:  # argparse's type checks end the parse
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and expect in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and "usage:" not in err
+    assert not list(tmp_path.iterdir())
 
 
 def test_list_shows_ops_impls_axes(capsys):

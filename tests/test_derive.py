@@ -268,11 +268,11 @@ def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
          "bytes": 2**20, "impl": "comm.all_reduce/gloo", "point_id": "a"},
         {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 3.0, "bus_gbps": 3.0,
          "bytes": 2**26, "impl": "comm.all_reduce/gloo", "point_id": "b"},
-        {"family": "comm", "op": "comm.sendrecv", "shape": "2 ranks 0->1", "status": "ok", "gbps": 4.0, "bus_gbps": 4.0,
+        {"family": "comm", "op": "comm.sendrecv", "shape": "2 ranks 0->1", "pair": "0->1", "status": "ok", "gbps": 4.0, "bus_gbps": 4.0,
          "bytes": 2**26, "impl": "comm.sendrecv/gloo", "point_id": "c"},
-        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "status": "ok", "gbps": 50.0, "bus_gbps": None,
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "ok", "gbps": 50.0, "bus_gbps": None,
          "bytes": 2**30, "impl": "transfer.h2d/torch", "point_id": "d"},
-        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "status": "error", "gbps": 99.0, "bus_gbps": None,
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "error", "gbps": 99.0, "bus_gbps": None,
          "bytes": 2**31, "impl": "transfer.h2d/torch", "point_id": "e"},
     ])
     got = {r.name: (r.value, r.point_id) for r in link_roofs(df)}

@@ -47,6 +47,13 @@ def test_collectives_with_gloo(tmp_path, procs):
     roofs = json.loads((node / "comm" / "roofs.json").read_text())["roofs"]
     assert {"link.all_reduce", "link.broadcast"} <= {x["name"] for x in roofs}
     assert (node / "comm" / "report.md").exists()
+    meta = json.loads((node / "comm" / "run.json").read_text())  # issue 15, item 5
+    assert meta["command"].endswith(f"--comm --procs {procs} --quick --max-ws 64KiB --out {tmp_path}")
+    assert meta["options"]["procs"] == procs and meta["run_kind"] == "comm" and meta["ranks"] == procs
+    md = (node / "comm" / "report.md").read_text()
+    assert "## Link roofs" in md and "Levels without a roof" not in md and "dram" not in md
+    assert "roofline.png" not in md and "bandwidth.png" not in md
+    assert r.stdout.count("processes (gloo)") == 1 and "OMP_NUM_THREADS" not in r.stdout + r.stderr
 
 
 @pytest.mark.slow
@@ -77,6 +84,8 @@ def test_all_devices_side_by_side(tmp_path):
     for rank in node.glob("rank*-cpu-*"):
         doc = json.loads((rank / "roofs.json").read_text())
         assert any(r["name"] == "dram" for r in doc["roofs"]) or any(n.startswith("dram:") for n in doc["notes"])
+    rank0 = json.loads(next(node.glob("rank0-*/run.json")).read_text())
+    assert "run_bench.py --all-devices --procs 2" in rank0["command"] and rank0["options"]["all_devices"] is True
 
 
 def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path):

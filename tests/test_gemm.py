@@ -6,9 +6,10 @@ import torch
 
 from bench import device as devmod
 from bench.device import DeviceInfo
+from bench.gate import poison
 from bench.ops import gemm as g
 from bench.registry import load_all
-from bench.runner import Runner, make_plan, poison
+from bench.runner import Runner, make_plan
 from bench.timing import TimerConfig
 from conftest import INTERPRETING
 from roofs.derive import compute_roofs

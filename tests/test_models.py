@@ -59,7 +59,7 @@ def test_prediction_sums_bounds_per_layer_and_step():
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
     roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
-    m._register_model_ops()
+    m.register_model_ops()
     rows = {o: {"median_s": 1e-3, "impl": "x", "reason": ""} for o in ops}
     pred = m.predict(ops, rows, roofs, cfg.layers)["decode"]
     from bench.registry import REGISTRY
@@ -70,6 +70,26 @@ def test_prediction_sums_bounds_per_layer_and_step():
     assert pred["bound_layer_s"] == pytest.approx(expect)
     assert pred["measured_layer_s"] == pytest.approx(1e-3 * sum(o.count for o in ops if o.phase == "decode" and o.per_layer))
     assert pred["tokens_per_s_measured"] == pytest.approx(1 / pred["step_measured_s"])
+
+
+def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
+    """Issue 15, item 6: "at most 2,831 tokens/s by the roofs, 2,878 measured" with no flag."""
+    from roofs.model import Roof
+    cfg = m.get_model("tiny")
+    ops = m.layer_ops(cfg, 1, 16, 32)
+    m.register_model_ops()
+    roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
+    fast = {o: {"median_s": 1e-9, "p80_s": 1e-9, "impl": "x", "reason": ""} for o in ops}
+    pred = m.predict(ops, fast, roofs, cfg.layers, llc_bytes=32 * 2**20, roofs_from="of RUN (given with --roofs)")
+    pre = pred["prefill"]
+    assert pre["tokens_per_s_measured"] > pre["tokens_per_s_bound"] and "faster than the roofs allow" in pre["flag"]
+    qkv = next(line for line in pre["ops"] if line["op"] == "qkv")
+    assert "fits beside the 32 MiB last-level cache" in qkv["flag"] and "of RUN (given with --roofs)" in qkv["flag"]
+    text = m.summary_text(cfg, 16, 32, "bf16", {1: pred})
+    assert "FLAG: measured" in text and "FLAG qkv: faster than its roofline bound even at p80" in text
+    slow = {o: {"median_s": 1.0, "p80_s": 1.0, "impl": "x", "reason": ""} for o in ops}
+    calm = m.predict(ops, slow, roofs, cfg.layers)
+    assert not any(p["flag"] or any(line["flag"] for line in p["ops"]) for p in calm.values())
 
 
 @pytest.mark.slow
@@ -88,6 +108,13 @@ def test_model_command_end_to_end(tmp_path):
     assert "tokens/s: at most" in r.stdout and (run_dir / "roofline.png").exists()
     roofs = json.loads((run_dir / "roofs.json").read_text())["roofs"]
     assert any(x["name"] == "dram" and x["source"] == "measured" for x in roofs)  # the roofs it was placed under
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["run_kind"] == "model" and meta["command"].endswith("--budget 0.02 --out " + str(tmp_path))
+    assert meta["options"]["batch"] == [1, 2] and meta["options"]["roofs"] == str(DATA / "run_a")
+    md = (run_dir / "report.md").read_text()
+    assert f"roofs of {DATA / 'run_a'} (given with --roofs)" in md
+    assert "no measured working set" not in md and "Levels without a roof" not in md  # it uses the roofs it was given
+    assert "bandwidth.png" not in md  # no stream points: no bandwidth chart in the report
 
 
 def test_model_command_unknown_name(capsys):

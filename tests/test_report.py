@@ -49,8 +49,9 @@ def as_h200(run_dir: Path) -> Path:
 
 def test_report_of_a_gpu_run_validates_against_the_datasheet_at_the_observed_clock(run_a):
     from bench.results import load_run
+    from roofs.finish import finish_run
     from roofs.report import validation
-    run_bench.finalize(as_h200(run_a))
+    finish_run(as_h200(run_a))
     table, origin = validation(load_run(run_a))
     assert origin.startswith("datasheet: NVIDIA H200 SXM 141GB")
     bf16 = table[table["ceiling"] == "bf16"].iloc[0]
@@ -94,3 +95,100 @@ def test_report_and_compare_bad_input(args, expect, capsys):
     assert run_bench.main(args) == 2
     err = capsys.readouterr().err
     assert expect in err and "Traceback" not in err
+
+
+def _cut(d: Path):
+    (d / "measurements.csv").write_bytes((d / "measurements.csv").read_bytes()[:10_000])
+
+
+def _blank_status(d: Path):
+    df = pd.read_csv(d / "measurements.csv")
+    df.loc[5, "status"] = None
+    df.to_csv(d / "measurements.csv", index=False)
+
+
+def _drop_last_row(d: Path):
+    lines = (d / "measurements.csv").read_text().splitlines(keepends=True)
+    (d / "measurements.csv").write_text("".join(lines[:-1]))
+
+
+def _swap_rows(d: Path):
+    lines = (d / "measurements.csv").read_text().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]
+    (d / "measurements.csv").write_text("".join(lines))
+
+
+@pytest.mark.parametrize("damage,expect", [
+    (_cut, "ends in the middle of a row (cut at byte 10000)"),
+    (_blank_status, "line 7 has status '' (expected ok, skipped, error; 1 such rows)"),
+    (_drop_last_row, "has 143 rows but run.json records 144 points"),
+    (_swap_rows, "row 1 of"),
+])
+def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a, tmp_path, capsys, damage, expect):
+    """Issue 15, item 3: measurements.csv is checked against itself and run.json first."""
+    damage(run_a)
+    before = {p.name: p.read_bytes() for p in run_a.iterdir()}
+    assert run_bench.main(["report", str(run_a)]) == 2
+    assert run_bench.main(["compare", str(run_a), str(DATA / "run_b"), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and all(expect in line for line in err.splitlines()), err
+    assert {p.name: p.read_bytes() for p in run_a.iterdir()} == before  # nothing rewritten, nothing added
+
+
+def test_compare_reads_its_runs_only(run_a, tmp_path):
+    before = {p.name: p.read_bytes() for p in run_a.iterdir()}
+    assert run_bench.main(["compare", str(run_a), str(DATA / "run_b"), "--out", str(tmp_path / "cmp")]) == 0
+    assert {p.name: p.read_bytes() for p in run_a.iterdir()} == before
+
+
+def test_report_lists_every_flagged_point_grouped_by_op(run_a):
+    """Issue 15, item 4: the findings' count and the listing agree; nothing is cut at 50 rows."""
+    from roofs.report import write_report
+    df = pd.read_csv(run_a / "measurements.csv", dtype={"flag": str})
+    ok = df.index[df["status"] == "ok"]
+    df.loc[ok, "flag"] = "above its attainable bound (a test flag)"
+    df.to_csv(run_a / "measurements.csv", index=False)
+    write_report(run_a)
+    md = (run_a / "report.md").read_text()
+    assert len(ok) > 50 and f"{len(ok)} points sit above their attainable roof" in md
+    for op, n in df.loc[ok, "op"].value_counts().items():
+        assert f"### {op}: {n} points" in md
+    assert all(pid in md for pid in df.loc[ok, "point_id"])
+
+
+def test_compare_text_names_its_runs_and_warns_on_method_and_simd(tmp_path, capsys):
+    """Issue 15, item 8 and issue 14: a legend, numbers people read, and the warnings."""
+    b = Path(shutil.copytree(DATA / "run_b", tmp_path / "run_b"))
+    meta = json.loads((b / "run.json").read_text())
+    meta["method_version"] = 2
+    meta["device"]["cpu_flags"] = [f for f in meta["device"]["cpu_flags"] if not f.startswith("avx512")]
+    (b / "run.json").write_text(json.dumps(meta))
+    assert run_bench.main(["compare", str(DATA / "run_a"), str(b), "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "run 1: AMD EPYC" in out and "run 2: AMD EPYC" in out
+    assert "NaN" not in out and "e+0" not in out and "1,9" in out  # int8 about 1,950 GOP/s, not 1.95e+03
+    assert "method version 1" in out and "method version 2" in out
+    assert "differ in SIMD flags: run 1 has avx512" in out
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "warning: the CPUs differ in SIMD flags" in md
+
+
+def test_cpu_findings_compare_software_paths_not_units():
+    from roofs.model import Roof, Roofline
+    from roofs.report import precision_ratios
+    model = Roofline([Roof("compute", "bf16", 100.0, "GFLOP/s"), Roof("compute", "fp8e4m3", 454.0, "GFLOP/s"),
+                      Roof("compute", "int8", 300.0, "GOP/s")])
+    plain = precision_ratios(model, {"kind": "cpu", "cpu_flags": ["avx2", "fma"]})
+    assert "4.54x the bf16 GEMMs" in plain[0] and "not hardware" in plain[0] and "no bf16 units" in plain[0]
+    assert "no int8 units" in plain[1]
+    vnni = precision_ratios(model, {"kind": "cpu", "cpu_flags": ["avx512_bf16", "avx512_vnni"]})
+    assert "bf16 units (avx512_bf16)" in vnni[0] and "int8 units (avx512_vnni)" in vnni[1]
+    assert precision_ratios(model, {"kind": "cuda"})[0] == "fp8 runs at 4.54x bf16."
+
+
+def test_summary_lists_roof_notes_and_counts_what_it_cuts(run_a):
+    from bench.results import load_run
+    from roofs.report import summary
+    text = summary(load_run(run_a))
+    assert "roofs:" in text and "stream, best point per kernel" in text
+    assert "decode GEMV" not in text  # a run written before the batch, n and k columns: no decode lines, no error

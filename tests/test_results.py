@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from bench.results import COLUMNS, Measurement, ResultsError, RunWriter, load_run, write_roofs
+from bench.results import (AXIS_COLUMNS, COLUMNS, METHOD_VERSION, Measurement, ResultsError, RunWriter, load_run,
+                           write_roofs)
 
 
 def meas(status="ok", samples=(0.001, 0.002, 0.003), **kw):
@@ -43,6 +44,7 @@ def test_round_trip(tmp_path):
     assert df.loc[0, "gbps"] == pytest.approx(8000 / 0.002 / 1e9) and df.loc[0, "status"] == "ok"
     assert df.loc[1, "reason"] == "Triton compiles for GPUs only" and math.isnan(df.loc[1, "median_ms"])
     assert run.meta["status"] == "complete" and run.meta["schema_version"] == 1
+    assert run.meta["method_version"] == METHOD_VERSION == 2 and run.meta["roofbench_commit"]
     assert run.meta["points"][0]["samples_s"] == [0.001, 0.002, 0.003]
     assert run.roofs[0]["value"] == 4.0 and run.roofs[0]["x"] is None
     assert run.device["name"] == "x" and run.meta["start_utc"] <= run.meta["end_utc"]
@@ -78,3 +80,41 @@ def test_corrupt_files_give_one_sentence(tmp_path, damage, expect):
 def test_missing_folder(tmp_path):
     with pytest.raises(ResultsError, match="does not exist"):
         load_run(tmp_path / "nope")
+
+
+def test_axis_values_are_columns_and_shape_is_for_display():
+    """Issue 14: m, n, k (and the other axes) are columns; nothing needs to parse shape."""
+    assert COLUMNS[-len(AXIS_COLUMNS):] == AXIS_COLUMNS  # appended after the columns that were there
+    gemm = meas(op="gemm.square", family="gemm", point={"dtype": "bf16", "shape": (64, 128, 256)}, shape="64x128x256")
+    row = gemm.row()
+    assert (row["m"], row["n"], row["k"]) == (64, 128, 256) and row["batch"] is None
+    assert meas().row()["ws_bytes"] == 8000
+    gemv = meas(point={"dtype": "int4", "layer": "llama8b.o", "batch": 4}, columns={"n": 4096, "k": 4096})
+    assert {c: gemv.row()[c] for c in ("layer", "batch", "n", "k")} == {"layer": "llama8b.o", "batch": 4, "n": 4096, "k": 4096}
+
+
+def test_registered_ops_fill_their_axis_columns():
+    from bench import device as devmod
+    from bench.registry import load_all
+    from bench.runner import Runner
+    cpu, reg = devmod.resolve("cpu"), load_all()
+    runner = Runner(cpu)
+    rows = {}
+    for op in reg.ordered():
+        for point in op.points(cpu, quick=True)[:1]:
+            rows[op.name] = runner._base(op, reg.impls_of(op.name)[0], point, "warm", status="skipped").row()
+    assert rows["gemm.skinny"]["m"] == 1 and rows["gemm.skinny"]["n"] == rows["gemm.skinny"]["k"]
+    assert (rows["gemv.decode"]["n"], rows["gemv.decode"]["k"], rows["gemv.decode"]["batch"]) == (4096, 4096, 1)
+    p = rows["attention.prefill"]
+    assert (p["batch"], p["heads_q"], p["heads_kv"], p["head_dim"], p["seq"]) == (1, 8, 2, 128, 512)
+    d = rows["attention.decode"]
+    assert (d["heads_q"], d["heads_kv"], d["head_dim"], d["length"], d["batch"]) == (32, 8, 128, 1024, 1)
+    assert rows["transfer.h2d"]["memory"] == "pinned" and rows["stream.copy"]["ws_bytes"] > 0
+
+
+@pytest.mark.parametrize("n,text", [(512, "512 B"), (999.6 * 1024, "0.976 MiB"), (2**20, "1 MiB"),
+                                    (1.5 * 2**30, "1.5 GiB"), (5000 * 2**30, "5000 GiB")])
+def test_byte_sizes_for_people(n, text):
+    """Issue 15, item 8: the progress line printed "ws=1.02e+03 KiB"."""
+    from bench.util import fmt_bytes
+    assert fmt_bytes(n) == text

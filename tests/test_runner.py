@@ -129,3 +129,22 @@ def test_progress_clock_scales_the_prediction_by_the_run_so_far():
     # 3 rows predicted at 10 s took 60 s: the 2 rows left (20 s predicted) take ~40 s
     assert progress_clock(60.0, 3, [10, 10, 10, 10, 10]) == "1:00, ~0:40 left"
     assert progress_clock(5.0, 5, [1, 1, 1, 1, 1]) == "0:05, ~0:00 left"
+def test_launchers_leave_global_state_as_they_found_it():
+    """Issue 14: no global state changed without being restored (TF32 mode, torch's RNG)."""
+    from bench.registry import LaunchContext
+    reg = load_all()
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        for precision in ("fp32", "tf32"):
+            point = {"dtype": precision, "shape": (32, 32, 32)}
+            op = reg.ops["gemm.square"]
+            reg.impls["gemm.square/torch"].launcher(op.make_inputs(point, "cpu"), LaunchContext(point))()
+            assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    rng = torch.get_rng_state()
+    for op in ("transfer.h2d", "transfer.d2h"):
+        for memory in ("pinned", "pageable"):
+            reg.ops[op].make_inputs({"memory": memory, "bytes": 4096}, "cpu")
+    assert torch.equal(torch.get_rng_state(), rng)

@@ -5,7 +5,7 @@ import torch
 
 from bench.registry import load_all
 from bench.ops.stream import KINDS as STREAM_KINDS
-from bench.runner import poison
+from bench.gate import poison
 from conftest import HAS_CUDA, INTERPRETING
 
 REG = load_all()

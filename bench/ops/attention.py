@@ -161,6 +161,7 @@ REGISTRY.add_op(Op(
     tolerance=lambda p: TOLERANCE[p["dtype"]],
     outputs=("o",), precision=lambda p: p["dtype"],
     memory_factor=3.0,  # the float64 output beside 16-bit q, k, v, o
+    columns=lambda p: dict(zip(("batch", "heads_q", "heads_kv"), p["heads"])),
 ))
 REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
                        doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
@@ -232,6 +233,11 @@ def _decode_math(x, ctx=None):
     return fn
 
 
+def _decode_columns(p):
+    _, hq, hkv, _, d = _decode_dims(p)
+    return {"heads_q": hq, "heads_kv": hkv, "head_dim": d}
+
+
 REGISTRY.add_op(Op(
     name="attention.decode", family="attention",
     doc=f"one query token over an L-token KV cache, (Hq, Hkv, D) = {DECODE_HEADS}; flops = 4 B Hq L D, bytes = KV cache + q + o",
@@ -245,6 +251,7 @@ REGISTRY.add_op(Op(
     describe=lambda p: (p["length"], "B{}xH{}/{}xL{}xD{}".format(*_decode_dims(p))),
     tolerance=lambda p: TOLERANCE[p["dtype"]],
     outputs=("o",), precision=lambda p: p["dtype"], modes=("cold",),
+    columns=_decode_columns,
     memory_factor=1.5,  # the reference converts one head's cache at a time
 ))
 REGISTRY.add_impl(Impl("attention.decode", "sdpa", "torch", _decode_sdpa,

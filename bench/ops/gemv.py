@@ -262,6 +262,7 @@ REGISTRY.add_op(Op(
     describe=lambda p: (p["batch"], "{}x{}x{}".format(*_bnk(p))),
     tolerance=lambda p: FORMATS[p["dtype"]].tolerance,
     outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
+    columns=lambda p: dict(zip(("n", "k"), LAYERS[p["layer"]])),
     memory_factor=1 + 8 * 8 / 4,  # the float64 dequantized weights are 16x an int4 layer
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,

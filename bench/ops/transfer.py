@@ -19,7 +19,9 @@ def make_inputs(kind):
     def make(point, device):
         n = point["bytes"] // 4
         pinned = point["memory"] == "pinned" and torch.cuda.is_available()
-        host = torch.randn(n, generator=torch.Generator().manual_seed(5)).pin_memory() if pinned else torch.randn(n)
+        host = torch.randn(n, generator=torch.Generator().manual_seed(5))  # its own generator: torch's global one is left alone
+        if pinned:
+            host = host.pin_memory()
         dev = torch.empty(n, device=device)
         if kind == "h2d":
             return {"src": host, "dst": dev}

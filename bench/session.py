@@ -1,0 +1,128 @@
+"""Running a plan into a run folder: what the CLI, the model command and each rank of a
+multi-device run (bench/distributed.py) share.
+
+    meta = run_meta(device, options, kind, timer)        what run.json records up front
+    status, rows = execute(run_dir, meta, device, plan, timer)
+                      rows written as they finish; Ctrl-C stops the run and keeps them
+    measure_into(run_dir, args, device, plan)             execute, then finish the folder
+                      (roofs, pictures, report: roofs/finish.py) and print its summary
+
+Exit codes: 0 complete, 130 interrupted (Ctrl-C), 1 failed (a device whose context died).
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from bench import device as devmod
+from bench.ops._tune import DeviceLost
+from bench.registry import load_all
+from bench.results import RunWriter, load_run
+from bench.runner import Plan, Runner, make_plan
+from bench.timing import TimerConfig
+
+UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}
+RUN_KINDS = ("device", "comm", "model")  # which charts and report sections a run gets
+
+
+def timer_config(quick: bool, budget_s: float | None = None) -> TimerConfig:
+    """Return a run's timer: budget_s per point (default 0.5 s; 0.1 s and fewer samples quick)."""
+    if quick:
+        return TimerConfig(budget_s=budget_s or 0.1, warmup_s=0.01, min_samples=5, max_samples=200)
+    return TimerConfig(budget_s=budget_s or 0.5, warmup_s=0.05)
+
+
+def options_record(args) -> dict:
+    """Return a command's options as run.json records them (paths as text)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+
+
+def run_meta(device: devmod.DeviceInfo, options: dict, kind: str = "device", timer: TimerConfig | None = None,
+             **extra) -> dict:
+    """Return what run.json records before the first point: the device, software, the full
+    command line and options, the kind of run (RUN_KINDS), the timer, the units and extra.
+    (RunWriter adds the schema and method versions, the roofbench commit and the times.)"""
+    if kind not in RUN_KINDS:
+        raise ValueError(f"unknown run kind '{kind}': use {', '.join(RUN_KINDS)}.")
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "options": options, "run_kind": kind, "units": UNITS}
+    if timer is not None:
+        meta["timer"] = dataclasses.asdict(timer)
+    return {**meta, **extra}
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: bool) -> list[float] | None:
+    """Return the dry run's predicted seconds per row of plan (bench/predict.py), or None
+    when it cannot predict this device: a prediction never stops a measurement."""
+    from bench import predict
+    try:
+        return [sec for _, sec in predict.row_seconds(plan, device, timer, quick)[0]]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
+            quick: bool = False, say: Callable[[str], None] = _say) -> tuple[str, list]:
+    """Run plan on device into a new run folder, each row written as it finishes; Ctrl-C
+    stops it and keeps them. The progress lines carry the time left (the dry run's
+    prediction, corrected as the run goes), and run.json records the prediction, the wall
+    time spent measuring and how much of it was timed samples. Return (status, measurements)."""
+    rows = estimates(plan, device, timer, quick)
+    meta = dict(meta, predicted_s=sum(rows) if rows else None)
+    writer = RunWriter(run_dir, meta)
+    say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
+        + (f"; predicted {sum(rows) / 60:.1f} min" if rows else ""))
+    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say)
+    status = "complete"
+    t0 = time.perf_counter()
+    try:
+        runner.run(plan, rows)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
+    except DeviceLost as e:
+        status = f"failed: {e}"
+        print(f"\nroofbench: the device failed ({e}); its context is unusable, so the run stops here. "
+              f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
+    finally:
+        wall = time.perf_counter() - t0
+        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall)
+    say(f"roofbench: {wall:.0f} s measuring, {runner.timed_s:.0f} s of it "
+        f"({runner.timed_s / max(wall, 1e-9):.0%}) in timed samples")
+    return status, writer.measurements
+
+
+def exit_code(status: str) -> int:
+    return 130 if status == "interrupted" else (1 if status.startswith("failed") else 0)
+
+
+def finish(run_dir: Path) -> list[str]:
+    """Derive, annotate, draw and report the run folder (roofs/finish.py); print and return
+    the problems met."""
+    from roofs.finish import finish_run
+    problems = finish_run(run_dir)
+    for p in problems:
+        print(f"roofbench: {p}", file=sys.stderr)
+    return problems
+
+
+def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | None = None) -> int:
+    """Run plan (by default the one args select: only, dtype, mode, max_ws, quick) on device
+    into run_dir, finish the folder and print its summary; return the exit code."""
+    from roofs.report import summary
+    if plan is None:
+        plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+    timer = timer_config(args.quick, args.budget)
+    status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
+                        args.quick)
+    finish(run_dir)
+    print(summary(load_run(run_dir)))
+    print(f"\nresults: {run_dir}")
+    return exit_code(status)
