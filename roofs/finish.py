@@ -25,10 +25,12 @@ def finish_run(run_dir) -> list[str]:
         have = {(r.kind, r.name) for r in base}
         roofs = base + [r for r in roofs if (r.kind, r.name) not in have]
         if not (run.measurements["family"] == "stream").any():
-            # the notes explain levels a stream sweep left without a roof; with no stream
-            # points there is no such sweep (a model run has the roofs it was given)
-            notes = [] if base or set(run.measurements["family"]) <= {"comm"} else [
-                "no stream points in this run, so no bandwidth roof: the stream family measures them"]
+            # the level notes explain what a stream sweep left without a roof; with no stream
+            # points there is no such sweep (a model run has the roofs it was given); the
+            # notes on precisions stay
+            kept = [n for n in notes if "no compute roof" in n]
+            notes = kept if base or set(run.measurements["family"]) <= {"comm"} else [
+                "no stream points in this run, so no bandwidth roof: the stream family measures them"] + kept
         annotated = annotate(run.measurements, roofs, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)], notes)
         rewrite_measurements(run_dir, annotated)

@@ -13,7 +13,8 @@ from bench import api
 from conftest import INTERPRETING
 from roofs.model import Roof
 
-ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "fp32", 200.0, "GFLOP/s")]
+ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l1", 300.0, "GB/s"),
+         Roof("compute", "fp32", 200.0, "GFLOP/s")]
 DATA = Path(__file__).parent / "data"
 
 
@@ -23,9 +24,15 @@ def test_measure_a_torch_function_and_place_it():
                     precision="fp32", roofs=ROOFS, device="cpu", budget_s=0.05, reference=a.double() @ b.double())
     assert r.status == "ok" and r.samples_s and r.error < 1e-5 and r.timer == "perf_counter_ns"
     assert r.intensity == pytest.approx(2 * 64 / 12)                     # 2 n^3 / (3 n^2 4)
-    assert r.attainable_gflops == pytest.approx(min(200.0, 50.0 * r.intensity))
+    # 48 KiB, warm: the suite's boundary rule puts it in L1 on any CPU (under 4x its L1)
+    assert r.boundary == "l1"
+    assert r.attainable_gflops == pytest.approx(min(200.0, 300.0 * r.intensity))
     assert r.pct_of_attainable == pytest.approx(100 * r.gflops / r.attainable_gflops)
-    assert r.attainable_gflops == 200.0 and r.bound == "compute"  # 50 GB/s x 10.7 FLOP/B > 200
+    assert r.attainable_gflops == 200.0 and r.bound == "compute"  # 300 GB/s x 10.7 FLOP/B > 200
+    # the same point with no L1 roof has no bound (never silently DRAM's)
+    import dataclasses
+    bare = dataclasses.replace(r, roofs=(ROOFS[0], ROOFS[2]))
+    assert bare.attainable_gflops is None and bare.boundary == "" and bare.bound == "unknown"
     assert r.tflops == pytest.approx(r.gflops / 1000)
     assert r.gbps == pytest.approx(3 * 64 * 64 * 4 / r.median_s / 1e9)
 
@@ -44,7 +51,8 @@ def test_triton_kernel_under_the_interpreter_is_checked_not_timed():
     r = api.measure(lambda: stream.copy(a, b, block=1024), flops=5000, bytes=2 * 5000 * 4, name="copy",
                     backend="triton", roofs=ROOFS, device="cpu", reference=a)
     assert r.status == "skipped" and "interpreter" in r.reason and r.samples_s == () and r.error == 0.0
-    assert r.intensity == 5000 / 40000 and r.attainable_gflops == 50.0 * 0.125 and r.pct_of_attainable is None
+    # 40 KB warm is L1's on any CPU: bounded by the L1 roof given
+    assert r.intensity == 5000 / 40000 and r.attainable_gflops == 300.0 * 0.125 and r.pct_of_attainable is None
 
 
 def test_wrong_result_is_not_timed():

@@ -58,8 +58,10 @@ def test_quick_run_end_to_end(tmp_path):
         assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
     else:
         assert any(note.startswith("dram:") for note in derived["notes"]), derived["notes"]
+        from roofs.derive import trusted
         big = df[(df["backend"] == "torch") & (df["working_set_bytes"] >= 4 * _llc(run_dir))]
-        assert not big.empty and (big["status"] != "ok").all()  # every point in its window was cut short
+        # every point in its window was cut short, or too unsteady (or too busy) to set a roof
+        assert not big.empty and not trusted(big).any()
     assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
@@ -174,8 +176,8 @@ def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path):
     for precision in ("fp32", "bf16", "int8"):
         assert precision in roofs or any(n.startswith(f"{precision}: no compute roof") for n in doc["notes"]), precision
     assert "tf32" not in roofs
-    for r in roofs.values():
-        assert r["shape"] and r["value"] > 0 and r["impl"].split("/")[1] in ("torch", "numpy")
+    for roof in roofs.values():
+        assert roof["shape"] and roof["value"] > 0 and roof["impl"].split("/")[1] in ("torch", "numpy")
     assert (run_dir / "gemm.png").stat().st_size > 0
     df = pd.read_csv(run_dir / "measurements.csv")
     skinny = df[(df["op"] == "gemm.skinny") & (df["status"] == "ok")]
