@@ -25,7 +25,7 @@ import pandas as pd
 from bench.util import git_commit
 
 SCHEMA_VERSION = 1
-# The version of the measuring method (ARCHITECTURE.md, rule 12). Bump it with any change
+# The version of the measuring method (ARCHITECTURE.md, rule 13). Bump it with any change
 # to how points are counted, checked or timed or how roofs are derived, so that two runs
 # made by different rules can be told apart: run.json records it (with the roofbench
 # commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.

@@ -4,7 +4,7 @@ Only trustworthy rows set roofs (TRUST_*): rows that converged, or that have at 
 TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and that
 were not measured while the machine was busy. Every roof carries the spread of its row.
 
-Bandwidth roofs (ARCHITECTURE.md, rules R5, R9, R12): the off-chip roof (dram/hbm) comes
+Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): the off-chip roof (dram/hbm) comes
 only from working sets of at least 4x the last-level cache (filtered before the size
 envelope), from at least two sizes; a cache level's roof comes from its plateau, the sizes
 from twice the next inner level's capacity to 3/4 of its own (clear of the transition
@@ -12,12 +12,12 @@ between two levels), at least two sizes, and only when its plateau's median is 1
 the next outer level's. The value is the best median over every kernel, implementation
 and dtype on the plateau, named with the row it came from.
 
-Compute roofs (R9, R11): one per precision, the fastest exact way the device does that
+Compute roofs (ARCHITECTURE.md, rule 10): one per precision, the fastest exact way the device does that
 math: the best of its own GEMMs and of the GEMMs of any wider precision its inputs convert
 to exactly (EXACT_IN), named with the row that set it; a borrowed roof says so in extra
 ("via", "own_gflops").
 
-Each row's bound (R11): the memory boundary its bytes cross (boundary_level): a cold
+Each row's bound (ARCHITECTURE.md, rule 12): the memory boundary its bytes cross (boundary_level): a cold
 point, or a working set of 4x the last-level cache or more, crosses the off-chip memory;
 a warm point is served by the innermost level whose capacity, times 4, exceeds its working
 set (the band from a level's capacity up to 4x it belongs to that level). A level with no

@@ -73,7 +73,7 @@ class Roofline:
         return min(bound, peak.value) if peak else bound
 
     def bound_gflops(self, intensity: float, precision: str | None = None, level: str | None = None) -> float | None:
-        """Return a point's attainable bound (ARCHITECTURE.md, rule 11): min(P_precision,
+        """Return a point's attainable bound (ARCHITECTURE.md, rule 12): min(P_precision,
         BW_level x I) when its precision has a compute roof, BW_level x I when it has none,
         and None when the level (default: the off-chip memory) has no roof. Which level a
         point's bytes cross is roofs.derive.boundary_level's rule."""
