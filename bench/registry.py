@@ -96,6 +96,8 @@ class Impl:
     launcher: Callable                          # (inputs, LaunchContext) -> zero-argument callable returning the output
     skip: Callable | None = None                # (point, device) -> reason or None
     doc: str = ""
+    tuning: Callable | None = None              # (inputs, ctx) -> bench.ops._tune.Tuning, for impls that tune
+                                                # (bench/aot.py compiles its candidates ahead of time)
 
     @property
     def id(self) -> str:

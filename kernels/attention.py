@@ -146,14 +146,18 @@ def decode_combine_kernel(m_ptr, l_ptr, acc_ptr,  # partials as written by decod
     tl.store(o_ptr + bh * soh + dims, out.to(o_ptr.dtype.element_ty))
 
 
-def decode_splits(batch, kv_heads, length, block_n, device):
-    """Return how many chunks to cut the KV length into: enough programs for about two per
-    SM on a GPU (4 per (batch, KV head) elsewhere), never more chunks than key blocks."""
+def sm_count(device):
+    """Return the SM count of a CUDA device, or None for any other device."""
     if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        want = math.ceil(2 * sms / (batch * kv_heads))
-    else:
-        want = 4
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return None
+
+
+def decode_splits(batch, kv_heads, length, block_n, sms=None):
+    """Return how many chunks to cut the KV length into: enough programs for about two per
+    SM on a GPU of sms SMs (4 per (batch, KV head) without one, sms None), never more
+    chunks than key blocks."""
+    want = math.ceil(2 * sms / (batch * kv_heads)) if sms else 4
     return max(1, min(want, triton.cdiv(length, block_n)))
 
 

@@ -13,6 +13,7 @@ a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -51,6 +52,26 @@ def smem_limit(torch_device: str) -> int | None:
     props = torch.cuda.get_device_properties(torch.device(torch_device))
     limit = getattr(props, "shared_memory_per_block_optin", 0)
     return int(limit) if limit else SMEM_LIMIT.get((props.major, props.minor))
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What a launcher tunes over: the cache key, the candidates (best guesses first), the
+    configuration for Triton's interpreter, make_fn(config) -> the zero-argument callable,
+    and smem(config) -> the kernel module's shared-memory model in bytes (None: no model).
+    The launcher hands it to tuned(); bench/aot.py compiles the same candidates, pruned the
+    same way, without a GPU."""
+    key: tuple
+    candidates: tuple
+    interpreter_config: object
+    make_fn: Callable
+    smem: Callable | None = None
+
+
+def launched(candidates: Iterable, smem: Callable | None, limit: int | None, quick: bool):
+    """Return (the candidates a run launches, the number pruned): those that fit, at most
+    QUICK_CANDIDATES of them in a quick run."""
+    return prune(candidates, smem, limit, QUICK_CANDIDATES if quick else None)
 
 
 def prune(candidates: Iterable, smem: Callable | None, limit: int | None, keep: int | None = None):
@@ -102,8 +123,7 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
         return fn, interpreter_config
     dev = str(tensor.device)
     mode = getattr(ctx, "mode", "warm")
-    keep = QUICK_CANDIDATES if getattr(ctx, "quick", False) else None
-    fits, pruned = prune(candidates, smem, smem_limit(dev), keep)
+    fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False))
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
     cfg, _, failures = autotune(key + (dev, mode, len(fits)), fits, make_fn, dev, mode, getattr(ctx, "flush", None))
@@ -111,3 +131,8 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
         f", {failures}" if failures else "")
     return fn, cfg
+
+
+def run_tuning(tensor, t: Tuning, ctx=None):
+    """Return (fn, config) for a launcher's Tuning: tuned() over its candidates."""
+    return tuned(tensor, t.key, t.candidates, t.interpreter_config, t.make_fn, ctx, smem=t.smem)

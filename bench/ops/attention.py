@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import itemsize
 
@@ -129,9 +129,13 @@ def _prefill_triton_call(x, cfg):
     return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages)
 
 
-def _prefill_triton(x, ctx=None):
+def _prefill_tuning(x, ctx=None) -> Tuning:
     key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"])
-    fn, cfg = tuned(x["q"], key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c), ctx)
+    return Tuning(key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c))
+
+
+def _prefill_triton(x, ctx=None):
+    fn, cfg = run_tuning(x["q"], _prefill_tuning(x, ctx), ctx)
     fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
     return fn
 
@@ -164,7 +168,7 @@ REGISTRY.add_op(Op(
 ))
 REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
                        doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
-REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton,
+REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton, tuning=_prefill_tuning,
                        doc="kernels/attention.py prefill: online softmax, blocks autotuned on a GPU"))
 
 
@@ -190,20 +194,34 @@ DECODE_CANDIDATES = tuple((bn, warps, f) for bn in (32, 64, 128) for warps in (4
 INTERPRETER_DECODE = (64, 4, 1)
 
 
-def _decode_triton_call(x, cfg):
+def _sms(x, ctx):
+    """Return the SM count of the GPU the point runs on (the run's device, else the
+    tensors'), or None on a CPU."""
+    from kernels.attention import sm_count
+    device = getattr(ctx, "device", None)
+    if getattr(device, "kind", None) == "cuda" and device.compute_units:
+        return device.compute_units
+    return sm_count(x["q"].device)
+
+
+def _decode_triton_call(x, cfg, ctx=None):
     from kernels.attention import decode, decode_splits, decode_workspace
     bn, warps, factor = cfg
     b, _, _ = x["q"].shape
-    splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, x["q"].device) * factor
+    splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, _sms(x, ctx)) * factor
     ws = decode_workspace(x["q"], splits)
     fn = lambda: decode(x["q"], x["k"], x["v"], x["o"], ws, bn, warps)  # noqa: E731
     fn.splits = splits
     return fn
 
 
-def _decode_triton(x, ctx=None):
+def _decode_tuning(x, ctx=None) -> Tuning:
     key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape))
-    fn, cfg = tuned(x["q"], key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c), ctx)
+    return Tuning(key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c, ctx))
+
+
+def _decode_triton(x, ctx=None):
+    fn, cfg = run_tuning(x["q"], _decode_tuning(x, ctx), ctx)
     fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
     return fn
 
@@ -251,5 +269,5 @@ REGISTRY.add_impl(Impl("attention.decode", "sdpa", "torch", _decode_sdpa,
                        doc="torch scaled_dot_product_attention with a length-1 query"))
 REGISTRY.add_impl(Impl("attention.decode", "torch_math", "torch", _decode_math,
                        doc="matmul, softmax, matmul with the query heads of a KV head stacked"))
-REGISTRY.add_impl(Impl("attention.decode", "triton", "triton", _decode_triton,
+REGISTRY.add_impl(Impl("attention.decode", "triton", "triton", _decode_triton, tuning=_decode_tuning,
                        doc="kernels/attention.py decode: split-KV chunks, GQA heads in one tile, then a merge"))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
 from bench.util import first_line, itemsize
 
@@ -231,13 +231,17 @@ def _triton_call(x, precision, cfg):
     return lambda: k.matmul(a, b, c, cfg, input_precision=ip, scales=scales)
 
 
-def _triton_launcher(x, ctx):
+def _triton_tuning(x, ctx) -> Tuning:
     from kernels import gemm as k
     precision = ctx.point["dtype"]
-    key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape))
-    fn, cfg = tuned(x["a"], key, k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
-                    lambda c: _triton_call(x, precision, c), ctx,
-                    smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage)))
+    return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
+                  k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
+                  lambda c: _triton_call(x, precision, c),
+                  smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage)))
+
+
+def _triton_launcher(x, ctx):
+    fn, cfg = run_tuning(x["a"], _triton_tuning(x, ctx), ctx)
     fn.detail = f"tile {cfg}"
     return fn
 
@@ -268,7 +272,7 @@ def _register(name, sweep, doc, modes=("warm",)):
     REGISTRY.add_impl(Impl(op.name, "numpy", "numpy", _numpy_launcher, skip=numpy_skip,
                            doc="numpy.matmul (the BLAS numpy links), CPU only"))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton",
-                           _triton_launcher, skip=triton_skip,
+                           _triton_launcher, skip=triton_skip, tuning=_triton_tuning,
                            doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import first_line
 
@@ -228,13 +228,22 @@ def _tile_call(x, cfg):
     return lambda: gemv_tile(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk)
 
 
-def _triton(call, candidates, interp_cfg, name):
-    def launcher(x, ctx):
+def _triton(call, candidates, interp_cfg, name, smem=None):
+    """Return (launcher, tuning) of a Triton GEMV kernel; smem(inputs) -> the shared-memory
+    model of a configuration for these inputs (None: no model)."""
+    def tuning(x, ctx) -> Tuning:
         key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
-        fn, cfg = tuned(x["x"], key, candidates, interp_cfg, lambda c: call(x, c), ctx)
+        return Tuning(key, candidates, interp_cfg, lambda c: call(x, c), smem=smem(x) if smem else None)
+
+    def launcher(x, ctx):
+        fn, cfg = run_tuning(x["x"], tuning(x, ctx), ctx)
         fn.detail = f"{name} {'x'.join(map(str, cfg))}"
         return fn
-    return launcher
+    return launcher, tuning
+
+
+_rows_launcher, _rows_tuning = _triton(_rows_call, ROW_CANDIDATES, INTERPRETER_ROW, "rows")
+_tile_launcher, _tile_tuning = _triton(_tile_call, TILE_CANDIDATES, INTERPRETER_TILE, "tile")
 
 
 def rows_skip(point, device):
@@ -260,9 +269,7 @@ REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
                        doc="dequantize in torch, then torch.mm (the straightforward baseline)"))
 REGISTRY.add_impl(Impl("gemv.decode", "torch_best", "torch", _torch_best, skip=best_skip,
                        doc="torch's weight-only kernels: _weight_int8pack_mm, _weight_int4pack_mm_for_cpu"))
-REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton",
-                       _triton(_rows_call, ROW_CANDIDATES, INTERPRETER_ROW, "rows"), skip=rows_skip,
+REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton", _rows_launcher, skip=rows_skip, tuning=_rows_tuning,
                        doc="kernels/gemv.py gemv_rows: batch 1, row-parallel with split-K"))
-REGISTRY.add_impl(Impl("gemv.decode", "triton_tile", "triton",
-                       _triton(_tile_call, TILE_CANDIDATES, INTERPRETER_TILE, "tile"),
+REGISTRY.add_impl(Impl("gemv.decode", "triton_tile", "triton", _tile_launcher, tuning=_tile_tuning,
                        doc="kernels/gemv.py gemv_tile: the whole batch in one tensor-core tile"))
