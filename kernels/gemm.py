@@ -75,11 +75,17 @@ def candidates(precision: str, quick: bool = False) -> tuple:
     return CONFIGS[precision]
 
 
-def smem_bytes(config: TileConfig, element_bytes: int) -> int:
-    """Return the shared memory of a tile: stages x (BLOCK_M + BLOCK_N) x BLOCK_K x element
-    size (the A and B tiles of every pipeline stage; matches the compiler's own figure for
-    Hopper and Ampere builds)."""
-    return config.num_stages * (config.block_m + config.block_n) * config.block_k * element_bytes
+def smem_bytes(config: TileConfig, element_bytes: int, cc: int | None = None, fma: bool = False) -> int:
+    """Return the shared memory of a tile: buffers x (BLOCK_M + BLOCK_N) x BLOCK_K x element
+    size, the A and B tiles of each pipeline buffer. Hopper and later (cc >= 90) keep
+    num_stages buffers for tensor-core dots; Ampere and Ada (cc < 90), and IEEE fp32 dots
+    on the FMA units (fma) on any arch, keep num_stages - 1. This equals the compiler's own
+    figure (Triton 3.6 and 3.9, sm_80 and sm_90; tests/test_aot.py checks it). An unknown
+    arch (cc None) gets num_stages: never below the compiler's figure."""
+    buffers = config.num_stages
+    if cc is not None and (fma or cc < 90):
+        buffers = max(1, config.num_stages - 1)
+    return buffers * (config.block_m + config.block_n) * config.block_k * element_bytes
 
 
 INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)

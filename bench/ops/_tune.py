@@ -47,6 +47,18 @@ def is_fatal(e: BaseException) -> bool:
     return any(m in text for m in FATAL_MARKERS)
 
 
+def compute_capability(ctx) -> int | None:
+    """Return the compute capability x 10 (90 for sm_90) of the GPU a launch context's point
+    runs on, or None when it is not a GPU or unknown (shared-memory models then take the
+    conservative figure)."""
+    device = getattr(ctx, "device", None)
+    cc = getattr(device, "compute_capability", None) if getattr(device, "kind", None) == "cuda" else None
+    if not cc:
+        return None
+    major, minor = (int(v) for v in cc.split("."))
+    return 10 * major + minor
+
+
 def smem_limit(torch_device: str) -> int | None:
     """Return the shared memory one block may use on this CUDA device, in bytes."""
     props = torch.cuda.get_device_properties(torch.device(torch_device))

@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bench.ops._tune import Tuning, run_tuning
+from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import itemsize
 
@@ -119,7 +119,6 @@ def prefill_inputs(p, device):
     return {"q": q, "k": k, "v": v, "o": torch.empty_like(q), "causal": p["causal"]}
 
 
-PREFILL_CANDIDATES = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 4, 4), (64, 128, 4, 3), (128, 32, 4, 3))
 INTERPRETER_PREFILL = (64, 64, 4, 1)
 
 
@@ -130,8 +129,12 @@ def _prefill_triton_call(x, cfg):
 
 
 def _prefill_tuning(x, ctx=None) -> Tuning:
-    key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"])
-    return Tuning(key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c))
+    from kernels.attention import PREFILL_CANDIDATES, prefill_smem_bytes
+    q = x["q"]
+    d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
+    key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
+    return Tuning(key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
+                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc))
 
 
 def _prefill_triton(x, ctx=None):
@@ -190,7 +193,6 @@ def decode_reference(x):
     return reference(x["q"][:, :, None], x["k"], x["v"])[:, :, 0]
 
 
-DECODE_CANDIDATES = tuple((bn, warps, f) for bn in (32, 64, 128) for warps in (4, 8) for f in (1, 2))
 INTERPRETER_DECODE = (64, 4, 1)
 
 
@@ -216,8 +218,13 @@ def _decode_triton_call(x, cfg, ctx=None):
 
 
 def _decode_tuning(x, ctx=None) -> Tuning:
-    key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape))
-    return Tuning(key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c, ctx))
+    from kernels.attention import DECODE_CANDIDATES, decode_block_h, decode_smem_bytes
+    q = x["q"]
+    b, hq, d = q.shape
+    block_h, w, cc = decode_block_h(hq // x["k"].shape[1]), q.element_size(), compute_capability(ctx)
+    key = ("decode", q.dtype, tuple(q.shape), tuple(x["k"].shape))
+    return Tuning(key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c, ctx),
+                  smem=lambda c: decode_smem_bytes(block_h, c[0], d, w, cc))
 
 
 def _decode_triton(x, ctx=None):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import Tuning, run_tuning
+from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
 from bench.util import first_line, itemsize
 
@@ -237,7 +237,8 @@ def _triton_tuning(x, ctx) -> Tuning:
     return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
                   k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
                   lambda c: _triton_call(x, precision, c),
-                  smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage)))
+                  smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage), compute_capability(ctx),
+                                              fma=precision == "fp32"))
 
 
 def _triton_launcher(x, ctx):
