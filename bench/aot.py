@@ -20,7 +20,8 @@ the row compiles the one most points use and counts the others (--every-spec com
 all). The jobs run in a process pool (spawned, so that Triton's interpreter, which the
 tests switch on, stays off in the workers), each in a fresh Triton cache, so the
 seconds are real compiles. Per row: the model's and the compiler's shared memory,
-registers and spills (ptxas's own report of the compile), and the compile time.
+registers and spills (ptxas's own report of the compile), and the compile time (wall, and
+CPU: the compiler and its ptxas, steadier on a shared machine).
 
 Statuses: ok; pruned (the model says it exceeds the arch's shared memory: never
 compiled); skipped (the run skips it before compiling, e.g. fp8 before sm_89); failed
@@ -366,6 +367,9 @@ def _init_worker(cache_dir: str):
     os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
     import warnings
     warnings.filterwarnings("ignore")
+    # load the compiler now, so the first job's seconds are its compile, not these imports
+    import triton.backends.nvidia.compiler  # noqa: F401
+    import triton.compiler  # noqa: F401
 
 
 def _error_line(e: BaseException) -> str:
@@ -399,6 +403,13 @@ def _resources(kernel, log: str) -> tuple:
     return (int(m.group(1)), int(m.group(2)), int(m.group(2))) if m else (None, None, None)
 
 
+def _cpu_seconds() -> float:
+    """Return this process's CPU time plus its finished children's (ptxas)."""
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def compile_job(job: dict) -> dict:
     """Compile one job for its target (no GPU needed) and return status, seconds, the
     compiler's shared memory, registers, spills, and the IR named in job["keep"]."""
@@ -412,16 +423,17 @@ def compile_job(job: dict) -> dict:
     constexprs = {(names.index(k),): v for k, v in job["constexprs"].items()}
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in job["aligned"]}
     out = io.StringIO()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     try:
         src = ASTSource(fn, dict(job["signature"]), constexprs, attrs)
         with contextlib.redirect_stdout(out):
             k = triton.compile(src, target=GPUTarget("cuda", job["cc"], 32), options=dict(job["options"]))
     except Exception as e:
-        return {"status": "failed", "error": _error_line(e), "seconds": time.perf_counter() - t0}
-    seconds = time.perf_counter() - t0
+        return {"status": "failed", "error": _error_line(e), "seconds": time.perf_counter() - t0,
+                "cpu_seconds": _cpu_seconds() - c0}
+    seconds, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
     regs, spill_st, spill_ld = _resources(k, out.getvalue())
-    return {"status": "ok", "seconds": seconds, "shared": int(k.metadata.shared), "regs": regs,
+    return {"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "shared": int(k.metadata.shared), "regs": regs,
             "spill_stores": spill_st, "spill_loads": spill_ld,
             "ir": {key: k.asm[key] for key in job.get("keep", ())}}
 
@@ -460,30 +472,38 @@ class Outcome:
         return [r for r in self.plan.rows if r.results]
 
 
-def compile_plan(plan: Plan, workers: int | None = None, every_spec: bool = False, progress=None) -> Outcome:
-    """Compile the plan's rows (the representative specialization of each; every one with
-    every_spec) and set each row's status: ok, or failed with the first line of the error,
-    or failed because the compiled kernel needs more shared memory than the arch has."""
-    limit = ARCHS[plan.arch].smem_limit
-    todo = [(r, k) for r in plan.rows if r.status == "ok"
+def compile_plans(plans: list, workers: int | None = None, every_spec: bool = False, progress=None) -> list:
+    """Compile the rows of several plans in one pool (the representative specialization of
+    each row; every one with every_spec) and set each row's status: ok, or failed with the
+    first line of the error, or failed because the compiled kernel needs more shared memory
+    than its arch has. Return one Outcome per plan (the wall time is the pool's, shared)."""
+    todo = [(p, r, k) for p in plans for r in p.rows if r.status == "ok"
             for k in (r.specs if every_spec else [r.specs.most_common(1)[0][0]])]
-    # longest first (GEMM tiles, then attention), so the pool does not end on one slow job
+    # longest first (GEMM tiles, then attention and the GEMV tile), so that the pool does
+    # not end on one slow compile
     weight = {"matmul_kernel": 0, "attn_fwd_kernel": 1, "gemv_tile_kernel": 2}
-    todo.sort(key=lambda rk: weight.get(rk[0].kernel, 3))
-    results, wall = compile_jobs([r.jobs[k] for r, k in todo], workers, progress)
-    for (r, k), res in zip(todo, results):
+    todo.sort(key=lambda prk: weight.get(prk[1].kernel, 3))
+    results, wall = compile_jobs([r.jobs[k] for _, r, k in todo], workers, progress)
+    for (_, r, k), res in zip(todo, results):
         r.results[k] = res
-    for r in plan.rows:
-        if r.status != "ok":
-            continue
-        bad = [res for res in r.results.values() if res["status"] != "ok"]
-        over = [res for res in r.results.values() if res["status"] == "ok" and res["shared"] > limit]
-        if bad:
-            r.status, r.reason = "failed", bad[0]["error"]
-        elif over:
-            r.status, r.reason = "failed", f"compiled shared memory {over[0]['shared']} B > {limit} B: it would not launch"
+    for p in plans:
+        limit = ARCHS[p.arch].smem_limit
+        for r in p.rows:
+            if r.status != "ok":
+                continue
+            bad = [res for res in r.results.values() if res["status"] != "ok"]
+            over = [res for res in r.results.values() if res["status"] == "ok" and res["shared"] > limit]
+            if bad:
+                r.status, r.reason = "failed", bad[0]["error"]
+            elif over:
+                r.status, r.reason = "failed", f"compiled shared memory {over[0]['shared']} B > {limit} B: it would not launch"
     n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    return Outcome(plan, wall, n)
+    return [Outcome(p, wall, n) for p in plans]
+
+
+def compile_plan(plan: Plan, workers: int | None = None, every_spec: bool = False, progress=None) -> Outcome:
+    """Compile one plan's rows (see compile_plans)."""
+    return compile_plans([plan], workers, every_spec, progress)[0]
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -495,7 +515,8 @@ def _cell(v, fmt="{}"):
 def table(outcome: Outcome) -> str:
     """Return the per-row table and the totals as text."""
     plan = outcome.plan
-    head = ("kernel", "dtype", "config", "specs", "smem model", "smem compiler", "regs", "spill B", "compile s", "status")
+    head = ("kernel", "dtype", "config", "specs", "smem model", "smem compiler", "regs", "spill B", "compile s",
+            "cpu s", "status")
     lines = []
     for r in plan.rows:
         res = r.result or {}
@@ -503,7 +524,7 @@ def table(outcome: Outcome) -> str:
         status = r.status if not r.reason else f"{r.status}: {r.reason}"
         lines.append((r.kernel, r.dtype, r.config, _cell(len(r.specs) or None), _cell(r.model_smem),
                       _cell(res.get("shared")), _cell(res.get("regs")), _cell(spill),
-                      _cell(res.get("seconds"), "{:.1f}"), status))
+                      _cell(res.get("seconds"), "{:.1f}"), _cell(res.get("cpu_seconds"), "{:.1f}"), status))
     widths = [max(len(h), *(len(str(ln[i])) for ln in lines)) if lines else len(h) for i, h in enumerate(head)]
     widths[-1] = 0
     fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -514,20 +535,22 @@ def table(outcome: Outcome) -> str:
 
 
 def summary(outcome: Outcome) -> dict:
-    """Return the totals: rows per status, the slowest compile, compile seconds (serial:
-    the representative compiles; every_spec_s: each row's seconds times its
-    specializations, what a run compiles), the pool's wall time and workers."""
+    """Return the totals: rows per status; the slowest compile; compile seconds summed over
+    the representative compiles (wall, and CPU: the compiler's process and its ptxas, which
+    a busy or shared machine does not inflate); every_spec: the CPU seconds a run spends,
+    each row's times its specializations; the pool's wall time and workers."""
     rows = outcome.plan.rows
     counts = Counter(r.status for r in rows)
-    timed = [(res["seconds"], r) for r in rows for res in r.results.values() if res.get("status") == "ok"]
-    serial = sum(res["seconds"] for r in rows for res in r.results.values())
-    every = sum((r.result or {}).get("seconds", 0.0) * len(r.specs) for r in rows if r.results)
-    slow = max(timed, key=lambda t: t[0]) if timed else None
+    done = [(res, r) for r in rows for res in r.results.values()]
+    slow = max(((res.get("cpu_seconds", res["seconds"]), res["seconds"], r) for res, r in done
+                if res["status"] == "ok"), key=lambda t: t[0], default=None)
     return {"ok": counts["ok"], "pruned": counts["pruned"], "skipped": counts["skipped"], "failed": counts["failed"],
-            "compiles": sum(len(r.results) for r in rows), "serial_s": serial, "every_spec_s": every,
+            "compiles": len(done), "wall_sum_s": sum(res["seconds"] for res, _ in done),
+            "cpu_sum_s": sum(res.get("cpu_seconds", 0.0) for res, _ in done),
+            "every_spec_cpu_s": sum((r.result or {}).get("cpu_seconds", 0.0) * len(r.specs) for r in rows if r.results),
             "specializations": sum(len(r.specs) for r in rows if r.status in ("ok", "failed")),
             "wall_s": outcome.wall_s, "workers": outcome.workers,
-            "slowest": (slow[0], slow[1].kernel, slow[1].dtype, slow[1].config) if slow else None}
+            "slowest": (slow[0], slow[1], slow[2].kernel, slow[2].dtype, slow[2].config) if slow else None}
 
 
 def totals(outcome: Outcome) -> list:
@@ -537,13 +560,13 @@ def totals(outcome: Outcome) -> list:
            f"{'quick' if p.quick else 'full'} plan: {s['ok']} ok, {s['pruned']} pruned, {s['skipped']} skipped, "
            f"{s['failed']} failed"]
     if s["slowest"]:
-        sec, kernel, dtype, cfg = s["slowest"]
-        out.append(f"slowest compile: {sec:.1f} s ({kernel} {dtype} {cfg})")
-    out.append(f"compile time: {s['serial_s']:.1f} s serial over {s['compiles']} compiles, {s['wall_s']:.1f} s wall "
-               f"with {s['workers']} worker(s)")
-    out.append(f"a run compiles {s['specializations']} specializations: about {s['every_spec_s']:.0f} s serial "
-               f"(each row's seconds x its specializations), about {s['every_spec_s'] / s['workers']:.0f} s "
-               f"over {s['workers']} workers")
+        cpu, wall, kernel, dtype, cfg = s["slowest"]
+        out.append(f"slowest compile: {cpu:.1f} s CPU, {wall:.1f} s wall ({kernel} {dtype} {cfg})")
+    out.append(f"compile time: {s['cpu_sum_s']:.1f} s CPU ({s['wall_sum_s']:.1f} s wall) summed over "
+               f"{s['compiles']} compiles; {s['wall_s']:.1f} s wall with a pool of {s['workers']}")
+    out.append(f"a run compiles {s['specializations']} kernels (rows x integer specializations): about "
+               f"{s['every_spec_cpu_s']:.0f} s CPU one after another, as a run tunes; about "
+               f"{s['every_spec_cpu_s'] / s['workers']:.0f} s over a pool of {s['workers']}")
     return out
 
 

@@ -234,11 +234,12 @@ def _triton_call(x, precision, cfg):
 def _triton_tuning(x, ctx) -> Tuning:
     from kernels import gemm as k
     precision = ctx.point["dtype"]
+    p, cc = PRECISIONS[precision], compute_capability(ctx)
     return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
-                  k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
+                  k.candidates(precision, ctx.quick, cc), k.INTERPRETER_CONFIG,
                   lambda c: _triton_call(x, precision, c),
-                  smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage), compute_capability(ctx),
-                                              fma=precision == "fp32"))
+                  smem=lambda c: k.smem_bytes(c, itemsize(p.storage), cc, fma=precision == "fp32",
+                                              out_bytes=itemsize(p.out)))
 
 
 def _triton_launcher(x, ctx):
