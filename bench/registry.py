@@ -101,6 +101,8 @@ class Impl:
     quick_dtypes: tuple = ()                    # in quick runs, only these dtypes (empty: all)
     bytes: Callable | None = None               # (point) -> int: this impl's traffic when its data
                                                 # layout moves more than the op's formula (default op.bytes)
+    tuning: Callable | None = None              # (inputs, ctx) -> bench.ops._tune.Tuning, for impls that tune
+                                                # (bench/aot.py compiles its candidates ahead of time)
 
     @property
     def id(self) -> str:

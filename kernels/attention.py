@@ -4,7 +4,8 @@ Pure compute: no timing, no files, no printing.
 
 Layouts (last dimension contiguous): q (B, Hq, S_q, D); k, v (B, Hkv, S_k, D); o like q.
 Grouped-query attention: query head h reads KV head h // (Hq // Hkv). The softmax scale is
-1/sqrt(D). Causal masking is top-left aligned (query i sees keys 0..i), for S_q == S_k.
+1/sqrt(D). Offsets to a (batch, head) slice are 64-bit; offsets within one slice are 32-bit
+(S x stride_s < 2**31 elements). Causal masking is top-left aligned (query i sees keys 0..i), for S_q == S_k.
 
 prefill: each program owns BLOCK_M query rows of one (batch, head) and walks the key
 blocks with an online softmax (running max and sum, rescaled as it goes), so the S x S
@@ -23,6 +24,18 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634
 
+# Configurations to tune over on a GPU, best guesses first (a quick run times the first
+# three that fit the GPU's shared memory; `python -m bench.aot` compiles them all).
+# prefill (BLOCK_M, BLOCK_N, num_warps, num_stages): 128 query rows over 8 warps first (the
+# widest Hopper MMA per K/V tile read), then 64-row tiles for short sequences and Ampere.
+PREFILL_CANDIDATES = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 3),
+                      (128, 64, 4, 4))
+# decode (BLOCK_N, num_warps, split factor): the factor multiplies decode_splits' chunk count
+# (host-side only: the candidates that differ only in it share one compile). Decode streams
+# the KV cache, so 64-key tiles on 4 warps first, then deeper tiles and twice the chunks.
+DECODE_CANDIDATES = ((64, 4, 1), (128, 8, 1), (64, 4, 2), (32, 4, 1), (128, 4, 1), (64, 8, 1), (128, 8, 2),
+                     (32, 4, 2), (64, 8, 2), (32, 8, 1), (128, 4, 2), (32, 8, 2))
+
 
 @triton.jit
 def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v have Hkv heads
@@ -36,8 +49,11 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v
                     CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
-    b = bh // H_Q
-    h = bh % H_Q
+    # 64-bit (batch, head) offsets: b x stride_b passes 2**31 elements in large batches
+    # (batch 64 x 8 KV heads x 65,536 keys x 128 dims is 2**32); offsets inside one
+    # (batch, head) slice stay 32-bit
+    b = (bh // H_Q).to(tl.int64)
+    h = (bh % H_Q).to(tl.int64)
     hk = h // GROUP
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, D)
@@ -71,6 +87,45 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v
              mask=rows[:, None] < S_Q)
 
 
+def _buffers(num_stages, rows, cc):
+    # Hopper (cc >= 90) with at least 64 rows per tile (a warpgroup MMA) keeps num_stages
+    # buffers of each pipelined load; Ampere and Ada, and Hopper's narrow tiles, keep
+    # num_stages - 1; an unknown arch (cc None) is assumed to keep num_stages
+    return num_stages - 1 if cc is not None and (cc < 90 or rows < 64) else num_stages
+
+
+def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc=None):
+    """Return the shared memory of attn_fwd_kernel (never below the compiler's figure): the
+    pipeline buffers of the K and V tiles (BLOCK_N x D each) and the Q tile (BLOCK_M x D),
+    plus, off the warpgroup-MMA path when D > BLOCK_M (the second dot then spreads its
+    warps along D, so P is reshaped through shared memory), the P tile (BLOCK_M x BLOCK_N)."""
+    p = block_m * block_n if _buffers(2, block_m, cc) == 1 and head_dim > block_m else 0
+    return (_buffers(num_stages, block_m, cc) * 2 * block_n * head_dim + block_m * head_dim + p) * element_bytes
+
+
+DECODE_STAGES = 3  # decode_split_kernel is launched with Triton's default pipeline depth
+
+
+def decode_smem_bytes(block_h, block_n, head_dim, element_bytes, cc=None, num_stages=DECODE_STAGES):
+    """Return the shared memory of decode_split_kernel (never below the compiler's figure):
+    the pipeline buffers of the K and V tiles (BLOCK_N x D each), the query heads' tile
+    (BLOCK_H x D) and the probabilities (BLOCK_H x BLOCK_N), reshaped for the second dot."""
+    return (_buffers(num_stages, block_h, cc) * 2 * block_n * head_dim + block_h * head_dim
+            + block_h * block_n) * element_bytes
+
+
+def combine_smem_bytes(block_s, head_dim, num_warps=4):
+    """Return the shared memory of decode_combine_kernel (never below the compiler's
+    figure): the cross-warp scratch of its reductions over the chunks, D fp32 per warp."""
+    return head_dim * num_warps * 4
+
+
+def decode_block_h(group):
+    """Return BLOCK_H, the query-head rows of decode's tile: a KV head's GROUP query heads,
+    at least 16 (the smallest tensor-core tile)."""
+    return max(16, triton.next_power_of_2(group))
+
+
 def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2):
     """Return o after o = softmax(q k^T / sqrt(D)) v (causal: query i sees keys 0..i)."""
     B, Hq, S, D = q.shape
@@ -96,8 +151,8 @@ def decode_split_kernel(q_ptr,  # (B, Hq, D): one query token per sequence
                         D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
     bhk = tl.program_id(0)
     split = tl.program_id(1)
-    b = bhk // H_KV
-    hk = bhk % H_KV
+    b = (bhk // H_KV).to(tl.int64)  # 64-bit (batch, head) offsets, as in attn_fwd_kernel
+    hk = (bhk % H_KV).to(tl.int64)
     hs = tl.arange(0, BLOCK_H)
     h_ok = hs < GROUP
     heads = hk * GROUP + hs
@@ -134,7 +189,7 @@ def decode_combine_kernel(m_ptr, l_ptr, acc_ptr,  # partials as written by decod
                           o_ptr,  # (B, Hq, D) output
                           SPLITS, soh,  # chunks per head; elements between output heads
                           D: tl.constexpr, BLOCK_S: tl.constexpr):
-    bh = tl.program_id(0)  # flattened (batch, query head)
+    bh = tl.program_id(0).to(tl.int64)  # flattened (batch, query head)
     ss = tl.arange(0, BLOCK_S)
     ok = ss < SPLITS
     dims = tl.arange(0, D)
@@ -146,14 +201,18 @@ def decode_combine_kernel(m_ptr, l_ptr, acc_ptr,  # partials as written by decod
     tl.store(o_ptr + bh * soh + dims, out.to(o_ptr.dtype.element_ty))
 
 
-def decode_splits(batch, kv_heads, length, block_n, device):
-    """Return how many chunks to cut the KV length into: enough programs for about two per
-    SM on a GPU (4 per (batch, KV head) elsewhere), never more chunks than key blocks."""
+def sm_count(device):
+    """Return the SM count of a CUDA device, or None for any other device."""
     if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        want = math.ceil(2 * sms / (batch * kv_heads))
-    else:
-        want = 4
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return None
+
+
+def decode_splits(batch, kv_heads, length, block_n, sms=None):
+    """Return how many chunks to cut the KV length into: enough programs for about two per
+    SM on a GPU of sms SMs (4 per (batch, KV head) without one, sms None), never more
+    chunks than key blocks."""
+    want = math.ceil(2 * sms / (batch * kv_heads)) if sms else 4
     return max(1, min(want, triton.cdiv(length, block_n)))
 
 
@@ -177,7 +236,7 @@ def decode(q, k, v, o, workspace, block_n=64, num_warps=4):
     decode_split_kernel[(B * Hkv, splits)](
         q, k, v, m, l, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-        D=D, BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=block_n, PRECISION=prec, num_warps=num_warps)
+        D=D, BLOCK_H=decode_block_h(group), BLOCK_N=block_n, PRECISION=prec, num_warps=num_warps)
     decode_combine_kernel[(B * Hq,)](m, l, acc, o, splits, o.stride(1), D=D,
                                      BLOCK_S=max(2, triton.next_power_of_2(splits)))
     return o

@@ -32,8 +32,12 @@ class TileConfig:
 # Candidates for the GPU, best guesses first (a quick run tunes over the first three that
 # fit the device's shared memory), one list per operand width: large tiles for the
 # compute-bound squares, deep K for 8-bit operands (half the bytes per element), narrow M
-# tiles for the skinny shapes. fp32 with IEEE products has its own small tiles: it runs on
-# the FMA units, and a large tile needs hundreds of registers (spills) and minutes to compile.
+# tiles for the skinny shapes. Hopper (sm_90+) feeds its warpgroup MMAs from shared memory;
+# Ampere and Ada hold both operands' fragments in registers, where the widest Hopper tiles
+# spill (int8 128x256x128 spills 1.5 KB per thread on sm_80), so those GPUs get their own
+# lists. fp32 with IEEE products has its own small tiles: it runs on the FMA units, and a
+# large tile needs hundreds of registers. None of the lists' tiles spills more than a few
+# words on its arch (Triton 3.6 and 3.9; `python -m bench.aot --arch sm_90` shows them all).
 CONFIGS_16BIT = (
     TileConfig(128, 256, 64, 8, 8, 3),
     TileConfig(256, 128, 64, 8, 8, 3),
@@ -60,26 +64,76 @@ CONFIGS_TF32 = (
     TileConfig(128, 64, 32, 8, 4, 4),
     TileConfig(16, 128, 64, 1, 4, 4),
 )
+# IEEE fp32 on the FMA units: each thread of 128x128x16 on 8 warps accumulates 64 outputs
+# (the most FMAs per loaded value that stays under 255 registers), then 64x64 tiles and
+# narrow ones for the skinny shapes. Every one compiles in about a second without spilling;
+# the 128x256 and 128x128x64 tiles the first lists had need 255 registers and spill.
 CONFIGS_FP32 = (
+    TileConfig(128, 128, 16, 8, 8, 3),
     TileConfig(64, 64, 32, 8, 4, 3),
-    TileConfig(128, 64, 32, 8, 8, 3),
     TileConfig(32, 64, 32, 1, 4, 3),
+    TileConfig(64, 128, 16, 8, 8, 3),
+    TileConfig(128, 64, 16, 8, 8, 3),
+    TileConfig(16, 128, 32, 1, 4, 3),
+    TileConfig(64, 64, 16, 8, 4, 3),
+)
+# Ampere and Ada (compute capability 8.x): 8 warps for 128x128 tiles and K no deeper
+# than the registers allow.
+CONFIGS_16BIT_SM8X = (
+    TileConfig(128, 256, 32, 8, 8, 4),
+    TileConfig(128, 128, 64, 8, 8, 3),
+    TileConfig(128, 128, 32, 8, 4, 4),
+    TileConfig(128, 128, 128, 8, 8, 3),
+    TileConfig(64, 128, 64, 8, 4, 4),
+    TileConfig(64, 256, 32, 8, 4, 4),
+    TileConfig(16, 128, 64, 1, 4, 4),
+    TileConfig(32, 64, 128, 1, 4, 3),
+)
+CONFIGS_8BIT_SM8X = (
+    TileConfig(128, 128, 128, 8, 8, 3),
+    TileConfig(128, 128, 64, 8, 8, 4),
+    TileConfig(64, 128, 128, 8, 4, 4),
+    TileConfig(128, 64, 128, 8, 4, 4),
+    TileConfig(64, 128, 64, 8, 4, 4),
+    TileConfig(16, 128, 128, 1, 4, 4),
+    TileConfig(32, 64, 256, 1, 4, 3),
+)
+CONFIGS_TF32_SM8X = (
+    TileConfig(128, 128, 32, 8, 8, 3),
+    TileConfig(128, 128, 16, 8, 8, 4),
+    TileConfig(64, 128, 32, 8, 4, 4),
+    TileConfig(128, 64, 32, 8, 4, 4),
+    TileConfig(16, 128, 32, 1, 4, 4),
+    TileConfig(64, 64, 32, 8, 4, 3),
 )
 CONFIGS = {"fp32": CONFIGS_FP32, "tf32": CONFIGS_TF32, "fp16": CONFIGS_16BIT, "bf16": CONFIGS_16BIT,
            "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_8BIT}
+CONFIGS_SM8X = dict(CONFIGS, tf32=CONFIGS_TF32_SM8X, fp16=CONFIGS_16BIT_SM8X, bf16=CONFIGS_16BIT_SM8X,
+                    fp8e4m3=CONFIGS_8BIT_SM8X, fp8e5m2=CONFIGS_8BIT_SM8X, int8=CONFIGS_8BIT_SM8X)
 
 
-def candidates(precision: str, quick: bool = False) -> tuple:
-    """Return the tile candidates for a precision ("fp32", "tf32", "bf16", ...), best first.
+def candidates(precision: str, quick: bool = False, cc: int | None = None) -> tuple:
+    """Return the tile candidates for a precision ("fp32", "tf32", "bf16", ...), best first,
+    for a GPU of compute capability cc x 10 (80 for sm_80; None: Hopper's lists).
     (The caller prunes those over the device's shared memory, and in quick runs keeps 3.)"""
-    return CONFIGS[precision]
+    return (CONFIGS_SM8X if cc is not None and cc < 90 else CONFIGS)[precision]
 
 
-def smem_bytes(config: TileConfig, element_bytes: int) -> int:
-    """Return the shared memory of a tile: stages x (BLOCK_M + BLOCK_N) x BLOCK_K x element
-    size (the A and B tiles of every pipeline stage; matches the compiler's own figure for
-    Hopper and Ampere builds)."""
-    return config.num_stages * (config.block_m + config.block_n) * config.block_k * element_bytes
+def smem_bytes(config: TileConfig, element_bytes: int, cc: int | None = None, fma: bool = False,
+               out_bytes: int | None = None) -> int:
+    """Return the shared memory of a tile: pipeline buffers x (BLOCK_M + BLOCK_N) x BLOCK_K x
+    element size (the A and B tiles of each buffer), or on Hopper's warpgroup MMA the C tile
+    (BLOCK_M x BLOCK_N x out_bytes) staged for the store when that is larger. Hopper and later
+    (cc >= 90) with BLOCK_M >= 64 keep num_stages buffers; Ampere and Ada (cc < 90), Hopper's
+    narrow tiles (the pre-Hopper MMA), and IEEE fp32 on the FMA units (fma) keep
+    num_stages - 1 and stage no C tile. This equals the compiler's own figure on sm_80 and
+    sm_90 with Triton 3.6 and 3.9 (tests/test_aot.py checks it); an unknown arch (cc None)
+    gets the larger, Hopper figure."""
+    wgmma = cc is None or (cc >= 90 and not fma and config.block_m >= 64)
+    buffers = config.num_stages if wgmma else max(1, config.num_stages - 1)
+    pipeline = buffers * (config.block_m + config.block_n) * config.block_k * element_bytes
+    staged_c = config.block_m * config.block_n * (out_bytes or element_bytes) if wgmma else 0
+    return max(pipeline, staged_c)
 
 
 INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)

@@ -19,12 +19,39 @@ Two kernels, each reading every weight byte exactly once:
     gemv_tile_kernel  small batch (B <= 256): a (BLOCK_B x BLOCK_K) activation tile times a
                       dequantized (BLOCK_K x BLOCK_N) weight tile on tensor cores (tl.dot),
                       with all B rows in one tile so no weight is read twice.
+
+Offsets: a weight row's offset n x stride_wn is 64-bit (an LM head of 128,256 x 16,384 has
+more than 2**31 weights); the others are bounded far below 2**31 (B <= 256 rows of x and y,
+N scale rows of K/128 groups) and stay 32-bit.
 """
 import torch
 import triton
 import triton.language as tl
 
 FMT_DENSE, FMT_INT8, FMT_FP8, FMT_INT4 = 0, 1, 2, 3
+
+# Configurations to tune over on a GPU, best guesses first (a quick run times the first
+# three that fit the GPU's shared memory). None spills on sm_80 or sm_90 (Triton 3.6 and
+# 3.9; `python -m bench.aot` compiles them all and shows registers and spills).
+#
+# gemv_rows (BLOCK_N, BLOCK_K, SPLIT_K): batch 1 is memory-bound, so each program streams a
+# few rows with wide K steps (8 to 16 KiB of weights per step keeps enough bytes in flight),
+# and split-K only where N alone gives too few programs.
+ROW_CANDIDATES = ((8, 512, 1), (16, 512, 1), (8, 1024, 2), (4, 1024, 1), (16, 256, 1), (8, 512, 2),
+                  (16, 1024, 1), (4, 512, 2), (8, 256, 4), (16, 512, 4), (8, 1024, 1), (4, 1024, 4),
+                  (16, 256, 2), (8, 512, 8), (4, 256, 8))
+# gemv_tile (BLOCK_N, BLOCK_K), by weight kind and the largest BLOCK_B the list serves. There
+# is no split-K, so up to 32 rows (memory-bound) narrow N tiles keep every SM busy (N / BLOCK_N
+# programs) and deep K steps keep bytes in flight; 64 rows and more reuse each weight tile
+# more, and the activation tile (BLOCK_B x BLOCK_K) sets shared memory and registers. int4
+# unpacks into two dots per step, so its tiles are shallower (deeper ones spill).
+TILE_CANDIDATES = {
+    ("dense", 32): ((16, 256), (32, 128), (16, 128), (64, 128), (64, 64), (32, 64), (16, 64), (128, 128)),
+    ("dense", 256): ((64, 64), (32, 128), (32, 64), (16, 128), (16, 256), (16, 64)),
+    ("int4", 32): ((32, 128), (16, 128), (64, 64), (32, 64), (64, 128), (16, 64), (128, 64)),
+    ("int4", 128): ((32, 64), (16, 64), (64, 64), (16, 128), (32, 128)),
+    ("int4", 256): ((32, 64), (16, 64)),
+}
 
 
 @triton.jit
@@ -129,6 +156,34 @@ def gemv_tile_kernel(x_ptr,  # (B, K) activations, fp16/bf16
              mask=b_ok[:, None] & row_ok[None, :])
 
 
+def tile_smem_bytes(block_b, block_n, block_k, weight_bits, cc=None, num_stages=3):
+    """Return the shared memory of gemv_tile_kernel (conservative: never below the
+    compiler's figure): pipeline buffers of the activation tile (BLOCK_B x BLOCK_K, 16-bit)
+    and the stored weight tile (BLOCK_K x BLOCK_N at weight_bits), plus one dequantized
+    16-bit weight tile (the dot's operand). Hopper (cc >= 90) with BLOCK_B >= 64 (a
+    warpgroup MMA) keeps num_stages buffers; Ampere and Ada, and Hopper's narrow tiles, keep
+    num_stages - 1; cc None (unknown) assumes num_stages."""
+    buffers = num_stages - 1 if cc is not None and (cc < 90 or block_b < 64) else num_stages
+    stage = block_b * block_k * 2 + block_k * block_n * weight_bits // 8
+    return max(1, buffers) * stage + block_k * block_n * 2
+
+
+def tile_candidates(batch, weight_bits):
+    """Return the (BLOCK_N, BLOCK_K) candidates of gemv_tile for a batch and weight width,
+    best first."""
+    block_b, _ = tile_config(batch)
+    kind = "int4" if weight_bits == 4 else "dense"
+    return next(TILE_CANDIDATES[(k, rows)] for (k, rows) in sorted(TILE_CANDIDATES)
+                if k == kind and block_b <= rows)
+
+
+def tile_config(batch):
+    """Return (BLOCK_B, num_warps) of gemv_tile for a batch: every row in one tile of at
+    least 16 (the smallest tensor-core tile), 8 warps past 64 rows."""
+    block_b = max(16, triton.next_power_of_2(batch))
+    return block_b, 4 if block_b <= 64 else 8
+
+
 def _fmt_of(w, scale):
     if w.dtype == torch.uint8:
         return FMT_INT4
@@ -165,7 +220,7 @@ def gemv_tile(x, w, scale, y, group=128, block_n=64, block_k=64):
     """Return y (B, N) = x (B, K) @ dequant(w)^T with every batch row in one tile (B <= 256)."""
     B, K = x.shape
     N = w.shape[0]
-    block_b = max(16, triton.next_power_of_2(B))
+    block_b, warps = tile_config(B)
     assert block_b <= 256, "gemv_tile holds the whole batch in one tile: B <= 256"
     fmt = _fmt_of(w, scale)
     s = scale if scale is not None else y
@@ -173,7 +228,7 @@ def gemv_tile(x, w, scale, y, group=128, block_n=64, block_k=64):
     gemv_tile_kernel[grid](x, w, s, y, B, N, K, x.stride(0), y.stride(0), w.stride(0),
                            s.stride(0) if s.dim() == 2 else 1,
                            FMT=fmt, GROUP=group, BLOCK_B=block_b, BLOCK_N=block_n, BLOCK_K=block_k,
-                           num_warps=4 if block_b <= 64 else 8)
+                           num_warps=warps)
     return y
 
 

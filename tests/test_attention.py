@@ -78,9 +78,11 @@ def test_triton_decode_matches_float64(dtype, splits, length, dev):
 
 
 def test_decode_splits_rule():
-    cpu = torch.device("cpu")
-    assert ka.decode_splits(1, 8, 32768, 64, cpu) == 4
-    assert ka.decode_splits(1, 8, 100, 64, cpu) == 2   # never more chunks than key blocks
+    assert ka.sm_count(torch.device("cpu")) is None
+    assert ka.decode_splits(1, 8, 32768, 64) == 4      # no GPU: 4 chunks
+    assert ka.decode_splits(1, 8, 100, 64) == 2        # never more chunks than key blocks
+    assert ka.decode_splits(1, 8, 32768, 64, sms=132) == 33   # ceil(2 x 132 / 8): two programs per SM
+    assert ka.decode_splits(64, 8, 32768, 64, sms=132) == 1   # the batch alone fills the GPU
 
 
 @pytest.mark.skipif(INTERPRETING, reason="bf16 is silently wrong in Triton's interpreter (triton issue 11584)")

@@ -4,6 +4,7 @@ dequantized weights under the interpreter."""
 import pytest
 import torch
 
+from bench import device as devmod
 from bench.ops import gemv as v
 from bench.registry import load_all
 from conftest import INTERPRETING
@@ -120,5 +121,18 @@ def test_torch_impls_pass_the_gate_on_cpu():
 
 
 def test_row_kernel_is_batch_one_only():
-    assert v.rows_skip({"batch": 1}, None) is None
-    assert "batch 1" in v.rows_skip({"batch": 2}, None)
+    cpu = devmod.resolve("cpu")
+    assert v.rows_skip({"batch": 1, "dtype": "bf16"}, cpu) is None
+    assert "batch 1" in v.rows_skip({"batch": 2, "dtype": "bf16"}, cpu)
+
+
+def test_fp8_weights_skip_triton_before_sm89_before_compiling():
+    from dataclasses import replace
+    cpu = devmod.resolve("cpu")
+    gpu = lambda cc: replace(cpu, kind="cuda", compute_capability=cc)  # noqa: E731
+    for skip in (v.triton_skip, v.rows_skip):
+        assert "8.9" in skip({"batch": 1, "dtype": "fp8"}, gpu("8.0"))
+        assert skip({"batch": 1, "dtype": "fp8"}, gpu("8.9")) is None
+        assert skip({"batch": 1, "dtype": "int8"}, gpu("8.0")) is None
+        assert skip({"batch": 1, "dtype": "fp8"}, cpu) is None  # the interpreter has e4m3
+    assert REG.impls["gemv.decode/triton_tile"].skip is v.triton_skip

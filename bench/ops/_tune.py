@@ -14,6 +14,7 @@ a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -48,11 +49,43 @@ def is_fatal(e: BaseException) -> bool:
     return any(m in text for m in FATAL_MARKERS)
 
 
+def compute_capability(ctx) -> int | None:
+    """Return the compute capability x 10 (90 for sm_90) of the GPU a launch context's point
+    runs on, or None when it is not a GPU or unknown (shared-memory models then take the
+    conservative figure)."""
+    device = getattr(ctx, "device", None)
+    cc = getattr(device, "compute_capability", None) if getattr(device, "kind", None) == "cuda" else None
+    if not cc:
+        return None
+    major, minor = (int(v) for v in cc.split("."))
+    return 10 * major + minor
+
+
 def smem_limit(torch_device: str) -> int | None:
     """Return the shared memory one block may use on this CUDA device, in bytes."""
     props = torch.cuda.get_device_properties(torch.device(torch_device))
     limit = getattr(props, "shared_memory_per_block_optin", 0)
     return int(limit) if limit else SMEM_LIMIT.get((props.major, props.minor))
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What a launcher tunes over: the cache key, the candidates (best guesses first), the
+    configuration for Triton's interpreter, make_fn(config) -> the zero-argument callable,
+    and smem(config) -> the kernel module's shared-memory model in bytes (None: no model).
+    The launcher hands it to tuned(); bench/aot.py compiles the same candidates, pruned the
+    same way, without a GPU."""
+    key: tuple
+    candidates: tuple
+    interpreter_config: object
+    make_fn: Callable
+    smem: Callable | None = None
+
+
+def launched(candidates: Iterable, smem: Callable | None, limit: int | None, quick: bool):
+    """Return (the candidates a run launches, the number pruned): those that fit, at most
+    QUICK_CANDIDATES of them in a quick run and FULL_CANDIDATES in a full one."""
+    return prune(candidates, smem, limit, QUICK_CANDIDATES if quick else FULL_CANDIDATES)
 
 
 def prune(candidates: Iterable, smem: Callable | None, limit: int | None, keep: int | None = None):
@@ -104,8 +137,7 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
         return fn, interpreter_config
     dev = str(tensor.device)
     mode = getattr(ctx, "mode", "warm")
-    keep = QUICK_CANDIDATES if getattr(ctx, "quick", False) else FULL_CANDIDATES
-    fits, pruned = prune(candidates, smem, smem_limit(dev), keep)
+    fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False))
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
     cfg, _, failures = autotune(key + (dev, mode, len(fits)), fits, make_fn, dev, mode, getattr(ctx, "flush", None))
@@ -113,3 +145,8 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
         f", {failures}" if failures else "")
     return fn, cfg
+
+
+def run_tuning(tensor, t: Tuning, ctx=None):
+    """Return (fn, config) for a launcher's Tuning: tuned() over its candidates."""
+    return tuned(tensor, t.key, t.candidates, t.interpreter_config, t.make_fn, ctx, smem=t.smem)

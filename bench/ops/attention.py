@@ -24,7 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import itemsize
 
@@ -119,7 +119,6 @@ def prefill_inputs(p, device):
     return {"q": q, "k": k, "v": v, "o": torch.empty_like(q), "causal": p["causal"]}
 
 
-PREFILL_CANDIDATES = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 4, 4), (64, 128, 4, 3), (128, 32, 4, 3))
 INTERPRETER_PREFILL = (64, 64, 4, 1)
 
 
@@ -129,9 +128,17 @@ def _prefill_triton_call(x, cfg):
     return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages)
 
 
+def _prefill_tuning(x, ctx=None) -> Tuning:
+    from kernels.attention import PREFILL_CANDIDATES, prefill_smem_bytes
+    q = x["q"]
+    d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
+    key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
+    return Tuning(key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
+                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc))
+
+
 def _prefill_triton(x, ctx=None):
-    key = ("prefill", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape), x["causal"])
-    fn, cfg = tuned(x["q"], key, PREFILL_CANDIDATES, INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c), ctx)
+    fn, cfg = run_tuning(x["q"], _prefill_tuning(x, ctx), ctx)
     fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
     return fn
 
@@ -165,7 +172,7 @@ REGISTRY.add_op(Op(
 ))
 REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
                        doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
-REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton,
+REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton, tuning=_prefill_tuning,
                        doc="kernels/attention.py prefill: online softmax, blocks autotuned on a GPU"))
 
 
@@ -187,24 +194,42 @@ def decode_reference(x):
     return reference(x["q"][:, :, None], x["k"], x["v"])[:, :, 0]
 
 
-DECODE_CANDIDATES = tuple((bn, warps, f) for bn in (32, 64, 128) for warps in (4, 8) for f in (1, 2))
 INTERPRETER_DECODE = (64, 4, 1)
 
 
-def _decode_triton_call(x, cfg):
+def _sms(x, ctx):
+    """Return the SM count of the GPU the point runs on (the run's device, else the
+    tensors'), or None on a CPU."""
+    from kernels.attention import sm_count
+    device = getattr(ctx, "device", None)
+    if getattr(device, "kind", None) == "cuda" and device.compute_units:
+        return device.compute_units
+    return sm_count(x["q"].device)
+
+
+def _decode_triton_call(x, cfg, ctx=None):
     from kernels.attention import decode, decode_splits, decode_workspace
     bn, warps, factor = cfg
     b, _, _ = x["q"].shape
-    splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, x["q"].device) * factor
+    splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, _sms(x, ctx)) * factor
     ws = decode_workspace(x["q"], splits)
     fn = lambda: decode(x["q"], x["k"], x["v"], x["o"], ws, bn, warps)  # noqa: E731
     fn.splits = splits
     return fn
 
 
+def _decode_tuning(x, ctx=None) -> Tuning:
+    from kernels.attention import DECODE_CANDIDATES, decode_block_h, decode_smem_bytes
+    q = x["q"]
+    b, hq, d = q.shape
+    block_h, w, cc = decode_block_h(hq // x["k"].shape[1]), q.element_size(), compute_capability(ctx)
+    key = ("decode", q.dtype, tuple(q.shape), tuple(x["k"].shape))
+    return Tuning(key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c, ctx),
+                  smem=lambda c: decode_smem_bytes(block_h, c[0], d, w, cc))
+
+
 def _decode_triton(x, ctx=None):
-    key = ("decode", x["q"].dtype, tuple(x["q"].shape), tuple(x["k"].shape))
-    fn, cfg = tuned(x["q"], key, DECODE_CANDIDATES, INTERPRETER_DECODE, lambda c: _decode_triton_call(x, c), ctx)
+    fn, cfg = run_tuning(x["q"], _decode_tuning(x, ctx), ctx)
     fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
     return fn
 
@@ -258,5 +283,5 @@ REGISTRY.add_impl(Impl("attention.decode", "sdpa", "torch", _decode_sdpa,
                        doc="torch scaled_dot_product_attention with a length-1 query"))
 REGISTRY.add_impl(Impl("attention.decode", "torch_math", "torch", _decode_math,
                        doc="matmul, softmax, matmul with the query heads of a KV head stacked"))
-REGISTRY.add_impl(Impl("attention.decode", "triton", "triton", _decode_triton,
+REGISTRY.add_impl(Impl("attention.decode", "triton", "triton", _decode_triton, tuning=_decode_tuning,
                        doc="kernels/attention.py decode: split-KV chunks, GQA heads in one tile, then a merge"))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
 from bench.util import first_line, itemsize
 
@@ -238,13 +238,19 @@ def _triton_call(x, precision, cfg):
     return lambda: k.matmul(a, b, c, cfg, input_precision=ip, scales=scales)
 
 
-def _triton_launcher(x, ctx):
+def _triton_tuning(x, ctx) -> Tuning:
     from kernels import gemm as k
     precision = ctx.point["dtype"]
-    key = ("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape))
-    fn, cfg = tuned(x["a"], key, k.candidates(precision, ctx.quick), k.INTERPRETER_CONFIG,
-                    lambda c: _triton_call(x, precision, c), ctx,
-                    smem=lambda c: k.smem_bytes(c, itemsize(PRECISIONS[precision].storage)))
+    p, cc = PRECISIONS[precision], compute_capability(ctx)
+    return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
+                  k.candidates(precision, ctx.quick, cc), k.INTERPRETER_CONFIG,
+                  lambda c: _triton_call(x, precision, c),
+                  smem=lambda c: k.smem_bytes(c, itemsize(p.storage), cc, fma=precision == "fp32",
+                                              out_bytes=itemsize(p.out)))
+
+
+def _triton_launcher(x, ctx):
+    fn, cfg = run_tuning(x["a"], _triton_tuning(x, ctx), ctx)
     fn.detail = f"tile {cfg}"
     return fn
 
@@ -276,6 +282,7 @@ def _register(name, sweep, doc, modes=("warm",)):
                            doc="numpy.matmul (the BLAS numpy links), CPU only"))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton",
                            _triton_launcher, skip=triton_skip, quick_dtypes=TRITON_QUICK_PRECISIONS,
+                           tuning=_triton_tuning,
                            doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
 
 

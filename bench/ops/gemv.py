@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import tuned
+from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import first_line
 
@@ -218,8 +218,6 @@ def best_skip(point, device):
     return _probe_best(fmt, device.torch_device)
 
 
-ROW_CANDIDATES = tuple((bn, bk, sk) for bn in (4, 8, 16) for bk in (256, 512, 1024) for sk in (1, 2, 4, 8))
-TILE_CANDIDATES = tuple((bn, bk) for bn in (16, 32, 64, 128) for bk in (64, 128, 256))
 INTERPRETER_ROW = (16, 256, 2)
 INTERPRETER_TILE = (64, 128)
 
@@ -236,17 +234,51 @@ def _tile_call(x, cfg):
     return lambda: gemv_tile(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk)
 
 
-def _triton(call, candidates, interp_cfg, name):
-    def launcher(x, ctx):
-        key = (name, x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
-        fn, cfg = tuned(x["x"], key, candidates, interp_cfg, lambda c: call(x, c), ctx)
+def _rows_tuning(x, ctx=None) -> Tuning:
+    from kernels.gemv import ROW_CANDIDATES
+    key = ("rows", x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
+    return Tuning(key, ROW_CANDIDATES, INTERPRETER_ROW, lambda c: _rows_call(x, c))
+
+
+def _tile_tuning(x, ctx=None) -> Tuning:
+    from kernels.gemv import tile_candidates, tile_config, tile_smem_bytes
+    batch, bits = x["x"].shape[0], FORMATS[x["format"]].bits
+    block_b, _ = tile_config(batch)
+    cc = compute_capability(ctx)
+    key = ("tile", x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
+    return Tuning(key, tile_candidates(batch, bits), INTERPRETER_TILE, lambda c: _tile_call(x, c),
+                  smem=lambda c: tile_smem_bytes(block_b, c[0], c[1], bits, cc))
+
+
+def _launcher(tuning, name):
+    def launcher(x, ctx=None):
+        fn, cfg = run_tuning(x["x"], tuning(x, ctx), ctx)
         fn.detail = f"{name} {'x'.join(map(str, cfg))}"
         return fn
     return launcher
 
 
+_rows_launcher, _tile_launcher = _launcher(_rows_tuning, "rows"), _launcher(_tile_tuning, "tile")
+
+
+FP8_MIN_CC = (8, 9)  # Triton has no e4m3 ("fp8e4nv") type before sm_89: such a kernel does not compile
+
+
+def triton_skip(point, device):
+    """Return why a Triton GEMV kernel cannot run this point on this device (before
+    anything compiles), or None."""
+    cc = getattr(device, "compute_capability", None)
+    if point["dtype"] == "fp8" and device.kind == "cuda" and cc:
+        if tuple(int(v) for v in cc.split(".")) < FP8_MIN_CC:
+            return (f"Triton compiles fp8 e4m3 weights for compute capability {FP8_MIN_CC[0]}.{FP8_MIN_CC[1]}+ "
+                    f"only; this GPU is {cc}")
+    return None
+
+
 def rows_skip(point, device):
-    return None if point["batch"] == 1 else "the row kernel is for batch 1; gemv/triton_tile covers larger batches"
+    if point["batch"] != 1:
+        return "the row kernel is for batch 1; gemv/triton_tile covers larger batches"
+    return triton_skip(point, device)
 
 
 REGISTRY.add_op(Op(
@@ -269,9 +301,7 @@ REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
                        doc="dequantize in torch, then torch.mm (the straightforward baseline)"))
 REGISTRY.add_impl(Impl("gemv.decode", "torch_best", "torch", _torch_best, skip=best_skip, bytes=best_bytes,
                        doc="torch's weight-only kernels: _weight_int8pack_mm, _weight_int4pack_mm_for_cpu"))
-REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton",
-                       _triton(_rows_call, ROW_CANDIDATES, INTERPRETER_ROW, "rows"), skip=rows_skip,
+REGISTRY.add_impl(Impl("gemv.decode", "triton_rows", "triton", _rows_launcher, skip=rows_skip, tuning=_rows_tuning,
                        doc="kernels/gemv.py gemv_rows: batch 1, row-parallel with split-K"))
-REGISTRY.add_impl(Impl("gemv.decode", "triton_tile", "triton",
-                       _triton(_tile_call, TILE_CANDIDATES, INTERPRETER_TILE, "tile"),
+REGISTRY.add_impl(Impl("gemv.decode", "triton_tile", "triton", _tile_launcher, skip=triton_skip, tuning=_tile_tuning,
                        doc="kernels/gemv.py gemv_tile: the whole batch in one tensor-core tile"))

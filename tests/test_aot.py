@@ -1,0 +1,186 @@
+"""Ahead-of-time compiles for sm_90 and sm_80 without a GPU (bench/aot.py): every
+configuration a quick run launches fits shared memory, the shared-memory models agree with
+the compiler (GEMM exactly, the others never below), nothing chosen spills more than
+SPILL_LIMIT_BYTES, and what cannot compile for an arch is skipped before it is compiled.
+Also: prune() on hand-worked configurations, the launch specialization rules against
+Triton's own, and 64-bit offsets in the attention and GEMV kernels at sizes past 2**31.
+
+The compiles run in a process pool (about a minute of the 2-core CI machine for both
+arches); everything else here is CPU-only and instant."""
+import re
+
+import pytest
+import torch
+
+from bench import aot
+from bench.ops._tune import QUICK_CANDIDATES, launched, prune
+from kernels.gemm import TileConfig, smem_bytes
+
+# A configuration may spill at most this many bytes per thread (ptxas's spill stores plus
+# spill loads). Spilled values live in local memory, cached in L1: a few words cost a few
+# extra L1 accesses per loop step, noise beside the tile's own loads, while hundreds of
+# bytes (what the old int4 GEMV tiles at batch 256 spilled: 764 to 5,060) turn the main
+# loop into local-memory traffic. 64 bytes is 8 registers stored and reloaded.
+SPILL_LIMIT_BYTES = 64
+# Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
+MODELLED = {"matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel"}
+ARCHES = ("sm_90", "sm_80")
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    plans = [aot.build_plan(arch, quick=True) for arch in ARCHES]
+    return dict(zip(ARCHES, aot.compile_plans(plans)))
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_quick_plan_compiles_and_fits_shared_memory(outcomes, arch):
+    out = outcomes[arch]
+    limit = aot.ARCHS[arch].smem_limit
+    failed = [(r.kernel, r.dtype, r.config, r.reason) for r in out.plan.rows if r.status == "failed"]
+    assert not failed, failed
+    ok = out.plan.by_status("ok")
+    assert len(ok) > 50 and all(r.result["status"] == "ok" for r in ok)
+    for r in ok:
+        assert r.result["shared"] <= limit, (r.kernel, r.dtype, r.config)
+        assert r.model_smem is None or r.model_smem <= limit, (r.kernel, r.dtype, r.config)
+    # every family's kernels are in the plan
+    kernels = {r.kernel for r in ok}
+    assert {"copy_kernel", "read_kernel", "reread_kernel", "matmul_kernel", "gemv_rows_kernel", "gemv_tile_kernel",
+            "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel"} <= kernels
+    # pruned rows were never compiled, and the model is why
+    for r in out.plan.by_status("pruned"):
+        assert not r.results and r.model_smem > limit
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_shared_memory_models_match_the_compiler(outcomes, arch):
+    for r in outcomes[arch].plan.by_status("ok"):
+        if r.kernel not in MODELLED:
+            continue
+        model, compiled = r.model_smem, r.result["shared"]
+        assert model is not None, (r.kernel, r.dtype, r.config)
+        if r.kernel == "matmul_kernel":
+            assert model == compiled, (r.dtype, r.config, model, compiled)
+        else:
+            assert model >= compiled, (r.kernel, r.dtype, r.config, model, compiled)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_no_chosen_configuration_spills(outcomes, arch):
+    spills = [(r.kernel, r.dtype, r.config, r.result["spill_stores"] + r.result["spill_loads"])
+              for r in outcomes[arch].plan.by_status("ok")
+              if r.result["spill_stores"] + r.result["spill_loads"] > SPILL_LIMIT_BYTES]
+    assert not spills, spills
+    assert all(r.result["regs"] for r in outcomes[arch].plan.by_status("ok"))  # ptxas reported
+
+
+def test_fp8_is_skipped_before_sm89_before_compiling(outcomes):
+    sm80, sm90 = outcomes["sm_80"].plan, outcomes["sm_90"].plan
+    fp8 = ("fp8e4m3", "fp8e5m2", "fp8")
+    skipped = {(r.kernel, r.dtype) for r in sm80.by_status("skipped") if "8.9" in r.reason}
+    assert {("gemm/triton", "fp8e4m3"), ("gemm/triton", "fp8e5m2"), ("gemv/triton_tile", "fp8"),
+            ("gemv/triton_rows", "fp8")} <= skipped
+    # nothing fp8 reached the compiler for sm_80; on sm_90 all of it compiled
+    assert not [r for r in sm80.rows if r.dtype in fp8 and (r.results or r.specs)]
+    assert not [j for r in sm80.rows for j in r.jobs.values() if "*fp8e4nv" in j["signature"].values()]
+    on90 = [r for r in sm90.rows if r.dtype in fp8]
+    assert on90 and sm90.by_status("ok")
+    assert all(r.status in ("ok", "pruned") or (r.status == "skipped" and "8.9" not in r.reason) for r in on90)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_quick_plan_keeps_three_fitting_candidates_per_kernel_and_dtype(outcomes, arch):
+    # e.g. the GEMM: 3 tiles per precision, each compiled once per specialization
+    gemm = [r for r in outcomes[arch].plan.by_status("ok") if r.kernel == "matmul_kernel"]
+    per_dtype = {}
+    for r in gemm:
+        per_dtype[r.dtype] = per_dtype.get(r.dtype, 0) + 1
+    assert set(per_dtype.values()) == {QUICK_CANDIDATES}
+    # the skinny sweep's M = 1 and M = 4 are their own compiles
+    assert all(len(r.specs) == 3 for r in gemm)
+    text = aot.table(outcomes[arch])
+    assert "slowest compile" in text and f"{arch} (" in text
+
+
+def test_prune_hand_worked():
+    a = TileConfig(128, 256, 64, 8, 8, 3)   # 3 x 384 x 64 x 2 = 147,456 B
+    b = TileConfig(128, 128, 128, 8, 8, 3)  # 3 x 256 x 128 x 2 = 196,608 B
+    c = TileConfig(64, 128, 64, 8, 4, 4)    # 4 x 192 x 64 x 2 = 98,304 B
+    d = TileConfig(16, 128, 128, 1, 4, 4)   # 4 x 144 x 128 x 2 = 147,456 B
+    e = TileConfig(32, 64, 256, 1, 4, 3)    # 3 x 96 x 256 x 2 = 147,456 B
+    smem = lambda cfg: smem_bytes(cfg, 2)  # noqa: E731  (no arch: the conservative figure)
+    assert [smem(x) for x in (a, b, c, d, e)] == [147456, 196608, 98304, 147456, 147456]
+    # sm_90 (232,448 B): all fit, in order; sm_80 (166,912 B): b is pruned
+    assert prune([a, b, c, d, e], smem, 232448) == ([a, b, c, d, e], 0)
+    assert prune([a, b, c, d, e], smem, 166912) == ([a, c, d, e], 1)
+    # sm_86 (101,376 B): only c fits; keep limits what is returned, not what is counted
+    assert prune([a, b, c, d, e], smem, 101376) == ([c], 4)
+    assert prune([a, b, c, d, e], smem, 166912, keep=2) == ([a, c], 1)
+    # a quick run keeps the first QUICK_CANDIDATES (3) that fit; a full one FULL_CANDIDATES (6)
+    assert launched([a, b, c, d, e], smem, 166912, quick=True) == ([a, c, d], 1)
+    assert launched([a, b, c, d, e], smem, 166912, quick=False) == ([a, c, d, e], 1)
+    assert launched([a] * 9, smem, 166912, quick=False) == ([a] * 6, 0)
+    # no model or no limit: nothing is pruned
+    assert prune([a, b], None, 1) == ([a, b], 0) and prune([a, b], smem, None) == ([a, b], 0)
+    # the arch-aware model: Ampere keeps one buffer fewer, so b fits an A100 after all
+    assert smem_bytes(b, 2, cc=80) == 131072 and smem_bytes(b, 2, cc=90) == 196608
+    assert smem_bytes(TileConfig(64, 64, 32, 8, 4, 3), 4, cc=90, fma=True) == 32768
+
+
+def test_integer_specialization_matches_triton():
+    from triton.runtime.jit import mangle_type
+    for v in (1, 2, 16, 17, 4096, 2**31 - 16, 2**31, 2**31 + 16, -16, 2**40):
+        t, div16 = aot.int_spec(v)
+        assert t == mangle_type(v, True), v
+        assert div16 == (t != "constexpr" and v % 16 == 0)
+
+
+def _first_offset(ttir: str, arg: str) -> str:
+    """Return the type of the offset first added to kernel argument %arg (directly, or to
+    its splat into a tensor of pointers)."""
+    name = arg
+    for line in ttir.splitlines():
+        m = re.search(rf"%(\S+) = tt\.splat %{re.escape(name)} ", line)
+        if m and name == arg:
+            name = m.group(1)
+            continue
+        m = re.search(rf"tt\.addptr %{re.escape(name)}, %\S+ : [^,]+, (.+?)(?: loc\(|$)", line)
+        if m:
+            return m.group(1).strip()
+    raise AssertionError(f"no addptr on %{arg}")
+
+
+def test_offsets_are_64_bit_where_products_pass_2_31():
+    from kernels import attention as ka
+    from kernels import gemv as kv
+    meta = dict(device="meta", dtype=torch.float16)
+    # decode at batch 64 over 65,536 keys: b x stride_b = 63 x 2**26 passes 2**31 (and 2**32)
+    q = torch.empty(64, 32, 128, **meta)
+    k, v = torch.empty(64, 8, 65536, 128, **meta), torch.empty(64, 8, 65536, 128, **meta)
+    # prefill of 64 x 8 heads x 65,536 tokens: the same products for q, k, v and o
+    qp = torch.empty(64, 8, 65536, 128, **meta)
+    # an LM head of 128,256 x 16,384: n x stride_n passes 2**31 elements
+    w = torch.empty(128256, 16384, **meta)
+    x1, x16 = torch.empty(1, 16384, **meta), torch.empty(16, 16384, **meta)
+    log = []
+    with aot.recording(log):
+        ka.decode(q, k, v, torch.empty_like(q), ka.decode_workspace(q, 4))
+        ka.prefill(qp, qp, qp, qp, causal=True)
+        kv.gemv_rows(x1, w, None, torch.empty(1, 128256, **meta))
+        kv.gemv_tile(x16, w, None, torch.empty(16, 128256, **meta))
+    kernels = aot._kernels()
+    jobs = [dict(aot.job_of(launch, kernels[(launch.module, launch.kernel)], 90), keep=("ttir",)) for launch in log]
+    assert [j["kernel"] for j in jobs] == ["decode_split_kernel", "decode_combine_kernel", "attn_fwd_kernel",
+                                           "gemv_rows_kernel", "gemv_tile_kernel"]
+    assert jobs[0]["signature"]["skb"] == "i32"  # 2**26 itself fits 32 bits: the product is the risk
+    results, _ = aot.compile_jobs(jobs)
+    checked = {"decode_split_kernel": ("q_ptr", "k_ptr", "v_ptr", "m_ptr", "l_ptr", "acc_ptr"),
+               "decode_combine_kernel": ("m_ptr", "l_ptr", "acc_ptr", "o_ptr"),
+               "attn_fwd_kernel": ("q_ptr", "k_ptr", "v_ptr", "o_ptr"),
+               "gemv_rows_kernel": ("w_ptr",), "gemv_tile_kernel": ("w_ptr",)}
+    for job, res in zip(jobs, results):
+        assert res["status"] == "ok", res
+        for arg in checked[job["kernel"]]:
+            offset = _first_offset(res["ir"]["ttir"], arg)
+            assert offset == "i64" or offset.endswith("xi64>"), (job["kernel"], arg, offset)
