@@ -45,6 +45,7 @@ import torch
 
 from bench.ops._tune import QUICK_CANDIDATES, SMEM_LIMIT, launched
 from bench.registry import LaunchContext
+from bench.runner import quick_skip
 
 KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemv", "kernels.attention")
 FAMILIES = ("stream", "gemm", "gemv", "attention")
@@ -312,7 +313,7 @@ def build_plan(arch: str, quick: bool = False, only: list | None = None) -> Plan
                     continue
                 for point in op.points(device, quick):
                     dtype = str(point.get("dtype", ""))
-                    reason = (op.skip(point, device) if op.skip else None) or (
+                    reason = (op.skip(point, device) if op.skip else None) or quick_skip(impl, point, quick) or (
                         impl.skip(point, device) if impl.skip else None)
                     if reason:
                         row(f"{op.family}/{impl.name}", dtype, "*", "skipped", reason)

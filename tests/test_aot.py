@@ -97,8 +97,10 @@ def test_quick_plan_keeps_three_fitting_candidates_per_kernel_and_dtype(outcomes
     for r in gemm:
         per_dtype[r.dtype] = per_dtype.get(r.dtype, 0) + 1
     assert set(per_dtype.values()) == {QUICK_CANDIDATES}
-    # the skinny sweep's M = 1 and M = 4 are their own compiles
-    assert all(len(r.specs) == 3 for r in gemm)
+    # a quick GPU skinny sweep has M = 1 and multiples of 16: two specializations each
+    assert all(len(r.specs) == 2 for r in gemm)
+    # and a quick run compiles the Triton GEMM at bf16, fp8e4m3 and int8 only
+    assert set(per_dtype) == {"bf16", "fp8e4m3", "int8"} or arch == "sm_80" and set(per_dtype) == {"bf16", "int8"}
     text = aot.table(outcomes[arch])
     assert "slowest compile" in text and f"{arch} (" in text
 

@@ -173,6 +173,8 @@ def random_pool(n: int, dtype, device) -> torch.Tensor:
     a sweep's inputs are not generated again for every kernel, size, impl and mode. (A
     uniform draw is cheaper than a normal one; the values do not change a stream kernel's
     timing, and they are never all zeros.)"""
+    if str(device) == "meta":  # shapes without data (bench/aot.py plans on the meta device)
+        return torch.empty(n, dtype=dtype, device="meta")
     key = (str(dtype), str(device))
     pool = _POOLS.get(key)
     if pool is None or pool.numel() < n:
