@@ -4,6 +4,8 @@ measured while the machine was busy (and the roofs they could not set), a loaded
 and how many points sit above their bound. Used by the end-of-run summary and the report."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from roofs.derive import BUSY_PREFIX, JUMP_PREFIX, TRUST_SPREAD
@@ -38,7 +40,8 @@ def warnings(run) -> list[str]:
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:
         notes = _notes(run)
-        refused = [n.split(":")[0] for n in notes if "no plateau" in n or "no trustworthy" in n or "did not converge" in n]
+        refused = [n.split(":")[0] for n in notes if re.match(r"[a-z0-9]+: ", n)
+                   and ("no plateau" in n or "no trustworthy" in n or "no compute roof" in n)]
         out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
                    + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
                       "; every roof still rests on steady rows"))
