@@ -235,15 +235,6 @@ def spec_key(job: dict) -> tuple:
             tuple(sorted((k, repr(v)) for k, v in job["constexprs"].items())))
 
 
-def spec_label(job: dict) -> str:
-    """Return the integer specialization of a job in short: "M=1", "B%16"..."""
-    ints = [n for n, t in job["signature"].items() if t in ("i32", "i64")]
-    parts = [f"{n}=1" for n in job["specialized"]]
-    parts += [f"{n}:i64" for n in ints if job["signature"][n] == "i64"]
-    parts.append("%16:" + ",".join(n for n in ints if n in job["aligned"]) if any(n in job["aligned"] for n in ints) else "")
-    return " ".join(p for p in parts if p)
-
-
 # ---- the plan --------------------------------------------------------------------------------
 
 @dataclass
@@ -468,9 +459,14 @@ class Outcome:
     wall_s: float
     workers: int
 
-    @property
-    def compiled(self) -> list:
-        return [r for r in self.plan.rows if r.results]
+    def to_json(self) -> dict:
+        """Return the plan, every row and the totals as JSON-ready data."""
+        rows = [{"kernel": r.kernel, "dtype": r.dtype, "config": r.config, "status": r.status, "reason": r.reason,
+                 "smem_model": r.model_smem, "specializations": len(r.specs),
+                 "constexprs": {k: v for k, v in (r.job or {}).get("constexprs", {}).items()},
+                 "options": (r.job or {}).get("options"),
+                 "compiled": {k: v for k, v in (r.result or {}).items() if k != "ir"}} for r in self.plan.rows]
+        return {"arch": self.plan.arch, "quick": self.plan.quick, "rows": rows, "totals": summary(self)}
 
 
 def compile_plans(plans: list, workers: int | None = None, every_spec: bool = False, progress=None) -> list:
@@ -579,6 +575,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="families or ops: " + ",".join(FAMILIES))
     ap.add_argument("--workers", type=int, default=None, help="compile processes (default: one per CPU)")
     ap.add_argument("--every-spec", action="store_true", help="compile every integer specialization, not one per row")
+    ap.add_argument("--json", default=None, help="also write every row and the totals to this JSON file")
     args = ap.parse_args(argv)
     if args.arch not in ARCHS:
         print(f"unknown arch '{args.arch}': choose from {', '.join(ARCHS)}", file=sys.stderr)
@@ -598,6 +595,10 @@ def main(argv=None) -> int:
     if sys.stderr.isatty():
         print(file=sys.stderr)
     print(table(outcome))
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(outcome.to_json(), f, indent=1, default=str)
     return 1 if plan.by_status("failed") else 0
 
 

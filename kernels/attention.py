@@ -26,10 +26,21 @@ LOG2E = 1.4426950408889634
 
 # Configurations to tune over on a GPU, best guesses first (a quick run times the first
 # three that fit the GPU's shared memory; `python -m bench.aot` compiles them all).
-# prefill (BLOCK_M, BLOCK_N, num_warps, num_stages): 128 query rows over 8 warps first (the
-# widest Hopper MMA per K/V tile read), then 64-row tiles for short sequences and Ampere.
-PREFILL_CANDIDATES = ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 3),
-                      (128, 64, 4, 4))
+# prefill (BLOCK_M, BLOCK_N, num_warps, num_stages), by the largest head dim a list serves:
+# 128 query rows over 8 warps first (the widest Hopper MMA per K/V tile read), then 64-row
+# tiles for short sequences and Ampere. 128 rows on 4 warps spill at D = 128 (150 to 590
+# bytes per thread on sm_80 and sm_90), so only D <= 64 tries them.
+PREFILL_CANDIDATES = {
+    64: ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 3), (128, 64, 4, 4)),
+    256: ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3)),
+}
+
+
+def prefill_candidates(head_dim):
+    """Return prefill's (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates for a head dim, best first."""
+    return next(PREFILL_CANDIDATES[d] for d in sorted(PREFILL_CANDIDATES) if head_dim <= d)
+
+
 # decode (BLOCK_N, num_warps, split factor): the factor multiplies decode_splits' chunk count
 # (host-side only: the candidates that differ only in it share one compile). Decode streams
 # the KV cache, so 64-key tiles on 4 warps first, then deeper tiles and twice the chunks.
