@@ -106,7 +106,7 @@ class Runner:
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
     _history: dict = field(default_factory=dict)   # history_key -> ((flops, bytes), seconds per call)
-    _last_rate: dict = field(default_factory=dict)  # (impl id, dtype, mode) -> the previous size's rate
+    _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
     _sampler: Sampler | None = None
 
     def sampler(self) -> Sampler:
@@ -258,7 +258,7 @@ class Runner:
         try:
             t, tel = self._measure(fn, mode)
             rate = _rate(op, point, impl, t.stats.median_s)
-            sweep = (impl.id, point.get("dtype"), mode)
+            sweep = sweep_key(impl, point, mode)
             prev = self._last_rate.get(sweep)
             jumped = prev is not None and rate * JUMP_FACTOR < prev
             if jumped:  # measure again: a transient (another process, a clock change) passes
@@ -282,6 +282,14 @@ class Runner:
 
 JUMP_FACTOR = 10
 BUSY_SHARE = 0.2   # other processes using this share of all cores make a CPU point unreliable
+
+
+def sweep_key(impl, point: dict, mode: str) -> tuple:
+    """Return what a point shares with its neighbours in one sweep: the impl, the mode and
+    every axis but the innermost (the size it sweeps: ws_bytes, shape, batch, seq, ...).
+    The first batch of the next GEMV layer is a new sweep, not a 100x drop."""
+    fixed = tuple((k, repr(v)) for k, v in list(point.items())[:-1])
+    return (impl.id, mode) + fixed
 
 
 def _rate(op, point, impl, median_s) -> float:

@@ -41,6 +41,7 @@ class TileConfig:
 CONFIGS_16BIT = (
     TileConfig(128, 256, 64, 8, 8, 3),
     TileConfig(256, 128, 64, 8, 8, 3),
+    TileConfig(128, 256, 64, 8, 8, 4),
     TileConfig(128, 128, 64, 8, 4, 4),
     TileConfig(128, 128, 128, 8, 8, 3),
     TileConfig(64, 256, 64, 8, 4, 4),
@@ -152,7 +153,8 @@ def matmul_kernel(a_ptr,  # (M, K) input
                   GROUP_M: tl.constexpr,  # row-blocks per group: neighbouring programs share B tiles in L2
                   INT_ACC: tl.constexpr,  # accumulate in int32 (int8 inputs)
                   INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for fp32 inputs
-                  HAS_SCALE: tl.constexpr):
+                  HAS_SCALE: tl.constexpr,
+                  EVEN_K: tl.constexpr = False):  # K % BLOCK_K == 0: the K loop needs no mask
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -167,16 +169,24 @@ def matmul_kernel(a_ptr,  # (M, K) input
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :].to(tl.int64) * stride_bn
+    # Rows and columns past M and N wrap to valid ones (their results are never stored), so
+    # the loads need no M/N mask and, with EVEN_K, none at all: the pipeline stays unpredicated.
+    rows_a = offs_m % M
+    cols_b = offs_n % N
+    a_ptrs = a_ptr + rows_a[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols_b[None, :].to(tl.int64) * stride_bn
     if INT_ACC:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
-        k_left = K - k * BLOCK_K
-        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         if INT_ACC:
             acc = tl.dot(a, b, acc, out_dtype=tl.int32)
         else:
@@ -204,5 +214,5 @@ def matmul(a, b, c, config: TileConfig = INTERPRETER_CONFIG, input_precision="ie
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, GROUP_M=config.group_m,
         INT_ACC=a.dtype == torch.int8, INPUT_PRECISION=input_precision, HAS_SCALE=scales is not None,
-        num_warps=config.num_warps, num_stages=config.num_stages)
+        EVEN_K=K % config.block_k == 0, num_warps=config.num_warps, num_stages=config.num_stages)
     return c

@@ -22,7 +22,12 @@ def fit_energy(rows: pd.DataFrame) -> tuple[dict | None, str]:
                       "NVML on NVIDIA GPUs, RAPL on CPUs)")
     a = np.column_stack([d["flops"].astype(float), d["bytes"].astype(float), d["median_ms"].astype(float) * 1e-3])
     e = d["joules"].astype(float).to_numpy()
-    coef, *_ = np.linalg.lstsq(a, e, rcond=None)
+    # columns span 15 orders of magnitude (FLOPs ~1e12, seconds ~1e-5): scale each to 1
+    # first, or lstsq's cut-off drops the small one (the static power came out as 0 W)
+    scale = np.abs(a).max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, *_ = np.linalg.lstsq(a / scale, e, rcond=None)
+    coef = coef / scale
     pred = a @ coef
     r2 = 1 - ((e - pred) ** 2).sum() / max(((e - e.mean()) ** 2).sum(), 1e-300)
     return {"e_flop_pj": coef[0] * 1e12, "e_byte_pj": coef[1] * 1e12, "static_w": coef[2],

@@ -25,3 +25,19 @@ def test_no_energy_says_why():
     df = pd.DataFrame({"status": ["ok"], "flops": [1], "bytes": [1], "median_ms": [1.0], "joules": [None]})
     model, why = fit_energy(df)
     assert model is None and "0 measurements carry energy" in why
+
+
+def test_fit_recovers_a_static_power_beside_huge_flop_counts():
+    # GPU-sized columns: FLOPs up to 1e13, times of microseconds; E = 1 pJ/FLOP + 100 pJ/B + 300 W x T
+    import numpy as np
+    import pandas as pd
+    from roofs.energy import fit_energy
+    rng = np.random.default_rng(0)
+    flops = rng.uniform(0, 1e13, 200)
+    nbytes = rng.uniform(1e6, 1e10, 200)
+    t = rng.uniform(1e-6, 2e-2, 200)
+    e = 1e-12 * flops + 100e-12 * nbytes + 300 * t
+    df = pd.DataFrame({"status": "ok", "flops": flops, "bytes": nbytes, "median_ms": t * 1e3, "joules": e})
+    fit, _ = fit_energy(df)
+    assert fit["static_w"] == pytest.approx(300, rel=1e-6) and fit["e_flop_pj"] == pytest.approx(1, rel=1e-6)
+    assert fit["e_byte_pj"] == pytest.approx(100, rel=1e-6) and fit["r2"] > 0.999

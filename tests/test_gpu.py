@@ -43,7 +43,7 @@ def test_runner_on_gpu_checks_and_times_triton_and_torch_stream():
 
 def test_runner_on_gpu_autotunes_the_triton_gemm():
     info = devmod.resolve("cuda")
-    plan = make_plan(load_all(), info, only=["gemm.square/triton"], dtypes=["bf16", "fp16"], quick=True,
+    plan = make_plan(load_all(), info, only=["gemm.square/triton"], dtypes=["bf16", "int8"], quick=True,
                      max_ws_bytes=30 * 2**20)
     ms = Runner(info, TimerConfig(budget_s=0.1, warmup_s=0.01), quick=True).run(plan)
     assert ms and all(m.status == "ok" and m.detail.startswith("tile ") for m in ms), [m.reason for m in ms]

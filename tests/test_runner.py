@@ -148,3 +148,13 @@ def test_launchers_leave_global_state_as_they_found_it():
         for memory in ("pinned", "pageable"):
             reg.ops[op].make_inputs({"memory": memory, "bytes": 4096}, "cpu")
     assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_the_next_sweep_is_not_a_jump():
+    from bench.runner import sweep_key
+    reg = load_all()
+    impl = reg.impls["gemv.decode/torch"]
+    a = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.down", "batch": 256}, "cold")
+    b = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.lm_head", "batch": 1}, "cold")
+    c = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.lm_head", "batch": 16}, "cold")
+    assert a != b and b == c
