@@ -272,6 +272,10 @@ STATUSES = ("ok", "skipped", "error")
 def load_measurements(path: Path) -> pd.DataFrame:
     """Return measurements.csv as a DataFrame; raise ResultsError if it lacks a schema
     column, its last row is cut, or a row has no valid status."""
+    raw = path.read_bytes() if path.exists() else b""
+    if raw and not raw.endswith(b"\n"):  # before parsing: a cut inside a quoted field fails the parser first
+        raise ResultsError(f"{path} ends in the middle of a row (cut at byte {len(raw)}): restore the file, or delete "
+                           "that partial last line to keep the rows before it; nothing was read or rewritten.")
     try:
         df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
@@ -286,10 +290,6 @@ def load_measurements(path: Path) -> pd.DataFrame:
             df[c] = None
     for c in TEXT_COLUMNS:
         df[c] = df[c].fillna("")
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        raise ResultsError(f"{path} ends in the middle of a row (cut at byte {len(raw)}): restore the file, or delete "
-                           "that partial last line to keep the rows before it; nothing was read or rewritten.")
     bad = df.index[~df["status"].isin(STATUSES)]
     if len(bad):
         raise ResultsError(f"{path} line {bad[0] + 2} has status '{df.at[bad[0], 'status']}' (expected "

@@ -58,10 +58,12 @@ def test_quick_run_end_to_end(tmp_path):
         assert dram[0]["plateau_bytes"][0] >= 4 * 32 * 2**20 or dram[0]["plateau_bytes"][0] >= 4 * _llc(run_dir)
     else:
         assert any(note.startswith("dram:") for note in derived["notes"]), derived["notes"]
-        from roofs.derive import trusted
+        from roofs.derive import size_bin, trusted
         big = df[(df["backend"] == "torch") & (df["working_set_bytes"] >= 4 * _llc(run_dir))]
-        # every point in its window was cut short, or too unsteady (or too busy) to set a roof
-        assert not big.empty and not trusted(big).any()
+        # the points in its window were cut short, or too unsteady (or too busy) to set a
+        # roof: fewer than the two sizes an off-chip roof needs are left
+        steady = big[trusted(big)]
+        assert not big.empty and size_bin(steady["working_set_bytes"]).nunique() < 2
     assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
