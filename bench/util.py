@@ -47,7 +47,10 @@ def triton_interpreting() -> bool:
 
 def git_commit(root: Path = ROOT) -> str:
     """Return the roofbench commit this code runs from (with "+dirty" when the work tree
-    has changes), or "unknown" outside a git checkout."""
+    has changes), or "unknown" outside a git checkout. ROOFBENCH_COMMIT, when set, wins: a
+    copy of the work tree shipped to another machine may carry a stale .git."""
+    if os.environ.get("ROOFBENCH_COMMIT"):
+        return os.environ["ROOFBENCH_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=5).stdout.strip()

@@ -63,6 +63,37 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(rows), origin
 
 
+def triton_vs_library(df: pd.DataFrame, memory_bytes_from: float | None) -> list[str]:
+    """Return one line per comparison of a Triton kernel with the library path beside it:
+    each GEMM precision's best GFLOP/s (Triton over torch), and stream copy's best GB/s at
+    off-chip working sets (memory_bytes_from and up). Ratios, not verdicts."""
+    ok = df[df["status"] == "ok"]
+    out = []
+    gemm = ok[ok["family"] == "gemm"]
+    if not gemm.empty:
+        best = gemm.assign(name=gemm["impl"].str.rsplit("/", n=1).str[-1]).groupby(["dtype", "name"])["gflops"].max()
+        for precision in sorted({d for d, _ in best.index}):
+            if (precision, "triton") in best and (precision, "torch") in best:
+                t, v = best[(precision, "triton")], best[(precision, "torch")]
+                out.append(f"Triton {precision} GEMM: best {t / 1e3:,.1f} TFLOP/s, {t / v:.2f}x torch's {v / 1e3:,.1f}.")
+    if memory_bytes_from:
+        copy = ok[(ok["op"] == "stream.copy") & (ok["working_set_bytes"] >= memory_bytes_from)]
+        names = copy["impl"].str.rsplit("/", n=1).str[-1]
+        if {"triton", "torch"} <= set(names):
+            t, v = copy[names == "triton"]["gbps"].max(), copy[names == "torch"]["gbps"].max()
+            out.append(f"Triton stream copy at off-chip sizes: best {t:,.0f} GB/s, {t / v:.2f}x torch's {v:,.0f}.")
+    return out
+
+
+def analyst_notes(run) -> list[str]:
+    """Return the bullet lines of the run folder's notes.md: what a person who examined the
+    run wrote about its gaps (kept beside the files, so report rebuilds keep it)."""
+    path = run.dir / "notes.md"
+    if not path.exists():
+        return []
+    return [line[2:].strip() for line in path.read_text().splitlines() if line.startswith("- ")]
+
+
 def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     """Return the report's headline findings, most important first."""
     out = []
@@ -97,8 +128,11 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     errors = int((df["status"] == "error").sum())
     if errors:
         out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
+    llc = max((c.get("total_bytes", 0) for c in run.device.get("caches", [])), default=0)
+    out += triton_vs_library(df, 4 * llc if llc else None)
     from roofs.checks import warnings
-    return out + [w[0].upper() + w[1:] + "." for w in warnings(run)]
+    out += [w[0].upper() + w[1:] + "." for w in warnings(run)]
+    return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
 
 
 # CPU flags of the units behind a precision's speed (bench/device.py keeps these flags)
