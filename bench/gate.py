@@ -12,6 +12,8 @@ decides whether they end a point or the whole run.
 """
 from __future__ import annotations
 
+import time
+
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -46,6 +48,7 @@ class Checked:
     out: object
     error: float | None
     tolerance: float | None
+    call_s: float = 0.0     # the checked call's wall time, synchronize included (part of a warm-up)
 
     @property
     def passed(self) -> bool:
@@ -67,8 +70,10 @@ def check(launch: Callable[[], Callable], reference, tolerance: float | None, de
     reference None: the call is run and synchronized but not compared."""
     poison(inputs or {}, outputs)
     fn = launch()
+    t0 = time.perf_counter()
     out = fn()
     sync(device)
+    call_s = time.perf_counter() - t0
     if reference is None:
-        return Checked(fn, out, None, None)
-    return Checked(fn, out, float(error(out, reference, inputs)), tolerance)
+        return Checked(fn, out, None, None, call_s)
+    return Checked(fn, out, float(error(out, reference, inputs)), tolerance, call_s)

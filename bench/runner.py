@@ -101,7 +101,7 @@ class Runner:
     device: devmod.DeviceInfo
     timer: TimerConfig = field(default_factory=TimerConfig)
     quick: bool = False                            # launchers tune over fewer candidates
-    timed_s: float = 0.0                           # wall time spent in timed samples so far
+    timed_s: float = 0.0                           # seconds inside timed regions so far (samples x reps)
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
@@ -233,30 +233,32 @@ class Runner:
                     for m in modes]
         results = []
         for mode in modes:
-            m = self._time_point(op, impl, point, fn, mode, mk, err, tol)
+            # the gate's call has just run fn: it counts toward the first mode's warm-up
+            m = self._time_point(op, impl, point, fn, mode, mk, err, tol,
+                                 gate.call_s if mode == modes[0] else 0.0)
             results.append(m)
         return results
 
-    def _measure(self, fn, mode):
+    def _measure(self, fn, mode, warmed_s=0.0):
         """Return (Timing, telemetry) of fn in mode, telemetry sampled around it."""
         sampler = self.sampler().start()
         try:
             t = time_fn(fn, self.device.torch_device, mode, self.timer,
-                        self.flush() if mode == "cold" else None, window=sampler.window)
+                        self.flush() if mode == "cold" else None, window=sampler.window, warmed_s=warmed_s)
         finally:  # also on Ctrl-C: the sampling thread must not outlive its point
             tel = sampler.stop()
         if tel.get("energy_j") is not None and tel["window_s"] > 0:
             # mean power over the timed samples x time per call: the energy of one call
             tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
-        self.timed_s += t.sampling_s
+        self.timed_s += sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
         return t, tel
 
-    def _time_point(self, op, impl, point, fn, mode, mk, err, tol) -> Measurement:
+    def _time_point(self, op, impl, point, fn, mode, mk, err, tol, warmed_s=0.0) -> Measurement:
         """Return the timed Measurement of one (impl, point, mode): measured once, and once
         more when its rate fell more than JUMP_FACTOR below the previous size of its sweep;
         flagged when the machine was busy (a CPU) or when the jump stays."""
         try:
-            t, tel = self._measure(fn, mode)
+            t, tel = self._measure(fn, mode, warmed_s)
             rate = _rate(op, point, impl, t.stats.median_s)
             sweep = sweep_key(impl, point, mode)
             prev = self._last_rate.get(sweep)

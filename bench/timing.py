@@ -136,12 +136,13 @@ def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None) ->
 
 def time_fn(fn: Callable[[], object], device: str, mode: str = "warm",
             config: TimerConfig = TimerConfig(), flush: Callable[[], object] | None = None,
-            window: Callable[[str], object] | None = None) -> Timing:
+            window: Callable[[str], object] | None = None, warmed_s: float = 0.0) -> Timing:
     """Return the Timing of fn() on device ("cpu" or "cuda:N") in mode "warm" or "cold".
 
     fn must be a zero-argument callable whose inputs are already allocated; cold mode
     needs flush, a callable that evicts the last-level cache. window, when given, is told
-    "start" and "stop" around the timed samples.
+    "start" and "stop" around the timed samples. warmed_s: seconds fn has just been running
+    (the correctness gate's call): they count toward the warm-up.
     """
     if mode not in MODES:
         raise ValueError(f"unknown timing mode '{mode}': use one of {', '.join(MODES)}.")
@@ -149,21 +150,24 @@ def time_fn(fn: Callable[[], object], device: str, mode: str = "warm",
         raise ValueError("cold mode needs a cache flush callable.")
     window = window or (lambda event: None)
     if device.startswith("cuda"):
-        return time_device(fn, CudaClock(torch.device(device)), mode, config, flush, window)
-    return _time_cpu(fn, mode, config, flush, window)
+        return time_device(fn, CudaClock(torch.device(device)), mode, config, flush, window, warmed_s)
+    return _time_cpu(fn, mode, config, flush, window, warmed_s)
 
 
-def _warmup(fn, config, sync, now=time.perf_counter) -> tuple[int, float]:
-    """Call fn until warmup_s has passed (at least once); return (calls, seconds per call)."""
-    t0 = now()
-    calls = 0
+def _warmup(fn, config, sync, now=time.perf_counter, warmed_s: float = 0.0) -> tuple[int, float]:
+    """Call fn until warmup_s has passed (at least once, unless fn already ran for warmup_s
+    just before: warmed_s); return (calls, seconds per call)."""
+    if warmed_s >= config.warmup_s:
+        return 0, warmed_s
+    t0 = now() - warmed_s
+    calls, before = 0, 1 if warmed_s > 0 else 0
     while True:
         fn()
         sync()
         calls += 1
         elapsed = now() - t0
         if elapsed >= config.warmup_s or elapsed >= config.budget_s / 2:
-            return calls, elapsed / calls
+            return calls, elapsed / (calls + before)
 
 
 def reps_for(per_call_s: float, target_s: float, max_reps: int) -> int:
@@ -174,9 +178,9 @@ def reps_for(per_call_s: float, target_s: float, max_reps: int) -> int:
     return int(min(max_reps, max(1, math.ceil(target_s / per_call_s))))
 
 
-def _time_cpu(fn, mode, config, flush, window) -> Timing:
+def _time_cpu(fn, mode, config, flush, window, warmed_s=0.0) -> Timing:
     t_start = time.perf_counter()
-    calls, per_call = _warmup(fn, config, lambda: None)
+    calls, per_call = _warmup(fn, config, lambda: None, warmed_s=warmed_s)
     reps = reps_for(per_call, config.target_sample_s, config.max_reps) if mode == "warm" else 1
     samples: list[float] = []
     ordered: list[float] = []
@@ -284,10 +288,10 @@ def batch_size(remaining_s: float, sample_wall_s: float | None) -> int:
 
 
 def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=None,
-                window=lambda event: None) -> Timing:
+                window=lambda event: None, warmed_s: float = 0.0) -> Timing:
     """Return the Timing of fn on an asynchronous device (see the module docstring)."""
     t_start = clock.now()
-    calls, _ = _warmup(fn, config, clock.sync, clock.now)
+    calls, _ = _warmup(fn, config, clock.sync, clock.now, warmed_s)
     target, max_reps = config.device_target_sample_s, config.device_max_reps
     reps, run, method = 1, fn, "cuda_event"
     if mode == "warm":

@@ -66,8 +66,8 @@ def test_int4_group_scales_dequantize_per_group():
     w, scale, deq = v.make_weights(4, 256, "int4", "cpu")
     q = kv.unpack_int4(w).double()
     assert scale.shape == (4, 2) and scale.dtype == torch.float16
-    assert torch.equal(deq[:, :128], q[:, :128] * scale[:, :1].double())
-    assert torch.equal(deq[:, 128:], q[:, 128:] * scale[:, 1:].double())
+    assert torch.equal(deq[:, :128].double(), q[:, :128] * scale[:, :1].double())  # exact in fp32
+    assert torch.equal(deq[:, 128:].double(), q[:, 128:] * scale[:, 1:].double())
     assert q.abs().max() <= 8
 
 
@@ -86,7 +86,7 @@ def test_triton_gemv_matches_float64_of_dequantized(fmt, kernel, dev):
         ws = torch.empty(n, device=dev)
         kv.gemv_rows(x, w, scale, y, group=128, block_n=16, block_k=128,
                      split_k=3 if kernel == "rows_split" else 1, workspace=ws)
-    ref = x.double() @ deq.T
+    ref = x.double() @ deq.double().T  # the kernels are checked against float64 here
     err = ((y.double() - ref).norm() / ref.norm()).item()
     assert err < 2e-3, err
 

@@ -210,3 +210,12 @@ def test_sorted_percentiles_match_numpy():
         for q in (20, 50, 80):
             assert percentile_sorted(ordered, q) == pytest.approx(float(np.percentile(xs, q)), rel=1e-12)
         assert spread_sorted(ordered) == pytest.approx(stats(xs).rel_spread, rel=1e-9)
+
+
+def test_the_gates_call_counts_toward_the_warm_up():
+    calls = []
+    cfg = TimerConfig(budget_s=0.2, warmup_s=0.01)
+    t = time_fn(lambda: calls.append(1) or time.sleep(0.002), "cpu", "warm", cfg, warmed_s=0.02)
+    assert t.warmup_calls == 0           # the 20 ms it just ran cover the 10 ms warm-up
+    t = time_fn(lambda: None, "cpu", "warm", cfg, warmed_s=0.001)
+    assert t.warmup_calls >= 1           # 1 ms does not
