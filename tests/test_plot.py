@@ -21,7 +21,8 @@ from roofs.derive import bandwidth_roofs  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
-REFERENCE = ROOT / "results" / "cpu-amd-epyc-20261129T174631Z"
+REFERENCE = ROOT / "results" / "cpu-amd-epyc-20261130T004745Z"   # the committed reference runs
+H200 = ROOT / "results" / "nvidia-h200-20261130T002858Z"
 EXTRA = [c for c in ("boundary", "bound_note") if c not in COLUMNS]  # the columns, whether or not COLUMNS has them yet
 
 MiB, GiB = 2**20, 2**30
@@ -187,7 +188,8 @@ def synthetic(tmp_path_factory):
 
 
 def _runs(synthetic):
-    return {"run_a": DATA / "run_a", "run_b": DATA / "run_b", "reference": REFERENCE, "synthetic": synthetic}
+    return {"run_a": DATA / "run_a", "run_b": DATA / "run_b", "reference": REFERENCE, "h200": H200,
+            "synthetic": synthetic}
 
 
 def _intersecting(fig) -> tuple[int, list[tuple[str, str]]]:
@@ -212,7 +214,7 @@ CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofl
 
 @pytest.mark.parametrize("name,charts", [
     ("run_a", CPU_CHARTS), ("run_b", CPU_CHARTS), ("reference", CPU_CHARTS | {"roofline-attention.png"}),
-    ("synthetic", set(plot.CHARTS))])
+    ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png"}), ("synthetic", set(plot.CHARTS))])
 def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
     """A family chart exists only for the families the run has; on every chart no two drawn
     texts (labels, titles, ticks, legend entries) intersect, and none runs off the figure."""
