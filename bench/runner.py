@@ -20,7 +20,7 @@ from bench.gate import check
 from bench.ops._tune import DeviceLost, is_fatal
 from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
-from bench.telemetry import Sampler, make_source
+from bench.telemetry import LoadProbe, Sampler, make_source
 from bench.timing import TimerConfig, make_flush, time_fn
 from bench.util import first_line as _first_line
 from bench.util import fmt_bytes, triton_interpreting
@@ -107,6 +107,7 @@ class Runner:
     _flush: Callable | None = None
     _history: dict = field(default_factory=dict)   # history_key -> ((flops, bytes), seconds per call)
     _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
+    _load: object = None                            # a LoadProbe running since the last point ended
     _sampler: Sampler | None = None
 
     def sampler(self) -> Sampler:
@@ -251,7 +252,23 @@ class Runner:
             # mean power over the timed samples x time per call: the energy of one call
             tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
         self.timed_s += sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
+        tel.update(self._machine_load())
         return t, tel
+
+    def _machine_load(self) -> dict:
+        """Return how busy the rest of the machine was since the last point ended (its inputs,
+        gate, warm-up and samples): a window long enough for /proc/stat's 10 ms ticks. A window
+        still too short keeps accumulating into the next point's, and this point falls back on
+        the 1-minute load average against the core count."""
+        if self._load is None:
+            self._load = LoadProbe().start()
+        load = self._load.stop()
+        if load["others_cpu"] is not None:
+            self._load = LoadProbe().start()
+        else:
+            cores = self.device.compute_units or 1
+            load["others_cpu_from_loadavg"] = load["load1"] is not None and load["load1"] > BUSY_LOAD * cores
+        return load
 
     def _time_point(self, op, impl, point, fn, mode, mk, err, tol, warmed_s=0.0) -> Measurement:
         """Return the timed Measurement of one (impl, point, mode): measured once, and once
@@ -274,16 +291,17 @@ class Runner:
             return mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}")
         self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), t.stats.median_s)
         self._last_rate[sweep] = rate
-        flag = busy_flag(tel, self.device)
+        flags = [busy_flag(tel, self.device)]
         if jumped:
-            flag = flag or (f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, "
-                            "measured twice")
+            flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, measured twice")
+        flag = "; ".join(f for f in flags if f)
         return mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s, reps=t.reps, timer=t.method,
                   stop=t.stop, detail=_detail(fn), telemetry=tel, flag=flag)
 
 
 JUMP_FACTOR = 10
 BUSY_SHARE = 0.2   # other processes using this share of all cores make a CPU point unreliable
+BUSY_LOAD = 1.25   # ... or, over a window too short to read, a load average above 1.25x the cores
 
 
 def sweep_key(impl, point: dict, mode: str) -> tuple:
@@ -304,10 +322,16 @@ def busy_flag(tel: dict, device) -> str:
     """Return the flag of a CPU point measured while other processes used more than
     BUSY_SHARE of the cores ("" otherwise, and always on a GPU, whose kernels the host's load
     does not slow once they are queued)."""
-    others = tel.get("others_cpu")
-    if device.kind != "cpu" or others is None or others <= BUSY_SHARE:
+    others, load = tel.get("others_cpu"), tel.get("load1")
+    if device.kind != "cpu":
         return ""
-    load = tel.get("load1")
+    if others is None:  # too short a window to read /proc/stat's ticks: the load average decides
+        if tel.get("others_cpu_from_loadavg"):
+            return (f"measured while the machine was busy: load average {load:.1f} on "
+                    f"{device.compute_units or '?'} cores")
+        return ""
+    if others <= BUSY_SHARE:
+        return ""
     return (f"measured while the machine was busy: other processes used {others:.0%} of its "
             f"{device.compute_units or '?'} cores" + (f" (load average {load:.1f})" if load is not None else ""))
 

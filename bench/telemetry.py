@@ -15,8 +15,9 @@ The summary (a dict stored with each measurement):
     energy_j (the counter's change over the timed samples; where it did not move, which a
               window shorter than its update period can see, mean power x that window;
               else empty, never 0), energy_window_s (the window the energy covers),
-    throttled (bool), throttle_reasons (names other than idle / application clocks),
-    others_cpu (the share of all cores other processes used during the point), load1
+    throttled (bool), throttle_reasons (names other than idle / application clocks)
+(the runner adds others_cpu, the share of all cores other processes used around the point,
+and load1, from LoadProbe)
 """
 from __future__ import annotations
 
@@ -202,7 +203,6 @@ class Sampler:
 
     def start(self):
         self._samples, self._stop, self._marks = [], threading.Event(), {}
-        self._load = LoadProbe().start()
         self._t0 = time.perf_counter()
         if self.source.threaded:
             self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -235,7 +235,7 @@ class Sampler:
         t_end = time.perf_counter()
         (t0, e0), (t1, e1) = self._marks.get("start", (self._t0, None)), self._marks.get("stop", (t_end, None))
         inside = [s for s in self._samples if t0 <= s["t"] <= t1] or self._samples
-        return {**summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note), **self._load.stop()}
+        return summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note)
 
 
 def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:

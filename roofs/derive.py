@@ -83,7 +83,8 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
         steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
         ok = ok & (converged | steady)
     if "flag" in rows.columns:
-        ok = ok & ~rows["flag"].fillna("").astype(str).str.startswith(RUNNER_FLAGS)
+        flags = rows["flag"].fillna("").astype(str)
+        ok = ok & ~(flags.str.startswith(RUNNER_FLAGS) | flags.str.contains(JUMP_PREFIX, regex=False))
     return ok
 
 

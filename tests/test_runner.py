@@ -115,6 +115,7 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     first, second = runner.run(make_plan(reg, CPU))
     assert first.flag == "" or first.flag.startswith("measured while")
     assert second.status == "ok", second.reason
+    # (on a busy machine the busy flag comes first; the jump is named either way)
     assert "time jumped" in second.flag and "measured twice" in second.flag
     # a jumped row sets no roof
     import pandas as pd
@@ -158,3 +159,11 @@ def test_the_next_sweep_is_not_a_jump():
     b = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.lm_head", "batch": 1}, "cold")
     c = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.lm_head", "batch": 16}, "cold")
     assert a != b and b == c
+
+
+def test_a_short_point_on_a_loaded_machine_is_judged_by_the_load_average():
+    from bench.runner import busy_flag
+    # 20 ms is too short for /proc/stat's ticks: the load average against the cores decides
+    assert busy_flag({"others_cpu": None, "load1": 4.0, "others_cpu_from_loadavg": True}, CPU).startswith(
+        "measured while the machine was busy: load average 4.0")
+    assert busy_flag({"others_cpu": None, "load1": 1.0, "others_cpu_from_loadavg": False}, CPU) == ""
