@@ -568,13 +568,19 @@ def draw_roofline(run: Run):
     return fig
 
 
+def _family_points(run: Run, family: str):
+    """Return (the family's points that do FLOPs, the run's Roofline), or (None, None)
+    when the family has none: each per-family chart starts here."""
+    pts = _points(run.measurements)
+    pts = pts[pts["family"] == family]
+    return (None, None) if pts.empty else (pts, Roofline(run.roofs))
+
+
 def draw_stream_roofline(run: Run):
     """Return roofline-stream.png's figure, or None without stream points that do FLOPs."""
-    pts = _points(run.measurements)
-    pts = pts[pts["family"] == "stream"]
-    if pts.empty:
+    pts, model = _family_points(run, "stream")
+    if pts is None:
         return None
-    model = Roofline(run.roofs)
     caches, memory = _caches(run), _memory_level(run)
     pts = pts.assign(level=[_level_of(w, caches, memory) for w in pts["working_set_bytes"]],
                      impl_name=pts["impl"].map(_impl_name))
@@ -617,11 +623,9 @@ def draw_stream_roofline(run: Run):
 
 def draw_gemm_roofline(run: Run):
     """Return roofline-gemm.png's figure, or None without GEMM points."""
-    pts = _points(run.measurements)
-    pts = pts[pts["family"] == "gemm"]
-    if pts.empty:
+    pts, model = _family_points(run, "gemm")
+    if pts is None:
         return None
-    model = Roofline(run.roofs)
     pts = pts.assign(impl_name=pts["impl"].map(_impl_name))
     precisions = set(pts["fmt"])
     fig, ax = plt.subplots(figsize=(12, 7.5), dpi=DPI)
@@ -696,11 +700,9 @@ def _spaced_ticks(ax, positions, labels, fontsize: float) -> list[tuple[float, s
 def draw_gemv_roofline(run: Run):
     """Return roofline-gemv.png's figure (one panel per weight format, each layer's batch walk
     joined by a line), or None without GEMV points."""
-    pts = _points(run.measurements)
-    pts = pts[pts["family"] == "gemv"]
-    if pts.empty:
+    pts, model = _family_points(run, "gemv")
+    if pts is None:
         return None
-    model = Roofline(run.roofs)
     memory = _memory_level(run)
     pts = pts.assign(impl_name=pts["impl"].map(_impl_name), layer=pts["shape"].map(_layer),
                      batch=pd.to_numeric(pts["size"], errors="coerce"))
@@ -757,11 +759,9 @@ def draw_gemv_roofline(run: Run):
 
 def draw_attention_roofline(run: Run):
     """Return roofline-attention.png's figure, or None without attention points."""
-    pts = _points(run.measurements)
-    pts = pts[pts["family"] == "attention"]
-    if pts.empty:
+    pts, model = _family_points(run, "attention")
+    if pts is None:
         return None
-    model = Roofline(run.roofs)
     pts = pts.assign(series=pts["op"].map(_short) + "/" + pts["impl"].map(_impl_name))
     series = sorted(pts["series"].unique())
     series_color = _series_colors(series)
