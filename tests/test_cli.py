@@ -143,8 +143,10 @@ def test_bad_size_argument(capsys):
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
-    p = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--only", "stream.copy/torch",
-                          "--budget", "0.2", "--out", str(tmp_path)],
+    # stream copies, then fp16 GEMMs (a slow path on CPUs: tens of seconds in all), so the
+    # run is still going when the signal comes, however fast this machine is
+    p = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--only", "stream.copy/torch,gemm.square/torch",
+                          "--dtype", "float32,fp16", "--budget", "0.5", "--out", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env())
     deadline = time.time() + 60
     csv = None
