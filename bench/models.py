@@ -176,10 +176,15 @@ def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from
     return "faster than its roofline bound even at p80: " + "; ".join(causes)
 
 
-def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "") -> dict:
+def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "",
+            caches=(), memory_level: str = "dram") -> dict:
     """Return per phase: each op's bound and measured time (flagged when it beats the bound
     even at its p80 time) and the totals per layer, per step and in tokens per second,
-    flagged when the measured rate beats the bound. rows: LayerOp -> best_times() entry."""
+    flagged when the measured rate beats the bound. rows: LayerOp -> best_times() entry.
+    Each op is bounded by the roof of the memory level its bytes cross (ARCHITECTURE.md,
+    rule 12: prefill is timed warm, decode cold), given the device's caches
+    ([(name, total bytes)], innermost first); without caches, by the off-chip roof."""
+    from roofs.derive import point_bound
     from roofs.model import Roofline
     _require_model_ops()
     model = Roofline(roofs)
@@ -191,7 +196,9 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
             r = rows[lo]
             op = REGISTRY.ops[lo.op]
             flops, nbytes = op.flops(lo.point), op.bytes(lo.point)
-            att = model.attainable_gflops(flops / nbytes, lo.point["dtype"])
+            mode = "cold" if lo.phase == "decode" else "warm"
+            _, _, att, _ = point_bound(model, op.working_set(lo.point), mode, flops / nbytes, lo.point["dtype"],
+                                       list(caches), memory_level)
             bound = flops / (att * 1e9) if att and math.isfinite(att) else None
             measured = r["median_s"] if r else None
             slow_end = (r.get("p80_s") or measured) if r else None
@@ -275,7 +282,8 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
                     base_roofs=[r.to_dict() for r in roofs if r.source == "measured"])
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)
     best = best_times(measured)
-    report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from)
+    report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
+                         [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
               for b, ops in per_batch.items()}
     (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,
                                                     "roofs_from": roofs_from, "per_batch": report}, indent=1, default=str))

@@ -121,3 +121,27 @@ def test_model_command_unknown_name(capsys):
     import run_bench
     assert run_bench.main(["model", "gpt-7"]) == 2
     assert "unknown model 'gpt-7'" in capsys.readouterr().err
+
+
+def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
+    """Issue 11: the model command applies the boundary rule: warm prefill ops that fit in a
+    cache take that cache's roof, cold decode ops the off-chip roof; a level without a roof
+    gives no bound at all."""
+    from bench.registry import REGISTRY
+    from roofs.model import Roof
+    cfg = m.get_model("tiny")
+    ops = m.layer_ops(cfg, 1, 16, 32)
+    m.register_model_ops()
+    dram = Roof("bandwidth", "dram", 10.0, "GB/s")
+    l2 = Roof("bandwidth", "l2", 40.0, "GB/s")
+    roofs = [dram, l2, Roof("compute", "bf16", 1e6, "GFLOP/s")]
+    caches = [("l2", 64 * 2**20)]   # the tiny model's working sets all fit
+    rows = {o: {"median_s": 1.0, "p80_s": 1.0, "impl": "x", "reason": ""} for o in ops}
+    pred = m.predict(ops, rows, roofs, cfg.layers, caches=caches, memory_level="dram")
+    for phase, bw in (("prefill", 40.0), ("decode", 10.0)):
+        for o, line in zip([o for o in ops if o.phase == phase], pred[phase]["ops"]):
+            f, b = REGISTRY.ops[o.op].flops(o.point), REGISTRY.ops[o.op].bytes(o.point)
+            assert line["bound_us"] == pytest.approx(f / (bw * f / b * 1e9) * 1e6), (phase, line["op"])
+    # no L2 roof: the warm prefill ops have no bound (never silently DRAM's)
+    bare = m.predict(ops, rows, [dram, roofs[2]], cfg.layers, caches=caches, memory_level="dram")
+    assert all(line["bound_us"] is None for line in bare["prefill"]["ops"])
