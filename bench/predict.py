@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench.device import CacheLevel, DeviceInfo
+from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES
 from bench.runner import backend_skip, quick_skip
 from roofs import specs
 
@@ -45,7 +46,6 @@ CPU_BW_GUESS = {"dram": 40e9, "cache": 150e9}     # a CPU has no datasheet bandw
 # stream 0.15), plus about 0.2 s of the JIT's own work (specializing, loading the module)
 COMPILE_S = {"gemm": 1.6, "gemm.fp32": 1.6, "gemv": 0.8, "attention": 1.1, "stream": 0.35}
 TUNE_S = 0.04             # one candidate's short timing (TUNE_TIMER's budget plus the first call)
-from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES  # noqa: E402
 
 
 def spec_device(name: str) -> DeviceInfo:
@@ -181,7 +181,7 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
     tuning keys, tune_s)."""
     rates = device_rates(device)
     rows, compiles, keys = [], {}, set()
-    counts = {"skipped": 0, "compile_s": 0.0, "tune_s": 0.0}
+    counts = {"skipped": 0, "compile_s": 0.0, "tune_s": 0.0, "measure_s": defaultdict(float)}
     per_key = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES)
     for task in plan.tasks:
         op, point = task.op, task.point
@@ -191,9 +191,11 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
                 if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick):
                     counts["skipped"] += 1
                     rows.append((op.family, SKIP_S))
-                    counts.setdefault("measure_s", defaultdict(float))[op.family] += SKIP_S
+                    counts["measure_s"][op.family] += SKIP_S
                     continue
-                sec = point_seconds(op, point, mode, device, rates, timer)
+                measure = point_seconds(op, point, mode, device, rates, timer)
+                counts["measure_s"][op.family] += measure
+                sec = measure
                 ck = compile_key(op, impl, point) if device.kind == "cuda" else None
                 if ck is not None:
                     for c in range(candidates_of(op, impl, point, quick)):
@@ -207,7 +209,6 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
                         counts["tune_s"] += per_key
                         sec += per_key
                 rows.append((op.family, sec))
-                counts.setdefault("measure_s", defaultdict(float))[op.family] += point_seconds(op, point, mode, device, rates, timer)
     counts.update(compiles=len(compiles), tuning_keys=len(keys))
     return rows, counts
 
@@ -215,14 +216,14 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
 def predict(plan, device: DeviceInfo, timer, quick: bool) -> Prediction:
     """Return the predicted duration of plan on device (see the module docstring)."""
     rows, c = row_seconds(plan, device, timer, quick)
-    return Prediction(len(rows), c["skipped"], dict(c.get("measure_s", {})), c["compile_s"], c["tune_s"],
+    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), c["compile_s"], c["tune_s"],
                       c["compiles"], c["tuning_keys"])
 
 
 def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
     """Return the dry run's text: rows and predicted seconds per family, compile and tuning, total."""
     lines = [f"dry run: {'quick' if quick else 'full'} plan on {device.name} ({device.kind}"
-             + (f", from its datasheet" if (device.extra or {}).get("spec") else "") + ")",
+             + (", from its datasheet" if (device.extra or {}).get("spec") else "") + ")",
              f"{pred.rows} rows planned, {pred.skipped} skipped by rules before running"]
     for fam, s in sorted(pred.seconds_by_family.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {fam:<10} {s:8.1f} s")

@@ -8,7 +8,6 @@ rows already measured were written.
 from __future__ import annotations
 
 import importlib.util
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable

@@ -12,7 +12,7 @@ from datetime import datetime
 import pandas as pd
 
 from bench.results import ResultsError, load_run
-from roofs.report import validation
+from roofs.report import point_rate, validation
 
 
 def _duration_s(meta: dict) -> float | None:
@@ -41,7 +41,7 @@ def brief(run_dir) -> str:
                      + f"  by {r['measured by']}")
     ok = df[df["status"] == "ok"].copy()
     if not ok.empty:
-        ok["rate"] = ok["gflops"].where(ok["flops"] > 0, ok["gbps"])
+        ok["rate"] = point_rate(ok)
         lines.append("\nbest point per family and impl:")
         for (fam, impl), g in ok.groupby(["family", "impl"]):
             b = g.loc[g["rate"].idxmax()]

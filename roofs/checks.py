@@ -39,7 +39,7 @@ def warnings(run) -> list[str]:
     flags = df["flag"].fillna("").astype(str) if "flag" in df else pd.Series(dtype=str)
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:
-        notes = _notes(run)
+        notes = roof_notes(run)
         refused = [n.split(":")[0] for n in notes if re.match(r"[a-z0-9]+: ", n)
                    and ("no plateau" in n or "no trustworthy" in n or "no compute roof" in n)]
         out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
@@ -56,7 +56,8 @@ def warnings(run) -> list[str]:
     return out
 
 
-def _notes(run) -> list[str]:
+def roof_notes(run) -> list[str]:
+    """Return roofs.json's notes: the levels and precisions that got no roof, and why."""
     import json
     path = run.dir / "roofs.json"
     return json.loads(path.read_text()).get("notes", []) if path.exists() else []

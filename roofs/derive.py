@@ -30,7 +30,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from roofs.model import INTEGER_PRECISIONS, MEMORY_LEVELS, Roof, Roofline
+from roofs.model import INTEGER_PRECISIONS, Roof, Roofline
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -83,8 +83,7 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
         steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
         ok = ok & (converged | steady)
     if "flag" in rows.columns:
-        flags = rows["flag"].fillna("").astype(str)
-        ok = ok & ~(flags.str.startswith(RUNNER_FLAGS) | flags.str.contains(JUMP_PREFIX, regex=False))
+        ok = ok & ~rows["flag"].fillna("").astype(str).map(is_runner_flag)
     return ok
 
 
@@ -328,10 +327,16 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     return out
 
 
+def is_runner_flag(flag: str) -> bool:
+    """Return whether a flag was set by the runner while measuring (a busy machine, a time
+    jump, or both joined by "; "): such rows set no roof."""
+    return any(part.startswith(RUNNER_FLAGS) for part in flag.split("; "))
+
+
 def existing_flag(r) -> str:
     """Return a flag the runner set while measuring (a busy machine, a jump), kept through re-annotation."""
     flag = str(getattr(r, "flag", "") or "")
-    return flag if flag.startswith(RUNNER_FLAGS) else ""
+    return flag if is_runner_flag(flag) else ""
 
 
 def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_row: bool, caches=()) -> str:

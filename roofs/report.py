@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from bench.results import load_run
 from roofs import specs
+from roofs.checks import roof_notes, warnings
+from roofs.derive import DRAM_FACTOR, device_levels
 from roofs.energy import fit_energy
 from roofs.model import Roof, Roofline
 
@@ -128,9 +129,8 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     errors = int((df["status"] == "error").sum())
     if errors:
         out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
-    llc = max((c.get("total_bytes", 0) for c in run.device.get("caches", [])), default=0)
-    out += triton_vs_library(df, 4 * llc if llc else None)
-    from roofs.checks import warnings
+    caches, _ = device_levels(run.device)
+    out += triton_vs_library(df, DRAM_FACTOR * caches[-1][1] if caches else None)
     out += [w[0].upper() + w[1:] + "." for w in warnings(run)]
     return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
 
@@ -170,13 +170,18 @@ def precision_ratios(model: Roofline, device: dict) -> list[str]:
 BEST_COLUMNS = ["op", "impl", "dtype", "mode", "shape", "gbps", "gflops", "intensity", "pct_of_attainable", "detail"]
 
 
+def point_rate(df: pd.DataFrame) -> pd.Series:
+    """Return each row's rate: GFLOP/s where it does FLOPs, else GB/s."""
+    return df["gflops"].where(df["flops"] > 0, df["gbps"])
+
+
 def best_points(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
     """Return the best successful point per op, impl, dtype and mode (by GFLOP/s, or GB/s for
     points without FLOPs), with the given columns."""
     ok = df[df["status"] == "ok"].copy()
     if ok.empty:
         return ok
-    ok["rate"] = ok["gflops"].where(ok["flops"] > 0, ok["gbps"])
+    ok["rate"] = point_rate(ok)
     best = ok.loc[ok.groupby(["op", "impl", "dtype", "mode"])["rate"].idxmax()]
     return best[[c for c in columns if c in best]].reset_index(drop=True)
 
@@ -236,7 +241,7 @@ def summary(run) -> str:
                      "ridge FLOP/B": f"{ridge:.3g}" if ridge else ""})
     lines.append("\nroofs:")
     lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
-    lines += [f"no roof: {n}" for n in _roof_notes(run)]
+    lines += [f"no roof: {n}" for n in roof_notes(run)]
     ok = df[df["status"] == "ok"]
     stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]
     moved = ok[(ok["family"] != "stream") & (ok["flops"] == 0)]
@@ -259,7 +264,6 @@ def summary(run) -> str:
     if not flagged.empty:
         lines.append(f"\n{len(flagged)} points are flagged (above their attainable roof, or measured while the "
                      "machine was busy): every one is in report.md (Flagged points) and in measurements.csv, column flag.")
-    from roofs.checks import warnings
     lines += ["\nwarnings:"] + [f"  {w}" for w in warnings(run)]
     errors = df[df["status"] == "error"]
     if not errors.empty:
@@ -400,7 +404,7 @@ def sections(run) -> list[tuple[str, object]]:
         out.append(("Energy", [f"No energy model: {energy_why}."]))
     out += [("Best points per op, impl and dtype", best_points(df)), *flagged_sections(df)]
     if kind != "model":
-        out.append(("Levels without a roof", _roof_notes(run) or ["every level of the sweep produced a roof"]))
+        out.append(("Levels without a roof", roof_notes(run) or ["every level of the sweep produced a roof"]))
     return out
 
 
@@ -439,11 +443,6 @@ def _telemetry_note(run) -> str:
     notes.discard(None)
     notes.discard("")
     return "Telemetry: " + ("; ".join(sorted(notes)) if notes else "recorded with every timed point.")
-
-
-def _roof_notes(run) -> list[str]:
-    path = run.dir / "roofs.json"
-    return json.loads(path.read_text()).get("notes", []) if path.exists() else []
 
 
 def write_report(run_dir) -> tuple[Path, Path]:

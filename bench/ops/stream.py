@@ -28,7 +28,7 @@ plain kernel on a cache-sized buffer lasts about as long as its own call overhea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -200,10 +200,6 @@ def make_stream_inputs(kind: Kind, point, device) -> dict:
     return inputs
 
 
-def stream_reference(kind: Kind, x) -> torch.Tensor:
-    return kind.reference(x)
-
-
 def stream_tolerance(kind: Kind, point) -> float:
     dtype = point["dtype"]
     return TOLERANCE[dtype] * (kind.tolerance_factor if dtype in ("float16", "bfloat16") else 1)
@@ -218,7 +214,7 @@ def _register(kind: Kind):
             Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB to past 8x the last-level cache"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
-        reference=lambda x: stream_reference(kind, x),
+        reference=kind.reference,
         flops=lambda p: stream_flops(kind, p),
         bytes=lambda p: stream_bytes(kind, p),
         working_set=lambda p: stream_bytes(kind, p),
