@@ -264,9 +264,6 @@ class Runner:
         load = self._load.stop()
         if load["others_cpu"] is not None:
             self._load = LoadProbe().start()
-        else:
-            cores = self.device.compute_units or 1
-            load["others_cpu_from_loadavg"] = load["load1"] is not None and load["load1"] > BUSY_LOAD * cores
         return load
 
     def _time_point(self, op, impl, point, fn, mode, mk, err, tol, warmed_s=0.0) -> Measurement:
@@ -325,7 +322,7 @@ def busy_flag(tel: dict, device) -> str:
     if device.kind != "cpu":
         return ""
     if others is None:  # too short a window to read /proc/stat's ticks: the load average decides
-        if tel.get("others_cpu_from_loadavg"):
+        if load is not None and load > BUSY_LOAD * (device.compute_units or 1):
             return (f"measured while the machine was busy: load average {load:.1f} on "
                     f"{device.compute_units or '?'} cores")
         return ""
