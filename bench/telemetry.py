@@ -14,7 +14,7 @@ The summary (a dict stored with each measurement):
     power_w (mean), power_max_w, temp_max_c,
     energy_j (the counter's change over the timed samples; where it did not move, which a
               window shorter than its update period can see, mean power x that window;
-              else empty, never 0), energy_window_s (the window the energy covers),
+              else empty, never 0; window_s is the window it covers, the timed samples),
     throttled (bool), throttle_reasons (names other than idle / application clocks)
 (the runner adds others_cpu, the share of all cores other processes used around the point,
 and load1, from LoadProbe)
@@ -254,7 +254,7 @@ def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:
     else:  # a counter that did not move over a short window measured nothing, not 0 J
         energy = None
     clocks = col("clock_mhz")
-    return {"source": source, "note": note, "window_s": window_s, "energy_window_s": window_s, "samples": len(samples),
+    return {"source": source, "note": note, "window_s": window_s, "samples": len(samples),
             "clock_mhz": _mean(clocks), "clock_min_mhz": min(clocks) if clocks else None,
             "mem_clock_mhz": _mean(col("mem_clock_mhz")),
             "power_w": _mean(power), "power_max_w": max(power) if power else None,
