@@ -202,4 +202,10 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+    # A shell starts background jobs with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: Ctrl-C or `kill -INT` (the device check's time limit) must still
+    # stop the run and keep what it measured.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main())
