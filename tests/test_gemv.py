@@ -136,3 +136,23 @@ def test_fp8_weights_skip_triton_before_sm89_before_compiling():
         assert skip({"batch": 1, "dtype": "int8"}, gpu("8.0")) is None
         assert skip({"batch": 1, "dtype": "fp8"}, cpu) is None  # the interpreter has e4m3
     assert REG.impls["gemv.decode/triton_tile"].skip is v.triton_skip
+
+
+def test_reference_rows_are_shared_across_a_batch_sweep_and_exact():
+    # a sweep's batches are prefixes of one activation matrix: each batch's reference is the
+    # first B rows of one float64 product, equal to the product computed on its own
+    n, k = 48, 256
+    for fmt in ("int4", "bf16"):
+        refs = {}
+        for b in (1, 16, 4, 40):  # growing, then smaller, then growing again
+            x = v.build_inputs(b, n, k, fmt, "cpu")
+            assert x["x"].data_ptr() == x["rows"].data_ptr()
+            refs[b] = v.reference(x)
+            assert refs[b].dtype == torch.float64 and refs[b].shape == (b, n)
+            assert torch.equal(refs[b], x["x"].double() @ x["deq"].T)
+        assert torch.equal(refs[40][:16], refs[16])
+        assert refs[4].data_ptr() == refs[16].data_ptr()  # batch 4 after 16: rows already there
+    # a batch past the shared rows gets its own activations and its own product
+    x = v.build_inputs(v.MAX_BATCH + 1, n, k, "bf16", "cpu")
+    assert x["rows"] is None
+    assert torch.equal(v.reference(x), x["x"].double() @ x["deq"].T)

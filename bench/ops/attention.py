@@ -14,7 +14,7 @@ the two matrix products, 2 FLOPs per multiply-add):
     decode flops  = 4 B Hq L D
     decode bytes  = (2 B Hkv L D [the KV cache, read once] + 2 B Hq D [q and o]) w
 
-Every kernel is checked against a float64 reference, computed per head and in row chunks
+Every kernel is checked against a float64 reference, computed per KV head and in row chunks
 so that it fits beside the largest shapes.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from bench.inputs import tiled_normal
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import itemsize
@@ -71,20 +72,25 @@ def decode_bytes(b, hq, hkv, length, d, dtype) -> int:
 
 
 def reference(q, k, v, causal=False):
-    """Return softmax(q k^T / sqrt(D)) v in float64, head by head and REF_ROWS query rows at
-    a time; q (B, Hq, S_q, D), k and v (B, Hkv, S_k, D); causal is top-left aligned."""
+    """Return softmax(q k^T / sqrt(D)) v in float64; q (B, Hq, S_q, D), k and v (B, Hkv,
+    S_k, D); causal is top-left aligned. Each KV head's k and v are widened once, for all
+    the query heads of its group, whose rows are taken REF_ROWS at a time."""
     B, Hq, S, D = q.shape
     group = Hq // k.shape[1]
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    keys = torch.arange(k.shape[2], device=q.device)[None, :]
     for b in range(B):
-        for h in range(Hq):
-            kk, vv = k[b, h // group].double(), v[b, h // group].double()
-            for r0 in range(0, S, REF_ROWS):
-                s = q[b, h, r0:r0 + REF_ROWS].double() @ kk.T / math.sqrt(D)
+        for g in range(k.shape[1]):
+            kk, vv = k[b, g].double(), v[b, g].double()
+            heads = slice(g * group, (g + 1) * group)
+            qs = q[b, heads].reshape(group * S, D)   # the group's rows, head after head
+            os = out[b, heads].view(group * S, D)
+            for r0 in range(0, group * S, REF_ROWS):
+                s = qs[r0:r0 + REF_ROWS].double() @ kk.T / math.sqrt(D)
                 if causal:
-                    rows = torch.arange(r0, r0 + s.shape[0], device=q.device)[:, None]
-                    s = s.masked_fill(torch.arange(kk.shape[0], device=q.device)[None, :] > rows, float("-inf"))
-                out[b, h, r0:r0 + REF_ROWS] = torch.softmax(s, dim=-1) @ vv
+                    pos = torch.arange(r0, r0 + s.shape[0], device=q.device)[:, None] % S
+                    s = s.masked_fill(keys > pos, float("-inf"))
+                os[r0:r0 + s.shape[0]] = torch.softmax(s, dim=-1) @ vv
     return out
 
 
@@ -99,11 +105,12 @@ def sdpa_backend(q, k, v, causal) -> str:
 
 
 def _qkv(b, hq, hkv, s_q, s_k, d, dtype, device):
-    gen = torch.Generator(device=device).manual_seed(11)
+    """Return q, k and v of normal values (bench/inputs.py: tiled at copy speed, each
+    operand its own seed, so no two heads or batches hold the same values)."""
     dt = TORCH_DTYPE[dtype]
-    return (torch.randn(b, hq, s_q, d, device=device, generator=gen, dtype=dt),
-            torch.randn(b, hkv, s_k, d, device=device, generator=gen, dtype=dt),
-            torch.randn(b, hkv, s_k, d, device=device, generator=gen, dtype=dt))
+    return (tiled_normal((b, hq, s_q, d), dt, device, seed=11),
+            tiled_normal((b, hkv, s_k, d), dt, device, seed=12),
+            tiled_normal((b, hkv, s_k, d), dt, device, seed=13))
 
 
 # ---- prefill ----------------------------------------------------------------------------
