@@ -139,17 +139,21 @@ def make_weights(n: int, k: int, fmt: str, device: str):
         return stored, None, stored.double()
     if fmt == "int4":
         g = w.view(n, k // GROUP, GROUP)
-        scale = (g.abs().amax(-1) / 7).to(torch.float16)  # (N, K/G)
-        q = (g / scale.float()[..., None]).round().clamp(-8, 7).to(torch.int8).view(n, k)
-        deq = (q.float().view(n, k // GROUP, GROUP) * scale.float()[..., None]).view(n, k)
-        return pack_int4(q), scale, deq.double()
+        scale = (torch.linalg.vector_norm(g, float("inf"), dim=-1) / 7).to(torch.float16)  # (N, K/G)
+        s32 = scale.float()[..., None]
+        t = torch.div(g, s32).round_().clamp_(-8, 7)  # the int4 values, held in fp32 (exactly)
+        q = t.to(torch.int8).view(n, k)
+        return pack_int4(q), scale, t.mul_(s32).view(n, k).double()
     if fmt == "int8":
-        scale = w.abs().amax(1) / 127
-        q = (w / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+        scale = torch.linalg.vector_norm(w, float("inf"), dim=1) / 127
+        t = torch.div(w, scale[:, None]).round_().clamp_(-127, 127)  # the int8 values, held in fp32
+        q = t.to(torch.int8)
     else:  # fp8 e4m3
-        scale = w.abs().amax(1) / torch.finfo(torch.float8_e4m3fn).max
-        q = (w / scale[:, None]).to(torch.float8_e4m3fn)
-    return q, scale, (q.float() * scale[:, None]).double()
+        scale = torch.linalg.vector_norm(w, float("inf"), dim=1) / torch.finfo(torch.float8_e4m3fn).max
+        t = torch.div(w, scale[:, None])
+        q = t.to(torch.float8_e4m3fn)
+        t.copy_(q)  # the e4m3 values, held in fp32 (exactly)
+    return q, scale, t.mul_(scale[:, None]).double()
 
 
 @functools.lru_cache(maxsize=2)
