@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", type=opt.names, help=f"timing modes, comma-separated: {', '.join(MODES)} (default: each op's own)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and dtypes, shorter budgets")
     p.add_argument("--budget", type=opt.seconds, help="seconds per point, warm-up included (default 0.5, quick 0.1)")
+    p.add_argument("--min-time", type=opt.seconds_or_zero,
+                   help="seconds of timed calls a point needs before it may stop as converged (default 0.1, quick 0.02)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
@@ -166,7 +168,7 @@ def dry_run(args, device=None, plan=None) -> int:
             plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     except (ValueError, RegistryError) as e:
         return refuse(e)
-    timer = session.timer_config(args.quick, args.budget)
+    timer = session.timer_config(args.quick, args.budget, args.min_time)
     print(predict.describe(predict.predict(plan, device, timer, args.quick), device, args.quick))
     return 0
 

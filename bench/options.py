@@ -77,6 +77,11 @@ def seconds(text: str) -> float:
     return _number(text, lambda v: v > 0, "a positive number of seconds, like 0.5")
 
 
+def seconds_or_zero(text: str) -> float:
+    """Return a finite number of seconds, 0 or more."""
+    return _number(text, lambda v: v >= 0, "a number of seconds of 0 or more, like 0.05")
+
+
 def percent(text: str) -> float:
     """Return a percentage of 0 or more."""
     return _number(text, lambda v: v >= 0, "a percentage of 0 or more, like 5")

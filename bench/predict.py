@@ -8,7 +8,8 @@ an L2-resident warm point reads at L2_FACTOR x the off-chip bandwidth), and adds
 timer and the runner do around it:
 
     point = setup + gate + min(budget, warm-up + estimate + capture + samples)
-    samples = SAMPLES x max(target sample, t) (warm; plus a flush per sample when cold)
+    samples = max(SAMPLES x max(target sample, t), the minimum span)
+              (warm; plus a flush per sample when cold)
     setup = making the inputs and the float64 reference (bytes over the rates below)
 
 plus, once per compiled variant of a Triton kernel, its compile time (measured with
@@ -125,7 +126,7 @@ def point_seconds(op, point, mode, device: DeviceInfo, rates: Rates, timer) -> f
         reps = max(1, math.ceil(timer.target_sample_s / t)) if mode == "warm" else 1
         sample = reps * t + (2 * device.llc_bytes / 10e9 if mode == "cold" else 0.0)
         around = max(timer.warmup_s, t)
-    timed = min(max(timer.budget_s, sample), around + SAMPLES * sample)
+    timed = min(max(timer.budget_s, sample), around + max(SAMPLES * sample, timer.min_time_s))
     return POINT_OVERHEAD_S[kind] + setup + gate + timed
 
 

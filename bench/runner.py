@@ -101,6 +101,7 @@ class Runner:
     timer: TimerConfig = field(default_factory=TimerConfig)
     quick: bool = False                            # launchers tune over fewer candidates
     timed_s: float = 0.0                           # seconds inside timed regions so far (samples x reps)
+    spent: dict = field(default_factory=dict)      # seconds per phase: inputs, gate, timer (SPENT_PHASES)
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
@@ -173,6 +174,7 @@ class Runner:
                 runnable.append(impl)
         if not runnable:
             return results
+        t0 = time.perf_counter()
         try:
             inputs = op.make_inputs(point, self.device.torch_device)
             ref = op.reference(inputs)
@@ -182,6 +184,8 @@ class Runner:
             _free(self.device)
             return results + [self._base(op, i, point, m, status="error", reason=f"inputs: {_first_line(e)}")
                               for i in runnable for m in modes]
+        finally:
+            self._spend("inputs", t0)
         for impl in runnable:
             results += self._run_impl(op, impl, point, inputs, ref, modes)
         del inputs, ref
@@ -215,6 +219,7 @@ class Runner:
         tol = op.tolerance(point)
         ctx = LaunchContext(point, self.device, modes[0], self.quick,
                             self.flush() if modes[0] == "cold" else None)
+        t0 = time.perf_counter()
         try:
             gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)
         except DeviceLost as e:
@@ -224,6 +229,8 @@ class Runner:
                 raise DeviceLost(f"{_first_line(e)} at {impl.id} {point}") from e
             _free(self.device)
             return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
+        finally:
+            self._spend("gate", t0)
         fn, err = gate.fn, gate.error
         if not gate.passed:  # also a NaN error: an output that was never written
             return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
@@ -242,17 +249,22 @@ class Runner:
     def _measure(self, fn, mode, warmed_s=0.0):
         """Return (Timing, telemetry) of fn in mode, telemetry sampled around it."""
         sampler = self.sampler().start()
+        t0 = time.perf_counter()
         try:
             t = time_fn(fn, self.device.torch_device, mode, self.timer,
                         self.flush() if mode == "cold" else None, window=sampler.window, warmed_s=warmed_s)
         finally:  # also on Ctrl-C: the sampling thread must not outlive its point
             tel = sampler.stop()
+            self._spend("timer", t0)
         if tel.get("energy_j") is not None and tel["window_s"] > 0:
             # mean power over the timed samples x time per call: the energy of one call
             tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
         self.timed_s += sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
         tel.update(self._machine_load())
         return t, tel
+
+    def _spend(self, phase: str, since: float) -> None:
+        self.spent[phase] = self.spent.get(phase, 0.0) + time.perf_counter() - since
 
     def _machine_load(self) -> dict:
         """Return how busy the rest of the machine was since the last point ended (its inputs,

@@ -28,11 +28,20 @@ UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s i
 RUN_KINDS = ("device", "comm", "model")  # which charts and report sections a run gets
 
 
-def timer_config(quick: bool, budget_s: float | None = None) -> TimerConfig:
-    """Return a run's timer: budget_s per point (default 0.5 s; 0.1 s and fewer samples quick)."""
-    if quick:
-        return TimerConfig(budget_s=budget_s or 0.1, warmup_s=0.01, min_samples=5, max_samples=200)
-    return TimerConfig(budget_s=budget_s or 0.5, warmup_s=0.05)
+QUICK_TIMER = TimerConfig(budget_s=0.1, warmup_s=0.01, min_samples=5, max_samples=200, min_time_s=0.02,
+                          target_sample_s=2e-4)
+FULL_TIMER = TimerConfig(budget_s=0.5, warmup_s=0.05, min_samples=5, max_samples=500, min_time_s=0.1,
+                         target_sample_s=5e-4)
+
+
+def timer_config(quick: bool, budget_s: float | None = None, min_time_s: float | None = None) -> TimerConfig:
+    """Return a run's timer: budget_s per point (default 0.5 s; 0.1 s and fewer samples
+    quick) and min_time_s of timed calls before a point may stop as converged (0.1 s; 0.02
+    s quick). A CPU's warm sample lasts target_sample_s, so the minimum time is reached
+    within 100-200 samples."""
+    base = QUICK_TIMER if quick else FULL_TIMER
+    return dataclasses.replace(base, budget_s=budget_s or base.budget_s,
+                               min_time_s=base.min_time_s if min_time_s is None else min_time_s)
 
 
 def options_record(args) -> dict:
@@ -93,10 +102,33 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
               f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
     finally:
         wall = time.perf_counter() - t0
-        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall)
-    say(f"roofbench: {wall:.0f} s measuring, {runner.timed_s:.0f} s of it "
-        f"({runner.timed_s / max(wall, 1e-9):.0%}) in timed samples")
+        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall))
+    say(spent_line(writer.meta["time_spent"]))
     return status, writer.measurements
+
+
+def time_spent(runner: Runner, wall: float) -> dict:
+    """Return where the measuring wall time went, in seconds: timed samples; the timer's
+    other work (warm-up, cold flushes, per-call estimates, synchronizes); the correctness
+    gate (launch, tuning, the checked call, the comparison); inputs and references; and
+    the rest (skipped rows, telemetry, writing rows, freeing memory)."""
+    timed, spent = runner.timed_s, runner.spent
+    out = {"timed": timed, "timer_other": spent.get("timer", 0.0) - timed, "gate": spent.get("gate", 0.0),
+           "inputs": spent.get("inputs", 0.0)}
+    out["other"] = wall - sum(out.values())
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+SPENT_NAMES = {"timed": "timed samples", "timer_other": "warm-up and flushes", "gate": "correctness checks",
+               "inputs": "inputs and references", "other": "other"}
+
+
+def spent_line(spent: dict) -> str:
+    """Return the summary line of where the measuring time went."""
+    wall = sum(spent.values())
+    parts = ", ".join(f"{SPENT_NAMES[k]} {v:.0f} s" for k, v in spent.items() if k != "timed")
+    return (f"roofbench: {wall:.0f} s measuring, {spent['timed']:.0f} s of it ({spent['timed'] / max(wall, 1e-9):.0%}) "
+            f"in timed samples; {parts}")
 
 
 def exit_code(status: str) -> int:
@@ -119,10 +151,12 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
     from roofs.report import summary
     if plan is None:
         plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
-    timer = timer_config(args.quick, args.budget)
+    timer = timer_config(args.quick, args.budget, args.min_time)
     status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
                         args.quick)
+    t0 = time.perf_counter()
     finish(run_dir)
+    print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")
     print(summary(load_run(run_dir)))
     print(f"\nresults: {run_dir}")
     return exit_code(status)

@@ -55,6 +55,7 @@ class TimerConfig:
     min_samples: int = 5
     max_samples: int = 500
     rel_spread: float = 0.05       # converged when (p80 - p20) / median is below this
+    min_time_s: float = 0.0        # ... and the samples span this many seconds (rule 4)
     target_sample_s: float = 50e-6  # CPU warm mode batches calls until a sample lasts this long
     max_reps: int = 1000           # ... with at most this many calls per sample
     device_target_sample_s: float = GPU_TARGET_SAMPLE_S  # the same on a GPU
@@ -115,15 +116,19 @@ def spread_sorted(ordered) -> float:
     return (percentile_sorted(ordered, 80) - percentile_sorted(ordered, 20)) / med if med > 0 else math.inf
 
 
-def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None) -> str | None:
+def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None,
+                span_s: float | None = None) -> str | None:
     """Return why sampling stops now ("converged", "max_samples", "budget"), or None to go on.
 
-    Converged needs min_samples and a spread under rel_spread; the budget stops a point
+    Converged needs min_samples, a spread under rel_spread and, when span_s (the wall
+    seconds since the first sample began) is given, a span of at least min_time_s, so that
+    a point's samples are spread over that much of the machine's time (its timer ticks,
+    clock and power changes) rather than one quiet instant; the budget stops a point
     whatever it has, as long as it has at least one sample. ordered, when given, is samples
     kept sorted as they come (bisect.insort), so the check costs no sort per sample.
     """
     n = len(samples)
-    if n >= config.min_samples:
+    if n >= config.min_samples and (span_s is None or span_s >= config.min_time_s):
         spread = spread_sorted(ordered if ordered is not None else sorted(samples))
         if spread < config.rel_spread:
             return "converged"
@@ -195,7 +200,8 @@ def _time_cpu(fn, mode, config, flush, window, warmed_s=0.0) -> Timing:
         t1 = time.perf_counter_ns()
         samples.append((t1 - t0) * 1e-9 / reps)
         bisect.insort(ordered, samples[-1])
-        stop = should_stop(samples, config, time.perf_counter() - t_start, ordered)
+        now = time.perf_counter()
+        stop = should_stop(samples, config, now - t_start, ordered, now - t_sampling)
         if stop:
             window("stop")
             now = time.perf_counter()
@@ -328,7 +334,8 @@ def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=No
         clock.sync()
         sample_wall = (clock.now() - t_batch) / batch
         samples += [clock.elapsed_s(start, end) / reps for start, end in pairs]  # all measured: all kept
-        stop = should_stop(samples, config, clock.now() - t_start)
+        now = clock.now()
+        stop = should_stop(samples, config, now - t_start, span_s=now - t_sampling)
         if stop:
             window("stop")
             now = clock.now()

@@ -54,3 +54,21 @@ def test_compiles_and_tuning_are_charged_once_and_rows_sum_to_the_total():
     p = pr.predict(plan, H200, timer, quick=True)
     assert p.total_s == pytest.approx(first + second)
     assert "predicted wall time" in pr.describe(p, H200, True)
+
+
+def test_a_point_samples_for_the_minimum_span_within_its_budget():
+    # warm copy of 1 GiB: t = 2**30 / (0.8 x 4.8 TB/s) = 279.6 us; a 1 ms sample takes
+    # ceil(1 ms / t) = 4 calls and 0.2 ms of sync: 1.3184 ms; 6 samples last 7.91 ms
+    copy, rates = REG.ops["stream.copy"], pr.device_rates(H200)
+    point = {"dtype": "float32", "ws_bytes": 2**30}
+    t = 2**30 / (4.8e12 * 0.8)
+    sample = 4 * t + 2e-4
+    base = TimerConfig(budget_s=0.1, warmup_s=0.01)
+    plain = pr.point_seconds(copy, point, "warm", H200, rates, base)
+    # a 50 ms minimum span replaces the 7.91 ms of samples
+    spanned = pr.point_seconds(copy, point, "warm", H200, rates, TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=0.05))
+    assert spanned - plain == pytest.approx(0.05 - 6 * sample)
+    # a span past the budget: the budget ends the point (0.1 s of timing in all)
+    capped = pr.point_seconds(copy, point, "warm", H200, rates, TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=1.0))
+    around = 0.01 + 2 * t + 4 * 3e-6  # warm-up, the per-call estimate, graph capture
+    assert capped - plain == pytest.approx(0.1 - (around + 6 * sample))

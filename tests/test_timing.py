@@ -35,6 +35,15 @@ def test_should_stop_rules():
     assert should_stop([], cfg, 5.0) is None                   # never stop without a sample
 
 
+def test_converged_needs_the_minimum_span():
+    cfg = TimerConfig(budget_s=1.0, min_samples=5, max_samples=8, rel_spread=0.05, min_time_s=0.02)
+    tight = [1.0, 1.01, 0.99, 1.0, 1.0]
+    assert should_stop(tight, cfg, 0.1, span_s=0.019) is None      # steady, but too short a span
+    assert should_stop(tight, cfg, 0.1, span_s=0.02) == "converged"
+    assert should_stop(tight * 2, cfg, 0.1, span_s=0.001) == "max_samples"
+    assert should_stop(tight, cfg, 1.0, span_s=0.001) == "budget"  # the budget still ends it
+
+
 def test_cpu_timer_measures_a_known_sleep():
     cfg = TimerConfig(budget_s=0.3, warmup_s=0.005, min_samples=5, rel_spread=0.5)
     t = time_fn(lambda: time.sleep(0.002), "cpu", "warm", cfg)
@@ -172,6 +181,30 @@ def test_cold_mode_flushes_outside_the_timed_region_one_call_per_sample():
     t = time_device(dev.fn, dev, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush)
     assert t.reps == 1 and len(flushes) == len(t.samples_s)
     assert t.stats.median_s == pytest.approx(50e-6, rel=0.01)
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_steady_point_samples_for_the_minimum_span(mode):
+    # a perfectly steady kernel converges at 5 samples without a minimum span; with one,
+    # it keeps sampling until its samples span min_time_s of the host's clock (flushes and
+    # synchronizes included), and no longer than a batch past it
+    dev = FakeDevice(call_s=50e-6)
+    flush = (lambda: dev._queue(0.5e-3, 5e-6)) if mode == "cold" else None
+    short = time_device(dev.fn, dev, mode, TimerConfig(budget_s=0.5, warmup_s=0.001), flush)
+    assert short.stop == "converged" and len(short.samples_s) <= 11 and short.sampling_s < 0.02  # batches of 1, then 10
+    dev = FakeDevice(call_s=50e-6)
+    flush = (lambda: dev._queue(0.5e-3, 5e-6)) if mode == "cold" else None
+    t = time_device(dev.fn, dev, mode, TimerConfig(budget_s=0.5, warmup_s=0.001, min_time_s=0.02), flush)
+    assert t.stop == "converged" and len(t.samples_s) > len(short.samples_s)
+    sample_wall = t.sampling_s / len(t.samples_s)
+    assert 0.02 <= t.sampling_s <= 0.02 + 10 * sample_wall + 1e-3
+    assert t.stats.median_s == pytest.approx(50e-6, rel=0.01)
+
+
+def test_cpu_point_samples_for_the_minimum_span():
+    cfg = TimerConfig(budget_s=5.0, warmup_s=0.001, rel_spread=1.0, max_samples=100_000, min_time_s=0.02)
+    t = time_fn(lambda: None, "cpu", "warm", cfg)
+    assert t.stop == "converged" and t.sampling_s >= 0.02
 
 
 @pytest.mark.parametrize("call_s", [1e-3, 30e-3])
