@@ -113,11 +113,12 @@ def _recording_texts(into: list):
 
 
 def drawn_texts(fig) -> list[Text]:
-    """Draw fig on its canvas and return every Text that drawing put on it (tick labels of
-    ticks outside the view, empty and invisible texts excluded), in drawing order."""
+    """Lay fig out as a draw would, without rasterizing it, and return every Text that
+    drawing put on it (tick labels of ticks outside the view, empty and invisible texts
+    excluded), in drawing order."""
     texts: list[Text] = []
     with _recording_texts(texts):
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     seen, out = set(), []
     for t in texts:
         if id(t) not in seen:

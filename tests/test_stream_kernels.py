@@ -124,4 +124,4 @@ def test_stream_inputs_come_from_one_pool_and_outputs_are_fresh():
     assert x["a"].data_ptr() == pool.data_ptr() and x["b"].data_ptr() == pool.data_ptr() + 4096 * 4
     assert y["a"].data_ptr() == pool.data_ptr()
     assert x["c"].untyped_storage().data_ptr() != pool.untyped_storage().data_ptr()
-    assert float(x["a"].abs().max()) <= 1.0 and float(x["a"].abs().sum()) > 0
+    assert float(x["a"].abs().sum()) > 0 and not torch.isclose(x["a"], x["b"]).any()  # other values at every index

@@ -33,6 +33,7 @@ from typing import Callable
 
 import torch
 
+from bench.inputs import tiled_normal
 from bench.registry import REGISTRY, Axis, Impl, Op, geometric
 from bench.util import itemsize
 
@@ -168,20 +169,20 @@ _POOLS: dict = {}  # (dtype, device) -> one random pool, grown to the largest si
 
 
 def random_pool(n: int, dtype, device) -> torch.Tensor:
-    """Return at least n uniform random values in [-1, 1) of dtype on device, from a pool
-    made once per (dtype, device) and regrown only when a larger sweep point needs more, so
-    a sweep's inputs are not generated again for every kernel, size, impl and mode. (A
-    uniform draw is cheaper than a normal one; the values do not change a stream kernel's
-    timing, and they are never all zeros.)"""
+    """Return at least n normal values of dtype on device, from a pool made once per
+    (dtype, device) and regrown only when a larger sweep point needs more, so a sweep's
+    inputs are not made again for every kernel, size, impl and mode. The pool is filled at
+    copy speed from a repeated random block (bench/inputs.py): the values do not change a
+    stream kernel's timing, they are never all zeros, and two arrays sliced from it hold
+    other values at every index."""
     if str(device) == "meta":  # shapes without data (bench/aot.py plans on the meta device)
         return torch.empty(n, dtype=dtype, device="meta")
     key = (str(dtype), str(device))
     pool = _POOLS.get(key)
     if pool is None or pool.numel() < n:
         _POOLS.pop(key, None)  # free the smaller pool first
-        gen = torch.Generator(device=device).manual_seed(1234)
         # grown to twice what is asked: a sweep doubling its size regrows every other step
-        pool = torch.rand(2 * n, dtype=torch.float32, device=device, generator=gen).mul_(2).sub_(1).to(dtype)
+        pool = tiled_normal((2 * n,), dtype, device, seed=1234)
         _POOLS[key] = pool
     return pool
 
