@@ -37,12 +37,18 @@ No two texts overprint: LabelPlacer puts each label by its point or roof and mov
 (vertically, or to the point's other side) until its box, measured in display coordinates
 after a canvas draw, meets no other text. `figures(run)` returns the charts unsaved, and
 `drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
+`plot_run` draws the charts of a run folder in forked worker processes, one per core
+(the charts are independent and the measuring is over): the files are the same bytes.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import multiprocessing
+import os
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -981,9 +987,24 @@ def plot_links(run: Run, path: Path) -> Path | None:
     return _save(draw_links(run), path)
 
 
-def plot_run(run_dir) -> list[Path]:
-    """Draw every picture the run folder run_dir has data for; return their paths."""
-    run = load_run(run_dir)
-    d = Path(run_dir)
-    paths = [_save(draw(run), d / name) for name, draw in CHARTS.items()]
+def _draw_and_save(run_dir: str, name: str) -> Path | None:
+    return _save(CHARTS[name](load_run(run_dir)), Path(run_dir) / name)
+
+
+def plot_run(run_dir, workers: int | None = None) -> list[Path]:
+    """Draw every picture the run folder run_dir has data for; return their paths. The
+    charts are independent, so on Linux they are drawn by up to `workers` forked processes
+    (default: one per core, at most 4), each reading the run folder itself; one worker, or
+    a pool that cannot start, draws them here one after another."""
+    d, names = str(run_dir), list(CHARTS)
+    workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
+    paths = None
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                paths = list(pool.map(_draw_and_save, [d] * len(names), names))
+        except BrokenProcessPool:  # a worker died (out of memory, a signal): draw them here
+            paths = None
+    if paths is None:
+        paths = [_draw_and_save(d, name) for name in names]
     return [p for p in paths if p is not None]

@@ -331,3 +331,13 @@ def test_report_embeds_the_family_charts(synthetic, tmp_path):
     for name in plot.CHARTS:
         assert f"({name})" in text, name
     assert html.read_text().count("data:image/png;base64,") == len(plot.CHARTS)
+
+
+def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, tmp_path):
+    serial = Path(shutil.copytree(synthetic, tmp_path / "serial"))
+    forked = Path(shutil.copytree(synthetic, tmp_path / "forked"))
+    one = plot.plot_run(serial, workers=1)
+    two = plot.plot_run(forked, workers=2)
+    assert [p.name for p in one] == [p.name for p in two] and one
+    for a, b in zip(one, two):
+        assert a.read_bytes() == b.read_bytes(), a.name
