@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer sizes and dtypes, shorter budgets")
     p.add_argument("--budget", type=opt.seconds, help="seconds per point, warm-up included (default 0.5, quick 0.1)")
     p.add_argument("--min-time", type=opt.seconds_or_zero,
-                   help="seconds of timed calls a point needs before it may stop as converged (default 0.1, quick 0.02)")
+                   help="seconds a point's samples must span before it may stop as converged (default 0.1, quick 0.05; 0: off)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")

@@ -28,17 +28,17 @@ UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s i
 RUN_KINDS = ("device", "comm", "model")  # which charts and report sections a run gets
 
 
-QUICK_TIMER = TimerConfig(budget_s=0.1, warmup_s=0.01, min_samples=5, max_samples=200, min_time_s=0.02,
-                          target_sample_s=2e-4)
+QUICK_TIMER = TimerConfig(budget_s=0.1, warmup_s=0.01, min_samples=5, max_samples=200, min_time_s=0.05,
+                          target_sample_s=5e-4)
 FULL_TIMER = TimerConfig(budget_s=0.5, warmup_s=0.05, min_samples=5, max_samples=500, min_time_s=0.1,
                          target_sample_s=5e-4)
 
 
 def timer_config(quick: bool, budget_s: float | None = None, min_time_s: float | None = None) -> TimerConfig:
     """Return a run's timer: budget_s per point (default 0.5 s; 0.1 s and fewer samples
-    quick) and min_time_s of timed calls before a point may stop as converged (0.1 s; 0.02
-    s quick). A CPU's warm sample lasts target_sample_s, so the minimum time is reached
-    within 100-200 samples."""
+    quick) and min_time_s, the span its samples must cover before it may stop as converged
+    (0.1 s; 0.05 s quick). A CPU's warm sample lasts target_sample_s (0.5 ms), so the span
+    is reached within 100-200 samples."""
     base = QUICK_TIMER if quick else FULL_TIMER
     return dataclasses.replace(base, budget_s=budget_s or base.budget_s,
                                min_time_s=base.min_time_s if min_time_s is None else min_time_s)
