@@ -101,7 +101,7 @@ class Runner:
     timer: TimerConfig = field(default_factory=TimerConfig)
     quick: bool = False                            # launchers tune over fewer candidates
     timed_s: float = 0.0                           # seconds inside timed regions so far (samples x reps)
-    spent: dict = field(default_factory=dict)      # seconds per phase: inputs, gate, timer (SPENT_PHASES)
+    spent: dict = field(default_factory=dict)      # seconds per phase: inputs, gate, timer (session.time_spent)
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
