@@ -31,7 +31,7 @@ from bench import device as devmod
 from bench.gate import check
 from bench.registry import relative_norm_error
 from bench.results import Measurement, load_run
-from bench.timing import TimerConfig, stats, time_fn
+from bench.timing import stats, time_fn
 from bench.util import first_line, triton_interpreting
 from roofs.model import Roof, Roofline
 
@@ -152,7 +152,8 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]
     sizes = (1024, 2048) if info.kind == "cpu" else (4096, 8192)
     tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
               for p in ("fp32", "bf16") for n in sizes]
-    runner = Runner(info, TimerConfig(budget_s=budget_s, warmup_s=0.01))
+    from bench.session import timer_config
+    runner = Runner(info, timer_config(False, budget_s, warmup_s=0.01))
     rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
     roofs, _ = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
     return roofs + compute_roofs(rows)
@@ -206,7 +207,8 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     if mode == "cold":
         from bench.timing import make_flush
         flush = make_flush(info.torch_device, info.llc_bytes)
-    t = time_fn(fn, info.torch_device, mode, TimerConfig(budget_s=budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
+    from bench.session import timer_config
+    t = time_fn(fn, info.torch_device, mode, timer_config(False, budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
     return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=gate.error)
 
 

@@ -273,11 +273,10 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
     folder out/model-<name>-<device>-<time>/, place it under roofs, write model.json and
     model.md, finish the folder; return (status, run folder, the model's text)."""
     from bench.results import utc_stamp
-    from bench.session import execute, finish, run_meta
-    from bench.timing import TimerConfig
+    from bench.session import execute, finish, run_meta, timer_config
     register_model_ops()
     run_dir = Path(out) / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
-    timer = TimerConfig(budget_s=budget_s, warmup_s=0.02)
+    timer = timer_config(False, budget_s, warmup_s=0.02)
     meta = run_meta(device, options, "model", timer, model=dataclasses.asdict(cfg), roofs_from=roofs_from,
                     base_roofs=[r.to_dict() for r in roofs if r.source == "measured"])
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)

@@ -34,14 +34,18 @@ FULL_TIMER = TimerConfig(budget_s=0.5, warmup_s=0.05, min_samples=5, max_samples
                          target_sample_s=5e-4)
 
 
-def timer_config(quick: bool, budget_s: float | None = None, min_time_s: float | None = None) -> TimerConfig:
-    """Return a run's timer: budget_s per point (default 0.5 s; 0.1 s and fewer samples
-    quick) and min_time_s, the span its samples must cover before it may stop as converged
-    (0.1 s; 0.05 s quick). A CPU's warm sample lasts target_sample_s (0.5 ms), so the span
-    is reached within 100-200 samples."""
+def timer_config(quick: bool, budget_s: float | None = None, min_time_s: float | None = None,
+                 **overrides) -> TimerConfig:
+    """Return the timer of a run, a model run or an API measurement: budget_s per point
+    (default 0.5 s; 0.1 s and fewer samples quick) and min_time_s, the span its samples
+    must cover before it may stop as converged (0.1 s; 0.05 s quick; by default at most
+    half the budget, so a short budget still leaves room to converge). A CPU's warm sample
+    lasts target_sample_s (0.5 ms), so the span is reached within 100-200 samples.
+    overrides: other TimerConfig fields (a warm-up)."""
     base = QUICK_TIMER if quick else FULL_TIMER
-    return dataclasses.replace(base, budget_s=budget_s or base.budget_s,
-                               min_time_s=base.min_time_s if min_time_s is None else min_time_s)
+    budget = budget_s or base.budget_s
+    span = min(base.min_time_s, budget / 2) if min_time_s is None else min_time_s
+    return dataclasses.replace(base, budget_s=budget, min_time_s=span, **overrides)
 
 
 def options_record(args) -> dict:

@@ -252,3 +252,12 @@ def test_the_gates_call_counts_toward_the_warm_up():
     assert t.warmup_calls == 0           # the 20 ms it just ran cover the 10 ms warm-up
     t = time_fn(lambda: None, "cpu", "warm", cfg, warmed_s=0.001)
     assert t.warmup_calls >= 1           # 1 ms does not
+
+
+def test_run_timers_span_hand_worked():
+    from bench.session import timer_config
+    assert timer_config(True).min_time_s == 0.05 and timer_config(False).min_time_s == 0.1
+    assert timer_config(True).budget_s == 0.1 and timer_config(False).budget_s == 0.5
+    assert timer_config(False, 0.08).min_time_s == 0.04         # at most half a short budget
+    assert timer_config(True, 0.03, 0.2).min_time_s == 0.2      # unless asked for
+    assert timer_config(False, 0.3, warmup_s=0.02).warmup_s == 0.02
