@@ -987,24 +987,32 @@ def plot_links(run: Run, path: Path) -> Path | None:
     return _save(draw_links(run), path)
 
 
-def _draw_and_save(run_dir: str, name: str) -> Path | None:
-    return _save(CHARTS[name](load_run(run_dir)), Path(run_dir) / name)
+_FORKED_RUN: Run | None = None  # the run plot_run's forked workers inherit (read once, here)
+
+
+def _draw_and_save(name: str, run: Run | None = None) -> Path | None:
+    run = run or _FORKED_RUN
+    return _save(CHARTS[name](run), Path(run.dir) / name)
 
 
 def plot_run(run_dir, workers: int | None = None) -> list[Path]:
-    """Draw every picture the run folder run_dir has data for; return their paths. The
-    charts are independent, so on Linux they are drawn by up to `workers` forked processes
-    (default: one per core, at most 4), each reading the run folder itself; one worker, or
-    a pool that cannot start, draws them here one after another."""
-    d, names = str(run_dir), list(CHARTS)
+    """Draw every picture the run folder run_dir has data for; return their paths. The run
+    is read once; the charts are independent, so on Linux they are drawn by up to `workers`
+    forked processes (default: one per core, at most 4), which inherit it; one worker, or a
+    pool that cannot start, draws them here one after another."""
+    global _FORKED_RUN
+    run, names = load_run(run_dir), list(CHARTS)
     workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
     paths = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _FORKED_RUN = run
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                paths = list(pool.map(_draw_and_save, [d] * len(names), names))
+                paths = list(pool.map(_draw_and_save, names))
         except BrokenProcessPool:  # a worker died (out of memory, a signal): draw them here
             paths = None
+        finally:
+            _FORKED_RUN = None
     if paths is None:
-        paths = [_draw_and_save(d, name) for name in names]
+        paths = [_draw_and_save(name, run) for name in names]
     return [p for p in paths if p is not None]

@@ -84,13 +84,13 @@ def reference(q, k, v, causal=False):
             kk, vv = k[b, g].double(), v[b, g].double()
             heads = slice(g * group, (g + 1) * group)
             qs = q[b, heads].reshape(group * S, D)   # the group's rows, head after head
-            os = out[b, heads].view(group * S, D)
+            outs = out[b, heads].view(group * S, D)
             for r0 in range(0, group * S, REF_ROWS):
                 s = qs[r0:r0 + REF_ROWS].double() @ kk.T / math.sqrt(D)
                 if causal:
                     pos = torch.arange(r0, r0 + s.shape[0], device=q.device)[:, None] % S
                     s = s.masked_fill(keys > pos, float("-inf"))
-                os[r0:r0 + s.shape[0]] = torch.softmax(s, dim=-1) @ vv
+                outs[r0:r0 + s.shape[0]] = torch.softmax(s, dim=-1) @ vv
     return out
 
 

@@ -156,12 +156,16 @@ def make_weights(n: int, k: int, fmt: str, device: str):
     return q, scale, t.mul_(scale[:, None]).double()
 
 
+def _draw_activations(b: int, k: int, act: str, device: str) -> torch.Tensor:
+    gen = torch.Generator(device=device).manual_seed(7)
+    return torch.randn(b, k, device=device, generator=gen).to(getattr(torch, act))
+
+
 @functools.lru_cache(maxsize=2)
 def activations(k: int, act: str, device: str) -> torch.Tensor:
     """Return MAX_BATCH rows of K activations (normals, in act): a batch of B decodes the
     first B rows, so every batch of a sweep shares its rows and their reference."""
-    gen = torch.Generator(device=device).manual_seed(7)
-    return torch.randn(MAX_BATCH, k, device=device, generator=gen).to(getattr(torch, act))
+    return _draw_activations(MAX_BATCH, k, act, device)
 
 
 def make_inputs(point, device):
@@ -172,11 +176,8 @@ def build_inputs(b, n, k, fmt, device):
     f = FORMATS[fmt]
     w, scale, deq = make_weights(n, k, fmt, device)
     act = getattr(torch, f.act)
-    if b <= MAX_BATCH:
-        rows = activations(k, f.act, device)
-        x = rows[:b]
-    else:
-        rows, x = None, torch.randn(b, k, device=device, generator=torch.Generator(device=device).manual_seed(7)).to(act)
+    rows = activations(k, f.act, device) if b <= MAX_BATCH else None
+    x = rows[:b] if rows is not None else _draw_activations(b, k, f.act, device)
     return {"x": x, "rows": rows, "w": w, "scale": scale, "deq": deq,
             "y": torch.empty(b, n, dtype=act, device=device),
             "workspace": torch.empty(n, dtype=torch.float32, device=device), "format": f.name}
