@@ -16,13 +16,12 @@ import torch
 
 from bench import device as devmod
 from bench.gate import check
-from bench.ops._tune import DeviceLost, is_fatal
 from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
 from bench.telemetry import LoadProbe, Sampler, make_source
 from bench.timing import TimerConfig, make_flush, time_fn
 from bench.util import first_line as _first_line
-from bench.util import fmt_bytes, triton_interpreting
+from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from roofs.derive import JUMP_PREFIX
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import device as devmod
-from bench.ops._tune import DeviceLost
+from bench.util import DeviceLost
 from bench.registry import load_all
 from bench.results import RunWriter, load_run
 from bench.runner import Plan, Runner, make_plan

@@ -40,6 +40,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from bench.util import is_fatal
+
 MODES = ("warm", "cold")
 GPU_TARGET_SAMPLE_S = 1e-3   # a warm GPU sample lasts at least this long
 GPU_MAX_REPS = 10_000
@@ -366,7 +368,6 @@ def _capture_graph(fn, reps: int, device):
         torch.cuda.synchronize(device)
         return graph
     except Exception as e:  # a host sync or an uncapturable op inside fn: fall back to events
-        from bench.ops._tune import is_fatal
         if is_fatal(e):
             raise
         torch.cuda.synchronize(device)

@@ -61,3 +61,20 @@ def git_commit(root: Path = ROOT) -> str:
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+# Messages of CUDA errors after which the context is unusable (every later call fails).
+FATAL_MARKERS = ("illegal memory access", "an illegal instruction", "unspecified launch failure",
+                 "misaligned address", "device-side assert", "invalid program counter",
+                 "hardware stack error", "uncorrectable ecc", "launch timed out", "cudaerrorlaunchfailure",
+                 "illegal address")
+
+
+class DeviceLost(RuntimeError):
+    """The device's context is dead after a CUDA error; nothing more can run on it."""
+
+
+def is_fatal(e: BaseException) -> bool:
+    """Return whether e is a CUDA error that poisons the context (see FATAL_MARKERS)."""
+    text = f"{type(e).__name__}: {e}".lower()
+    return any(m in text for m in FATAL_MARKERS)

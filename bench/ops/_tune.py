@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 import torch
 
 from bench.timing import TimerConfig, time_fn
-from bench.util import first_line
+from bench.util import DeviceLost, first_line, is_fatal
 
 TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_target_sample_s=2e-4)
 QUICK_CANDIDATES = 3
@@ -31,23 +31,6 @@ _BEST: dict = {}
 # does not report it: sm_80 163 KiB, sm_86/89 99 KiB, sm_90/100 227 KiB.
 SMEM_LIMIT = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376, (9, 0): 232448,
               (10, 0): 232448, (12, 0): 101376}
-
-# Messages of CUDA errors after which the context is unusable (every later call fails).
-FATAL_MARKERS = ("illegal memory access", "an illegal instruction", "unspecified launch failure",
-                 "misaligned address", "device-side assert", "invalid program counter",
-                 "hardware stack error", "uncorrectable ecc", "launch timed out", "cudaerrorlaunchfailure",
-                 "illegal address")
-
-
-class DeviceLost(RuntimeError):
-    """The device's context is dead after a CUDA error; nothing more can run on it."""
-
-
-def is_fatal(e: BaseException) -> bool:
-    """Return whether e is a CUDA error that poisons the context (see FATAL_MARKERS)."""
-    text = f"{type(e).__name__}: {e}".lower()
-    return any(m in text for m in FATAL_MARKERS)
-
 
 def compute_capability(ctx) -> int | None:
     """Return the compute capability x 10 (90 for sm_90) of the GPU a launch context's point
