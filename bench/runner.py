@@ -259,6 +259,10 @@ class Runner:
             # mean power over the timed samples x time per call: the energy of one call
             tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
         self.timed_s += sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
+        if t.dropped_s:  # the first-sample rule's warm-up sample (bench/timing.py), kept with the point
+            tel["first_sample_dropped_s"] = t.dropped_s[0]
+        if t.floor_s is not None:  # a cold point of a few microseconds: the timer's dispatch floor
+            tel["dispatch_floor_s"] = t.floor_s
         tel.update(self._machine_load())
         return t, tel
 

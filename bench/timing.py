@@ -5,6 +5,24 @@ perf_counter_ns around a finished call on a CPU); warm up by time, not by count;
 point once it has min_samples and a relative spread (p80 - p20) / median under
 rel_spread, or once its budget is spent; keep every raw sample.
 
+The first sample (ARCHITECTURE.md, rule 4): when a point has at least FIRST_RULE_MIN_REST
+samples after its first and the first exceeds FIRST_SAMPLE_FACTOR (1.5) x the median of
+the others, it is a warm-up (a cold instruction cache, a page fault, a clock still ramping):
+it is left out of the samples the point is judged and summarized by, and kept in
+Timing.dropped_s, so no sample is lost. The rule is applied while sampling, so an outlying
+first sample does not hold a steady point from converging.
+
+A sustained window (TimerConfig.window_s > 0): the samples run back to back until they
+span window_s, whatever their spread; the stop reason is "window".
+
+Cold points and the dispatch floor (rule 6): a cold sample is one call after a flush, and
+stays one call however short: a second call in the same sample would find the data the
+first one brought in, so it would be warm. A cold point whose median is under
+FLOOR_CHECK_S (100 us) instead records the timer's dispatch floor (Timing.floor_s): the
+median time of an empty call in the same frame (on a GPU: the delay, the start marker, an
+empty kernel, the end marker; on a CPU: perf_counter_ns around a call that does nothing).
+A median within 2x of the floor measures mostly launch and timer, not the kernel.
+
 Modes:
 - warm: back-to-back calls with the data left wherever the previous call put it (caches
   warm). A sample is `reps` consecutive calls, divided by reps, with reps chosen so one
@@ -48,6 +66,10 @@ GPU_MAX_REPS = 10_000
 DELAY_S = 50e-6              # device-side delay queued before each GPU sample's start event
 ESTIMATE_SPAN_S = 2e-4       # the per-call estimate times back-to-back calls for at least this long
 MAX_BATCH = 10               # samples recorded between two synchronizes
+FIRST_SAMPLE_FACTOR = 1.5    # the first sample is a warm-up when it exceeds 1.5x the others' median
+FIRST_RULE_MIN_REST = 4      # ... judged once at least 4 samples follow it
+FLOOR_CHECK_S = 100e-6       # a cold point faster than this records the dispatch floor
+FLOOR_SAMPLES = 21           # empty calls timed for the floor
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,7 @@ class TimerConfig:
     max_reps: int = 1000           # ... with at most this many calls per sample
     device_target_sample_s: float = GPU_TARGET_SAMPLE_S  # the same on a GPU
     device_max_reps: int = GPU_MAX_REPS
+    window_s: float = 0.0          # > 0: a sustained window, sampled until its samples span this long
 
 
 @dataclass(frozen=True)
@@ -97,6 +120,8 @@ class Timing:
     stop: str                      # "converged", "budget" or "max_samples"
     wall_s: float
     sampling_s: float = 0.0        # wall time spent in the timed samples' batches
+    dropped_s: tuple[float, ...] = ()  # the first sample, when the first-sample rule set it aside
+    floor_s: float | None = None   # cold points under FLOOR_CHECK_S: the timer's dispatch floor
 
     @property
     def stats(self) -> Stats:
@@ -130,6 +155,12 @@ def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None,
     kept sorted as they come (bisect.insort), so the check costs no sort per sample.
     """
     n = len(samples)
+    if config.window_s > 0:  # a sustained window: its span decides, not its spread
+        if n >= 1 and span_s is not None and span_s >= config.window_s:
+            return "window"
+        if n >= config.max_samples:
+            return "max_samples"
+        return "budget" if n >= 1 and elapsed_s >= config.budget_s else None
     if n >= config.min_samples and (span_s is None or span_s >= config.min_time_s):
         spread = spread_sorted(ordered if ordered is not None else sorted(samples))
         if spread < config.rel_spread:
@@ -139,6 +170,37 @@ def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None,
     if n >= 1 and elapsed_s >= config.budget_s:
         return "budget"
     return None
+
+
+class SampleSet:
+    """A point's samples as they come, kept sorted twice (all of them, and all but the
+    first), so the first-sample rule and the stopping rule cost no sort per sample."""
+
+    def __init__(self):
+        self.all: list[float] = []
+        self._sorted_all: list[float] = []
+        self._sorted_rest: list[float] = []
+
+    def add(self, sample: float) -> None:
+        if self.all:
+            bisect.insort(self._sorted_rest, sample)
+        self.all.append(sample)
+        bisect.insort(self._sorted_all, sample)
+
+    def first_stands_out(self) -> bool:
+        """Return whether the first sample is a warm-up: at least FIRST_RULE_MIN_REST samples
+        follow it and it exceeds FIRST_SAMPLE_FACTOR x their median."""
+        rest = self._sorted_rest
+        return len(rest) >= FIRST_RULE_MIN_REST and self.all[0] > FIRST_SAMPLE_FACTOR * percentile_sorted(rest, 50)
+
+    def kept(self) -> tuple[list[float], list[float]]:
+        """Return (the samples that count, the same sorted): all but an outlying first."""
+        if self.first_stands_out():
+            return self.all[1:], self._sorted_rest
+        return self.all, self._sorted_all
+
+    def dropped(self) -> tuple[float, ...]:
+        return (self.all[0],) if self.first_stands_out() else ()
 
 
 def time_fn(fn: Callable[[], object], device: str, mode: str = "warm",
@@ -189,8 +251,7 @@ def _time_cpu(fn, mode, config, flush, window, warmed_s=0.0) -> Timing:
     t_start = time.perf_counter()
     calls, per_call = _warmup(fn, config, lambda: None, warmed_s=warmed_s)
     reps = reps_for(per_call, config.target_sample_s, config.max_reps) if mode == "warm" else 1
-    samples: list[float] = []
-    ordered: list[float] = []
+    got = SampleSet()
     window("start")
     t_sampling = time.perf_counter()
     while True:
@@ -200,15 +261,28 @@ def _time_cpu(fn, mode, config, flush, window, warmed_s=0.0) -> Timing:
         for _ in range(reps):
             fn()
         t1 = time.perf_counter_ns()
-        samples.append((t1 - t0) * 1e-9 / reps)
-        bisect.insort(ordered, samples[-1])
+        got.add((t1 - t0) * 1e-9 / reps)
         now = time.perf_counter()
+        samples, ordered = got.kept()
         stop = should_stop(samples, config, now - t_start, ordered, now - t_sampling)
         if stop:
             window("stop")
             now = time.perf_counter()
+            floor = cpu_floor() if mode == "cold" and percentile_sorted(ordered, 50) < FLOOR_CHECK_S else None
             return Timing(tuple(samples), reps, "perf_counter_ns", mode, calls, stop,
-                          now - t_start, now - t_sampling)
+                          now - t_start, now - t_sampling, got.dropped(), floor)
+
+
+def cpu_floor(n: int = FLOOR_SAMPLES) -> float:
+    """Return the CPU timer's dispatch floor: the median of perf_counter_ns around a call
+    that does nothing."""
+    nothing = lambda: None  # noqa: E731
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        nothing()
+        times.append((time.perf_counter_ns() - t0) * 1e-9)
+    return float(np.median(times))
 
 
 # ---- device clocks -----------------------------------------------------------------------
@@ -238,6 +312,10 @@ class DeviceClock:
         """Return a callable replaying fn reps times without host launches, or None."""
         return None
 
+    def empty(self) -> None:
+        """Queue the emptiest call the device has (the dispatch floor's call); by default
+        nothing, so the floor is the two markers' own cost."""
+
 
 class CudaClock(DeviceClock):
     def __init__(self, device: torch.device):
@@ -261,6 +339,11 @@ class CudaClock(DeviceClock):
         sleep = getattr(torch.cuda, "_sleep", None)
         if sleep is not None:
             sleep(int(seconds * self.cycles_per_s))
+
+    def empty(self) -> None:
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is not None:
+            sleep(0)  # a kernel that spins for no cycles: an empty launch
 
     def capture(self, fn, reps: int):
         graph = _capture_graph(fn, reps, self.device)
@@ -317,7 +400,7 @@ def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=No
                     replay = clock.capture(fn, more)
                     if replay is not None:
                         run, reps = replay, more
-    samples: list[float] = []
+    got = SampleSet()
     sample_wall = None
     window("start")
     t_sampling = clock.now()
@@ -335,13 +418,31 @@ def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=No
             pairs.append((start, end))
         clock.sync()
         sample_wall = (clock.now() - t_batch) / batch
-        samples += [clock.elapsed_s(start, end) / reps for start, end in pairs]  # all measured: all kept
+        for start, end in pairs:  # all measured: all kept (an outlying first in dropped_s)
+            got.add(clock.elapsed_s(start, end) / reps)
         now = clock.now()
-        stop = should_stop(samples, config, now - t_start, span_s=now - t_sampling)
+        samples, ordered = got.kept()
+        stop = should_stop(samples, config, now - t_start, ordered, span_s=now - t_sampling)
         if stop:
             window("stop")
+            floor = device_floor(clock) if mode == "cold" and percentile_sorted(ordered, 50) < FLOOR_CHECK_S else None
             now = clock.now()
-            return Timing(tuple(samples), reps, method, mode, calls, stop, now - t_start, now - t_sampling)
+            return Timing(tuple(samples), reps, method, mode, calls, stop, now - t_start, now - t_sampling,
+                          got.dropped(), floor)
+
+
+def device_floor(clock: DeviceClock, n: int = FLOOR_SAMPLES) -> float:
+    """Return the device timer's dispatch floor: the median time of an empty call
+    (clock.empty) in a cold sample's frame: the delay, the start marker, the call, the end
+    marker."""
+    pairs = []
+    for _ in range(n):
+        clock.delay(DELAY_S)
+        start = clock.record()
+        clock.empty()
+        pairs.append((start, clock.record()))
+    clock.sync()
+    return float(np.median([clock.elapsed_s(a, b) for a, b in pairs]))
 
 
 def _one_sample(run, clock: DeviceClock) -> float:

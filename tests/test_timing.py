@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from bench.timing import (DeviceClock, TimerConfig, batch_size, estimate_per_call, make_flush, percentile_sorted, reps_for,
+from bench.timing import (FIRST_SAMPLE_FACTOR, DeviceClock, SampleSet, TimerConfig, batch_size, estimate_per_call, make_flush, percentile_sorted, reps_for,
                           should_stop, spread_sorted,
-                          stats, time_device, time_fn)
+                          device_floor, stats, time_device, time_fn)
 
 
 def test_stats_hand_worked():
@@ -69,7 +69,7 @@ def test_cold_mode_flushes_before_each_sample_outside_the_timed_region():
 
     cfg = TimerConfig(budget_s=0.3, warmup_s=0.001, min_samples=5, max_samples=10, rel_spread=0.5)
     t = time_fn(lambda: time.sleep(0.001), "cpu", "cold", cfg, flush=flush)
-    assert t.reps == 1 and len(flushes) == len(t.samples_s)
+    assert t.reps == 1 and len(flushes) == len(t.samples_s) + len(t.dropped_s)  # an outlying first is kept aside
     assert t.stats.median_s < 0.004  # the 4 ms flush is not in any sample
 
 
@@ -179,7 +179,7 @@ def test_cold_mode_flushes_outside_the_timed_region_one_call_per_sample():
         dev._queue(2e-3, 5e-6)  # a long flush queued before the start marker
 
     t = time_device(dev.fn, dev, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush)
-    assert t.reps == 1 and len(flushes) == len(t.samples_s)
+    assert t.reps == 1 and len(flushes) == len(t.samples_s) + len(t.dropped_s)
     assert t.stats.median_s == pytest.approx(50e-6, rel=0.01)
 
 
@@ -261,3 +261,75 @@ def test_run_timers_span_hand_worked():
     assert timer_config(False, 0.08).min_time_s == 0.04         # at most half a short budget
     assert timer_config(True, 0.03, 0.2).min_time_s == 0.2      # unless asked for
     assert timer_config(False, 0.3, warmup_s=0.02).warmup_s == 0.02
+
+
+# ---- the first-sample rule, sustained windows, the dispatch floor -------------------------
+
+def test_first_sample_rule_hand_worked():
+    got = SampleSet()
+    for x in (2.0, 1.0, 1.1, 0.9, 1.0):   # the others' median is 1.0; 2.0 > 1.5 x 1.0
+        got.add(x)
+    assert got.first_stands_out() and got.dropped() == (2.0,)
+    kept, ordered = got.kept()
+    assert kept == [1.0, 1.1, 0.9, 1.0] and ordered == [0.9, 1.0, 1.0, 1.1]
+    edge = SampleSet()
+    for x in (1.5, 1.0, 1.1, 0.9, 1.0):   # exactly 1.5x: not above it, kept
+        edge.add(x)
+    assert not edge.first_stands_out() and edge.kept()[0] == [1.5, 1.0, 1.1, 0.9, 1.0]
+    few = SampleSet()
+    for x in (9.0, 1.0, 1.0, 1.0):        # only 3 samples after it: too few to judge, kept
+        few.add(x)
+    assert not few.first_stands_out() and few.dropped() == ()
+    assert FIRST_SAMPLE_FACTOR == 1.5
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_an_outlying_first_sample_is_dropped_and_kept_aside(mode):
+    flush = (lambda: None) if mode == "cold" else None
+    cfg = TimerConfig(budget_s=0.5, warmup_s=0.001)
+    steady = FakeDevice(call_s=50e-6)
+    assert time_device(steady.fn, steady, mode, cfg, flush).dropped_s == ()   # nothing stands out
+    dev = FakeDevice(call_s=50e-6)
+    armed = {"on": False, "left": 1}
+    orig = dev.elapsed_s
+
+    def elapsed(a, b):  # the first timed sample (after window("start")) reads 4x slower
+        span = orig(a, b)
+        if armed["on"] and armed["left"]:
+            armed["left"] = 0
+            return 4 * span
+        return span
+    dev.elapsed_s = elapsed
+    t = time_device(dev.fn, dev, mode, cfg, flush, lambda event: armed.update(on=event == "start"))
+    assert t.dropped_s and t.dropped_s[0] == pytest.approx(4 * 50e-6, rel=0.01)
+    assert t.stop == "converged" and t.stats.median_s == pytest.approx(50e-6, rel=0.01)
+    assert max(t.samples_s) == pytest.approx(50e-6, rel=0.01)   # the outlier is in no kept sample
+
+
+def test_a_sustained_window_samples_for_its_span_whatever_the_spread():
+    dev = FakeDevice(call_s=1e-3)
+    noise = iter([1.0, 1.3] * 100_000)
+    orig = dev.elapsed_s
+    dev.elapsed_s = lambda a, b: orig(a, b) * next(noise)
+    cfg = TimerConfig(budget_s=2.0, warmup_s=0.001, max_samples=1_000_000, window_s=0.25)
+    t = time_device(dev.fn, dev, "warm", cfg)
+    assert t.stop == "window"
+    sample_wall = t.sampling_s / len(t.samples_s)
+    assert 0.25 <= t.sampling_s <= 0.25 + 10 * sample_wall + 1e-3
+    assert should_stop([1.0], cfg, 0.1, span_s=0.3) == "window" and should_stop([1.0, 9.0] * 9, cfg, 0.1, span_s=0.2) is None
+
+
+def test_cold_points_of_a_few_microseconds_record_the_dispatch_floor():
+    class FloorDevice(FakeDevice):
+        def empty(self):  # an empty kernel: 2 us of device time
+            self._queue(2e-6, 5e-6)
+    dev = FloorDevice(call_s=3e-6)
+    assert device_floor(dev) == pytest.approx(2e-6, rel=1e-6)  # the empty call's device time between the markers
+    t = time_device(dev.fn, dev, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush=lambda: None)
+    assert t.reps == 1 and t.floor_s == pytest.approx(2e-6, rel=1e-6)
+    slow = FloorDevice(call_s=200e-6)  # far above FLOOR_CHECK_S: no floor needed
+    assert time_device(slow.fn, slow, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush=lambda: None).floor_s is None
+    warm = FloorDevice(call_s=3e-6)
+    assert time_device(warm.fn, warm, "warm", TimerConfig(budget_s=0.5, warmup_s=0.001)).floor_s is None
+    cpu = time_fn(lambda: None, "cpu", "cold", TimerConfig(budget_s=0.05, warmup_s=0.001), flush=lambda: None)
+    assert cpu.floor_s is not None and 0 < cpu.floor_s < 1e-3
