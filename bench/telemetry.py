@@ -4,17 +4,26 @@ GPU (NVML, the nvidia-ml-py package; the device is found by its UUID, so the rig
 read under CUDA_VISIBLE_DEVICES): SM and memory clocks, power, temperature and the
 clock-event (throttle) reasons every 10 ms, and the board's energy counter read just
 before the first timed sample and just after the last (Sampler.window), so warm-up and
-graph capture are not in it. CPU: the cores' current clock (/proc/cpuinfo) and, where the kernel exposes one, the
-RAPL package energy counter (/sys/class/powercap). Whatever cannot be read stays empty and
-`note` says why, so a number is never guessed.
+graph capture are not in it. Power is the instantaneous field (NVML_FI_DEV_POWER_INSTANT,
+through nvmlDeviceGetFieldValues) where the driver has it, else nvmlDeviceGetPowerUsage,
+which on Ampere and later is a one-second average: `power_kind` says which ("instant",
+"average_1s"). CPU: the cores' current clock (/proc/cpuinfo) and, where the kernel exposes
+one, the RAPL package energy counter (/sys/class/powercap). Whatever cannot be read stays
+empty and `note` says why, so a number is never guessed.
+
+Energy (ARCHITECTURE.md, rule 14): a Sampler made with energy=True (the sustained windows,
+bench/sustain.py) reports energy; the sweeps' samplers do not. A window shorter than the
+source's sensor period (ENERGY_PERIOD_S: 1 s for NVML, whose averaged power and energy
+counter move about once a second; 0.05 s for RAPL) carries no energy either, and
+`energy_note` says why. Over a long enough window energy is, in order: mean instantaneous
+power x the window (10+ instant readings), the energy counter's change, mean power x the
+window.
 
 The summary (a dict stored with each measurement):
     source, note, window_s, samples,
     clock_mhz (mean SM or core clock), clock_min_mhz, mem_clock_mhz,
-    power_w (mean), power_max_w, temp_max_c,
-    energy_j (the counter's change over the timed samples; where it did not move, which a
-              window shorter than its update period can see, mean power x that window;
-              else empty, never 0; window_s is the window it covers, the timed samples),
+    power_w (mean), power_max_w, power_kind, temp_max_c,
+    energy_j (see above; else empty, never 0), energy_from, energy_note,
     throttled (bool), throttle_reasons (names other than idle / application clocks)
 (the runner adds others_cpu, the share of all cores other processes used around the point,
 and load1, from LoadProbe)
@@ -30,6 +39,11 @@ PERIOD_S = 0.01
 THROTTLE_BITS = {0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
                  0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks"}
 BENIGN = {"applications_clocks", "sync_boost", "display_clocks"}
+NVML_FI_DEV_POWER_INSTANT = 186  # nvml.h's field id, for bindings that predate the name
+NVML_SUCCESS = 0
+NVML_PERIOD_S = 1.0   # nvmlDeviceGetPowerUsage averages over 1 s (Ampere and later); the counter moves as slowly
+RAPL_PERIOD_S = 0.05  # RAPL counters update about every millisecond; read only at a window's ends
+MIN_INSTANT_READINGS = 10  # instant power x window needs at least this many readings
 
 
 def _mean(xs):
@@ -40,6 +54,11 @@ class _Source:
     name = "none"
     note = ""
     threaded = False  # sampled by a background thread (else only at start and stop)
+    energy_period_s = 0.0  # a window shorter than this carries no energy (the sensor's period)
+    power_kind = ""        # "instant" or "average_1s": what power_w means
+
+    def power_limit_w(self) -> float | None:
+        return None
 
     def read(self) -> dict:  # one sample: clock_mhz, mem_clock_mhz, power_w, temp_c, reasons
         return {}
@@ -62,6 +81,7 @@ def nvml_handle(nv, index: int, uuid: str | None):
 class NvmlSource(_Source):
     name = "nvml"
     threaded = True  # NVML calls are quick, and a GPU timing does not run Python in its timed region
+    energy_period_s = NVML_PERIOD_S
 
     def __init__(self, index: int, uuid: str | None = None):
         import pynvml  # ImportError: the caller records why
@@ -73,13 +93,44 @@ class NvmlSource(_Source):
         events = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
         self._reasons = events or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         self._failed: set[str] = set()
+        self._field = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", NVML_FI_DEV_POWER_INSTANT)
+        self.power_kind = "instant" if self._instant_w() is not None else "average_1s"
+        if self.power_kind == "average_1s":
+            self.note = "; ".join(filter(None, [self.note, "no instantaneous power field: power is NVML's 1 s average"]))
+
+    def _instant_w(self) -> float | None:
+        """Return the instantaneous board power (W) from NVML's field values, or None where
+        the driver or the bindings lack the field."""
+        get = getattr(self.nv, "nvmlDeviceGetFieldValues", None)
+        if get is None:
+            return None
+        try:
+            v = get(self.h, [self._field])[0]
+        except Exception:  # an old driver: the call itself is refused
+            return None
+        if getattr(v, "nvmlReturn", NVML_SUCCESS) != NVML_SUCCESS:
+            return None
+        return v.value.uiVal / 1000  # mW
+
+    def _power_w(self) -> float:
+        if self.power_kind == "instant":
+            w = self._instant_w()
+            if w is not None:
+                return w
+        return self.nv.nvmlDeviceGetPowerUsage(self.h) / 1000
+
+    def power_limit_w(self):
+        try:
+            return self.nv.nvmlDeviceGetEnforcedPowerLimit(self.h) / 1000  # mW
+        except Exception:
+            return None
 
     def read(self):
         nv, h = self.nv, self.h
         out = {}
         for key, fn in (("clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
                         ("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-                        ("power_w", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000),
+                        ("power_w", self._power_w),
                         ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
                         ("reasons", lambda: self._reasons(h))):
             try:
@@ -101,6 +152,7 @@ class CpuSource(_Source):
     # Read at start and stop only: a sampling thread would compete for the GIL with the
     # timing loop and slow the very kernels it watches.
     name = "cpu"
+    energy_period_s = RAPL_PERIOD_S
 
     def __init__(self, powercap: str | Path = "/sys/class/powercap"):
         zones = sorted(Path(powercap).glob("*:0/energy_uj")) if Path(powercap).exists() else []
@@ -113,6 +165,15 @@ class CpuSource(_Source):
             self.note = "no RAPL energy counter under /sys/class/powercap (a VM, or no permission): energy is empty"
         self._last_uj = None
         self._total_j = 0.0
+
+    def power_limit_w(self):
+        """Return the package's long-term power limit (RAPL constraint 0), or None."""
+        if self.energy_file is None:
+            return None
+        try:
+            return int(self.energy_file.with_name("constraint_0_power_limit_uw").read_text()) / 1e6
+        except (OSError, ValueError):
+            return None
 
     def read(self):
         mhz = []
@@ -192,10 +253,12 @@ def make_source(device) -> _Source:
 
 class Sampler:
     """Samples a source in a background thread between start() and stop(); window("start")
-    and window("stop") mark the timed samples, around which the energy counter is read."""
+    and window("stop") mark the timed samples, around which the energy counter is read.
+    energy: whether the summary reports energy at all (the sustained windows do; the
+    sweeps, whose windows are mostly shorter than a sensor's period, do not)."""
 
-    def __init__(self, source: _Source, period_s: float = PERIOD_S):
-        self.source, self.period = source, period_s
+    def __init__(self, source: _Source, period_s: float = PERIOD_S, energy: bool = False):
+        self.source, self.period, self.energy = source, period_s, energy
         self._samples: list[dict] = []
         self._stop = threading.Event()
         self._thread = None
@@ -235,11 +298,16 @@ class Sampler:
         t_end = time.perf_counter()
         (t0, e0), (t1, e1) = self._marks.get("start", (self._t0, None)), self._marks.get("stop", (t_end, None))
         inside = [s for s in self._samples if t0 <= s["t"] <= t1] or self._samples
-        return summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note)
+        out = summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note, self.source.power_kind,
+                        self.source.energy_period_s)
+        if not self.energy:
+            out.update(energy_j=None, energy_from="", energy_note="energy is measured over sustained windows only")
+        return out
 
 
-def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:
-    """Return the telemetry summary of a window's samples (see the module docstring)."""
+def summarize(samples, window_s, e0, e1, source="none", note="", power_kind="", energy_period_s=0.0) -> dict:
+    """Return the telemetry summary of a window's samples (see the module docstring): no
+    energy over a window shorter than energy_period_s, the sensor's period."""
     col = lambda k: [s[k] for s in samples if s.get(k) is not None]  # noqa: E731
     power = col("power_w")
     reasons = 0
@@ -247,16 +315,22 @@ def summarize(samples, window_s, e0, e1, source="none", note="") -> dict:
         reasons |= int(r)
     names = sorted(n for bit, n in THROTTLE_BITS.items() if reasons & bit)
     held = [n for n in names if n not in BENIGN]
-    if e0 is not None and e1 is not None and e1 > e0:
-        energy = e1 - e0
+    energy, energy_from, energy_note = None, "", ""
+    if window_s < energy_period_s:
+        energy_note = f"a {window_s:.3g} s window is shorter than the sensor's {energy_period_s:g} s period: no energy"
+    elif power_kind == "instant" and len(power) >= MIN_INSTANT_READINGS and window_s > 0:
+        energy, energy_from = _mean(power) * window_s, "instant power x window"
+    elif e0 is not None and e1 is not None and e1 > e0:
+        energy, energy_from = e1 - e0, "counter"
     elif power and window_s > 0:
-        energy = _mean(power) * window_s
-    else:  # a counter that did not move over a short window measured nothing, not 0 J
-        energy = None
+        energy, energy_from = _mean(power) * window_s, "mean power x window"
+    else:  # a counter that did not move measured nothing, not 0 J
+        energy_note = "the energy counter did not move and no power was read"
     clocks = col("clock_mhz")
     return {"source": source, "note": note, "window_s": window_s, "samples": len(samples),
             "clock_mhz": _mean(clocks), "clock_min_mhz": min(clocks) if clocks else None,
             "mem_clock_mhz": _mean(col("mem_clock_mhz")),
-            "power_w": _mean(power), "power_max_w": max(power) if power else None,
+            "power_w": _mean(power), "power_max_w": max(power) if power else None, "power_kind": power_kind,
             "temp_max_c": max(col("temp_c")) if col("temp_c") else None,
-            "energy_j": energy, "throttled": bool(held), "throttle_reasons": held}
+            "energy_j": energy, "energy_from": energy_from, "energy_note": energy_note,
+            "throttled": bool(held), "throttle_reasons": held}

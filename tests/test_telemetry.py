@@ -75,7 +75,7 @@ class _FakeSource(tm._Source):
 
 def test_sampler_reads_energy_around_the_timed_samples_only():
     src = _FakeSource()
-    s = tm.Sampler(src).start()
+    s = tm.Sampler(src, energy=True).start()
     src.energy = 50.0          # warm-up and graph capture: not counted
     s.window("start")
     src.energy = 80.0          # the timed samples
@@ -96,3 +96,87 @@ def test_nvml_is_found_by_uuid_first():
             return ("index", i)
     assert tm.nvml_handle(NV(), 0, "GPU-abc") == ("uuid", b"GPU-abc")
     assert tm.nvml_handle(NV(), 3, None) == ("index", 3)
+
+
+def test_sweep_samplers_carry_no_energy():
+    src = _FakeSource()
+    s = tm.Sampler(src).start()
+    s.window("start")
+    src.energy = 80.0
+    s.window("stop")
+    out = s.stop()
+    assert out["energy_j"] is None and "sustained windows only" in out["energy_note"]
+    assert out["power_w"] == 100.0                       # power is still read
+
+
+def test_a_window_shorter_than_the_sensor_period_carries_no_energy():
+    power = [{"power_w": 300.0}] * 20
+    short = tm.summarize(power, 0.5, 10.0, 200.0, power_kind="instant", energy_period_s=1.0)
+    assert short["energy_j"] is None and "shorter than the sensor's 1 s period" in short["energy_note"]
+    # 20 instant readings of 300 W over 2 s: 600 J, preferred to the counter's 190 J
+    long = tm.summarize(power, 2.0, 10.0, 200.0, power_kind="instant", energy_period_s=1.0)
+    assert long["energy_j"] == pytest.approx(600.0) and long["energy_from"] == "instant power x window"
+    # a 1 s average: the counter wins, then mean power x window
+    avg = tm.summarize(power, 2.0, 10.0, 200.0, power_kind="average_1s", energy_period_s=1.0)
+    assert avg["energy_j"] == pytest.approx(190.0) and avg["energy_from"] == "counter"
+    assert tm.summarize(power[:3], 2.0, None, None, power_kind="instant", energy_period_s=1.0)["energy_from"] == \
+        "mean power x window"                           # too few instant readings to integrate
+
+
+class _Field:
+    def __init__(self, mw, ret=0):
+        self.nvmlReturn = ret
+        self.value = type("V", (), {"uiVal": mw})()
+
+
+class FakeNvml:
+    """A stand-in for the pynvml module: one GPU drawing 412.5 W now (instant field) and 380 W
+    averaged over the last second; a 700 W enforced limit."""
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+    NVML_FI_DEV_POWER_INSTANT = 186
+
+    def __init__(self, instant=True):
+        self.instant = instant
+        self.fields_asked = []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("gpu", i)
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        self.fields_asked.append(tuple(ids))
+        return [_Field(412_500 if self.instant else 0, 0 if self.instant else 2) for _ in ids]
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 380_000
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        return 1980 if which == 1 else 2619
+
+    def nvmlDeviceGetTemperature(self, h, which):
+        return 61
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return 5_000_000
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+
+@pytest.mark.parametrize("instant", [True, False])
+def test_nvml_reads_instant_power_where_the_driver_has_it(monkeypatch, instant):
+    fake = FakeNvml(instant)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    src = tm.make_source(GPU)
+    assert src.name == "nvml" and src.energy_period_s == 1.0 and src.power_limit_w() == 700.0
+    r = src.read()
+    assert (186,) in fake.fields_asked and r["clock_mhz"] == 1980 and r["temp_c"] == 61
+    if instant:
+        assert src.power_kind == "instant" and r["power_w"] == 412.5
+    else:  # the field is refused: the 1 s average, labelled
+        assert src.power_kind == "average_1s" and r["power_w"] == 380.0 and "1 s average" in src.note
