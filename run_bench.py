@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=opt.seconds, help="seconds per point, warm-up included (default 0.5, quick 0.1)")
     p.add_argument("--min-time", type=opt.seconds_or_zero,
                    help="seconds a point's samples must span before it may stop as converged (default 0.1, quick 0.05; 0: off)")
+    p.add_argument("--sustain", type=opt.seconds_or_zero,
+                   help="seconds of each roof candidate's sustained window after the sweeps (default 1, quick 0.25; 0: off)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")

@@ -82,21 +82,26 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
 
 
 def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
-            quick: bool = False, say: Callable[[str], None] = _say) -> tuple[str, list]:
+            quick: bool = False, say: Callable[[str], None] = _say, sustain_s: float = 0.0) -> tuple[str, list]:
     """Run plan on device into a new run folder, each row written as it finishes; Ctrl-C
     stops it and keeps them. The progress lines carry the time left (the dry run's
     prediction, corrected as the run goes), and run.json records the prediction, the wall
-    time spent measuring and how much of it was timed samples. Return (status, measurements)."""
+    time spent measuring and how much of it was timed samples. sustain_s > 0: after the
+    sweeps, each roof's best candidates run a sustained window of that many seconds
+    (bench/sustain.py), recorded in run.json's "sustain". Return (status, measurements)."""
     rows = estimates(plan, device, timer, quick)
     meta = dict(meta, predicted_s=sum(rows) if rows else None)
     writer = RunWriter(run_dir, meta)
     say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
         + (f"; predicted {sum(rows) / 60:.1f} min" if rows else ""))
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say)
-    status = "complete"
+    status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
     try:
         runner.run(plan, rows)
+        if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
+            from bench.sustain import run_phase
+            sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say, runner)
     except KeyboardInterrupt:
         status = "interrupted"
         say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
@@ -106,7 +111,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
               f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
     finally:
         wall = time.perf_counter() - t0
-        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall))
+        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
+                      sustain=sustained)
     say(spent_line(writer.meta["time_spent"]))
     return status, writer.measurements
 
@@ -156,8 +162,12 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
     if plan is None:
         plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     timer = timer_config(args.quick, args.budget, args.min_time)
+    sustain = getattr(args, "sustain", None)
+    if sustain is None:
+        from bench.sustain import default_window
+        sustain = default_window(args.quick)
     status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
-                        args.quick)
+                        args.quick, sustain_s=sustain)
     t0 = time.perf_counter()
     finish(run_dir)
     print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")

@@ -333,6 +333,22 @@ def _roof_name(r: Roof) -> str:
     return f"{r.name} (via {via})" if via else r.name
 
 
+def sustained_value(r: Roof) -> float | None:
+    """Return a roof's sustained figure where it has one beside its burst figure
+    (roofs/sustained.py), else None (a roof the sustained phase settled is its own value)."""
+    extra = r.extra or {}
+    sus = extra.get("sustained")
+    return float(sus["value"]) if sus and extra.get("burst") is not None and sus.get("value") else None
+
+
+def _roof_text(r: Roof, name: str) -> str:
+    """Return a roof's label figure: the sustained and the burst where it has both."""
+    sv = sustained_value(r)
+    if sv is None:
+        return f"{name} {_fmt_rate(r.value, r.unit)}"
+    return f"{name} {_fmt_rate(sv, r.unit)} sustained, {_fmt_rate(r.value, r.unit)} burst"
+
+
 def _bandwidth(model: Roofline, source: str = "measured") -> list[Roof]:
     """Return the memory-hierarchy bandwidth roofs (links excluded), fastest first."""
     levels = ("l1", "l2", "l3") + MEMORY_LEVELS
@@ -393,7 +409,8 @@ def _draw_roofs(ax, placer: LabelPlacer, model: Roofline, lo_x: float, hi_x: flo
     meets every precision's roof), the measured flats from the ridge with the fastest
     level, the datasheet/computed roofs dashed and, with links, the interconnect and host
     links as dotted slopes (roofs within 5% of each other share one label); labels go to
-    placer."""
+    placer. A roof with a sustained figure (ARCHITECTURE.md, rule 14) is drawn solid at it,
+    its burst figure as a thin line beside it (gid ...:burst)."""
     bws = _bandwidth(model)
     measured = _compute(model, precisions) if flats else []
     refs = _compute(model, {r.name for r in measured}, ("datasheet", "computed")) if flats else []
@@ -401,15 +418,18 @@ def _draw_roofs(ax, placer: LabelPlacer, model: Roofline, lo_x: float, hi_x: flo
     fastest = bws[0].value if bws else None
     labels = []  # (bandwidth, text, colour, sides) of each slope's label
 
-    def slope(r: Roof, upto: float | None, gid: str, **style) -> None:
-        end = min(hi_x, upto / r.value) if upto else hi_x
-        ax.plot([lo_x, end], [r.value * lo_x, r.value * end], zorder=2, gid=gid, **style)
+    def slope(r: Roof | float, upto: float | None, gid: str, **style) -> None:
+        value = r if isinstance(r, float) else r.value
+        end = min(hi_x, upto / value) if upto else hi_x
+        ax.plot([lo_x, end], [value * lo_x, value * end], zorder=2, gid=gid, **style)
 
     for r in bws:
         mem = r.name in MEMORY_LEVELS
-        slope(r, top, f"slope:{r.name}", color=level_colors.get(r.name, "0.4"), lw=2 if mem else 1.3)
-        labels.append((r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')}", level_colors.get(r.name, "0.3"),
-                       ("nw", "se")))
+        color, sv = level_colors.get(r.name, "0.4"), sustained_value(r)
+        slope(sv or r.value, top, f"slope:{r.name}", color=color, lw=2 if mem else 1.3)
+        if sv is not None:
+            slope(r, top, f"slope:{r.name}:burst", color=color, lw=0.7, alpha=0.7)
+        labels.append((sv or r.value, _roof_text(r, r.name.upper()), level_colors.get(r.name, "0.3"), ("nw", "se")))
     ref_top = max((x.value for x in refs), default=top)
     for r in _bandwidth(model, "datasheet"):
         slope(r, ref_top, f"slope:{r.name}:datasheet", color="0.45", lw=1, ls="--")
@@ -430,9 +450,12 @@ def _draw_roofs(ax, placer: LabelPlacer, model: Roofline, lo_x: float, hi_x: flo
         start = max(r.value / fastest if fastest else lo_x, lo_x)
         color = compute_color(r.name) if compute_color else "black"
         for g in group:
-            ax.hlines(g.value, start, hi_x, color=color, lw=1.6, zorder=2, gid=f"flat:{g.name}")
+            sv = sustained_value(g)
+            ax.hlines(sv or g.value, start, hi_x, color=color, lw=1.6, zorder=2, gid=f"flat:{g.name}")
+            if sv is not None:
+                ax.hlines(g.value, start, hi_x, color=color, lw=0.7, alpha=0.7, zorder=2, gid=f"flat:{g.name}:burst")
         names = ", ".join(_roof_name(g) for g in group)
-        placer.add(ax, right, r.value, f"{names} {_fmt_rate(r.value, r.unit)}", sides=("nw", "sw"),
+        placer.add(ax, right, r.value, _roof_text(r, names), sides=("nw", "sw"),
                    leader=False, near=1.5, color=color)
     for source in ("datasheet", "computed"):
         for group in _groups([r for r in refs if r.source == source]):

@@ -44,6 +44,7 @@ TRUST_SPREAD = 0.10
 BUSY_PREFIX = "measured while the machine was busy"   # flags the runner sets while measuring:
 JUMP_PREFIX = "time jumped"                           # such rows set no roof
 RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)
+SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/sustain.py): roofs/sustained.py reads them
 
 # Precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math.
 EXACT_IN = {
@@ -261,7 +262,11 @@ def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
 
 
 def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
-    """Return every roof derivable from a run's rows and its device record, with notes."""
+    """Return every roof derivable from a run's rows and its device record, with notes: the
+    burst roofs, from the sweeps' rows (the sustained rows are merged in by
+    roofs.sustained.merge_sustained)."""
+    if "mode" in rows:
+        rows = rows[rows["mode"] != SUSTAINED_MODE]
     caches, level = device_levels(device)
     roofs, notes = bandwidth_roofs(rows, caches, level)
     comp = compute_roofs(rows)

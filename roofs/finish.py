@@ -10,6 +10,7 @@ from roofs.derive import annotate, derive
 from roofs.model import Roof
 from roofs.plot import plot_run
 from roofs.report import reference_roofs_for, write_report
+from roofs.sustained import merge_sustained
 
 
 def finish_run(run_dir) -> list[str]:
@@ -19,6 +20,7 @@ def finish_run(run_dir) -> list[str]:
     try:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
+        roofs, notes = merge_sustained(roofs, notes, run.measurements, run.device)  # burst and sustained (rule 14)
         # a run that measures no stream or GEMM of its own (a model run) carries the roofs it
         # was placed under in run.json; its own derived roofs complete them
         base = [Roof.from_dict(r) for r in run.meta.get("base_roofs", [])]

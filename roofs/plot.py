@@ -42,6 +42,7 @@ after a canvas draw, meets no other text. `figures(run)` returns the charts unsa
 """
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -56,7 +57,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from bench.results import Run, load_run  # noqa: E402
-from roofs.derive import DRAM_FACTOR, bandwidth_roofs  # noqa: E402
+from roofs.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.model import Roofline  # noqa: E402
 from roofs._plotkit import (  # noqa: E402
     DPI, FAMILY_COLORS, FLAG_COLOR, IMPL_MARKERS, IMPL_STYLES, LabelPlacer, OP_COLORS,
@@ -315,6 +316,8 @@ def plot_run(run_dir, workers: int | None = None) -> list[Path]:
     pool that cannot start, draws them here one after another."""
     global _FORKED_RUN
     run, names = load_run(run_dir), list(CHARTS)
+    # the charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14)
+    run = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
     workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
     paths = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():

@@ -39,9 +39,28 @@ def observed_clock(df: pd.DataFrame, point_id: str) -> float | None:
     return float(hit.iloc[0]) if not hit.empty else None
 
 
+def sustained_columns(m: Roof, ref: Roof | None) -> dict:
+    """Return a roof's sustained figure for the validation table (ARCHITECTURE.md, rule 14):
+    the window's median, clock and power, its share of the reference, and the row it came
+    from, or why the roof has none."""
+    extra = m.extra or {}
+    sus = extra.get("sustained")
+    if not sus:
+        return {"sustained": None, "sustained clock MHz": None, "sustained W": None, "% sustained of reference": None,
+                "sustained by": extra.get("sustained_why", "")}
+    note = "" if sus.get("steady", True) else f" (unsteady: spread {sus.get('spread') or 0:.0%})"
+    if extra.get("settled_by") == "sustained":
+        note += " (set the roof: the sweep's rows were not steady)"
+    return {"sustained": sus["value"], "sustained clock MHz": sus.get("clock_mhz"), "sustained W": sus.get("power_w"),
+            "% sustained of reference": 100 * sus["value"] / ref.value if ref else None,
+            "sustained by": sus.get("point_id", "") + note}
+
+
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
-    reference roofs came from)."""
+    reference roofs came from). "measured" is the roof's value: the sweeps' burst figure
+    (or, for a roof the sustained phase settled, its sustained one); the sustained columns
+    give the window's figure beside it (sustained_columns)."""
     refs, origin = specs.reference_roofs(run.device)
     by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
     rows = []
@@ -60,6 +79,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             "% of reference": 100 * m.value / ref.value if ref else None,
             "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
             "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
+            **sustained_columns(m, ref),
         })
     return pd.DataFrame(rows), origin
 

@@ -1,0 +1,112 @@
+"""The sustained phase (ARCHITECTURE.md, rule 14): after the sweeps, each roof's best
+candidates run again, back to back, for a sustained window each, with the clock and power
+sampled through it.
+
+    info = run_phase(measurements, plan, device, window_s, quick, sink, say, parent)
+
+Which rows are a roof's candidates is roofs.sustained's rule (candidate_rows, pick, targets:
+the sweeps' burst roofs are derived first, and on a CPU the levels and precisions they left
+unset are candidates too). Each candidate is re-run through the same runner as the sweeps
+(inputs, the correctness gate, the one timer), with a timer whose window_s makes it sample
+until its samples span the window, whatever their spread; its row is written with mode
+"sustained", so it is in measurements.csv, samples.jsonl and run.json like any other.
+Energy is measured over these windows only (bench/telemetry.py); the idle power is read
+over one sensor period before the first window, with nothing running.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import pandas as pd
+
+from bench import device as devmod
+from bench.results import Measurement
+from bench.runner import Plan, Runner, Task, describe
+from bench.telemetry import Sampler, make_source
+from bench.timing import TimerConfig
+from roofs.derive import SUSTAINED_MODE, derive
+from roofs.sustained import PER_ROOF, candidate_rows, pick, targets
+
+WINDOW_S = 1.0        # a full run's sustained window per candidate
+QUICK_WINDOW_S = 0.25  # a quick run's
+IDLE_MIN_S = 0.25      # the idle reading lasts the sensor's period, at least this long
+
+
+def default_window(quick: bool) -> float:
+    return QUICK_WINDOW_S if quick else WINDOW_S
+
+
+def sustained_timer(window_s: float, base: TimerConfig | None = None) -> TimerConfig:
+    """Return the timer of a sustained window: samples back to back until they span
+    window_s (TimerConfig.window_s), a short warm-up (the sweeps and the previous window
+    left the device running), and a budget that only stops a window gone wrong."""
+    base = base or TimerConfig()
+    return dataclasses.replace(base, window_s=window_s, warmup_s=min(0.05, window_s / 5), min_samples=1,
+                               max_samples=10_000_000, budget_s=2 * window_s + 1.0, rel_spread=0.0, min_time_s=0.0)
+
+
+def candidates(measurements: list[Measurement], device: devmod.DeviceInfo,
+               per_roof: int = PER_ROOF) -> list[tuple[str, Measurement]]:
+    """Return [(the roof it stands for, the sweep's measurement)] in run order: each roof's
+    best per_roof candidates (roofs.sustained), each point once."""
+    if not measurements:
+        return []
+    rows = pd.DataFrame([m.row() for m in measurements])
+    dev = device.to_dict()
+    roofs, notes = derive(rows, dev)
+    chosen: dict[int, str] = {}
+    for kind, name, roof in targets(roofs, notes, rows, dev):
+        for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof).index:
+            chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
+    return [(label, measurements[i]) for i, label in sorted(chosen.items())]
+
+
+def idle_power(source, seconds: float) -> dict:
+    """Return {idle_w, idle_window_s, idle_from}: the power drawn with nothing running, read
+    over seconds (at least one sensor period) through the same sampler as the windows."""
+    sampler = Sampler(source, energy=True).start()
+    sampler.window("start")
+    time.sleep(seconds)
+    sampler.window("stop")
+    tel = sampler.stop()
+    w = tel["energy_j"] / tel["window_s"] if tel.get("energy_j") is not None and tel["window_s"] > 0 else tel.get("power_w")
+    return {"idle_w": w, "idle_window_s": tel["window_s"], "idle_from": tel.get("energy_from") or "power readings"}
+
+
+def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.DeviceInfo, window_s: float,
+              quick: bool, sink: Callable[[Measurement], None], say: Callable[[str], None] = print,
+              parent: Runner | None = None, per_roof: int = PER_ROOF) -> dict:
+    """Run the sustained windows of the sweeps' measurements (module docstring); pass each
+    row to sink as it ends; return what run.json records of the phase."""
+    info = {"window_s": window_s, "per_roof": per_roof, "candidates": 0}
+    cands = candidates(measurements, device, per_roof)
+    found = {(op.name, impl.id): (op, impl) for t in plan.tasks for op in (t.op,) for impl in t.impls}
+    cands = [(label, m) for label, m in cands if (m.op, m.impl) in found]
+    info["candidates"] = len(cands)
+    if not cands:
+        say("roofbench: sustained phase: no roof has a candidate to confirm")
+        return info
+    source = make_source(device)
+    sampler = Sampler(source, energy=True)
+    info.update(power_kind=source.power_kind, power_limit_w=source.power_limit_w(),
+                sensor_period_s=source.energy_period_s, **idle_power(source, max(source.energy_period_s, IDLE_MIN_S)))
+    say(f"roofbench: sustained phase: {len(cands)} candidates, {window_s:g} s each"
+        + (f"; idle power {info['idle_w']:.1f} W" if info.get("idle_w") is not None else ""))
+    base = parent.timer if parent is not None else TimerConfig()
+    runner = Runner(device, sustained_timer(window_s, base), quick=quick, _sampler=sampler)
+    try:
+        for k, (label, m) in enumerate(cands, 1):
+            op, impl = found[(m.op, m.impl)]
+            row = runner.run_task(Task(op, dict(m.point), (impl,)), ("warm",))[0]
+            detail = "; ".join(filter(None, [f"sustained window for the {label} roof", row.detail]))
+            row = dataclasses.replace(row, mode=SUSTAINED_MODE, detail=detail)
+            sink(row)
+            say(f"[sustained {k}/{len(cands)}] {describe(row)}")
+    finally:
+        if parent is not None:
+            parent.timed_s += runner.timed_s
+            for phase, sec in runner.spent.items():
+                parent.spent[phase] = parent.spent.get(phase, 0.0) + sec
+    return info
