@@ -20,7 +20,7 @@ from bench.results import load_run
 from roofs import specs
 from roofs.checks import roof_notes, warnings
 from roofs.derive import DRAM_FACTOR, device_levels
-from roofs.energy import fit_energy
+from roofs.energy import fit_energy, fit_groups
 from roofs.model import Roof, Roofline
 
 
@@ -82,6 +82,27 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             **sustained_columns(m, ref),
         })
     return pd.DataFrame(rows), origin
+
+
+def energy_fits(run) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the energy fit per precision and per level over the sustained windows, one
+    line per failed physical check): roofs/energy.py's fit_groups, each group checked at its
+    roof's sustained rate (the burst where it has none), against the power limit and the
+    idle power read before the windows."""
+    model = Roofline(run.roofs)
+    rates = {}
+    for r in model.roofs:
+        if r.source == "measured" and r.kind in ("compute", "bandwidth"):
+            sus = (r.extra or {}).get("sustained") or {}
+            rates[r.name] = (sus.get("value") or r.value) * 1e9
+    sustain = run.meta.get("sustain") or {}
+    limit = sustain.get("power_limit_w") or (run.device.get("extra") or {}).get("power_limit_w")
+    fits = fit_groups(run.measurements, rates, limit, sustain.get("idle_w"))
+    rows = [{"group": f["group"], "per": f["per"], "e pJ": f.get("e_pj"), "static W": f.get("static_w"),
+             "R^2": f.get("r2"), "all-in pJ": f["all_in_pj"], "windows": f["points"],
+             "checks": "; ".join(f["failed"]) or ("passed" if "e_pj" in f else f.get("why", ""))} for f in fits]
+    lines = [f"{f['group']} energy fit fails a physical check: {x}." for f in fits for x in f["failed"]]
+    return pd.DataFrame(rows), lines
 
 
 def triton_vs_library(df: pd.DataFrame, memory_bytes_from: float | None) -> list[str]:
@@ -422,6 +443,14 @@ def sections(run) -> list[tuple[str, object]]:
             ("Findings", findings(run, table, energy)), *_pictures(run)]
     if not energy:
         out.append(("Energy", [f"No energy model: {energy_why}."]))
+    groups, failed = energy_fits(run)
+    if not groups.empty:
+        sustain = run.meta.get("sustain") or {}
+        out += [("Energy per precision and level", [
+            "Fitted over the sustained windows only (E = e x work + P0 x T per group); checked against the power "
+            f"limit ({sustain.get('power_limit_w') or 'unknown'} W) and the idle power "
+            f"({sustain.get('idle_w') if sustain.get('idle_w') is not None else 'unknown'} W); power read as "
+            f"{sustain.get('power_kind') or 'no power sensor'}.", *failed]), ("", groups)]
     out += [("Best points per op, impl and dtype", best_points(df)), *flagged_sections(df)]
     if kind != "model":
         out.append(("Levels without a roof", roof_notes(run) or ["every level of the sweep produced a roof"]))

@@ -1,0 +1,175 @@
+"""The sustained phase (ARCHITECTURE.md, rule 14): which rows stand for a roof, how burst
+and sustained figures are merged into the roofs, how a CPU's unsteady roofs are settled,
+and the phase run end to end into a run folder (structure only: no speed is asserted)."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from bench import device as devmod
+from bench.registry import Axis, Impl, Op, Registry
+from bench.results import load_run
+from bench.runner import make_plan
+from bench.session import execute, run_meta
+from bench.sustain import candidates, sustained_timer
+from bench.timing import TimerConfig
+from roofs.derive import derive
+from roofs.sustained import candidate_rows, merge_sustained, pick
+
+MiB = 2**20
+GPU = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]}
+CPUDEV = {"kind": "cpu", "caches": [{"name": "l2", "total_bytes": 1 * MiB}, {"name": "l3", "total_bytes": 32 * MiB}]}
+
+
+def row(op, impl, dtype, ws, rate, mode="warm", kind="bw", samples=20, spread=0.02, flag="", clock=None, power=None,
+        joules=None, stop=None):
+    """One measurements.csv row with a median of 1 ms: rate is GB/s (kind bw) or GFLOP/s."""
+    family = "stream" if kind == "bw" else "gemm"
+    work = rate * 1e6  # per 1 ms call
+    pid = f"{op}/{impl}[dtype={dtype},ws={ws}]@{mode}"
+    return {"point_id": pid, "op": op, "family": family, "impl": f"{op}/{impl}", "dtype": dtype, "shape": str(ws),
+            "working_set_bytes": ws, "flops": work if kind == "gemm" else 0.0, "bytes": work if kind == "bw" else ws,
+            "mode": mode, "median_ms": 1.0, "p20_ms": 1.0 - spread / 2, "p80_ms": 1.0 + spread / 2,
+            "samples": samples, "stop": stop or ("window" if mode == "sustained" else "converged"), "status": "ok",
+            "gbps": rate if kind == "bw" else ws / 1e6, "gflops": rate if kind == "gemm" else None,
+            "precision": dtype if kind == "gemm" else "", "flag": flag, "clock_mhz": clock, "power_w": power,
+            "joules": joules, "intensity": None}
+
+
+def gpu_rows(sustained=True):
+    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw) for ws, bw in ((256, 4000.0), (512, 4100.0), (1024, 4050.0))]
+    rows += [row("stream.reread", "triton", "int32", ws * MiB, bw) for ws, bw in ((4, 9000.0), (8, 9400.0), (16, 9300.0))]
+    rows += [row("gemm.square", "torch", "bf16", n * MiB, g, kind="gemm") for n, g in ((64, 700e3), (128, 720e3))]
+    rows += [row("gemm.square", "torch", "fp32", 64 * MiB, 50e3, kind="gemm")]
+    if sustained:
+        rows += [row("stream.copy", "torch", "float32", 512 * MiB, 3900.0, "sustained", clock=1980.0, power=520.0,
+                     joules=0.5),
+                 row("stream.copy", "torch", "float32", 1024 * MiB, 3950.0, "sustained", clock=1975.0, power=530.0,
+                     joules=0.53),
+                 row("gemm.square", "torch", "bf16", 128 * MiB, 640e3, "sustained", kind="gemm", clock=1400.0,
+                     power=690.0, spread=0.15),
+                 row("gemm.square", "torch", "fp32", 64 * MiB, 49e3, "sustained", kind="gemm", flag=(
+                     "measured while the machine was busy: other processes used 50% of its 2 cores"))]
+    return pd.DataFrame(rows)
+
+
+def merged(rows, device):
+    roofs, notes = derive(rows, device)
+    roofs, notes = merge_sustained(roofs, notes, rows, device)
+    return {(r.kind, r.name): r for r in roofs}, notes
+
+
+def test_burst_roofs_ignore_the_sustained_rows_and_carry_both_figures():
+    roofs, _ = merged(gpu_rows(), GPU)
+    hbm, l2, bf16, fp32 = (roofs[k] for k in (("bandwidth", "hbm"), ("bandwidth", "l2"), ("compute", "bf16"),
+                                              ("compute", "fp32")))
+    # burst: the sweep's best steady median, as before the sustained rows existed
+    assert (hbm.value, l2.value, bf16.value) == (4100.0, 9400.0, 720e3)
+    assert hbm.extra["burst"] == 4100.0
+    # sustained: the best sustained window on the roof's plateau, with its clock and power
+    sus = hbm.extra["sustained"]
+    assert sus["value"] == 3950.0 and sus["clock_mhz"] == 1975.0 and sus["power_w"] == 530.0
+    assert sus["point_id"].endswith("@sustained") and sus["steady"] is True
+    # a window that stepped down halfway is still the sustained figure, marked unsteady
+    assert bf16.extra["sustained"]["value"] == 640e3 and bf16.extra["sustained"]["steady"] is False
+    # a roof with no usable window says why
+    assert l2.extra["sustained"] is None and "none of its candidates" in l2.extra["sustained_why"]
+    assert fp32.extra["sustained"] is None and "busy" in fp32.extra["sustained_why"]
+
+
+def test_a_run_without_the_phase_says_so():
+    roofs, _ = merged(gpu_rows(sustained=False), GPU)
+    assert roofs[("bandwidth", "hbm")].extra["sustained"] is None
+    assert "--sustain 0" in roofs[("bandwidth", "hbm")].extra["sustained_why"]
+
+
+def test_candidates_are_the_best_distinct_points_and_sizes():
+    rows = gpu_rows(sustained=False)
+    roofs, _ = derive(rows, GPU)
+    hbm = next(r for r in roofs if r.name == "hbm")
+    # the same point timed warm and cold counts once; a bandwidth roof's candidates are distinct sizes
+    extra = pd.DataFrame([row("stream.copy", "torch", "float32", 512 * MiB, 4090.0, "cold")])
+    picked = pick(candidate_rows(pd.concat([rows, extra], ignore_index=True), "bandwidth", "hbm", GPU, hbm),
+                  "bandwidth", 2)
+    assert list(picked["working_set_bytes"]) == [512 * MiB, 1024 * MiB] and list(picked["mode"]) == ["warm", "warm"]
+    bf16 = next(r for r in roofs if r.name == "bf16")
+    assert list(pick(candidate_rows(rows, "compute", "bf16", GPU, bf16), "compute", 3)["gflops"]) == [720e3, 700e3]
+
+
+def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
+    busy = "measured while the machine was busy: other processes used 60% of its 2 cores"
+    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw, flag=busy) for ws, bw in ((128, 20.0), (256, 21.0))]
+    rows += [row("gemm.square", "torch", "fp32", 8 * MiB, 190.0, kind="gemm", flag=busy),
+             row("gemm.square", "torch", "fp32", 16 * MiB, 230.0, kind="gemm", samples=200, spread=0.3, stop="max_samples")]
+    rows += [row("stream.copy", "torch", "float32", 128 * MiB, 19.5, "sustained"),
+             row("stream.copy", "torch", "float32", 256 * MiB, 20.5, "sustained"),
+             row("gemm.square", "torch", "fp32", 16 * MiB, 225.0, "sustained", kind="gemm"),
+             row("gemm.square", "torch", "fp32", 8 * MiB, 229.0, "sustained", kind="gemm", spread=0.4)]
+    df = pd.DataFrame(rows)
+    before, _ = derive(df, CPUDEV)
+    assert not [r for r in before if r.source == "measured"]       # the sweep set nothing
+    roofs, notes = merged(df, CPUDEV)
+    fp32, dram = roofs[("compute", "fp32")], roofs[("bandwidth", "dram")]
+    assert fp32.value == 225.0 and fp32.extra["settled_by"] == "sustained" and fp32.extra["burst"] is None
+    assert fp32.point_id.endswith("@sustained")                    # the unsteady 229 window set nothing
+    assert dram.value == 20.5 and dram.plateau_points == 2 and dram.plateau_bytes == (128 * MiB, 256 * MiB)
+    assert any(n.startswith("fp32: set by the sustained phase") for n in notes)
+    assert not any(n.startswith("fp32: no compute roof") for n in notes)
+    assert any(n.startswith("l3: the sustained phase could not settle it either") for n in notes)
+    # on a GPU the same rows settle nothing: only a CPU's noisy sweeps are settled this way
+    gpu, _ = merged(df, {"kind": "cuda", "caches": CPUDEV["caches"]})
+    assert ("compute", "fp32") not in gpu
+
+
+def test_the_sustained_timer_samples_a_window():
+    cfg = sustained_timer(0.25, TimerConfig(target_sample_s=5e-4))
+    assert cfg.window_s == 0.25 and cfg.budget_s >= 0.5 and cfg.target_sample_s == 5e-4 and cfg.max_samples >= 1e6
+
+
+def toy_gemm() -> Registry:
+    reg = Registry()
+    reg.add_op(Op(
+        name="toy.mm", family="gemm", doc="c = a @ b",
+        axes=(Axis("dtype", ("fp32",)), Axis("n", (32, 64))),
+        make_inputs=lambda p, d: {"a": torch.randn(p["n"], p["n"]), "b": torch.randn(p["n"], p["n"]),
+                                  "c": torch.empty(p["n"], p["n"])},
+        reference=lambda x: x["a"].double() @ x["b"].double(),
+        flops=lambda p: 2 * p["n"] ** 3, bytes=lambda p: 12 * p["n"] ** 2, working_set=lambda p: 12 * p["n"] ** 2,
+        describe=lambda p: (p["n"], f"{p['n']}^3"), tolerance=lambda p: 1e-4, outputs=("c",),
+        precision=lambda p: "fp32"))
+    reg.add_impl(Impl("toy.mm", "torch", "torch", lambda x, ctx: (lambda: torch.matmul(x["a"], x["b"], out=x["c"]))))
+    return reg
+
+
+def test_the_phase_runs_after_the_sweeps_into_the_run_folder(tmp_path):
+    cpu = devmod.resolve("cpu")
+    torch.matmul(torch.ones(64, 64), torch.ones(64, 64))  # the first matmul's set-up, outside the run
+    timer = TimerConfig(budget_s=0.5, warmup_s=0.02, min_samples=3)  # a budget no toy call comes near: none cut short
+    plan = make_plan(toy_gemm(), cpu)
+    lines = []
+    status, ms = execute(tmp_path / "run", run_meta(cpu, {}, "device", timer), cpu, plan, timer, quick=True,
+                         say=lines.append, sustain_s=0.05)
+    assert status == "complete"
+    sweep, sus = [m for m in ms if m.mode != "sustained"], [m for m in ms if m.mode == "sustained"]
+    assert len(sweep) == 2 and len(sus) == 2 and ms[:2] == sweep    # after the sweeps, both points of fp32
+    for m in sus:
+        assert m.status == "ok" and m.stop == "window" and m.point_id.endswith("@sustained")
+        assert "sustained window for the fp32 roof" in m.detail
+    run = load_run(tmp_path / "run")                                  # rows and run.json agree
+    assert list(run.measurements["mode"]) == ["warm", "warm", "sustained", "sustained"]
+    info = json.loads((tmp_path / "run" / "run.json").read_text())["sustain"]
+    assert info["window_s"] == 0.05 and info["candidates"] == 2 and "idle_window_s" in info
+    assert any(line.startswith("[sustained 2/2]") for line in lines)
+    # sweeps carry no energy; the candidates are recomputed from the rows alone
+    assert all(m.telemetry.get("joules_per_call") is None for m in sweep)
+    assert [m.point_id for _, m in candidates(sweep, cpu)] == [m.point_id for m in sweep]
+
+
+def test_sustain_zero_runs_no_phase(tmp_path):
+    cpu = devmod.resolve("cpu")
+    timer = TimerConfig(budget_s=0.03, warmup_s=0.002, min_samples=3)
+    _, ms = execute(tmp_path / "run", run_meta(cpu, {}, "device", timer), cpu, make_plan(toy_gemm(), cpu), timer,
+                    say=lambda line: None)
+    assert [m.mode for m in ms] == ["warm", "warm"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["sustain"] == {"window_s": 0.0}
