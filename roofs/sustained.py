@@ -172,8 +172,12 @@ def _settle(roofs, notes, sweep, sus, device) -> tuple[list[Roof], list[str]]:
         steady = rows[_steady(rows)] if not rows.empty else rows
         roof, why = (_settle_compute(name, steady) if kind == "compute"
                      else _settle_level(name, steady, roofs, caches, memory))
-        if roof is None:
-            notes.append(f"{name}: the sustained phase could not settle it either: {why}")
+        if roof is None:  # one note per level or precision: the sweep's, extended
+            at = next((i for i, n in enumerate(notes) if n.startswith(f"{name}:")), None)
+            if at is None:
+                notes.append(f"{name}: the sustained phase could not settle it: {why}")
+            else:
+                notes[at] = f"{notes[at]}; the sustained phase could not settle it either: {why}"
             continue
         notes = [n for n in notes if not (n.startswith(f"{name}:") and "settled" not in n)]
         notes.append(f"{name}: set by the sustained phase ({roof.note})")
