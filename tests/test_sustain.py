@@ -174,3 +174,45 @@ def test_sustain_zero_runs_no_phase(tmp_path):
                     say=lambda line: None)
     assert [m.mode for m in ms] == ["warm", "warm"]
     assert json.loads((tmp_path / "run" / "run.json").read_text())["sustain"] == {"window_s": 0.0}
+
+
+def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from roofs._plotkit import LabelPlacer, _draw_roofs
+    from roofs.model import Roof, Roofline
+    sus = lambda v: {"burst": 1.0, "sustained": {"value": v, "point_id": "x@sustained"}}  # noqa: E731
+    model = Roofline([Roof("bandwidth", "hbm", 4669.0, "GB/s", extra=dict(sus(4200.0), burst=4669.0)),
+                      Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None}),
+                      Roof("compute", "bf16", 797e3, "GFLOP/s", extra=dict(sus(673e3), burst=797e3))])
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    placer = LabelPlacer(fig)
+    _draw_roofs(ax, placer, model, 1e-2, 1e4, 1.0, 1e7)
+    gids = {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
+    xs, ys = gids["slope:hbm"].get_data()
+    assert ys[0] / xs[0] == pytest.approx(4200.0) and gids["slope:hbm"].get_linewidth() == 2   # sustained: solid
+    xs, ys = gids["slope:hbm:burst"].get_data()
+    assert ys[0] / xs[0] == pytest.approx(4669.0) and gids["slope:hbm:burst"].get_linewidth() < 1  # burst: thin
+    assert "slope:l2:burst" not in gids                          # no sustained figure: one line, as before
+    flat = gids["flat:bf16"].get_segments()[0]
+    assert flat[0][1] == pytest.approx(673e3) and gids["flat:bf16:burst"].get_segments()[0][0][1] == pytest.approx(797e3)
+    texts = [t.get_text() for t in placer.place()]
+    assert "bf16 673 TFLOP/s sustained, 797 TFLOP/s burst" in texts
+    assert "HBM 4,200 GB/s sustained, 4,669 GB/s burst" in texts and "L2 7,546 GB/s" in texts
+
+
+def test_the_validation_table_gives_both_figures():
+    from roofs.model import Roof
+    from roofs.report import sustained_columns
+    ref = Roof("compute", "bf16", 989e3, "GFLOP/s", source="datasheet")
+    m = Roof("compute", "bf16", 797e3, "GFLOP/s", extra={"burst": 797e3, "sustained": {
+        "value": 673e3, "clock_mhz": 1399.0, "power_w": 691.0, "point_id": "gemm[8192]@sustained", "steady": True}})
+    cols = sustained_columns(m, ref)
+    assert cols["sustained"] == 673e3 and cols["sustained clock MHz"] == 1399.0 and cols["sustained W"] == 691.0
+    assert cols["% sustained of reference"] == pytest.approx(100 * 673 / 989) and cols["sustained by"] == "gemm[8192]@sustained"
+    why = sustained_columns(Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None,
+                                                                           "sustained_why": "ran while busy"}), None)
+    assert why["sustained"] is None and why["sustained by"] == "ran while busy"
