@@ -172,6 +172,8 @@ def _settle(roofs, notes, sweep, sus, device) -> tuple[list[Roof], list[str]]:
         steady = rows[_steady(rows)] if not rows.empty else rows
         roof, why = (_settle_compute(name, steady) if kind == "compute"
                      else _settle_level(name, steady, roofs, caches, memory))
+        if roof is None and steady.empty:
+            why = _unsteady_why(rows)
         if roof is None:  # one note per level or precision: the sweep's, extended
             at = next((i for i, n in enumerate(notes) if n.startswith(f"{name}:")), None)
             if at is None:
@@ -183,6 +185,17 @@ def _settle(roofs, notes, sweep, sus, device) -> tuple[list[Roof], list[str]]:
         notes.append(f"{name}: set by the sustained phase ({roof.note})")
         roofs.append(roof)
     return roofs, notes
+
+
+def _unsteady_why(rows: pd.DataFrame) -> str:
+    """Return why none of a level's or precision's sustained windows was steady."""
+    if rows.empty:
+        return "no sustained window ran in its window (failed, skipped or not a candidate)"
+    busy = int(rows["flag"].fillna("").astype(str).map(is_runner_flag).sum()) if "flag" in rows else 0
+    if busy == len(rows):
+        return f"its {len(rows)} sustained window(s) ran while the machine was busy"
+    return (f"none of its {len(rows)} sustained window(s) was steady ({TRUST_MIN_SAMPLES}+ samples, spread under "
+            f"{TRUST_SPREAD:.0%}; {busy} ran while the machine was busy)")
 
 
 def _settled(kind, name, best, note, **kw) -> Roof:

@@ -117,7 +117,7 @@ def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
     assert any(n.startswith("fp32: set by the sustained phase") for n in notes)
     assert not any(n.startswith("fp32: no compute roof") for n in notes)
     [l3] = [n for n in notes if n.startswith("l3:")]                  # one note per level, the sweep's extended
-    assert "the sustained phase could not settle it either: no steady sustained window" in l3
+    assert "the sustained phase could not settle it either: no sustained window ran in its window" in l3
     # on a GPU the same rows settle nothing: only a CPU's noisy sweeps are settled this way
     gpu, _ = merged(df, {"kind": "cuda", "caches": CPUDEV["caches"]})
     assert ("compute", "fp32") not in gpu
@@ -216,3 +216,17 @@ def test_the_validation_table_gives_both_figures():
     why = sustained_columns(Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None,
                                                                            "sustained_why": "ran while busy"}), None)
     assert why["sustained"] is None and why["sustained by"] == "ran while busy"
+
+
+def test_a_roof_the_windows_cannot_settle_says_why():
+    busy = "measured while the machine was busy: other processes used 60% of its 2 cores"
+    rows = pd.DataFrame([row("gemm.square", "torch", "fp32", 8 * MiB, 190.0, kind="gemm", flag=busy),
+                         row("gemm.square", "torch", "fp32", 8 * MiB, 200.0, "sustained", kind="gemm", flag=busy),
+                         row("gemm.square", "torch", "bf16", 8 * MiB, 90.0, kind="gemm", flag=busy),
+                         row("gemm.square", "torch", "bf16", 8 * MiB, 95.0, "sustained", kind="gemm", spread=0.3)])
+    roofs, notes = merged(rows, CPUDEV)
+    assert ("compute", "fp32") not in roofs and ("compute", "bf16") not in roofs
+    [fp32] = [n for n in notes if n.startswith("fp32:")]
+    [bf16] = [n for n in notes if n.startswith("bf16:")]
+    assert fp32.endswith("could not settle it either: its 1 sustained window(s) ran while the machine was busy")
+    assert "none of its 1 sustained window(s) was steady (5+ samples, spread under 10%; 0 ran while" in bf16
