@@ -72,7 +72,8 @@ def idle_power(source, seconds: float) -> dict:
     sampler.window("stop")
     tel = sampler.stop()
     w = tel["energy_j"] / tel["window_s"] if tel.get("energy_j") is not None and tel["window_s"] > 0 else tel.get("power_w")
-    return {"idle_w": w, "idle_window_s": tel["window_s"], "idle_from": tel.get("energy_from") or "power readings"}
+    source_of = tel.get("energy_from") or ("mean power" if w is not None else "nothing readable")
+    return {"idle_w": w, "idle_window_s": tel["window_s"], "idle_from": source_of}
 
 
 def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.DeviceInfo, window_s: float,
