@@ -100,6 +100,8 @@ def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.Device
     try:
         for k, (label, m) in enumerate(cands, 1):
             op, impl = found[(m.op, m.impl)]
+            # candidates are not a sweep: an L1 point followed by a DRAM one is not a jump (rule 9)
+            runner._last_rate.clear()
             row = runner.run_task(Task(op, dict(m.point), (impl,)), ("warm",))[0]
             detail = "; ".join(filter(None, [f"sustained window for the {label} roof", row.detail]))
             row = dataclasses.replace(row, mode=SUSTAINED_MODE, detail=detail)
