@@ -129,6 +129,8 @@ def fit_groups(rows: pd.DataFrame, roof_rates: dict, limit_w: float | None = Non
     `boundary` column; roof_rates: group -> its roof's rate in operations per second (the
     sustained figure where there is one)."""
     d = energy_rows(rows)
+    if "mode" in d:  # the sweeps of runs made before rule 14 carry energy too: not these fits'
+        d = d[d["mode"] == "sustained"]
     out = []
     if d.empty:
         return out

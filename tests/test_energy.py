@@ -69,6 +69,8 @@ def test_fits_per_precision_and_level_recover_known_coefficients():
         _group_rows(rng, 5, "stream", "", "l2", 15e-12, 190.0, 4e12, 9e12, "bytes"),        # 15 pJ/B, 190 W
     ], ignore_index=True)
     rates = {"bf16": 7e14, "fp32": 4e13, "hbm": 4.5e12, "l2": 9e12}
+    sweep = _group_rows(rng, 4, "gemm", "bf16", "hbm", 9e-12, 10.0, 1e14, 2e14, "flops").assign(mode="warm")
+    rows = pd.concat([rows, sweep], ignore_index=True)     # a sweep's energy (an old run) is not fitted
     fits = {f["group"]: f for f in fit_groups(rows, rates, limit_w=700.0, idle_w=90.0)}
     assert set(fits) == {"bf16", "fp32", "hbm", "l2"}
     for group, e_pj, p0, per in (("bf16", 0.4, 250, "FLOP"), ("fp32", 2.0, 200, "FLOP"), ("hbm", 60, 180, "byte"),
