@@ -55,9 +55,9 @@ def candidates(measurements: list[Measurement], device: devmod.DeviceInfo,
         return []
     rows = pd.DataFrame([m.row() for m in measurements])
     dev = device.to_dict()
-    roofs, notes = derive(rows, dev)
+    roofs, _ = derive(rows, dev)
     chosen: dict[int, str] = {}
-    for kind, name, roof in targets(roofs, notes, rows, dev):
+    for kind, name, roof in targets(roofs, rows, dev):
         for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof).index:
             chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
     return [(label, measurements[i]) for i, label in sorted(chosen.items())]

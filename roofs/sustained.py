@@ -93,7 +93,7 @@ def pick(rows: pd.DataFrame, kind: str, per_roof: int = PER_ROOF) -> pd.DataFram
     return best.head(per_roof).drop(columns=[c for c in ("_key", "_bin") if c in best])
 
 
-def targets(roofs, notes, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, str, Roof | None]]:
+def targets(roofs, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, str, Roof | None]]:
     """Return the (kind, name, roof or None) the sustained phase confirms: every measured
     memory, cache and compute roof and, on a CPU, each level and precision the sweeps
     measured but left without a roof."""
@@ -165,7 +165,7 @@ def _settle(roofs, notes, sweep, sus, device) -> tuple[list[Roof], list[str]]:
     """Return (roofs, notes) with the CPU roofs that only the sustained windows could set."""
     caches, memory = device_levels(device)
     have = {(r.kind, r.name) for r in roofs if r.source == "measured"}
-    for kind, name, _ in targets([r for r in roofs if r.source == "measured"], notes, sweep, device):
+    for kind, name, _ in targets([r for r in roofs if r.source == "measured"], sweep, device):
         if (kind, name) in have:
             continue
         rows = candidate_rows(sus, kind, name, device, sweep=False)
