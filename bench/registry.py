@@ -67,6 +67,8 @@ class Op:
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
     cost_group: str = ""                        # ops whose times predict each other (default: the family)
     columns: Callable | None = None             # (point) -> {axis column: value} beyond bench.results.axis_columns
+    write_bytes: Callable | None = None         # (point) -> int: the part of bytes that is written (the
+                                                # outputs); the rest is read (ARCHITECTURE.md, rule 12)
 
     def points(self, device, quick: bool = False) -> list[Point]:
         """Return the product of every axis's values, in axis order; none for an op without

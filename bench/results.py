@@ -38,6 +38,12 @@ METHOD_VERSION = 3
 # and the send/recv pair of a collective.
 AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "heads_kv", "head_dim", "causal",
                 "ws_bytes", "memory", "ranks", "pair"]
+# A point's bytes by direction and by level (ARCHITECTURE.md, rules 1 and 12): read_bytes +
+# write_bytes = bytes (the compulsory, off-chip traffic; Op.write_bytes); l2_bytes and
+# l1_bytes are what a Triton kernel's tiles move through L2 and read from L1/shared memory
+# (bench/traffic.py). Empty where unknown, and in runs written before they existed.
+TRAFFIC_COLUMNS = ["read_bytes", "write_bytes", "l2_bytes", "l1_bytes"]
+LEVEL_BYTE_COLUMNS = {"l2": "l2_bytes", "l1": "l1_bytes"}
 COLUMNS = [
     "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
@@ -46,11 +52,14 @@ COLUMNS = [
     "precision", "boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
     *AXIS_COLUMNS,
+    *TRAFFIC_COLUMNS, "bound_roof",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
-ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag"]
+ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag",
+                "bound_roof"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
-                "reason", "detail", "precision", "boundary", "bound_note", "flag", "layer", "memory", "pair"]
+                "reason", "detail", "precision", "boundary", "bound_note", "flag", "layer", "memory", "pair",
+                "bound_roof"]
 
 
 def axis_columns(point: dict) -> dict:
@@ -96,7 +105,8 @@ class Measurement:
     bus_factor: float | None = None  # collectives: bus bandwidth / algorithm bandwidth
     telemetry: dict = field(default_factory=dict)
     flag: str = ""                 # set while measuring: the machine was busy (the roof flags come later)
-    columns: dict = field(default_factory=dict)  # axis columns beyond axis_columns(point) (Op.columns)
+    columns: dict = field(default_factory=dict)  # axis columns beyond axis_columns(point) (Op.columns), and
+                                                 # TRAFFIC_COLUMNS where known
 
     @property
     def dtype(self) -> str:
@@ -145,7 +155,7 @@ class Measurement:
             "joules": self.telemetry.get("joules_per_call"),
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
             "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
-            **{c: None for c in AXIS_COLUMNS}, **axis_columns(self.point), **self.columns,
+            **{c: None for c in AXIS_COLUMNS + TRAFFIC_COLUMNS}, **axis_columns(self.point), **self.columns,
         }
         row["flag"] = self.flag or None
         return {c: row[c] for c in COLUMNS}

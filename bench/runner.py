@@ -137,11 +137,14 @@ class Runner:
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
         size, shape = op.describe(point)
+        nbytes = (impl.bytes or op.bytes)(point)
+        columns = {**(op.columns(point) if op.columns else {}), **direction_columns(op, point, nbytes),
+                   **kw.pop("columns", {})}
         return Measurement(op=op.name, family=op.family, impl=impl.id, backend=impl.backend,
                            point=dict(point), size=size, shape=shape,
                            working_set_bytes=op.working_set(point), flops=op.flops(point),
-                           bytes=(impl.bytes or op.bytes)(point), mode=mode, precision=op.precision(point),
-                           columns=op.columns(point) if op.columns else {}, **kw)
+                           bytes=nbytes, mode=mode, precision=op.precision(point),
+                           columns=columns, **kw)
 
     def point_skip(self, op: Op, point: dict) -> str | None:
         """Return why no impl of op can run point here (the op's own rule, or memory), or None."""
@@ -307,7 +310,8 @@ class Runner:
             flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, measured twice")
         flag = "; ".join(f for f in flags if f)
         return mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s, reps=t.reps, timer=t.method,
-                  stop=t.stop, detail=_detail(fn), telemetry=tel, flag=flag)
+                  stop=t.stop, detail=_detail(fn), telemetry=tel, flag=flag,
+                  columns=dict(getattr(fn, "level_bytes", None) or {}))
 
 
 JUMP_FACTOR = 10
@@ -360,6 +364,15 @@ def progress_clock(elapsed: float, done: int, estimates: list[float] | None) -> 
     spent, left = sum(estimates[:done]), sum(estimates[done:])
     scale = elapsed / spent if spent > 0 else 1.0
     return f"{_mmss(elapsed)}, ~{_mmss(left * scale)} left"
+
+
+def direction_columns(op: Op, point: dict, nbytes: int) -> dict:
+    """Return read_bytes and write_bytes of a point ({} when the op does not say): the
+    op's written bytes (Op.write_bytes, its outputs), the rest of the impl's bytes read."""
+    if op.write_bytes is None:
+        return {}
+    written = int(op.write_bytes(point))
+    return {"read_bytes": int(nbytes) - written, "write_bytes": written}
 
 
 def _detail(fn) -> str:

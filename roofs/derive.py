@@ -26,11 +26,13 @@ measured roof gives no bound: the row's bound stays empty and bound_note says wh
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from roofs.model import INTEGER_PRECISIONS, Roof, Roofline
+from roofs.levels import level_sizes, measured_edge, measured_reach, plateau
+from roofs.model import DIRECTIONS, INTEGER_PRECISIONS, Roof, Roofline, direction_of
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -97,20 +99,6 @@ def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
     return best.sort_values("working_set_bytes").reset_index(drop=True)
 
 
-def plateau(values, rel_tol: float = REL_TOL) -> tuple[int, int]:
-    """Return (first, last) index of the contiguous run around the maximum whose every
-    value is at least (1 - rel_tol) x the maximum."""
-    vals = list(values)
-    top = max(range(len(vals)), key=vals.__getitem__)
-    floor = (1 - rel_tol) * vals[top]
-    lo = hi = top
-    while lo > 0 and vals[lo - 1] >= floor:
-        lo -= 1
-    while hi < len(vals) - 1 and vals[hi + 1] >= floor:
-        hi += 1
-    return lo, hi
-
-
 def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | None = None):
     """Return (Roof or None, note) for the plateau inside window (an envelope slice)."""
     if window.empty:
@@ -140,14 +128,66 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     ), ""
 
 
+def stream_direction(rows: pd.DataFrame) -> pd.Series:
+    """Return each stream row's direction class: "read" (nothing written), "write" (nothing
+    read), "copy" (both: copy, scale, add, triad), "" when unknown. From read_bytes and
+    write_bytes where the run has them, else from the op's name (runs before the columns)."""
+    by_name = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
+               "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
+    rb = rows["read_bytes"] if "read_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
+    wb = rows["write_bytes"] if "write_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
+    out = []
+    for op, r, w in zip(rows["op"], rb, wb):
+        d = direction_of(r, w)
+        out.append("copy" if d == "mixed" else d or by_name.get(str(op), ""))
+    return pd.Series(out, index=rows.index, dtype=object)
+
+
+def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extra: dict) -> tuple[list[Roof], list[str]]:
+    """Return the level's direction roofs (ARCHITECTURE.md, rule 11): for read, write and
+    copy, the plateau of that class's rows alone in the level's window, named "<level>.<direction>"."""
+    roofs, notes = [], []
+    if window_rows.empty:
+        return roofs, notes
+    kinds = stream_direction(window_rows)
+    for d in DIRECTIONS:
+        env = envelope(window_rows[kinds == d])
+        if env.empty:
+            continue
+        roof, note = _roof_from(f"{level}.{d}", env, rel_tol)
+        if roof is None:
+            notes.append(note + f": {level}'s {d} points are bounded by the level's best")
+        else:
+            roofs.append(replace(roof, extra={**roof.extra, **extra, "level": level, "direction": d}))
+    return roofs, notes
+
+
+def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dict, rel_tol: float = REL_TOL) -> int:
+    """Return the smallest working set that may set the off-chip roof (ARCHITECTURE.md, rule
+    11): DRAM_FACTOR x the last-level cache's reported size when no edge was measured; with a
+    measured edge, the larger of DRAM_FACTOR x the edge and the LLC's reach against the
+    sweep's tail (the median of its largest MIN_SIZES sizes), so no size still in the
+    transition after the edge sets it."""
+    name, size = caches[-1]
+    edge = edges.get(name)
+    if not edge:
+        return int(DRAM_FACTOR * size)
+    tail = float(envelope(good).tail(MIN_SIZES)["gbps"].median())
+    reach = measured_reach(env_warm, edge, tail, rel_tol)
+    return int(max(DRAM_FACTOR * edge, reach or 0))
+
+
 def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
                     rel_tol: float = REL_TOL) -> tuple[list[Roof], list[str]]:
     """Return (roofs, notes): one roof for the off-chip memory and one per cache level whose
-    plateau the sweep shows, outermost first; notes say why a level got no roof.
+    plateau the sweep shows, outermost first, each followed by its direction roofs
+    ("<level>.read", ".write", ".copy"); notes say why a level got no roof.
 
-    caches: [(name, total_bytes), ...] innermost first, as DeviceInfo lists them.
-    Cache roofs use warm rows only (a cold row was flushed out of every cache); only
-    trustworthy rows count (see trusted()).
+    caches: [(name, total_bytes), ...] innermost first, as DeviceInfo lists them (the
+    reported sizes). Each cache's capacity is its measured edge (roofs.levels) where the
+    sweep shows one: a cache roof's extra records "capacity_bytes" (reported), "edge_bytes"
+    and "reach_bytes" (measured, or None). Cache roofs use warm rows only (a cold row was
+    flushed out of every cache); only trustworthy rows count (see trusted()).
     """
     stream = rows[rows["family"] == "stream"] if "family" in rows else rows
     good = stream[trusted(stream)] if not stream.empty else stream
@@ -156,35 +196,65 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     if untrusted:
         notes.append(f"{untrusted} stream rows did not converge (or ran while the machine was busy) and set no roof")
     caches = [(str(n), int(b)) for n, b in caches]
-    llc = caches[-1][1] if caches else None
-    if llc is None:
+    warm = good[good["mode"] == "warm"] if not good.empty else good
+    env_warm = envelope(warm)
+    tol = max(rel_tol, CACHE_REL_TOL)
+    # each cache's measured edge: its window starts clear of the inner level's reported size
+    # (the inner level's transition lies between its edge and there) and ends at its own edge
+    edges = {name: measured_edge(env_warm, CLEAR_FACTOR * (caches[i - 1][1] if i else 0), FIT_FRACTION * size,
+                                 size, tol, MIN_SIZES) for i, (name, size) in enumerate(caches)}
+    if not caches:
         notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
-        mem = envelope(good).tail(2)
+        mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \
+            if not good.empty else good
     else:
-        mem = envelope(good[good["working_set_bytes"] >= DRAM_FACTOR * llc])
-    roof, note = _roof_from(memory_level, mem, rel_tol)
+        mem_rows = good[good["working_set_bytes"] >= offchip_start(good, env_warm, caches, edges, rel_tol)] \
+            if not good.empty else good
+    roof, note = _roof_from(memory_level, envelope(mem_rows), rel_tol)
     if roof is None:
-        notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache with {MIN_SIZES}+ sizes")
+        notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache"
+                     f"{' (its measured edge)' if caches and edges[caches[-1][0]] else ''} with {MIN_SIZES}+ sizes")
     else:
-        roofs.append(roof)
+        roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
+        own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {})
+        roofs += [roof] + own
+        notes += why
     outer = roof
-    env_warm = envelope(good[good["mode"] == "warm"])
     for i in range(len(caches) - 1, -1, -1):
         name, size = caches[i]
         inner = caches[i - 1][1] if i > 0 else 0
-        window = env_warm[(env_warm["working_set_bytes"] >= CLEAR_FACTOR * inner)
-                          & (env_warm["working_set_bytes"] <= FIT_FRACTION * size)] if not env_warm.empty else env_warm
-        roof, note = _roof_from(name, window, max(rel_tol, CACHE_REL_TOL), size)
+        hi = min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size
+        in_window = lambda df: df[(df["working_set_bytes"] >= CLEAR_FACTOR * inner)  # noqa: E731
+                                  & (df["working_set_bytes"] <= hi)] if not df.empty else df
+        roof, note = _roof_from(name, in_window(env_warm), tol, size)
         if roof is not None and outer is not None and \
                 roof.extra["plateau_median"] < (1 + rel_tol) * outer.extra.get("plateau_median", outer.value):
             roof, note = None, (f"{name}: its plateau (median {roof.extra['plateau_median']:.1f} GB/s) is not above the "
                                 f"{outer.name} roof's (median {outer.extra.get('plateau_median', outer.value):.1f} GB/s) by {rel_tol:.0%}")
         if roof is None:
+            if edges[name]:
+                note += f" (its plateau ends at {edges[name] / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
             notes.append(note)
-        else:
-            roofs.append(roof)
-            outer = roof
+            continue
+        reach = measured_reach(env_warm, edges[name], outer.extra.get("plateau_median", outer.value), rel_tol) \
+            if edges[name] and outer is not None else None
+        sizes = {"capacity_bytes": size, "edge_bytes": edges[name], "reach_bytes": reach}
+        roof = replace(roof, extra={**roof.extra, **sizes})
+        own, why = _direction_roofs(name, in_window(warm), tol, {})
+        roofs += [roof] + own
+        notes += why
+        outer = roof
     return roofs, notes
+
+
+def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> dict:
+    """Return {cache name: {"reported_bytes", "edge_bytes", "reach_bytes"}} from a run's
+    rows so far (bandwidth_roofs' rule; None where not measured). The last-level cache's
+    reach is where the sweep reaches off-chip speed: a sweep may end a few sizes past it."""
+    roofs, _ = bandwidth_roofs(rows, caches, memory_level)
+    by_name = {r.name: r.extra for r in roofs}
+    return {str(n): {"reported_bytes": int(b), "edge_bytes": by_name.get(str(n), {}).get("edge_bytes"),
+                     "reach_bytes": by_name.get(str(n), {}).get("reach_bytes")} for n, b in caches}
 
 
 def _own_compute_roofs(ok: pd.DataFrame) -> dict:
@@ -275,34 +345,54 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
 
 # ---- each row's bound -----------------------------------------------------------------------
 
-def boundary_level(working_set: float, mode: str, caches, memory_level: str) -> str:
-    """Return the memory level whose roof bounds a point: the off-chip level for a cold
-    point or a working set of at least DRAM_FACTOR x the last-level cache; else the
-    innermost level i with working_set < BAND_FACTOR x capacity_i (the band from a level's
-    capacity up to 4x it belongs to that level, not to the next)."""
+def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
+    """Return the memory level whose roof bounds a point (ARCHITECTURE.md, rule 12): the
+    off-chip level for a cold point; else the innermost cache whose reach exceeds the
+    working set, a cache's reach being where the sweep measured the next level's speed
+    (reach[name]) or, unmeasured, BAND_FACTOR x its capacity (the band from a level's
+    capacity up to 4x it belongs to that level, not to the next); past every cache's reach,
+    the off-chip level. caches: [(name, capacity)] innermost first, each capacity its
+    measured edge or its reported size (roofs.levels.level_sizes)."""
     if mode == "cold" or not caches:
         return memory_level
     for name, capacity in caches:
-        if working_set < BAND_FACTOR * capacity:
+        if working_set < ((reach or {}).get(name) or BAND_FACTOR * capacity):
             return name
     return memory_level
 
 
-def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level):
+def _nan_free(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level,
+                read_bytes=None, write_bytes=None):
     """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
-    one point: attainable = Roofline.bound_gflops at the boundary level; no bound at all
-    when that level has no measured roof."""
-    level = boundary_level(float(working_set or 0), mode, caches, memory_level)
-    bw = model.bandwidth(level)
-    if bw is None:
+    one point: the boundary level from the measured capacities and reaches in the roofs
+    (roofs.levels.level_sizes) and the reported caches; the bandwidth at that level matching
+    the point's read and write bytes (Roofline.point_bandwidth: the returned roof carries it
+    as its value, and the roof it came from as extra "bound_roof"); attainable = min(P,
+    BW x I). No bound at all when that level has no measured roof; bound_note says why, or
+    why the point is bounded by the level's best rather than its direction's roof."""
+    sizes = level_sizes(model.roofs, caches)
+    level = boundary_level(float(working_set or 0), mode, [(n, c) for n, c, _ in sizes], memory_level,
+                           {n: r for n, _, r in sizes if r})
+    found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
+    if found is None:
         return "", f"{level}: no measured roof for this level, so no bound", None, None
+    value, label, note = found
+    best = model.bandwidth(level)
+    bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
     i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
-    return level, "", model.bound_gflops(i, precision or None, level), bw
+    peak = model.compute(precision) if precision else None
+    att = min(value * i, peak.value) if peak else value * i
+    return level, note, att, bw
 
 
 def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:
-    """Return rows with boundary and bound_note (point_bound), attainable_gflops,
-    pct_of_bw_roof = 100 x GB/s / BW_boundary, pct_of_attainable = 100 x GFLOP/s /
+    """Return rows with boundary and bound_note (point_bound), bound_roof (the roof that
+    bounds it: "hbm.read", "l2.read+write", "hbm" for the level's best), attainable_gflops,
+    pct_of_bw_roof = 100 x GB/s / that bandwidth, pct_of_attainable = 100 x GFLOP/s /
     attainable (for flop-free rows, the bandwidth percentage), and flag: why a point sits
     above its attainable bound by more than its own spread (even its slow end, the p80
     time, beats the bound)."""
@@ -310,19 +400,22 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     caches, level = device_levels(device or {})
     out = rows.copy()
     trust = trusted(out) if not out.empty else pd.Series(dtype=bool)
-    cols = {k: [] for k in ("boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag")}
+    keys = ("boundary", "bound_note", "bound_roof", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag")
+    cols = {k: [] for k in keys}
     for r, good in zip(out.itertuples(index=False), trust):
         if r.status != "ok":
             for k in cols:
-                cols[k].append("" if k in ("boundary", "bound_note", "flag") else None)
+                cols[k].append("" if k in ("boundary", "bound_note", "bound_roof", "flag") else None)
             continue
         precision = getattr(r, "precision", "") or ""
-        boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level)
+        boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
+                                              getattr(r, "read_bytes", None), getattr(r, "write_bytes", None))
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
         flops = r.flops if r.flops == r.flops else 0
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
         cols["boundary"].append(boundary)
         cols["bound_note"].append(note)
+        cols["bound_roof"].append(bw.extra.get("bound_roof", bw.name) if bw is not None else "")
         cols["attainable_gflops"].append(att)
         cols["pct_of_bw_roof"].append(pct_bw)
         cols["pct_of_attainable"].append(pct_att)
@@ -366,13 +459,19 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
     if not trusted_row:
         causes.append("its own samples are not steady (not converged): it could not set the roof it beats")
     if bandwidth_side:
+        used = (bw.extra or {}).get("bound_roof", bw.name)
+        if used != bw.name:
+            causes.append(f"bounded by its direction's roof, {used} ({bw.value:.4g} GB/s): the kernels that set "
+                          f"that roof ran slower than this one")
         if r.mode == "cold":
-            causes.append(f"timed cold, so its bytes came from {bw.name}: the {bw.name} roof measured too low")
+            causes.append(f"timed cold, so its bytes came from {bw.name}: the {used} roof measured too low")
         else:
             capacity = dict(caches).get(bw.name)
+            edge = (bw.extra or {}).get("edge_bytes")
             where = (f"a {r.working_set_bytes / 2**20:.3g} MiB working set beside the {capacity / 2**20:.3g} MiB {bw.name}"
+                     + (f" (plateau measured to {edge / 2**20:.3g} MiB)" if edge else "")
                      if capacity else f"a {r.working_set_bytes / 2**20:.3g} MiB working set")
-            causes.append(f"timed warm: {where}; the {bw.name} roof measured too low by the kernels that set it")
+            causes.append(f"timed warm: {where}; the {used} roof measured too low by the kernels that set it")
         if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:
             causes.append(f"the {bw.name} roof is noisy: its plateau spans "
                           f"{bw.plateau_values[0]:.3g} to {bw.plateau_values[1]:.3g} GB/s")

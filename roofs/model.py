@@ -12,6 +12,19 @@ MEMORY_LEVELS = ("hbm", "dram")
 CACHE_LEVELS = ("l1", "l2", "l3")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
 INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
+DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<level>.<direction>"
+
+
+def direction_of(read_bytes, write_bytes) -> str:
+    """Return "read" (nothing written), "write" (nothing read), "mixed" (both), or "" when
+    either count is unknown (None or NaN) or both are zero."""
+    try:
+        r, w = float(read_bytes), float(write_bytes)
+    except (TypeError, ValueError):
+        return ""
+    if r != r or w != w or (r <= 0 and w <= 0):
+        return ""
+    return "read" if w <= 0 else "write" if r <= 0 else "mixed"
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,45 @@ class Roofline:
         names = (level,) if level else MEMORY_LEVELS
         hits = [r for r in self.roofs if r.kind == "bandwidth" and r.name in names and r.source == source]
         return max(hits, key=lambda r: r.value, default=None)
+
+    def direction(self, level: str, direction: str) -> Roof | None:
+        """Return the measured direction roof "<level>.<direction>" (read, write, copy), or None."""
+        return self.bandwidth(f"{level}.{direction}")
+
+    def point_bandwidth(self, level: str, read_bytes=None, write_bytes=None) -> tuple | None:
+        """Return (GB/s, label, note) of the bandwidth that bounds a point at level from its
+        read and write bytes (ARCHITECTURE.md, rule 12), or None when the level has no roof:
+
+            read only         the level's read roof
+            write only        the level's write roof
+            both              the larger of the level's copy roof (the best measured mix) and
+                              (R + W) / (R / BW_read + W / BW_write), the time the reads and
+                              the writes take one after the other, when both roofs exist
+            otherwise         the level's best roof, with a note saying why
+
+        label names the roof used ("hbm.read", "hbm.read+write", "hbm")."""
+        best = self.bandwidth(level)
+        if best is None:
+            return None
+        kind = direction_of(read_bytes, write_bytes)
+        if kind in ("read", "write"):
+            own = self.direction(level, kind)
+            if own is not None:
+                return own.value, own.name, ""
+            return best.value, best.name, f"no {level}.{kind} roof: bounded by the level's best"
+        if kind == "mixed":
+            r, w = float(read_bytes), float(write_bytes)
+            rd, wr, cp = (self.direction(level, d) for d in DIRECTIONS)
+            options = []
+            if rd is not None and wr is not None:
+                options.append(((r + w) / (r / rd.value + w / wr.value), f"{level}.read+write"))
+            if cp is not None:
+                options.append((cp.value, cp.name))
+            if options:
+                value, label = max(options)
+                return value, label, ""
+            return best.value, best.name, f"no {level}.copy roof, nor both {level}.read and {level}.write: bounded by the level's best"
+        return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
         """Return the compute roof of precision, or the highest compute roof when precision is None."""

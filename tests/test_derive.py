@@ -34,7 +34,7 @@ def test_every_level_of_a_known_curve():
     df, caches = synthetic_cpu()
     roofs, notes = bandwidth_roofs(df, caches, "dram")
     got = {r.name: r for r in roofs}
-    assert [r.name for r in roofs] == ["dram", "l3", "l2", "l1"]
+    assert [r.name for r in roofs if "." not in r.name] == ["dram", "l3", "l2", "l1"]
     assert got["dram"].value == 50 and got["dram"].plateau_bytes == (128 * MiB, 512 * MiB)
     assert got["dram"].plateau_values == (48, 50)
     assert got["l3"].value == 100 and got["l3"].plateau_bytes == (4 * MiB, 16 * MiB)
@@ -154,14 +154,14 @@ def test_no_dram_roof_without_large_sizes_says_why():
 def test_cache_level_not_above_memory_gets_no_roof():
     df = rows([(4 * MiB, 52), (8 * MiB, 51), (128 * MiB, 50), (256 * MiB, 50)])
     roofs, notes = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
-    assert [r.name for r in roofs] == ["dram"]
+    assert [r.name for r in roofs if "." not in r.name] == ["dram"]
     assert any(n.startswith("l3:") and "not above" in n for n in notes)
 
 
 def test_rising_curve_gives_no_cache_roof():
     df = rows([(16 * KiB, 10), (32 * KiB, 20), (64 * KiB, 40), (256 * MiB, 5), (512 * MiB, 5)])
     roofs, notes = bandwidth_roofs(df, [("l1", 128 * KiB), ("l3", 32 * MiB)], "dram")
-    assert [r.name for r in roofs] == ["dram"]
+    assert [r.name for r in roofs if "." not in r.name] == ["dram"]
     assert any(n.startswith("l1: no plateau") for n in notes)
 
 
@@ -170,7 +170,7 @@ def test_cold_rows_never_make_a_cache_roof_and_failed_rows_are_ignored():
                     rows([(256 * MiB, 40), (512 * MiB, 39)]),
                     rows([(128 * MiB, 999)]).assign(status="error")])
     roofs, _ = bandwidth_roofs(df, [("l2", 2 * MiB), ("l3", 32 * MiB)], "dram")
-    assert [(r.name, r.value) for r in roofs] == [("dram", 40)]
+    assert [(r.name, r.value) for r in roofs if "." not in r.name] == [("dram", 40)]
 
 
 def test_envelope_keeps_best_row_per_size():
@@ -182,7 +182,7 @@ def test_envelope_keeps_best_row_per_size():
 def test_derive_reads_device_record_and_gpu_level_name():
     df = rows([(1 * MiB, 5000), (4 * MiB, 5200), (8 * MiB, 5100), (1 * 2**30, 4300), (2 * 2**30, 4350)])
     roofs, _ = derive(df, {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]})
-    assert [(r.name, r.value) for r in roofs] == [("hbm", 4350), ("l2", 5200)]
+    assert [(r.name, r.value) for r in roofs if "." not in r.name] == [("hbm", 4350), ("l2", 5200)]
 
 
 def test_roofline_attainable_and_ridge():

@@ -13,6 +13,7 @@ the two matrix products, 2 FLOPs per multiply-add):
     prefill bytes = (B Hq S D [q] + 2 B Hkv S D [k, v] + B Hq S D [o]) w, each read or written once
     decode flops  = 4 B Hq L D
     decode bytes  = (2 B Hkv L D [the KV cache, read once] + 2 B Hq D [q and o]) w
+    written       = o: B Hq S D w (prefill), B Hq D w (decode); the rest is read
 
 Every kernel is checked against a float64 reference, computed per KV head and in row chunks
 so that it fits beside the largest shapes.
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from bench.inputs import tiled_normal
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.traffic import decode_level_bytes, prefill_level_bytes
 from bench.util import itemsize
 
 DTYPES = ("fp16", "bf16")
@@ -59,6 +61,11 @@ def prefill_flops(b, hq, s, d, causal) -> int:
 def prefill_bytes(b, hq, hkv, s, d, dtype) -> int:
     """Return (2 B Hq S D + 2 B Hkv S D) x element size: q and o, k and v."""
     return (2 * b * hq * s * d + 2 * b * hkv * s * d) * itemsize(dtype)
+
+
+def output_bytes(b, hq, hkv, s, d, dtype) -> int:
+    """Return B Hq S D x element size: o, the written part (S = 1 for decode)."""
+    return b * hq * s * d * itemsize(dtype)
 
 
 def decode_flops(b, hq, length, d) -> int:
@@ -147,6 +154,8 @@ def _prefill_tuning(x, ctx=None) -> Tuning:
 def _prefill_triton(x, ctx=None):
     fn, cfg = run_tuning(x["q"], _prefill_tuning(x, ctx), ctx)
     fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
+    b, hq, s, d = x["q"].shape
+    fn.level_bytes = prefill_level_bytes(b, hq, s, d, x["q"].element_size(), cfg[0], cfg[1], cfg[2], x["causal"])
     return fn
 
 
@@ -170,6 +179,7 @@ REGISTRY.add_op(Op(
     reference=lambda x: reference(x["q"], x["k"], x["v"], x["causal"]),
     flops=lambda p: prefill_flops(*_prefill_dims(p)[:2], p["seq"], p["head_dim"], p["causal"]),
     bytes=lambda p: prefill_bytes(*_prefill_dims(p), p["dtype"]),
+    write_bytes=lambda p: output_bytes(*_prefill_dims(p), p["dtype"]),
     working_set=lambda p: prefill_bytes(*_prefill_dims(p), p["dtype"]),
     describe=lambda p: (p["seq"], "B{}xH{}/{}xS{}xD{}".format(*_prefill_dims(p)) + ("-causal" if p["causal"] else "")),
     tolerance=lambda p: TOLERANCE[p["dtype"]],
@@ -238,6 +248,8 @@ def _decode_tuning(x, ctx=None) -> Tuning:
 def _decode_triton(x, ctx=None):
     fn, cfg = run_tuning(x["q"], _decode_tuning(x, ctx), ctx)
     fn.detail = f"block_n {cfg[0]} warps {cfg[1]} splits {fn.splits}"
+    (b, hq, d), (_, hkv, length, _) = x["q"].shape, x["k"].shape
+    fn.level_bytes = decode_level_bytes(b, hq, hkv, length, d, x["q"].element_size(), fn.splits)
     return fn
 
 
@@ -279,6 +291,7 @@ REGISTRY.add_op(Op(
     make_inputs=decode_inputs, reference=decode_reference,
     flops=lambda p: decode_flops(*_decode_dims(p)[:2], p["length"], _decode_dims(p)[4]),
     bytes=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
+    write_bytes=lambda p: output_bytes(*_decode_dims(p)[:3], 1, _decode_dims(p)[4], p["dtype"]),
     working_set=lambda p: decode_bytes(*_decode_dims(p), p["dtype"]),
     describe=lambda p: (p["length"], "B{}xH{}/{}xL{}xD{}".format(*_decode_dims(p))),
     tolerance=lambda p: TOLERANCE[p["dtype"]],

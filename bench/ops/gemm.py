@@ -12,6 +12,7 @@ Counts, for A (M, K), B (K, N) and C (M, N) at their stored widths:
     flops = 2 M N K                       (one multiply and one add per term)
     bytes = (M K + K N) w_in + M N w_out   (A and B read once, C written once;
                                             the two fp8 scales, 8 bytes, are not counted)
+    written = M N w_out                    (the rest, (M K + K N) w_in, is read)
 
 Inputs are random normal (never zeros: zeros run faster and draw less power on tensor
 cores); fp8 inputs are scaled per tensor to fill the format's range and int8 inputs are
@@ -28,6 +29,7 @@ import torch
 
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
+from bench.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize
 
 
@@ -74,6 +76,11 @@ def gemm_bytes(m: int, n: int, k: int, precision: str) -> int:
     """Return (M K + K N) x input width + M N x output width."""
     p = PRECISIONS[precision]
     return (m * k + k * n) * itemsize(p.storage) + m * n * itemsize(p.out)
+
+
+def gemm_write_bytes(m: int, n: int, k: int, precision: str) -> int:
+    """Return M N x output width: the written part of gemm_bytes (C)."""
+    return m * n * itemsize(PRECISIONS[precision].out)
 
 
 def _mnk(point):
@@ -252,6 +259,9 @@ def _triton_tuning(x, ctx) -> Tuning:
 def _triton_launcher(x, ctx):
     fn, cfg = run_tuning(x["a"], _triton_tuning(x, ctx), ctx)
     fn.detail = f"tile {cfg}"
+    (m, k), n = x["a"].shape, x["b"].shape[1]
+    fn.level_bytes = gemm_level_bytes(m, n, k, x["a"].element_size(), x["c"].element_size(),
+                                      cfg.block_m, cfg.block_n, cfg.num_warps)
     return fn
 
 
@@ -269,6 +279,7 @@ def _register(name, sweep, doc, modes=("warm",)):
         make_inputs=make_inputs, reference=reference,
         flops=lambda pt: gemm_flops(*_mnk(pt)),
         bytes=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
+        write_bytes=lambda pt: gemm_write_bytes(*_mnk(pt), pt["dtype"]),
         working_set=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
         describe=lambda pt: (max(_mnk(pt)), "x".join(map(str, _mnk(pt)))),
         tolerance=lambda pt: PRECISIONS[pt["dtype"]].tolerance,

@@ -15,6 +15,7 @@ the fast 16-bit path of CPUs as well as GPUs). Counts:
     flops = 2 B N K
     bytes = N K bits/8 (weights at their stored width) + scales (int8/fp8: 4 N;
             int4: 2 N K/128) + 2 B K (activations read) + 2 B N (outputs written)
+    written = 2 B N                     (the rest, weights, scales and activations, is read)
 
 The points are timed cold (caches flushed before every sample), so the weights come from
 DRAM/HBM as they do in a real decode step, where each layer's weights are read once per token.
@@ -28,6 +29,7 @@ import torch
 
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
 from bench.util import first_line
 
 GROUP = 128
@@ -295,10 +297,20 @@ def _tile_tuning(x, ctx=None) -> Tuning:
                   smem=lambda c: tile_smem_bytes(block_b, c[0], c[1], bits, cc))
 
 
+def _level_bytes(x, name, cfg) -> dict:
+    """Return the L2 bytes of the chosen tiles (bench/traffic.py)."""
+    (b, k), n = x["x"].shape, x["w"].shape[0]
+    wb = weight_bytes(n, k, x["format"])
+    if name == "rows":
+        return gemv_rows_level_bytes(wb, n, k, cfg[0], cfg[2])
+    return gemv_tile_level_bytes(wb, b, n, k, cfg[0])
+
+
 def _launcher(tuning, name):
     def launcher(x, ctx=None):
         fn, cfg = run_tuning(x["x"], tuning(x, ctx), ctx)
         fn.detail = f"{name} {'x'.join(map(str, cfg))}"
+        fn.level_bytes = _level_bytes(x, name, cfg)
         return fn
     return launcher
 
@@ -336,6 +348,7 @@ REGISTRY.add_op(Op(
     make_inputs=make_inputs, reference=reference,
     flops=lambda p: gemv_flops(*_bnk(p)),
     bytes=lambda p: gemv_bytes(*_bnk(p), p["dtype"]),
+    write_bytes=lambda p: 2 * p["batch"] * LAYERS[p["layer"]][0],  # 2 B N: the 16-bit outputs
     working_set=lambda p: gemv_bytes(*_bnk(p), p["dtype"]),
     describe=lambda p: (p["batch"], "{}x{}x{}".format(*_bnk(p))),
     tolerance=lambda p: FORMATS[p["dtype"]].tolerance,

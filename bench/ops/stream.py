@@ -15,7 +15,16 @@ read or written once:
     read  sum(a)         bytes = 1 n w   flops = n   (n - 1 adds, counted as n; the result is not counted)
     write b = s          bytes = 1 n w   flops = 0
 
-with w the element size in bytes. Write-allocate traffic that a CPU may add (reading a
+with w the element size in bytes. The written part of those bytes (Op.write_bytes, for the
+direction roofs of ARCHITECTURE.md rule 12) is one array for copy, scale, add, triad and
+write (n w) and none for read and reread; the rest is read:
+
+    copy, scale  read n w,   write n w
+    add, triad   read 2 n w, write n w
+    read         read n w,   write 0
+    write        read 0,     write n w
+
+Write-allocate traffic that a CPU may add (reading a
 line before writing it) is not compulsory and is not counted: it shows up as lower GB/s.
 
 reread sums the same n-element buffer R times in one call (R = ceil(call_bytes / (n w)),
@@ -148,6 +157,11 @@ def stream_bytes(kind: Kind, point) -> int:
     return arrays(kind) * elements(kind, point) * itemsize(point["dtype"])
 
 
+def stream_write_bytes(kind: Kind, point) -> int:
+    """Return the written part of stream_bytes: len(writes) x n x itemsize (n w, or 0 for read)."""
+    return len(kind.writes) * elements(kind, point) * itemsize(point["dtype"])
+
+
 def stream_flops(kind: Kind, point) -> int:
     """Return flops_per_element x n (scale, add, read 1; triad 2; copy, write 0)."""
     return kind.flops_per_element * elements(kind, point)
@@ -218,6 +232,7 @@ def _register(kind: Kind):
         reference=kind.reference,
         flops=lambda p: stream_flops(kind, p),
         bytes=lambda p: stream_bytes(kind, p),
+        write_bytes=lambda p: stream_write_bytes(kind, p),
         working_set=lambda p: stream_bytes(kind, p),
         describe=lambda p: (elements(kind, p), f"({elements(kind, p)},)"),
         tolerance=lambda p: stream_tolerance(kind, p),
@@ -335,6 +350,7 @@ REGISTRY.add_op(Op(
     make_inputs=reread_inputs, reference=reread_reference,
     flops=lambda p: reread_repeats(p) * reread_elements(p),
     bytes=reread_bytes,
+    write_bytes=lambda p: 0,  # read only: the scalar result is not counted
     working_set=lambda p: reread_elements(p) * itemsize(p["dtype"]),
     describe=lambda p: (reread_elements(p), f"({reread_elements(p)},)x{reread_repeats(p)}"),
     tolerance=lambda p: 0.0 if p["dtype"] == "int32" else 1e-4,

@@ -1,0 +1,191 @@
+"""Direction roofs and measured level edges (ARCHITECTURE.md, rules 11 and 12) on synthetic
+runs with known answers: the H200's HBM by direction, its 60 MiB L2 whose plateau ends near
+23 MiB, and a CPU VM that reports a 300 MiB L3 and reaches DRAM speed from 64 MiB."""
+import pandas as pd
+import pytest
+
+from roofs.derive import annotate, bandwidth_roofs, boundary_level, derive, measured_levels, point_bound
+from roofs.levels import level_sizes, measured_edge, measured_reach
+from roofs.model import Roof, Roofline, direction_of
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+H200 = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 60 * MiB}]}
+
+
+def row(op, ws, gbps, mode="warm", family="stream", read=None, write=None, flops=0, precision="", spread=0.01):
+    """One measured row: bytes = ws, time from gbps; p20/p80 spread around the median."""
+    ms = ws / (gbps * 1e9) * 1e3
+    r = {"point_id": f"{op}[{ws}]@{mode}", "op": op, "family": family, "impl": f"{op}/triton", "dtype": "bfloat16",
+         "working_set_bytes": ws, "bytes": ws, "flops": flops, "intensity": flops / ws, "mode": mode,
+         "median_ms": ms, "p20_ms": ms * (1 - spread / 2), "p80_ms": ms * (1 + spread / 2), "samples": 20,
+         "stop": "converged", "gbps": gbps, "gflops": flops / ms / 1e6 if flops else float("nan"),
+         "status": "ok", "precision": precision, "flag": ""}
+    if read is not None:
+        r.update(read_bytes=read, write_bytes=write)
+    return r
+
+
+def h200_rows():
+    """A warm reread sweep (L2 plateau ~7,500 GB/s to 22.6 MiB, 6,178 at 32, 4,897 at 45,
+    HBM speed beyond) and the HBM stream kernels: write 4,669, read 4,390, copy 4,208."""
+    reread = {2 * MiB: 7400, 4 * MiB: 7500, 8 * MiB: 7546, 11.3 * MiB: 7480, 16 * MiB: 7450, 22.6 * MiB: 7300,
+              32 * MiB: 6178, 45.3 * MiB: 4897, 64 * MiB: 4420, 90.5 * MiB: 4385}
+    out = [row("stream.reread", int(ws), v, read=int(ws), write=0) for ws, v in reread.items()]
+    for ws in (256 * MiB, 512 * MiB, 1 * GiB):
+        out.append(row("stream.write", ws, 4669 - (ws == 256 * MiB) * 10, read=0, write=ws))
+        out.append(row("stream.read", ws, 4390 - (ws == 256 * MiB) * 10, read=ws, write=0))
+        out.append(row("stream.copy", ws, 4208 - (ws == 256 * MiB) * 10, read=ws // 2, write=ws // 2))
+        out.append(row("stream.triad", ws, 4150, read=2 * ws // 3, write=ws // 3))
+    return pd.DataFrame(out)
+
+
+def test_direction_of():
+    assert direction_of(10, 0) == "read" and direction_of(0, 10) == "write" and direction_of(5, 5) == "mixed"
+    assert direction_of(None, 3) == "" and direction_of(float("nan"), 0) == "" and direction_of(0, 0) == ""
+
+
+def test_hbm_has_a_roof_per_direction_and_the_level_best():
+    roofs, notes = derive(h200_rows(), H200)
+    got = {r.name: r.value for r in roofs}
+    assert got["hbm"] == 4669  # the level's best: stream.write
+    assert (got["hbm.read"], got["hbm.write"], got["hbm.copy"]) == (4390, 4669, 4208)
+    hbm_read = next(r for r in roofs if r.name == "hbm.read")
+    assert hbm_read.extra["level"] == "hbm" and hbm_read.extra["direction"] == "read"
+    # 64 MiB rereads (4,420) are under 4x the measured L2 edge: they set no HBM roof
+    assert hbm_read.op == "stream.read" and hbm_read.plateau_points == 4
+
+
+def test_point_bandwidth_by_direction_hand_worked():
+    model = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s"), Roof("bandwidth", "hbm.read", 4390, "GB/s"),
+                      Roof("bandwidth", "hbm.write", 4669, "GB/s"), Roof("bandwidth", "hbm.copy", 4208, "GB/s")])
+    assert model.point_bandwidth("hbm", 100, 0)[:2] == (4390, "hbm.read")
+    assert model.point_bandwidth("hbm", 0, 100)[:2] == (4669, "hbm.write")
+    # copy (R = W): one after the other, 2 / (1/4390 + 1/4669) = 4525.3 GB/s, above the copy roof
+    value, label, note = model.point_bandwidth("hbm", 50, 50)
+    assert value == pytest.approx(2 / (1 / 4390 + 1 / 4669)) and label == "hbm.read+write" and note == ""
+    assert value == pytest.approx(4525.3, abs=0.1)
+    # GEMM-like: 3 parts read for 1 written: 4 / (3/4390 + 1/4669) = 4456.8
+    assert model.point_bandwidth("hbm", 300, 100)[0] == pytest.approx(4456.6, abs=0.1)
+    # the measured copy roof wins where it is higher than the serial mix
+    fast_copy = Roofline(model.roofs[:3] + [Roof("bandwidth", "hbm.copy", 4600, "GB/s")])
+    assert fast_copy.point_bandwidth("hbm", 50, 50)[:2] == (4600, "hbm.copy")
+    # unknown direction, or no roof of that direction: the level's best, with a label
+    assert model.point_bandwidth("hbm", None, None) == (4669, "hbm", "read and write bytes unknown: bounded by the level's best")
+    only_best = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s")])
+    assert only_best.point_bandwidth("hbm", 10, 0) == (4669, "hbm", "no hbm.read roof: bounded by the level's best")
+    assert "bounded by the level's best" in only_best.point_bandwidth("hbm", 10, 10)[2]
+    assert model.point_bandwidth("l2", 10, 0) is None
+
+
+def test_read_only_point_above_its_read_roof_is_flagged_and_write_point_uses_write_roof():
+    df = h200_rows()
+    decode_bytes = 1 * GiB
+    flops = 2 * decode_bytes  # 2 FLOP/byte: far under the ridge
+    pts = pd.DataFrame([
+        # SDPA decode reads at 4,685 GB/s: over its read roof (4,390), and over the level's best (4,669)
+        row("attention.decode", decode_bytes, 4685, mode="cold", family="attention", read=decode_bytes, write=0,
+            flops=flops, precision="bf16"),
+        # a read-only point at 4,500: under the old level-best bound (4,669), over its read roof
+        row("attention.decode", decode_bytes // 2, 4500, mode="cold", family="attention",
+            read=decode_bytes // 2, write=0, flops=flops // 2, precision="bf16"),
+        # a write-only point at 4,600: bounded by the write roof, not the read one
+        row("stream.write", 2 * GiB, 4600, read=0, write=2 * GiB),
+    ])
+    roofs, _ = derive(df, H200)
+    out = annotate(pd.concat([df, pts], ignore_index=True), roofs, H200).tail(3)
+    dec, dec2, wr = out.itertuples(index=False)
+    assert dec.boundary == "hbm" and dec.bound_roof == "hbm.read"
+    assert dec.attainable_gflops == pytest.approx(2 * 4390)
+    assert dec.flag.startswith("above its attainable") and "hbm.read" in dec.flag
+    assert dec2.bound_roof == "hbm.read" and dec2.flag != ""
+    assert wr.bound_roof == "hbm.write" and wr.pct_of_bw_roof == pytest.approx(100 * 4600 / 4669) and wr.flag == ""
+
+
+def test_no_stream_point_is_above_its_bound_because_of_direction():
+    df = h200_rows()
+    roofs, _ = derive(df, H200)
+    out = annotate(df, roofs, H200)
+    big = out[out["working_set_bytes"] >= 256 * MiB]
+    assert (big["flag"] == "").all()
+    assert set(big["bound_roof"]) == {"hbm.write", "hbm.read", "hbm.read+write"}
+    copy = big[big["op"] == "stream.copy"].iloc[0]
+    assert copy["pct_of_bw_roof"] == pytest.approx(100 * 4198 / (2 / (1 / 4390 + 1 / 4669)))
+
+
+def test_h200_l2_capacity_is_its_measured_plateau_edge():
+    df = h200_rows()
+    roofs, notes = derive(df, H200)
+    l2 = next(r for r in roofs if r.name == "l2")
+    assert l2.value == 7546
+    assert l2.extra["capacity_bytes"] == 60 * MiB  # reported
+    assert l2.extra["edge_bytes"] == int(22.6 * MiB)  # the plateau's last size: 32 MiB fell to 6,178
+    assert l2.extra["reach_bytes"] == int(45.3 * MiB)  # 4,897 is within 10% of the HBM plateau's median
+    assert l2.plateau_bytes[1] == int(22.6 * MiB)
+    # roofs.json keeps both sizes
+    assert {"capacity_bytes", "edge_bytes", "reach_bytes"} <= set(l2.to_dict()["extra"])
+    hbm = next(r for r in roofs if r.name == "hbm")
+    assert hbm.extra["from_bytes"] == int(90.5 * MiB)  # 4x the 22.6 MiB edge (not 4x 60 MiB)
+    # the boundary rule: a warm 64 MiB copy crosses HBM (it read "51% of attainable" under L2's roof)
+    model = Roofline(roofs)
+    caches = [("l2", 60 * MiB)]
+    assert point_bound(model, 64 * MiB, "warm", 0.0, "", caches, "hbm", 32 * MiB, 32 * MiB)[0] == "hbm"
+    assert point_bound(model, 240 * MiB, "warm", 0.0, "", caches, "hbm")[0] == "hbm"
+    assert point_bound(model, 40 * MiB, "warm", 0.0, "", caches, "hbm")[0] == "l2"  # in the fall: still L2's
+    # without the measured edge (old roofs), the reported size's band: 4 x 60 MiB
+    assert boundary_level(64 * MiB, "warm", caches, "hbm") == "l2"
+    out = annotate(pd.DataFrame([row("stream.copy", 64 * MiB, 3900, read=32 * MiB, write=32 * MiB)]), roofs, H200)
+    assert out["boundary"].iloc[0] == "hbm" and out["pct_of_bw_roof"].iloc[0] > 80
+
+
+def cpu_vm_rows():
+    """A CPU VM reporting its host's 300 MiB L3: L3 plateau ~100 GB/s to 32 MiB, 45 MiB at 60,
+    DRAM speed (20 GB/s) from 64 MiB to 2.4 GiB."""
+    curve = {4 * MiB: 98, 8 * MiB: 100, 16 * MiB: 99, 22.6 * MiB: 97, 32 * MiB: 95, 45.3 * MiB: 60,
+             64 * MiB: 21.5, 128 * MiB: 20, 256 * MiB: 20.2, 512 * MiB: 19.8, 1 * GiB: 20, 2.4 * GiB: 19.9}
+    return pd.DataFrame([row("stream.triad", int(ws), v, read=int(ws) * 2 // 3, write=int(ws) // 3)
+                         for ws, v in curve.items()])
+
+
+def test_cpu_vm_l3_ends_where_dram_speed_begins():
+    caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 300 * MiB)]
+    device = {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]}
+    roofs, notes = derive(cpu_vm_rows(), device)
+    got = {r.name: r for r in roofs}
+    assert got["dram"].value == 20.2 and got["dram"].plateau_bytes == (128 * MiB, int(2.4 * GiB))
+    l3 = got["l3"]
+    assert (l3.extra["capacity_bytes"], l3.extra["edge_bytes"], l3.extra["reach_bytes"]) == \
+        (300 * MiB, 32 * MiB, 64 * MiB)
+    model = Roofline(roofs)
+    for ws, level in ((16 * MiB, "l3"), (45 * MiB, "l3"), (64 * MiB, "dram"), (200 * MiB, "dram"), (1 * GiB, "dram")):
+        assert point_bound(model, ws, "warm", 0.0, "", caches, "dram")[0] == level, ws
+    assert level_sizes(roofs, caches)[-1] == ("l3", 32 * MiB, 64 * MiB)
+    # the function a sweep can call on the rows it has so far
+    assert measured_levels(cpu_vm_rows(), caches, "dram")["l3"] == {
+        "reported_bytes": 300 * MiB, "edge_bytes": 32 * MiB, "reach_bytes": 64 * MiB}
+
+
+def test_edge_needs_a_measured_fall():
+    env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8], "gbps": [100, 101, 99, 100]})
+    assert measured_edge(env, 0, 6, 8, 0.15) is None  # flat to the reported size: no fall seen
+    env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8, 16], "gbps": [100, 101, 99, 50, 20]})
+    assert measured_edge(env, 0, 6, 8, 0.15) == 4
+    assert measured_edge(env, 0, 6, 2, 0.15) is None  # the fall comes past the reported size
+    assert measured_reach(env, 4, 19, 0.10) == 16 and measured_reach(env, 4, 10, 0.10) is None
+
+
+def test_a_level_without_a_measured_edge_keeps_its_reported_band():
+    df = pd.DataFrame([row("stream.reread", ws, v, read=ws, write=0) for ws, v in
+                       ((2 * MiB, 7000), (4 * MiB, 7100), (8 * MiB, 7050), (16 * MiB, 7000))]
+                      + [row("stream.write", ws, 4600, read=0, write=ws) for ws in (256 * MiB, 512 * MiB)])
+    roofs, _ = derive(df, {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]})
+    l2 = next(r for r in roofs if r.name == "l2")
+    assert l2.extra["edge_bytes"] is None and l2.extra["reach_bytes"] is None
+    assert point_bound(Roofline(roofs), 150 * MiB, "warm", 0.0, "", [("l2", 50 * MiB)], "hbm")[0] == "l2"
+
+
+def test_old_runs_without_direction_columns_use_op_names():
+    from roofs.derive import stream_direction
+    df = pd.DataFrame({"op": ["stream.read", "stream.reread", "stream.write", "stream.triad", "gemm.square"]})
+    assert list(stream_direction(df)) == ["read", "read", "write", "copy", ""]
+    roofs, _ = bandwidth_roofs(h200_rows().drop(columns=["read_bytes", "write_bytes"]), [("l2", 60 * MiB)], "hbm")
+    assert {r.name for r in roofs} >= {"hbm.read", "hbm.write", "hbm.copy"}
