@@ -84,7 +84,8 @@ def test_missing_folder(tmp_path):
 
 def test_axis_values_are_columns_and_shape_is_for_display():
     """Issue 14: m, n, k (and the other axes) are columns; nothing needs to parse shape."""
-    assert COLUMNS[-len(AXIS_COLUMNS):] == AXIS_COLUMNS  # appended after the columns that were there
+    at = COLUMNS.index(AXIS_COLUMNS[0])  # appended after the columns that were there (traffic columns after them)
+    assert COLUMNS[at:at + len(AXIS_COLUMNS)] == AXIS_COLUMNS
     gemm = meas(op="gemm.square", family="gemm", point={"dtype": "bf16", "shape": (64, 128, 256)}, shape="64x128x256")
     row = gemm.row()
     assert (row["m"], row["n"], row["k"]) == (64, 128, 256) and row["batch"] is None
