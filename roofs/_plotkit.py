@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
-from bench.results import Run  # noqa: E402
+from bench.results import LEVEL_BYTE_COLUMNS, Run  # noqa: E402
 from roofs.model import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 
 
@@ -324,6 +324,56 @@ def _ring_flagged(ax, rows: pd.DataFrame, s: float = 150) -> None:
     if not f.empty:
         ax.scatter(f["intensity"], f["gflops"], s=s, facecolors="none", edgecolors=FLAG_COLOR, lw=1.6,
                    zorder=3, gid="flagged")
+
+
+# ---- each point at every level it crosses (the hierarchical roofline) -----------------------
+
+def level_points(pts: pd.DataFrame) -> pd.DataFrame:
+    """Return one row per (point, level) whose bytes the point carries (l2_bytes, l1_bytes):
+    src (the point's index), level, intensity = FLOPs / that level's bytes, and gflops."""
+    parts = []
+    for level, col in LEVEL_BYTE_COLUMNS.items():
+        if col not in pts:
+            continue
+        nbytes = pd.to_numeric(pts[col], errors="coerce")
+        has = nbytes > 0
+        if has.any():
+            sub = pts[has]
+            parts.append(pd.DataFrame({"src": sub.index, "level": level, "intensity": sub["flops"] / nbytes[has],
+                                       "gflops": sub["gflops"]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["src", "level", "intensity", "gflops"])
+
+
+def with_level_points(pts: pd.DataFrame) -> pd.DataFrame:
+    """Return pts' intensity and gflops with every level point added (for limits and label avoidance)."""
+    lv = level_points(pts)
+    return pd.concat([pts[["intensity", "gflops"]], lv[["intensity", "gflops"]]], ignore_index=True) if len(lv) else pts
+
+
+def draw_level_points(ax, pts: pd.DataFrame) -> pd.DataFrame:
+    """Draw each point again at each level's intensity, in that level's colour, hollow and
+    small, joined to the point by one thin grey line (as Nsight Compute's hierarchical
+    roofline does); return the level points drawn."""
+    lv = level_points(pts)
+    if lv.empty:
+        return lv
+    xs, ys = [], []
+    for src, g in lv.groupby("src"):
+        line = sorted([float(pts.at[src, "intensity"])] + list(g["intensity"]))
+        xs += line + [np.nan]
+        ys += [float(pts.at[src, "gflops"])] * len(line) + [np.nan]
+    ax.plot(xs, ys, color="0.6", lw=0.6, zorder=2.5, gid="levels:lines")
+    for level, g in lv.groupby("level"):
+        ax.scatter(g["intensity"], g["gflops"], marker="o", s=13, facecolors="white", lw=0.9,
+                   edgecolors=LEVEL_COLORS.get(level, "0.4"), zorder=3.5, gid=f"levels:{level}")
+    return lv
+
+
+def level_handles(lv: pd.DataFrame) -> list:
+    """Return a legend entry for each level drawn by draw_level_points."""
+    return [Line2D([], [], color="0.6", lw=0.6, marker="o", ms=4, mfc="white", mec=LEVEL_COLORS.get(level, "0.4"),
+                   label=f"same point at {level.upper()} intensity (its tiles' {level.upper()} bytes)")
+            for level in sorted(set(lv["level"]), reverse=True)]
 
 
 # ---- roofs ---------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from roofs._plotkit import (  # noqa: E402
     DPI, ELEMENT_PRECISION, IMPL_MARKERS, LEVEL_COLORS, LabelPlacer, OP_STYLES,
     PRECISION_COLORS, PRECISION_MARKERS, _bottom_legend, _caches, _draw_roofs, _finish_axes,
     _flag_handle, _fmt_bytes, _impl_name, _level_of, _limits, _marker_handles, _memory_level,
-    _order, _points, _ring_flagged, _series_colors, _short, _title,
+    _order, _points, _ring_flagged, _series_colors, _short, _title, draw_level_points, level_handles,
+    with_level_points,
 )
 
 
@@ -85,15 +86,16 @@ def draw_gemm_roofline(run: Run):
     precisions = set(pts["fmt"])
     fig, ax = plt.subplots(figsize=(12, 7.5), dpi=DPI)
     placer = LabelPlacer(fig)
-    lims = _limits(pts, model, precisions, tight=True)
+    lims = _limits(with_level_points(pts), model, precisions, tight=True)
     color = lambda p: PRECISION_COLORS.get(p, "0.4")  # noqa: E731
     _draw_roofs(ax, placer, model, *lims, precisions=precisions, compute_color=color)
+    lv = draw_level_points(ax, pts)
     for (op, impl, fmt), g in pts.groupby(["op", "impl_name", "fmt"]):
         g = g.sort_values("intensity")
         ax.plot(g["intensity"], g["gflops"], color=color(fmt), ls=OP_STYLES.get(op, ":"), lw=1,
                 marker=IMPL_MARKERS.get(impl, "*"), ms=5, alpha=0.85, zorder=3, gid=f"points:{op}:{impl}:{fmt}")
     _ring_flagged(ax, pts, s=80)
-    placer.avoid(ax, pts["intensity"], pts["gflops"])
+    placer.avoid(ax, with_level_points(pts)["intensity"], with_level_points(pts)["gflops"])
     _finish_axes(ax, lims)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
@@ -103,6 +105,7 @@ def draw_gemm_roofline(run: Run):
                 for i in sorted(pts["impl_name"].unique())]
     handles += [Line2D([], [], ls=OP_STYLES.get(o, ":"), marker="." if OP_STYLES.get(o) == "none" else None,
                        color="0.35", label=_short(o)) for o in sorted(pts["op"].unique())]
+    handles += level_handles(lv)
     if pts["flagged"].any():
         handles.append(_flag_handle())
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),
@@ -157,10 +160,12 @@ def draw_gemv_roofline(run: Run):
     nrow = -(-len(formats) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol, 4.6 * nrow + 1.4), dpi=DPI, squeeze=False)
     placer = LabelPlacer(fig)
-    lims = _limits(pts, model, set(pts["fmt"]), tight=True)
+    lims = _limits(with_level_points(pts), model, set(pts["fmt"]), tight=True)
+    drawn = []
     for ax, fmt in zip(axes.flat, formats):
         sub = pts[pts["dtype"] == fmt]
         _draw_roofs(ax, placer, model, *lims, precisions=set(sub["fmt"]))
+        drawn.append(draw_level_points(ax, sub))
         for (impl, layer), g in sub.groupby(["impl_name", "layer"]):
             g = g.sort_values("batch")
             ax.plot(g["intensity"], g["gflops"], color=layer_color[layer], lw=1, alpha=0.9, zorder=3,
@@ -171,7 +176,7 @@ def draw_gemv_roofline(run: Run):
                            color=layer_color[layer], facecolors="white" if hollow else layer_color[layer],
                            gid=f"points:{fmt}:{impl}:{layer}")
         _ring_flagged(ax, sub, s=80)
-        placer.avoid(ax, sub["intensity"], sub["gflops"])
+        placer.avoid(ax, with_level_points(sub)["intensity"], with_level_points(sub)["gflops"])
         _finish_axes(ax, lims)
         ax.set_title(f"{fmt} weights ({', '.join(sorted(set(sub['fmt'])))} compute)", fontsize=10)
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -192,6 +197,7 @@ def draw_gemv_roofline(run: Run):
     if ((pts["boundary"] != "") & ~pts["boundary"].isin(MEMORY_LEVELS)).any():
         handles.append(Line2D([], [], ls="none", marker="o", mfc="white", color="0.35",
                               label=f"hollow: bounded by a cache roof, not {memory.upper()}"))
+    handles += level_handles(pd.concat(drawn)) if drawn else []
     if pts["flagged"].any():
         handles.append(_flag_handle())
     bottom = _bottom_legend(fig, handles, 4)
@@ -211,8 +217,9 @@ def draw_attention_roofline(run: Run):
     series_color = _series_colors(series)
     fig, ax = plt.subplots(figsize=(11.5, 7), dpi=DPI)
     placer = LabelPlacer(fig)
-    lims = _limits(pts, model, set(pts["fmt"]), tight=True)
+    lims = _limits(with_level_points(pts), model, set(pts["fmt"]), tight=True)
     _draw_roofs(ax, placer, model, *lims, precisions=set(pts["fmt"]))
+    lv = draw_level_points(ax, pts)
     for (s, fmt), g in pts.groupby(["series", "fmt"]):
         cache = (g["boundary"] != "") & ~g["boundary"].isin(MEMORY_LEVELS)
         for hollow, h in g.groupby(cache):
@@ -220,7 +227,7 @@ def draw_attention_roofline(run: Run):
                        color=series_color[s], facecolors="white" if hollow else series_color[s], alpha=0.85,
                        gid=f"points:{s}:{fmt}")
     _ring_flagged(ax, pts, s=90)
-    placer.avoid(ax, pts["intensity"], pts["gflops"])
+    placer.avoid(ax, with_level_points(pts)["intensity"], with_level_points(pts)["gflops"])
     _finish_axes(ax, lims)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
@@ -229,6 +236,7 @@ def draw_attention_roofline(run: Run):
     if ((pts["boundary"] != "") & ~pts["boundary"].isin(MEMORY_LEVELS)).any():
         handles.append(Line2D([], [], ls="none", marker="o", mfc="white", color="0.35",
                               label="hollow: bounded by a cache roof"))
+    handles += level_handles(lv)
     if pts["flagged"].any():
         handles.append(_flag_handle())
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),

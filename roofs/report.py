@@ -4,8 +4,8 @@ files alone (measurements.csv, run.json, roofs.json and the pictures).
 Sections: the device and software; the validation table (each measured roof beside the
 datasheet or computed roof, that roof corrected to the clock observed during the run, and
 measured as a percentage of each); the top findings; every picture that has something to
-show; the best points per op, impl and dtype; every point above its roof, grouped by op;
-why some levels have no roof. An interconnect run's report speaks of its links only; a
+show; the best points per op, impl and dtype; each Triton kernel's binding level; every point
+above its roof, grouped by op; why some levels have no roof. An interconnect run's report speaks of its links only; a
 model run's names the roofs it was given. summary() is the same run as terminal text.
 """
 from __future__ import annotations
@@ -21,6 +21,7 @@ from roofs import specs
 from roofs.checks import roof_notes, warnings
 from roofs.derive import DRAM_FACTOR, device_levels
 from roofs.energy import fit_energy, fit_groups
+from roofs.hierarchy import triton_binding_table
 from roofs.model import Roof, Roofline
 
 
@@ -451,10 +452,24 @@ def sections(run) -> list[tuple[str, object]]:
             f"limit ({sustain.get('power_limit_w') or 'unknown'} W) and the idle power "
             f"({sustain.get('idle_w') if sustain.get('idle_w') is not None else 'unknown'} W); power read as "
             f"{sustain.get('power_kind') or 'no power sensor'}.", *failed]), ("", groups)]
-    out += [("Best points per op, impl and dtype", best_points(df)), *flagged_sections(df)]
+    out += [("Best points per op, impl and dtype", best_points(df)), *binding_section(df, Roofline(run.roofs)),
+            *flagged_sections(df)]
     if kind != "model":
         out.append(("Levels without a roof", roof_notes(run) or ["every level of the sweep produced a roof"]))
     return out
+
+
+def binding_section(df: pd.DataFrame, model: Roofline) -> list[tuple[str, object]]:
+    """Return the "Binding level of each Triton kernel" section (roofs/hierarchy.py), or
+    nothing when no Triton point was measured."""
+    table = triton_binding_table(df, model)
+    if table.empty:
+        return []
+    return [("Binding level of each Triton kernel",
+             ["Each Triton kernel's fastest point, bounded at each level by that level's roof times its intensity "
+              "there (FLOPs over the bytes its tiles move through the level: the l2_bytes and l1_bytes columns; "
+              "the boundary level uses the compulsory bytes). The binding level is the lowest bound; \"compute\" "
+              "means the precision's roof is lower than every level's."]), ("", table)]
 
 
 def link_lines(run) -> list[str]:

@@ -146,6 +146,12 @@ def synthetic_rows() -> pd.DataFrame:
     for c in COLUMNS + EXTRA:
         if c not in df:
             df[c] = None
+    # the Triton points' tile traffic (bench/traffic.py): drawn again at their L2 (and L1) intensity
+    tiled = (df["backend"] == "triton") & df["op"].isin(["gemm.square", "gemm.search", "attention.prefill"])
+    df.loc[tiled, "l2_bytes"] = df.loc[tiled, "flops"] / 80
+    df.loc[tiled & (df["family"] == "gemm"), "l1_bytes"] = df.loc[tiled & (df["family"] == "gemm"), "flops"] / 60
+    gemv = df["impl"] == "gemv.decode/triton_tile"
+    df.loc[gemv, "l2_bytes"] = df.loc[gemv, "bytes"] * 1.5
     return df[COLUMNS + EXTRA]
 
 
@@ -295,6 +301,26 @@ def test_gemv_chart_joins_each_layers_batch_walk(synthetic):
             for line in walks:
                 xs = list(line.get_xdata())
                 assert len(xs) == 9 and xs == sorted(xs)  # B = 1 .. 256, intensity rising with B
+    finally:
+        plt.close(fig)
+
+
+def test_triton_points_are_drawn_at_each_level_they_cross(synthetic):
+    """Each point with l2_bytes (and l1_bytes) is drawn again at FLOPs / those bytes, at the
+    same GFLOP/s, joined to its compulsory-intensity point by a thin line."""
+    from roofs.plot_families import draw_gemm_roofline
+    run = load_run(synthetic)
+    fig = draw_gemm_roofline(run)
+    try:
+        gids = _gids(fig.axes[0])
+        l2, l1 = gids["levels:l2"], gids["levels:l1"]
+        df = run.measurements
+        tiled = df[(df["family"] == "gemm") & (df["l2_bytes"] > 0)]
+        assert len(l2.get_offsets()) == len(l1.get_offsets()) == len(tiled)
+        assert sorted(x for x, _ in l2.get_offsets()) == pytest.approx([80.0] * len(tiled))
+        assert sorted(x for x, _ in l1.get_offsets()) == pytest.approx([60.0] * len(tiled))
+        line = gids["levels:lines"]
+        assert sum(1 for x in line.get_xdata() if x != x) == len(tiled)  # one joined segment per point
     finally:
         plt.close(fig)
 
