@@ -189,3 +189,27 @@ def test_old_runs_without_direction_columns_use_op_names():
     assert list(stream_direction(df)) == ["read", "read", "write", "copy", ""]
     roofs, _ = bandwidth_roofs(h200_rows().drop(columns=["read_bytes", "write_bytes"]), [("l2", 60 * MiB)], "hbm")
     assert {r.name for r in roofs} >= {"hbm.read", "hbm.write", "hbm.copy"}
+
+
+def test_binding_level_of_a_triton_gemm_is_l2_at_its_tile_intensity():
+    """The issue's case: the 256x128 bf16 GEMM at 8192^3 moves 194 n^2 bytes through L2 (84.45
+    FLOP per byte, C included), so the measured 7,546 GB/s L2 roof bounds it at 637 TFLOP/s,
+    below bf16's 797 TFLOP/s and far below its HBM bound (2,731 FLOP per compulsory byte)."""
+    from roofs.hierarchy import binding_level, level_bounds, triton_binding_table
+    n = 8192
+    model = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s"), Roof("bandwidth", "l2", 7546, "GB/s"),
+                      Roof("compute", "bf16", 797_000, "GFLOP/s")])
+    r = {"op": "gemm.square", "impl": "gemm.square/triton", "backend": "triton", "status": "ok", "dtype": "bf16",
+         "precision": "bf16", "shape": f"{n}x{n}x{n}", "flops": 2 * n**3, "bytes": 6 * n * n, "boundary": "hbm",
+         "read_bytes": 4 * n * n, "write_bytes": 2 * n * n, "l2_bytes": 194 * n * n, "l1_bytes": 256 * n * n,
+         "gflops": 630_000.0}
+    b = level_bounds(r, model)
+    assert b["l2"] == pytest.approx(7546 * 2 * n / 194) == pytest.approx(637_287, abs=1)
+    assert b["hbm"] == pytest.approx(4669 * 2 * n / 6) and b["compute"] == 797_000
+    assert "l1" not in b  # no L1 roof measured: no bound there
+    assert binding_level(b) == "l2"
+    table = triton_binding_table(pd.DataFrame([r, {**r, "backend": "torch", "impl": "gemm.square/torch"}]), model)
+    assert list(table["kernel"]) == ["gemm.square/triton bf16"] and table["binding"].iloc[0] == "l2"
+    assert table["% of binding bound"].iloc[0] == pytest.approx(100 * 630_000 / b["l2"])
+    # a point whose every level allows more than its precision's roof is compute-bound
+    assert binding_level(level_bounds({**r, "l2_bytes": n * n, "l1_bytes": None}, model)) == "compute"
