@@ -4,13 +4,17 @@ Only trustworthy rows set roofs (TRUST_*): rows that converged, or that have at 
 TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and that
 were not measured while the machine was busy. Every roof carries the spread of its row.
 
-Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): the off-chip roof (dram/hbm) comes
-only from working sets of at least 4x the last-level cache (filtered before the size
-envelope), from at least two sizes; a cache level's roof comes from its plateau, the sizes
-from twice the next inner level's capacity to 3/4 of its own (clear of the transition
-between two levels), within 15% of the best (10% off chip), at least two sizes, and only
-when its plateau's median is 10% above the next outer level's. The value is the best median over every kernel, implementation
-and dtype on the plateau, named with the row it came from.
+Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): a cache's capacity is its measured
+plateau edge (roofs/levels.py), its reported size where the sweep shows no fall. The
+off-chip roof (dram/hbm) comes only from working sets of at least 4x the last-level cache
+(its edge, and past the edge's reach), filtered before the size envelope, from at least two
+sizes; a cache level's roof comes from its plateau, the sizes from twice the next inner
+level's reported size to 3/4 of its own or its edge (clear of the transition between two
+levels), within 15% of the best (10% off chip), at least two sizes, and only when its
+plateau's median is 10% above the next outer level's. The value is the best median over
+every kernel, implementation and dtype on the plateau, named with the row it came from.
+Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
+same window, one class of kernels at a time.
 
 Compute roofs (ARCHITECTURE.md, rule 10): one per precision, the fastest exact way the device does that
 math: the best of its own GEMMs and of the GEMMs of any wider precision its inputs convert
@@ -18,10 +22,11 @@ to exactly (EXACT_IN), named with the row that set it; a borrowed roof says so i
 ("via", "own_gflops").
 
 Each row's bound (ARCHITECTURE.md, rule 12): the memory boundary its bytes cross (boundary_level): a cold
-point, or a working set of 4x the last-level cache or more, crosses the off-chip memory;
-a warm point is served by the innermost level whose capacity, times 4, exceeds its working
-set (the band from a level's capacity up to 4x it belongs to that level). A level with no
-measured roof gives no bound: the row's bound stays empty and bound_note says why.
+point crosses the off-chip memory; a warm point is served by the innermost cache whose
+measured reach (or, unmeasured, 4x its capacity) exceeds its working set. At that level,
+the bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
+write_bytes). A level with no measured roof gives no bound: the row's bound stays empty and
+bound_note says why.
 """
 from __future__ import annotations
 
@@ -472,6 +477,12 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
                      + (f" (plateau measured to {edge / 2**20:.3g} MiB)" if edge else "")
                      if capacity else f"a {r.working_set_bytes / 2**20:.3g} MiB working set")
             causes.append(f"timed warm: {where}; the {used} roof measured too low by the kernels that set it")
+            llc = model.bandwidth(caches[-1][0]) if caches and not capacity else None
+            reach = (llc.extra or {}).get("reach_bytes") if llc is not None else None
+            if reach and r.working_set_bytes < 2 * reach:
+                causes.append(f"residual {llc.name} hits: the sweep reaches {bw.name} speed (within {REL_TOL:.0%}) from "
+                              f"{reach / 2**20:.3g} MiB, past the {llc.name} plateau's measured edge of "
+                              f"{llc.extra['edge_bytes'] / 2**20:.3g} MiB")
         if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:
             causes.append(f"the {bw.name} roof is noisy: its plateau spans "
                           f"{bw.plateau_values[0]:.3g} to {bw.plateau_values[1]:.3g} GB/s")
