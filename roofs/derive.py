@@ -394,6 +394,25 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     return level, note, att, bw
 
 
+# stream kernels' read and written arrays, for runs written before read_bytes and write_bytes
+STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
+                 "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
+
+
+def direction_bytes(r) -> tuple:
+    """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
+    that predates them, bytes split by the kernel's arrays read and written; (None, None)
+    when unknown."""
+    rb, wb = _nan_free(getattr(r, "read_bytes", None)), _nan_free(getattr(r, "write_bytes", None))
+    if rb is not None and wb is not None:
+        return rb, wb
+    arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
+    nbytes = _nan_free(getattr(r, "bytes", None))
+    if arrays is None or nbytes is None:
+        return None, None
+    return nbytes * arrays[0] / sum(arrays), nbytes * arrays[1] / sum(arrays)
+
+
 def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:
     """Return rows with boundary and bound_note (point_bound), bound_roof (the roof that
     bounds it: "hbm.read", "l2.read+write", "hbm" for the level's best), attainable_gflops,
@@ -414,7 +433,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
             continue
         precision = getattr(r, "precision", "") or ""
         boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
-                                              getattr(r, "read_bytes", None), getattr(r, "write_bytes", None))
+                                              *direction_bytes(r))
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
         flops = r.flops if r.flops == r.flops else 0
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)

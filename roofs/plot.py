@@ -164,7 +164,7 @@ def draw_bandwidth(run: Run):
                        sides=("ne", "se"), leader=False, near=1.5, color="0.45")
         own, _ = bandwidth_roofs(stream[stream["dtype"] == dtype], caches, memory)
         for r in own:
-            if not r.plateau_bytes:
+            if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
                 continue
             x0, x1 = r.plateau_bytes
             if x0 == x1:

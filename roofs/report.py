@@ -68,7 +68,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     for m in Roofline(run.roofs).roofs:
         if m.source != "measured":
             continue
-        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name in ("dram", "hbm") else m.name))
+        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in ("dram", "hbm") else m.name))
         ref = by_name.get(key)
         clock = observed_clock(run.measurements, m.point_id)
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None

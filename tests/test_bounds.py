@@ -213,3 +213,21 @@ def test_binding_level_of_a_triton_gemm_is_l2_at_its_tile_intensity():
     assert table["% of binding bound"].iloc[0] == pytest.approx(100 * 630_000 / b["l2"])
     # a point whose every level allows more than its precision's roof is compute-bound
     assert binding_level(level_bounds({**r, "l2_bytes": n * n, "l1_bytes": None}, model)) == "compute"
+
+
+def test_a_run_written_before_the_new_columns_loads_and_is_bounded_by_direction():
+    from pathlib import Path
+    from bench.results import load_run
+    run = load_run(Path(__file__).parent / "data" / "run_a")
+    df = run.measurements
+    assert {"read_bytes", "write_bytes", "l2_bytes", "l1_bytes", "bound_roof"} <= set(df.columns)
+    assert df["l2_bytes"].isna().all()
+    roofs, _ = derive(df, run.device)
+    out = annotate(df, roofs, run.device)
+    stream = out[(out["family"] == "stream") & (out["boundary"] != "")]
+    # stream rows of an old run are classed by their op: copy-like rows meet read+write or copy roofs
+    assert set(stream["bound_roof"]) and all("." in b or b in ("dram", "l1", "l2", "l3") for b in stream["bound_roof"])
+    from roofs.derive import direction_bytes
+    r = pd.Series({"op": "stream.triad", "bytes": 300.0, "read_bytes": float("nan"), "write_bytes": float("nan")})
+    assert direction_bytes(r) == (200.0, 100.0)
+    assert direction_bytes(pd.Series({"op": "gemm.square", "bytes": 300.0})) == (None, None)
