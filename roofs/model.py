@@ -13,6 +13,7 @@ CACHE_LEVELS = ("l1", "l2", "l3")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
 INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
 DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<level>.<direction>"
+COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
 
 
 def direction_of(read_bytes, write_bytes) -> str:
@@ -82,9 +83,12 @@ class Roofline:
 
             read only         the level's read roof
             write only        the level's write roof
-            both              the larger of the level's copy roof (the best measured mix) and
-                              (R + W) / (R / BW_read + W / BW_write), the time the reads and
-                              the writes take one after the other, when both roofs exist
+            both              (R + W) / (R / BW_read + W / BW_write), the time the reads and
+                              the writes take one after the other, when both roofs exist; or
+                              the level's copy roof (the best measured mix) when that is
+                              higher and the point writes at least COPY_WRITE_SHARE of its
+                              bytes, as the kernels that set it do (copy 1/2, triad 1/3), or
+                              when it is the only one
             otherwise         the level's best roof, with a note saying why
 
         label names the roof used ("hbm.read", "hbm.read+write", "hbm")."""
@@ -103,7 +107,7 @@ class Roofline:
             options = []
             if rd is not None and wr is not None:
                 options.append(((r + w) / (r / rd.value + w / wr.value), f"{level}.read+write"))
-            if cp is not None:
+            if cp is not None and (w / (r + w) >= COPY_WRITE_SHARE - 1e-9 or not options):
                 options.append((cp.value, cp.name))
             if options:
                 value, label = max(options)

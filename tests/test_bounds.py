@@ -69,6 +69,12 @@ def test_point_bandwidth_by_direction_hand_worked():
     # the measured copy roof wins where it is higher than the serial mix
     fast_copy = Roofline(model.roofs[:3] + [Roof("bandwidth", "hbm.copy", 4600, "GB/s")])
     assert fast_copy.point_bandwidth("hbm", 50, 50)[:2] == (4600, "hbm.copy")
+    assert fast_copy.point_bandwidth("hbm", 200, 100)[:2] == (4600, "hbm.copy")  # a triad's mix: 1/3 written
+    # ... but not for a point that mostly reads (decode: the KV cache read, a token written): serial mix
+    value, label, _ = fast_copy.point_bandwidth("hbm", 1000, 1)
+    assert label == "hbm.read+write" and value == pytest.approx(1001 / (1000 / 4390 + 1 / 4669))
+    # with no read or write roof, the copy roof is the only mix measured
+    assert Roofline([model.roofs[0], model.roofs[3]]).point_bandwidth("hbm", 1000, 1)[:2] == (4208, "hbm.copy")
     # unknown direction, or no roof of that direction: the level's best, with a label
     assert model.point_bandwidth("hbm", None, None) == (4669, "hbm", "read and write bytes unknown: bounded by the level's best")
     only_best = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s")])
