@@ -79,4 +79,6 @@ def triton_binding_table(df: pd.DataFrame, model: Roofline) -> pd.DataFrame:
                      **{f"bound {lv}": b.get(lv) for lv in ("hbm", "dram", "l3", "l2", "l1", "compute") if lv in b},
                      "binding": binding_level(b) or "-",
                      "% of binding bound": 100 * float(r["gflops"]) / b[binding_level(b)] if b else None})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    levels = [f"bound {lv}" for lv in ("hbm", "dram", "l3", "l2", "l1", "compute") if f"bound {lv}" in table]
+    return table[["kernel", "shape", "GFLOP/s", *levels, "binding", "% of binding bound"]]
