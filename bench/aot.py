@@ -430,18 +430,21 @@ def compile_job(job: dict) -> dict:
             "ir": {key: k.asm[key] for key in job.get("keep", ())}}
 
 
-def compile_jobs(jobs: list, workers: int | None = None, progress=None) -> tuple[list, float]:
+def compile_jobs(jobs: list, workers: int | None = None, progress=None,
+                 cache_dir: str | None = None, work=None) -> tuple[list, float]:
     """Return (results in job order, wall seconds): the jobs compiled in a pool of spawned
-    processes, each with a fresh Triton cache."""
+    processes by work (default compile_job), into a fresh Triton cache, or into cache_dir
+    (bench/precompile.py: the cache a run's launches read, its own work function)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
     workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
     results = [None] * len(jobs)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="roofbench-aot-") as cache, \
+    fresh = contextlib.nullcontext(cache_dir) if cache_dir else tempfile.TemporaryDirectory(prefix="roofbench-aot-")
+    with fresh as cache, \
             ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                 initializer=_init_worker, initargs=(cache,)) as pool:
-        futures = {pool.submit(compile_job, job): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(work or compile_job, job): i for i, job in enumerate(jobs)}
         for done, fut in enumerate(as_completed(futures), 1):
             i = futures[fut]
             try:

@@ -8,12 +8,20 @@ FULL_CANDIDATES of the remaining ones, in the kernel module's order (its best gu
 first): each candidate costs a compile of seconds per integer specialization. Each candidate is
 timed in the mode its point is measured in (a cold GEMV is tuned cold).
 
+Tuning is once per shape class, not per point (ARCHITECTURE.md, rule 14): the launcher's key
+with every size rounded to its octave (round(log2 n): 4096 and 5120 share a class, 6144 is
+the next), the dtype, format, flags and the mode kept as they are. The first point of a class
+times its candidates; the later ones launch the winner directly, as long as it is among their
+own candidates (a size whose candidate list differs is tuned itself). The correctness gate
+still checks every point, so a class never hides a wrong result, only a slower tile.
+
 A candidate that fails to compile or run (out of resources, a compiler error) is a skipped
 candidate with its reason; an error that leaves the CUDA context dead (an illegal address,
 a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -25,7 +33,7 @@ from bench.util import DeviceLost, first_line, is_fatal
 TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_target_sample_s=2e-4)
 QUICK_CANDIDATES = 3
 FULL_CANDIDATES = 6   # a full run tunes over the first 6 that fit: the lists are ordered best first
-_BEST: dict = {}
+_BEST: dict = {}     # shape class -> (config, median seconds, failures)
 
 # Shared memory one block may use (opt-in maximum), by compute capability, for when torch
 # does not report it: sm_80 163 KiB, sm_86/89 99 KiB, sm_90/100 227 KiB.
@@ -83,6 +91,22 @@ def prune(candidates: Iterable, smem: Callable | None, limit: int | None, keep: 
     return (fits[:keep] if keep else fits), pruned
 
 
+def octave(n: int) -> int:
+    """Return the octave bucket of a size: round(log2 n) (1 -> 0, 3 -> 2, 4096 -> 12,
+    5120 -> 12, 6144 -> 13); 0 and below -> -1."""
+    return round(math.log2(n)) if n > 0 else -1
+
+
+def shape_class(key):
+    """Return a tuning key with every integer size (inside nested tuples too) replaced by
+    its octave, ("oct", octave(n)); strings, dtypes, bools and floats unchanged."""
+    if isinstance(key, tuple):
+        return tuple(shape_class(k) for k in key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return ("oct", octave(key))
+    return key
+
+
 def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mode: str = "warm",
              flush: Callable | None = None):
     """Return (config, median seconds, sentence) of the fastest candidate, timed in mode
@@ -111,7 +135,8 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mo
 def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
           smem: Callable | None = None):
     """Return (fn, config): on a GPU the fastest of the candidates that fit its shared memory
-    (at most QUICK_CANDIDATES of them in a quick run), tuned once per key in ctx's mode; on a
+    (at most QUICK_CANDIDATES of them in a quick run), tuned once per shape class of key in
+    ctx's mode (see the module docstring); on a
     CPU (Triton's interpreter, where timing means nothing) interpreter_config. fn.tuning
     says how many candidates were pruned, timed and failed."""
     if not tensor.is_cuda:
@@ -123,7 +148,15 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False))
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
-    cfg, _, failures = autotune(key + (dev, mode, len(fits)), fits, make_fn, dev, mode, getattr(ctx, "flush", None))
+    cls = shape_class(key) + (dev, mode)
+    hit = _BEST.get(cls)
+    if hit is not None and hit[0] in fits:
+        fn = make_fn(hit[0])
+        fn.tuning = f"the best of its shape class (tuned {mode} at another size)"
+        return fn, hit[0]
+    if hit is not None:  # this size's candidates differ: tune it on its own
+        cls = key + (dev, mode, len(fits))
+    cfg, _, failures = autotune(cls, fits, make_fn, dev, mode, getattr(ctx, "flush", None))
     fn = make_fn(cfg)
     fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
         f", {failures}" if failures else "")
