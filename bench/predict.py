@@ -12,23 +12,37 @@ timer and the runner do around it:
               (warm; plus a flush per sample when cold)
     setup = making the inputs and the float64 reference (bytes over the rates below)
 
-plus, once per compiled variant of a Triton kernel, its compile time (measured with
-`python -m bench.aot` on a 2-core CPU for sm_90: COMPILE_S), and once per tuning key the
-candidates' short timings (TUNE_S each). Points the plan's own rules skip (a CPU running
-Triton, a precision the compute capability lacks) cost SKIP_S. The model knows nothing of a
-busy machine or of a slow library path: it is a floor with margins, for planning a lease.
+plus the compiles and the tuning (ARCHITECTURE.md, rule 14). On a GPU every Triton variant
+is compiled before the first point in a pool of one process per host core
+(bench/precompile.py), so compiling costs the pool's wall time,
+
+    precompile = POOL_START_S + max(longest compile, sum of compiles / workers)
+
+(each compile COMPILE_S, measured with `python -m bench.aot` on a 2-core CPU for sm_90; the
+jobs are the AOT plan's, every candidate and integer specialization, where the arch has one;
+the workers are the host's cores, HOST_CORES for a datasheet part), and each variant's first
+launch then loads it from the cache (LOAD_S). Tuning is once per shape class: the point's
+sizes rounded to octaves, its dtype, flags and mode (the launchers' keys, rounded the same
+way in bench/ops/_tune.py), each class timing its candidates once (TUNE_S each). Points the
+plan's own rules skip (a CPU running Triton, a precision the compute capability lacks, an
+impl's own rule such as numpy on a GPU) cost SKIP_S; on a datasheet part, a rule that must
+probe the device (does torch's fp8 GEMM work here?) cannot be decided and the row is charged.
+The model knows nothing of a busy machine or of a slow library path: it is a floor with
+margins, for planning a lease.
 
 A device spec (`--device-spec h200`) plans on a datasheet part with no such device present:
 its name, SM count, memory, L2 and compute capability come from roofs/specs.json.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 
 from bench.device import CacheLevel, DeviceInfo
-from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES
+from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, shape_class
 from bench.runner import backend_skip, quick_skip
 from roofs import specs
 
@@ -47,6 +61,11 @@ CPU_BW_GUESS = {"dram": 40e9, "cache": 150e9}     # a CPU has no datasheet bandw
 # stream 0.15), plus about 0.2 s of the JIT's own work (specializing, loading the module)
 COMPILE_S = {"gemm": 1.6, "gemm.fp32": 1.6, "gemv": 0.8, "attention": 1.1, "stream": 0.35}
 TUNE_S = 0.04             # one candidate's short timing (TUNE_TIMER's budget plus the first call)
+HOST_CORES = 16           # compile workers for a datasheet part: the lent H200 host's cores
+POOL_START_S = 8.0        # the compile pool's start: each spawned worker imports torch and triton
+LOAD_S = 0.05             # a launch that loads a precompiled kernel from the cache (key, read, load)
+MODULE_FAMILY = {"kernels.gemm": "gemm", "kernels.gemv": "gemv", "kernels.attention": "attention",
+                 "kernels.stream": "stream"}
 
 
 def spec_device(name: str) -> DeviceInfo:
@@ -147,6 +166,56 @@ def compile_seconds(op, point) -> float:
     return COMPILE_S.get(op.family, 2.0)
 
 
+def pool_seconds(compiles: list, workers: int) -> float:
+    """Return the wall seconds of compiling these (seconds each) in a pool of workers:
+    POOL_START_S + max(the longest, their sum / workers); 0 for none."""
+    if not compiles:
+        return 0.0
+    return POOL_START_S + max(max(compiles), sum(compiles) / max(1, workers))
+
+
+def host_workers(device: DeviceInfo) -> int:
+    """Return the compile workers of a run on device: HOST_CORES for a datasheet part (no
+    host to ask), else this machine's cores."""
+    return HOST_CORES if (device.extra or {}).get("spec") else (os.cpu_count() or 1)
+
+
+def aot_compiles(plan, device: DeviceInfo, quick: bool) -> list | None:
+    """Return the seconds of each compile the precompile pool runs for plan on device (the
+    AOT plan's jobs, COMPILE_S by kernel module), or None where it has no such plan (a CPU,
+    an arch aot lacks, no Triton op)."""
+    from bench import precompile
+    arch = precompile.arch_of(device)
+    only = precompile.families_of(plan) if arch else []
+    if not only:
+        return None
+    jobs, _ = precompile.plan_jobs(arch, quick, only, device)
+    return [COMPILE_S.get(MODULE_FAMILY.get(j["module"], ""), 2.0) for j in jobs]
+
+
+def impl_skip(impl, point, device: DeviceInfo) -> str | None:
+    """Return the impl's own reason to skip point on device, or None. On a datasheet part
+    (not here) a rule that probes the device gives a different reason for another device
+    (a probe's error names it): undecidable, so the row counts as run."""
+    if impl.skip is None:
+        return None
+    reason = impl.skip(point, device)
+    if reason and (device.extra or {}).get("spec"):
+        if impl.skip(point, dataclasses.replace(device, torch_device="meta")) != reason:
+            return None
+    return reason
+
+
+def tune_class(op, impl, point, mode) -> tuple:
+    """Return the shape class a launcher tunes point in: the point's sizes (its integers,
+    tuples of integers and integer columns such as a GEMV layer's N and K) rounded to
+    octaves, its dtype and flags, the impl and the mode."""
+    sizes = {k: v for k, v in point.items() if not isinstance(v, str) or k == "dtype"}
+    if op.columns:
+        sizes.update({k: v for k, v in op.columns(point).items() if isinstance(v, int)})
+    return (op.family, impl.name, mode) + shape_class(tuple(sorted(sizes.items(), key=lambda kv: kv[0])))
+
+
 TUNED = {"gemm", "gemv", "attention", "model"}   # families whose Triton launchers autotune
 
 
@@ -165,31 +234,35 @@ class Prediction:
     rows: int
     skipped: int
     seconds_by_family: dict
-    compile_s: float
+    compile_s: float          # the precompile pool's wall time
     tune_s: float
-    compiles: int
-    tuning_keys: int
+    compiles: int             # jobs the pool compiles
+    tuning_keys: int          # shape classes tuned
+    load_s: float = 0.0       # first launches loading precompiled kernels
+    workers: int = 1
 
     @property
     def total_s(self) -> float:
-        return sum(self.seconds_by_family.values()) + self.compile_s + self.tune_s
+        return sum(self.seconds_by_family.values()) + self.compile_s + self.load_s + self.tune_s
 
 
 def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tuple[str, float]], dict]:
     """Return [(family, predicted seconds)] per row of plan, in the order the runner runs
-    them (task by task, impl by impl, mode by mode), with each Triton compile and tuning
-    charged to the first row that needs it; and counts (skipped, compiles, compile_s,
-    tuning keys, tune_s)."""
+    them (task by task, impl by impl, mode by mode), with each Triton variant's first load
+    and each shape class's tuning charged to the first row that needs it; and counts
+    (skipped, variants, their compile seconds, load_s, tuning classes, tune_s). The
+    precompile pool runs before the rows: predict() charges it."""
     rates = device_rates(device)
     rows, compiles, keys = [], {}, set()
-    counts = {"skipped": 0, "compile_s": 0.0, "tune_s": 0.0, "measure_s": defaultdict(float)}
+    counts = {"skipped": 0, "load_s": 0.0, "tune_s": 0.0, "measure_s": defaultdict(float)}
     per_key = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES)
     for task in plan.tasks:
         op, point = task.op, task.point
         rule = op.skip(point, device) if op.skip else None
         for impl in task.impls:
+            own = None if rule else impl_skip(impl, point, device)
             for mode in plan.modes_of(task):
-                if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick):
+                if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick) or own:
                     counts["skipped"] += 1
                     rows.append((op.family, SKIP_S))
                     counts["measure_s"][op.family] += SKIP_S
@@ -202,23 +275,29 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
                     for c in range(candidates_of(op, impl, point, quick)):
                         if ck + (c,) not in compiles:
                             compiles[ck + (c,)] = compile_seconds(op, point)
-                            counts["compile_s"] += compiles[ck + (c,)]
-                            sec += compiles[ck + (c,)]
-                    key = (op.name, impl.name, repr(sorted(point.items())), mode)
+                            counts["load_s"] += LOAD_S
+                            sec += LOAD_S
+                    key = tune_class(op, impl, point, mode)
                     if op.family in TUNED and key not in keys:
                         keys.add(key)
                         counts["tune_s"] += per_key
                         sec += per_key
                 rows.append((op.family, sec))
-    counts.update(compiles=len(compiles), tuning_keys=len(keys))
+    counts.update(compiles=len(compiles), compile_list=list(compiles.values()), tuning_keys=len(keys))
     return rows, counts
 
 
-def predict(plan, device: DeviceInfo, timer, quick: bool) -> Prediction:
-    """Return the predicted duration of plan on device (see the module docstring)."""
+def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool = True) -> Prediction:
+    """Return the predicted duration of plan on device (see the module docstring). The
+    precompile pool's jobs are the AOT plan's (exact_compiles, where the device has an aot
+    arch: seconds of planning), else the variants row_seconds counts."""
     rows, c = row_seconds(plan, device, timer, quick)
-    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), c["compile_s"], c["tune_s"],
-                      c["compiles"], c["tuning_keys"])
+    jobs = (aot_compiles(plan, device, quick) if exact_compiles else None) if device.kind == "cuda" else None
+    if jobs is None:
+        jobs = c["compile_list"]
+    workers = host_workers(device)
+    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), pool_seconds(jobs, workers), c["tune_s"],
+                      len(jobs), c["tuning_keys"], c["load_s"], workers)
 
 
 def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
@@ -229,7 +308,9 @@ def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
     for fam, s in sorted(pred.seconds_by_family.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {fam:<10} {s:8.1f} s")
     if pred.compiles:
-        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton variants, serial)")
-        lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} tuning keys)")
+        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles before measuring, "
+                     f"{pred.workers} processes)")
+        lines.append(f"  loading    {pred.load_s:8.1f} s  (first launches, from the cache)")
+        lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} shape classes)")
     lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min)")
     return "\n".join(lines)

@@ -88,20 +88,27 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     prediction, corrected as the run goes), and run.json records the prediction, the wall
     time spent measuring and how much of it was timed samples. sustain_s > 0: after the
     sweeps, each roof's best candidates run a sustained window of that many seconds
-    (bench/sustain.py), recorded in run.json's "sustain". Return (status, measurements)."""
+    (bench/sustain.py), recorded in run.json's "sustain". On a GPU the plan's Triton kernels
+    are compiled first (bench/precompile.py), recorded in run.json's "precompile" with how
+    many launches then loaded them. Return (status, measurements)."""
+    from bench import precompile
+    pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
     rows = estimates(plan, device, timer, quick)
-    meta = dict(meta, predicted_s=sum(rows) if rows else None)
+    meta = dict(meta, predicted_s=sum(rows) if rows else None, **({"precompile": pre} if pre else {}))
     writer = RunWriter(run_dir, meta)
     say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
         + (f"; predicted {sum(rows) / 60:.1f} min" if rows else ""))
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say)
     status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
+    jit = precompile.JitCounter()
     try:
-        runner.run(plan, rows)
-        if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
-            from bench.sustain import run_phase
-            sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say, runner)
+        with jit:
+            runner.run(plan, rows)
+            if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
+                from bench.sustain import run_phase
+                sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
+                                      runner)
     except KeyboardInterrupt:
         status = "interrupted"
         say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
@@ -111,6 +118,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
               f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
     finally:
         wall = time.perf_counter() - t0
+        if pre is not None and jit.available:  # did the run's launches load what was precompiled?
+            writer.meta["precompile"] = dict(pre, jit=jit.record())
         writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
                       sustain=sustained)
     say(spent_line(writer.meta["time_spent"]))

@@ -36,24 +36,87 @@ def test_one_call_is_the_larger_of_compute_and_memory_time():
     assert pr.call_seconds(copy, {"dtype": "float32", "ws_bytes": 2**16}, "warm", H200, rates) == 2e-6
 
 
-def test_compiles_and_tuning_are_charged_once_and_rows_sum_to_the_total():
+def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to_the_total():
     gemm = REG.ops["gemm.square"]
     triton = REG.impls["gemm.square/triton"]
-    points = [{"dtype": "bf16", "shape": (n, n, n)} for n in (2048, 4096)]
+    # 4096^3 and 5120^3 share octave 12 (log2 5120 = 12.32); 8192^3 is octave 13
+    points = [{"dtype": "bf16", "shape": (n, n, n)} for n in (4096, 5120, 8192)]
     plan = Plan([Task(gemm, p, (triton,)) for p in points])
     timer = TimerConfig(budget_s=0.1, warmup_s=0.01)
     rows, counts = pr.row_seconds(plan, H200, timer, quick=True)
-    # both sizes are multiples of 16: one specialization, 3 quick candidates compiled once;
-    # each size is its own tuning key
-    assert counts["compiles"] == 3 and counts["compile_s"] == pytest.approx(3 * pr.COMPILE_S["gemm"])
+    # all sizes multiples of 16: one specialization, 3 quick candidates, each loaded once;
+    # two shape classes tuned, 3 candidates each
+    assert counts["compiles"] == 3 and counts["load_s"] == pytest.approx(3 * pr.LOAD_S)
     assert counts["tuning_keys"] == 2 and counts["tune_s"] == pytest.approx(2 * 3 * pr.TUNE_S)
-    first, second = (sec for _, sec in rows)
     measure = [pr.point_seconds(gemm, p, "warm", H200, pr.device_rates(H200), timer) for p in points]
-    assert first == pytest.approx(measure[0] + 3 * pr.COMPILE_S["gemm"] + 3 * pr.TUNE_S)
-    assert second == pytest.approx(measure[1] + 3 * pr.TUNE_S)
-    p = pr.predict(plan, H200, timer, quick=True)
-    assert p.total_s == pytest.approx(first + second)
-    assert "predicted wall time" in pr.describe(p, H200, True)
+    first, second, third = (sec for _, sec in rows)
+    assert first == pytest.approx(measure[0] + 3 * pr.LOAD_S + 3 * pr.TUNE_S)
+    assert second == pytest.approx(measure[1])                 # same class: the winner, no tuning
+    assert third == pytest.approx(measure[2] + 3 * pr.TUNE_S)  # a new class
+    # the pool: the AOT plan of gemm.square bf16+others for sm_90 quick, 16 workers
+    p = pr.predict(plan, H200, timer, quick=True, exact_compiles=False)
+    # 3 compiles of 1.6 s in 16 processes: 8 s start + max(1.6, 4.8 / 16) = 9.6 s
+    assert p.compiles == 3 and p.workers == 16 and p.compile_s == pytest.approx(8.0 + 1.6)
+    assert p.total_s == pytest.approx(first + second + third + 9.6)
+    text = pr.describe(p, H200, True)
+    assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
+
+
+def test_the_pool_is_the_longest_compile_or_the_sum_over_the_workers():
+    assert pr.pool_seconds([], 16) == 0.0
+    # 40 compiles of 1.6 s on 16 workers: 8 + 64 / 16 = 12 s
+    assert pr.pool_seconds([1.6] * 40, 16) == pytest.approx(12.0)
+    # one slow compile longer than the share: 8 + 5 = 13 s
+    assert pr.pool_seconds([5.0, 0.5, 0.5], 16) == pytest.approx(13.0)
+    # one worker: serial, 8 + 6 = 14 s
+    assert pr.pool_seconds([5.0, 0.5, 0.5], 1) == pytest.approx(14.0)
+
+
+def test_exact_compiles_are_the_aot_plans_jobs():
+    # stream.copy quick on an H200: its AOT plan is one BLOCK 4096 tile per dtype (float32,
+    # bfloat16), every size a 16-divisible i32: 2 jobs of 0.35 s: 8 + max(0.35, 0.7 / 16)
+    op, impl = REG.ops["stream.copy"], REG.impls["stream.copy/triton"]
+    plan = Plan([Task(op, {"dtype": "float32", "ws_bytes": 2**26}, (impl,))])
+    p = pr.predict(plan, H200, TimerConfig(budget_s=0.1, warmup_s=0.01), quick=True)
+    assert p.compiles == 2 and p.compile_s == pytest.approx(8.0 + 0.35)
+
+
+def test_rows_an_impl_skips_cost_a_skip_and_probes_of_an_absent_device_count_as_run():
+    gemm, numpy_impl, torch_impl = REG.ops["gemm.square"], REG.impls["gemm.square/numpy"], REG.impls["gemm.square/torch"]
+    timer = TimerConfig(budget_s=0.1, warmup_s=0.01)
+    # numpy on a GPU is a static rule: skipped
+    plan = Plan([Task(gemm, {"dtype": "fp32", "shape": (1024, 1024, 1024)}, (numpy_impl,))])
+    rows, counts = pr.row_seconds(plan, H200, timer, quick=False)
+    assert counts["skipped"] == 1 and rows == [("gemm", pr.SKIP_S)]
+    # torch's int8 GEMM is probed on the device; an H200 that is not here cannot be probed,
+    # so the row is charged
+    point = {"dtype": "int8", "shape": (1024, 1024, 1024)}
+    assert pr.impl_skip(torch_impl, point, H200) is None
+    # M <= 16 is a static rule of torch._int_mm on CUDA: skipped
+    assert pr.impl_skip(torch_impl, {"dtype": "int8", "shape": (16, 1024, 1024)}, H200).startswith("torch._int_mm")
+
+
+def test_the_tuning_class_of_a_point_rounds_its_sizes_to_octaves():
+    gemv, tile = REG.ops["gemv.decode"], REG.impls["gemv.decode/triton_tile"]
+    # llama8b.o (4096 x 4096) and llama8b.qkv (6144 x 4096): N in octaves 12 and 13
+    o = pr.tune_class(gemv, tile, {"layer": "llama8b.o", "dtype": "int4", "batch": 16}, "cold")
+    qkv = pr.tune_class(gemv, tile, {"layer": "llama8b.qkv", "dtype": "int4", "batch": 16}, "cold")
+    assert o != qkv and o == ("gemv", "triton_tile", "cold", ("batch", ("oct", 4)), ("dtype", "int4"),
+                              ("k", ("oct", 12)), ("n", ("oct", 12)))
+    sq = REG.ops["gemm.square"]
+    t = REG.impls["gemm.square/triton"]
+    assert pr.tune_class(sq, t, {"dtype": "bf16", "shape": (4096,) * 3}, "warm") == \
+        pr.tune_class(sq, t, {"dtype": "bf16", "shape": (5120,) * 3}, "warm")
+
+
+def test_the_full_h200_plan_fits_nine_minutes_and_the_quick_two():
+    from bench.registry import load_all
+    from bench.runner import make_plan
+    from bench.session import timer_config
+    for quick, limit in ((False, 9 * 60), (True, 2 * 60)):
+        plan = make_plan(load_all(), H200, quick=quick)
+        p = pr.predict(plan, H200, timer_config(quick), quick)
+        assert p.total_s <= limit, pr.describe(p, H200, quick)
 
 
 def test_a_point_samples_for_the_minimum_span_within_its_budget():

@@ -39,13 +39,23 @@ REF_ROWS = 2048  # query rows per float64 reference chunk
 # (B, Hq, Hkv) settings and sweeps per device kind: (quick, full)
 PREFILL_HEADS = {"cpu": (((1, 8, 2),), ((1, 8, 2), (2, 8, 8))),
                  "cuda": (((1, 32, 8),), ((1, 32, 8), (4, 32, 8), (8, 16, 16)))}
+# A GPU's full sweeps leave out S = 512 (4 GFLOP at batch 1: microseconds, the launch floor)
+# and 8192 (between 4096 and 16384 on the tensor-core plateau), L = 1024 (a 4 MiB KV cache:
+# the launch floor again) and 65536 (between 32768 and 131072 on the HBM plateau); and fp16,
+# which runs at bf16's tensor-core rate and moves its bytes on every GPU here
+# (ARCHITECTURE.md rule 14: a full H200 run fits ten minutes).
+GPU_DTYPES = ("bf16",)
 PREFILL_SEQ = {"cpu": ((512, 1024), (512, 1024, 2048)),
-               "cuda": ((1024, 4096, 16384), (512, 1024, 2048, 4096, 8192, 16384))}
+               "cuda": ((1024, 4096, 16384), (1024, 2048, 4096, 16384))}
 PREFILL_D = {"cpu": ((128,), (64, 128)), "cuda": ((64, 128), (64, 128))}
 DECODE_HEADS = (32, 8, 128)  # Hq, Hkv, D: a Llama-3-8B layer
 DECODE_LEN = {"cpu": ((1024, 8192), (1024, 4096, 16384, 32768)),
-              "cuda": ((4096, 32768, 131072), (1024, 4096, 16384, 32768, 65536, 131072))}
+              "cuda": ((4096, 32768, 131072), (4096, 16384, 32768, 131072))}
 DECODE_BATCH = {"cpu": ((1, 8), (1, 4, 16)), "cuda": ((1, 16), (1, 4, 16, 64))}
+
+
+def _dtypes(device, quick):
+    return GPU_DTYPES if device.kind == "cuda" else DTYPES
 
 
 def _by_device(table):
@@ -170,7 +180,7 @@ def _prefill_sdpa(x, ctx=None):
 REGISTRY.add_op(Op(
     name="attention.prefill", family="attention",
     doc="o = softmax(q k^T / sqrt(D)) v; flops = 4 B Hq S^2 D (halved causal), bytes = q + k + v + o",
-    axes=(Axis("dtype", DTYPES, doc="fp16 or bf16"),
+    axes=(Axis("dtype", sweep=_dtypes, doc="fp16 or bf16 (a GPU: bf16)"),
           Axis("causal", (False, True)),
           Axis("head_dim", sweep=_by_device(PREFILL_D), doc="D"),
           Axis("heads", sweep=_by_device(PREFILL_HEADS), doc="(B, Hq, Hkv): batch, query heads, KV heads"),
@@ -285,7 +295,7 @@ def _decode_columns(p):
 REGISTRY.add_op(Op(
     name="attention.decode", family="attention",
     doc=f"one query token over an L-token KV cache, (Hq, Hkv, D) = {DECODE_HEADS}; flops = 4 B Hq L D, bytes = KV cache + q + o",
-    axes=(Axis("dtype", DTYPES, doc="fp16 or bf16"),
+    axes=(Axis("dtype", sweep=_dtypes, doc="fp16 or bf16 (a GPU: bf16)"),
           Axis("length", sweep=_by_device(DECODE_LEN), doc="L, the KV cache length"),
           Axis("batch", sweep=_by_device(DECODE_BATCH), doc="B, sequences decoded at once")),
     make_inputs=decode_inputs, reference=decode_reference,

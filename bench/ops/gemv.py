@@ -72,12 +72,24 @@ LAYERS = {
     "square4096": (4096, 4096),
     "square8192": (8192, 8192),
 }
-LAYER_SWEEP = {  # (quick, full) per device kind: a CPU gets the layers its memory and time allow
+# Per device kind, (quick, full): a CPU gets the layers its memory and time allow. A GPU's full
+# sweep leaves out what repeats a shape or a plateau (so that a full H200 run fits ten minutes,
+# ARCHITECTURE.md rule 14): square4096 and square8192 are llama8b.o's and llama70b.o's exact
+# shapes; square1024 (2 MiB of bf16 weights) reads in about a microsecond, the launch floor,
+# not memory; llama70b.qkv, .o, .gate_up and .lm_head stream 128 MiB to 2 GiB of weights from
+# HBM at every format, the plateau that llama8b.down, .gate_up, .lm_head and llama70b.down
+# already span (112 MiB to 1 GiB in bf16, 28 to 250 MiB in int4).
+LAYER_SWEEP = {
     "cpu": (("llama8b.o", "llama8b.down"),
             ("square1024", "llama8b.qkv", "llama8b.o", "llama8b.gate_up", "llama8b.down")),
-    "cuda": (("llama8b.qkv", "llama8b.down", "llama8b.lm_head"), tuple(LAYERS)),
+    "cuda": (("llama8b.qkv", "llama8b.down", "llama8b.lm_head"),
+             ("llama8b.qkv", "llama8b.o", "llama8b.gate_up", "llama8b.down", "llama8b.lm_head", "llama70b.down")),
 }
-BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# Batches 2, 8 and 32 are left out: up to 64 rows a decode step is memory-bound on every
+# device here (bf16 weights: B FLOP per weight byte, against ridges of 60-200), so its time is
+# the weights' read and 2, 8 and 32 repeat their neighbours 1, 4, 16 and 64; from 64 to 256,
+# around the ridge, every octave stays.
+BATCHES = (1, 4, 16, 64, 128, 256)
 QUICK_BATCHES = (1, 16, 256)
 MAX_BATCH = max(BATCHES)
 
@@ -114,6 +126,12 @@ def _bnk(point):
 
 def layer_sweep(device, quick):
     return LAYER_SWEEP[device.kind][0 if quick else 1]
+
+
+def format_sweep(device, quick):
+    """Return the weight formats: all of them on a CPU; on a GPU all but fp16, whose weights
+    move bf16's bytes at bf16's tensor-core rate on every GPU here (ARCHITECTURE.md rule 14)."""
+    return tuple(f for f in FORMATS if device.kind != "cuda" or f != "fp16")
 
 
 # ---- weights, inputs and reference -----------------------------------------------------------
@@ -343,7 +361,7 @@ REGISTRY.add_op(Op(
     doc="y = x W^T for one decode step; flops = 2 B N K, bytes = weights at stored width + scales + 2 B K + 2 B N",
     # layer outermost: each layer's fp32 weights are drawn once, each format quantized once
     axes=(Axis("layer", sweep=layer_sweep, doc="(N, K) of a decoder layer: " + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in LAYERS.items())),
-          Axis("dtype", tuple(FORMATS), doc="weight format: " + ", ".join(FORMATS)),
+          Axis("dtype", sweep=format_sweep, doc="weight format: " + ", ".join(FORMATS) + " (a GPU: fp16 left out)"),
           Axis("batch", BATCHES, QUICK_BATCHES, doc="decode batch B")),
     make_inputs=make_inputs, reference=reference,
     flops=lambda p: gemv_flops(*_bnk(p)),

@@ -49,6 +49,8 @@ from bench.util import itemsize
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
 QUICK_DTYPES = ("float32", "bfloat16")
+GPU_DTYPES = ("float32", "bfloat16")  # on a GPU float16 moves the same bytes through the same loads as bfloat16
+GPU_MIN_WS = 4 * 2**20  # below this a GPU stream call lasts under a microsecond or two: the launch floor
 TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, "int32": 0.0}
 # A 16-bit sum is rounded once more at the end, by up to half an ulp of |sum|, and |sum|
 # can be a few times ||a||_2, the scale its error is measured against.
@@ -169,14 +171,25 @@ def stream_flops(kind: Kind, point) -> int:
 
 def ws_sweep(device, quick: bool) -> list[int]:
     """Return working sets from 16 KiB (inside any L1) to 8x the last-level cache on a CPU,
-    to max(8x L2, 1 GiB) on a GPU (double that in full runs); one size per octave in
-    quick runs, two otherwise."""
+    from GPU_MIN_WS to max(8x L2, 1 GiB) on a GPU (double that in full runs); one size per
+    octave in quick runs, two otherwise, except on a GPU's off-chip plateau (4x L2 and up),
+    where one per octave shows the same flat line. (On a GPU the caches are measured by
+    stream.reread; a stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 14.)"""
     llc = device.llc_bytes
     if device.kind == "cuda":
-        lo, hi = 64 * 2**10, max(8 * llc, 2**30) * (1 if quick else 2)
+        lo, hi = GPU_MIN_WS, max(8 * llc, 2**30) * (1 if quick else 2)
     else:
         lo, hi = 16 * 2**10, 8 * llc
-    return geometric(lo, hi, 1 if quick else 2)
+    sizes = geometric(lo, hi, 1 if quick else 2)
+    if device.kind == "cuda" and not quick:
+        past = [s for s in sizes if s >= 4 * llc]
+        sizes = [s for s in sizes if s < 4 * llc] + sorted(set(past[::2] + past[-1:]))
+    return sizes
+
+
+def dtype_sweep(device, quick: bool) -> tuple:
+    """Return the element types: QUICK_DTYPES in quick runs, GPU_DTYPES on a GPU, else DTYPES."""
+    return QUICK_DTYPES if quick else (GPU_DTYPES if device.kind == "cuda" else DTYPES)
 
 
 _POOLS: dict = {}  # (dtype, device) -> one random pool, grown to the largest size asked for
@@ -225,7 +238,8 @@ def _register(kind: Kind):
         name=f"stream.{kind.name}", family="stream",
         doc=f"{kind.formula}; bytes = {arrays(kind)} n w, flops = {kind.flops_per_element} n",
         axes=(
-            Axis("dtype", DTYPES, QUICK_DTYPES, doc="element type"),
+            Axis("dtype", sweep=dtype_sweep, doc="element type: " + ", ".join(DTYPES) + " (a GPU and quick runs: "
+                 + ", ".join(QUICK_DTYPES) + ")"),
             Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB to past 8x the last-level cache"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
