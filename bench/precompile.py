@@ -224,22 +224,37 @@ class JitCounter:
         return {"cache_hits": self.hits, "compiles": self.compiles} if self.available else {}
 
 
-def enabled() -> bool:
-    """Return whether runs precompile (ROOFBENCH_PRECOMPILE=0 turns it off)."""
-    return os.environ.get("ROOFBENCH_PRECOMPILE", "1") != "0"
+def setting() -> str:
+    """Return ROOFBENCH_PRECOMPILE: "1" (default: runs precompile), "0" (off), or the path of
+    a JSON record `python -m bench.precompile --json` wrote (done before the run: the device
+    check precompiles while the GPU tests run)."""
+    return os.environ.get("ROOFBENCH_PRECOMPILE", "1")
 
 
 def before_run(device, plan, quick: bool, say=print) -> dict | None:
-    """Precompile a runner plan's Triton kernels for this GPU, or return None where there is
-    nothing to do (a CPU, Triton's interpreter, no Triton op in the plan, switched off). A
+    """Precompile a runner plan's Triton kernels for this GPU and return the record, or None
+    where there is nothing to do (a CPU, Triton's interpreter, no Triton op in the plan).
+    ROOFBENCH_PRECOMPILE (setting()) switches it off or hands over a record made before. A
     failure here never stops the run: the launches then compile as they go."""
     from bench.runner import triton_interpreting
     arch = arch_of(device)
-    if arch is None or not enabled() or triton_interpreting():
+    if arch is None or triton_interpreting():
         return None
     only = families_of(plan)
     if not only:
         return None
+    how = setting()
+    if how == "0":
+        return {"arch": arch, "skipped": "ROOFBENCH_PRECOMPILE=0"}
+    if how != "1":
+        import json
+        try:
+            with open(how) as f:
+                rec = json.load(f)
+        except (OSError, ValueError) as e:
+            say(f"roofbench: ROOFBENCH_PRECOMPILE={how} is not a precompile record ({e}); precompiling now")
+        else:
+            return dict(rec, done_before=how)
     try:
         rec = precompile(arch, quick, only, device)
     except Exception as e:  # noqa: BLE001
@@ -257,6 +272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="families or ops: " + ",".join(aot.FAMILIES))
     ap.add_argument("--workers", type=int, default=None, help="compile processes (default: one per CPU)")
     ap.add_argument("--cache", default=None, help="Triton cache directory (default: the one Triton uses here)")
+    ap.add_argument("--json", default=None, help="also write the record to this file (ROOFBENCH_PRECOMPILE=FILE "
+                                                 "then gives it to a run instead of compiling again)")
     args = ap.parse_args(argv)
     if args.arch not in aot.ARCHS:
         print(f"unknown arch '{args.arch}': choose from {', '.join(aot.ARCHS)}.", file=sys.stderr)
@@ -268,6 +285,10 @@ def main(argv=None) -> int:
         print(str(e), file=sys.stderr)
         return 2
     print(", ".join(f"{k} {v}" for k, v in rec.items()))
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(rec, f, indent=1)
     return 1 if rec["failed"] else 0
 
 

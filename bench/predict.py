@@ -23,7 +23,8 @@ jobs are the AOT plan's, every candidate and integer specialization, where the a
 the workers are the host's cores, HOST_CORES for a datasheet part), and each variant's first
 launch then loads it from the cache (LOAD_S). Tuning is once per shape class: the point's
 sizes rounded to octaves, its dtype, flags and mode (the launchers' keys, rounded the same
-way in bench/ops/_tune.py), each class timing its candidates once (TUNE_S each). Points the
+way in bench/ops/_tune.py), each class timing its candidates once (tune_seconds: the same
+timer model as a point's, under the tuning timer's settings). Points the
 plan's own rules skip (a CPU running Triton, a precision the compute capability lacks, an
 impl's own rule such as numpy on a GPU) cost SKIP_S; on a datasheet part, a rule that must
 probe the device (does torch's fp8 GEMM work here?) cannot be decided and the row is charged.
@@ -42,7 +43,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from bench.device import CacheLevel, DeviceInfo
-from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, shape_class
+from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
 from bench.runner import backend_skip, quick_skip
 from roofs import specs
 
@@ -60,7 +61,7 @@ CPU_BW_GUESS = {"dram": 40e9, "cache": 150e9}     # a CPU has no datasheet bandw
 # 2026-11-30: GEMM tiles 1.4 s on average, 1.9 s at most; GEMV 0.5; attention 0.7-1.0;
 # stream 0.15), plus about 0.2 s of the JIT's own work (specializing, loading the module)
 COMPILE_S = {"gemm": 1.6, "gemm.fp32": 1.6, "gemv": 0.8, "attention": 1.1, "stream": 0.35}
-TUNE_S = 0.04             # one candidate's short timing (TUNE_TIMER's budget plus the first call)
+TUNE_OVERHEAD_S = 0.002  # one tuning candidate's Python: its callable, the first call's launch, a sync
 HOST_CORES = 16           # compile workers for a datasheet part: the lent H200 host's cores
 POOL_START_S = 8.0        # the compile pool's start: each spawned worker imports torch and triton
 LOAD_S = 0.05             # a launch that loads a precompiled kernel from the cache (key, read, load)
@@ -132,21 +133,37 @@ def point_seconds(op, point, mode, device: DeviceInfo, rates: Rates, timer) -> f
     if op.family in ("gemm", "model") and op.flops(point):
         setup += op.flops(point) / (rates.fp64 * FP64_EFF)
     gate = t
+    return POINT_OVERHEAD_S[kind] + setup + gate + timed_seconds(t, mode, device, timer)
+
+
+def timed_seconds(t: float, mode: str, device: DeviceInfo, timer) -> float:
+    """Return the seconds the timer spends on a call of t seconds in mode: warm-up, the
+    per-call estimate and graph capture, then SAMPLES samples (or the minimum span), within
+    the budget."""
+    kind = device.kind
     if kind == "cuda":
         target = timer.device_target_sample_s
         if mode == "warm":
-            reps = max(1, min(timer.device_max_reps, math.ceil(target / t)))
+            reps = max(1, min(timer.device_max_reps, math.ceil(target / t - 1e-9)))
             sample = reps * t + 2e-4
             around = timer.warmup_s + max(4e-4, 2 * t) + reps * 3e-6  # warm-up, estimate, graph capture
         else:
             sample = t + 2e-4 + 0.3e-3  # the flush and clean read of 256 MiB each
             around = timer.warmup_s
     else:
-        reps = max(1, math.ceil(timer.target_sample_s / t)) if mode == "warm" else 1
+        reps = max(1, math.ceil(timer.target_sample_s / t - 1e-9)) if mode == "warm" else 1
         sample = reps * t + (2 * device.llc_bytes / 10e9 if mode == "cold" else 0.0)
         around = max(timer.warmup_s, t)
-    timed = min(max(timer.budget_s, sample), around + max(SAMPLES * sample, timer.min_time_s))
-    return POINT_OVERHEAD_S[kind] + setup + gate + timed
+    return min(max(timer.budget_s, sample), around + max(SAMPLES * sample, timer.min_time_s))
+
+
+def tune_seconds(op, point, mode, device: DeviceInfo, rates: Rates, quick: bool) -> float:
+    """Return the seconds of tuning one shape class at point: per candidate, TUNE_OVERHEAD_S
+    (making its callable, synchronizing), its first call and its timing under the tuning
+    timer (bench/ops/_tune.py TUNE_TIMER: 30 ms budget, no minimum span)."""
+    t = call_seconds(op, point, mode, device, rates)
+    n = QUICK_CANDIDATES if quick else FULL_CANDIDATES
+    return n * (TUNE_OVERHEAD_S + t + timed_seconds(t, mode, device, TUNE_TIMER))
 
 
 def compile_key(op, impl, point) -> tuple | None:
@@ -255,7 +272,6 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
     rates = device_rates(device)
     rows, compiles, keys = [], {}, set()
     counts = {"skipped": 0, "load_s": 0.0, "tune_s": 0.0, "measure_s": defaultdict(float)}
-    per_key = TUNE_S * (QUICK_CANDIDATES if quick else FULL_CANDIDATES)
     for task in plan.tasks:
         op, point = task.op, task.point
         rule = op.skip(point, device) if op.skip else None
@@ -280,8 +296,9 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
                     key = tune_class(op, impl, point, mode)
                     if op.family in TUNED and key not in keys:
                         keys.add(key)
-                        counts["tune_s"] += per_key
-                        sec += per_key
+                        tune = tune_seconds(op, point, mode, device, rates, quick)
+                        counts["tune_s"] += tune
+                        sec += tune
                 rows.append((op.family, sec))
     counts.update(compiles=len(compiles), compile_list=list(compiles.values()), tuning_keys=len(keys))
     return rows, counts
@@ -314,3 +331,69 @@ def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
         lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} shape classes)")
     lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min)")
     return "\n".join(lines)
+
+
+# ---- the device check (.ci/device-check): its steps, limits and predicted seconds --------------
+
+CHECK_S = 530             # the whole check: under the device tool's 9 minutes, room for a rerun in 15
+CHECK_STEPS = {           # seconds: (limit, predicted) of the steps around the run (.ci/device-check)
+    "env": (20, 5),       # nvidia-smi, versions
+    "gpu tests": (90, 60),  # pytest -m gpu, while the pool precompiles on the CPU cores
+    "kill grace": (40, 0),  # after SIGINT at the run's limit, its finishing gets this long
+    "pack": (15, 10),     # brief, logs into the run folder, the archive
+}
+FINISH_S = 30             # the run's roofs, charts and report after its rows
+PLAN_S = 8.0              # the precompile's own plan (aot's sweeps on meta tensors) on the GPU host
+
+
+def check_plan(pred: Prediction, quick: bool) -> list[tuple[str, float, float]]:
+    """Return the device check's steps as (name, limit seconds, predicted seconds), from the
+    prediction of its run. The full mode precompiles while the GPU tests run, then runs with
+    the kernels in the cache; the quick mode (a rerun's slot) runs the quick pass alone,
+    precompiling first. The run's limit (SIGINT; its finishing included) is what CHECK_S
+    leaves after the steps before it take their predicted time, the kill grace and packing,
+    as the script computes it."""
+    env, tests, grace, pack = (CHECK_STEPS[k] for k in ("env", "gpu tests", "kill grace", "pack"))
+    steps = [("env", *env)]
+    if quick:
+        run = pred.total_s
+    else:
+        steps.append(("precompile | gpu tests", tests[0], max(tests[1], PLAN_S + pred.compile_s)))
+        run = pred.total_s - pred.compile_s
+    before = sum(s[2] for s in steps)
+    steps += [("run" + (" (quick)" if quick else " (full)") + " + finish", CHECK_S - before - grace[0] - pack[0],
+               run + FINISH_S), ("kill grace", *grace), ("pack", *pack)]
+    return steps
+
+
+def main(argv=None) -> int:
+    """python -m bench.predict --check [--quick] [--device-spec h200]: the device check's plan."""
+    import argparse
+    import sys
+    from bench.registry import load_all
+    from bench.runner import make_plan
+    from bench.session import timer_config
+    ap = argparse.ArgumentParser(prog="python -m bench.predict", description="the device check's steps and predictions")
+    ap.add_argument("--check", action="store_true", help="print the device check's steps, limits and predictions")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device-spec", default="h200")
+    args = ap.parse_args(argv)
+    try:
+        device = spec_device(args.device_spec)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    plan = make_plan(load_all(), device, quick=args.quick)
+    pred = predict(plan, device, timer_config(args.quick), args.quick)
+    print(describe(pred, device, args.quick))
+    if args.check:
+        steps = check_plan(pred, args.quick)
+        print(f"\ndevice check ({'quick' if args.quick else 'full'}), limits and predictions in seconds:")
+        for name, limit, sec in steps:
+            print(f"  {name:<24} limit {limit:5.0f}  predicted {sec:5.0f}")
+        print(f"  {'total':<24} limit {CHECK_S:5.0f}  predicted {sum(s[2] for s in steps):5.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -103,6 +103,25 @@ def test_arch_and_the_plan_of_a_run():
     assert {j["kernel"] for j in jobs} == {"copy_kernel", "read_kernel"} and counts["pruned"] == 0
 
 
+def test_a_run_takes_a_record_made_before_or_skips_when_told(monkeypatch, tmp_path):
+    import bench.runner
+    from bench.aot import fake_device
+    from bench.registry import load_all
+    from bench.runner import make_plan
+    gpu = fake_device("sm_90")
+    plan = make_plan(load_all(), gpu, only=["stream.copy"], quick=True)
+    monkeypatch.setattr(bench.runner, "triton_interpreting", lambda: False)
+    monkeypatch.setattr(pc, "precompile", lambda *a, **k: pytest.fail("must not compile"))
+    monkeypatch.setenv("ROOFBENCH_PRECOMPILE", "0")
+    assert pc.before_run(gpu, plan, True, say=lambda s: None) == {"arch": "sm_90", "skipped": "ROOFBENCH_PRECOMPILE=0"}
+    rec = tmp_path / "pre.json"
+    rec.write_text(json.dumps({"arch": "sm_90", "jobs": 2, "ok": 2, "failed": 0, "wall_s": 9.5}))
+    monkeypatch.setenv("ROOFBENCH_PRECOMPILE", str(rec))
+    got = pc.before_run(gpu, plan, True, say=lambda s: None)
+    assert got["ok"] == 2 and got["wall_s"] == 9.5 and got["done_before"] == str(rec)
+    assert pc.families_of(plan) == ["stream.copy"]
+
+
 def test_octaves_and_shape_classes():
     assert [_tune.octave(n) for n in (1, 2, 3, 4, 5, 6, 4096, 5120, 6144, 5792, 5793)] == \
         [0, 1, 2, 2, 2, 3, 12, 12, 13, 12, 13]  # 2**12.5 = 5792.6

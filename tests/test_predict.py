@@ -47,19 +47,57 @@ def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to
     # all sizes multiples of 16: one specialization, 3 quick candidates, each loaded once;
     # two shape classes tuned, 3 candidates each
     assert counts["compiles"] == 3 and counts["load_s"] == pytest.approx(3 * pr.LOAD_S)
-    assert counts["tuning_keys"] == 2 and counts["tune_s"] == pytest.approx(2 * 3 * pr.TUNE_S)
-    measure = [pr.point_seconds(gemm, p, "warm", H200, pr.device_rates(H200), timer) for p in points]
+    rates = pr.device_rates(H200)
+    tune = [pr.tune_seconds(gemm, p, "warm", H200, rates, True) for p in points]
+    assert counts["tuning_keys"] == 2 and counts["tune_s"] == pytest.approx(tune[0] + tune[2])
+    measure = [pr.point_seconds(gemm, p, "warm", H200, rates, timer) for p in points]
     first, second, third = (sec for _, sec in rows)
-    assert first == pytest.approx(measure[0] + 3 * pr.LOAD_S + 3 * pr.TUNE_S)
-    assert second == pytest.approx(measure[1])                 # same class: the winner, no tuning
-    assert third == pytest.approx(measure[2] + 3 * pr.TUNE_S)  # a new class
+    assert first == pytest.approx(measure[0] + 3 * pr.LOAD_S + tune[0])
+    assert second == pytest.approx(measure[1])           # same class: the winner, no tuning
+    assert third == pytest.approx(measure[2] + tune[2])  # a new class
     # the pool: the AOT plan of gemm.square bf16+others for sm_90 quick, 16 workers
     p = pr.predict(plan, H200, timer, quick=True, exact_compiles=False)
+    assert p.tune_s == pytest.approx(tune[0] + tune[2])
     # 3 compiles of 1.6 s in 16 processes: 8 s start + max(1.6, 4.8 / 16) = 9.6 s
     assert p.compiles == 3 and p.workers == 16 and p.compile_s == pytest.approx(8.0 + 1.6)
     assert p.total_s == pytest.approx(first + second + third + 9.6)
     text = pr.describe(p, H200, True)
     assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
+
+
+def test_a_tuning_candidate_is_timed_like_a_point_under_the_tuning_timer():
+    # bf16 8192^3 on an H200: t = 2 x 8192^3 / (0.8 x 989e12) = 1.3896 ms. Warm, one call per
+    # sample (ceil(0.2 ms / t) = 1): sample = t + 0.2 ms; around = 5 ms warm-up + 2t + 3 us;
+    # 6 samples: 7.782 + 9.538 = 17.32 ms, within the 30 ms budget. Per candidate: 2 ms + t +
+    # that = 20.71 ms; 6 candidates (full): 124.26 ms
+    gemm, rates = REG.ops["gemm.square"], pr.device_rates(H200)
+    t = 2 * 8192**3 / (0.8 * 989e12)
+    per = 0.002 + t + (0.005 + 2 * t + 3e-6) + 6 * (t + 2e-4)
+    got = pr.tune_seconds(gemm, {"dtype": "bf16", "shape": (8192,) * 3}, "warm", H200, rates, quick=False)
+    assert got == pytest.approx(6 * per) and 6 * per == pytest.approx(0.12426, abs=1e-5)
+    # a 2 us call: 100 calls per 0.2 ms sample; around = 5 ms + 0.4 ms + 0.3 ms of capture
+    small = {"dtype": "bf16", "shape": (64, 64, 64)}
+    assert pr.call_seconds(gemm, small, "warm", H200, rates) == 2e-6
+    per = 0.002 + 2e-6 + (0.005 + 4e-4 + 100 * 3e-6) + 6 * (100 * 2e-6 + 2e-4)
+    assert pr.tune_seconds(gemm, small, "warm", H200, rates, quick=True) == pytest.approx(3 * per)
+
+
+def test_the_device_check_plan_fits_its_call():
+    plan = [("env", 20, 5), ("gpu", 90, 60)]
+    pred = pr.Prediction(rows=10, skipped=0, seconds_by_family={"stream": 300.0}, compile_s=40.0, tune_s=20.0,
+                         compiles=100, tuning_keys=50, load_s=5.0, workers=16)
+    steps = pr.check_plan(pred, quick=False)
+    names = [s[0] for s in steps]
+    assert names == ["env", "precompile | gpu tests", "run (full) + finish", "kill grace", "pack"]
+    # the pool (8 s plan + 40 s) hides behind the tests' 60 s; the run loses the compile it did
+    # before: 300 + 5 + 20 = 325 s, plus 30 s of finishing
+    assert steps[1][2] == 60 and steps[2][2] == pytest.approx(325 + 30)
+    # its limit: 530 - (5 + 60) - 40 - 15 = 410
+    assert steps[2][1] == pytest.approx(410)
+    assert sum(s[2] for s in steps) == pytest.approx(5 + 60 + 355 + 0 + 10)
+    quick = pr.check_plan(pred, quick=True)
+    assert [s[0] for s in quick][1] == "run (quick) + finish" and quick[1][2] == pytest.approx(365 + 30)
+    assert plan  # (the script's own limits are checked in tests/test_device_check.py)
 
 
 def test_the_pool_is_the_longest_compile_or_the_sum_over_the_workers():
