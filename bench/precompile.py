@@ -166,6 +166,12 @@ def families_of(plan) -> list[str]:
                    and any(i.backend == "triton" for i in t.impls)})
 
 
+def default_workers() -> int:
+    """Return one process per core, shared among the ranks of a multi-GPU run on this host
+    (torchrun's LOCAL_WORLD_SIZE), which precompile at the same time."""
+    return max(1, (os.cpu_count() or 1) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)))
+
+
 def precompile(arch: str, quick: bool, only: list | None = None, device=None, workers: int | None = None,
                cache: str | None = None, progress=None) -> dict:
     """Compile the plan's jobs in aot's pool into cache (default: Triton's cache here);
@@ -176,7 +182,7 @@ def precompile(arch: str, quick: bool, only: list | None = None, device=None, wo
     planned = time.perf_counter() - t0
     cache = cache or cache_dir()
     os.makedirs(cache, exist_ok=True)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    workers = max(1, min(workers or default_workers(), len(jobs) or 1))
     results, wall = aot.compile_jobs(jobs, workers, progress, cache_dir=cache, work=compile_launch) if jobs else ([], 0.0)
     failed = [r for r in results if r["status"] != "ok"]
     return {"arch": arch, "jobs": len(jobs), "ok": len(results) - len(failed), "failed": len(failed),

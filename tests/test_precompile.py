@@ -103,6 +103,16 @@ def test_arch_and_the_plan_of_a_run():
     assert {j["kernel"] for j in jobs} == {"copy_kernel", "read_kernel"} and counts["pruned"] == 0
 
 
+def test_ranks_on_one_host_share_its_cores(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert pc.default_workers() == 16
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert pc.default_workers() == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")
+    assert pc.default_workers() == 1
+
+
 def test_a_run_takes_a_record_made_before_or_skips_when_told(monkeypatch, tmp_path):
     import bench.runner
     from bench.aot import fake_device
