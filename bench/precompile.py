@@ -1,5 +1,5 @@
 """Compile a run's Triton kernels in parallel, into Triton's cache, before measuring
-(ARCHITECTURE.md, rule 14).
+(ARCHITECTURE.md, rule 15).
 
     python -m bench.precompile [--quick] [--only gemm,gemv] [--workers N] [--arch sm_90] [--cache DIR]
 

@@ -12,7 +12,7 @@ timer and the runner do around it:
               (warm; plus a flush per sample when cold)
     setup = making the inputs and the float64 reference (bytes over the rates below)
 
-plus the compiles and the tuning (ARCHITECTURE.md, rule 14). On a GPU every Triton variant
+plus the compiles and the tuning (ARCHITECTURE.md, rule 15). On a GPU every Triton variant
 is compiled before the first point in a pool of one process per host core
 (bench/precompile.py), so compiling costs the pool's wall time,
 

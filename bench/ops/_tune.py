@@ -8,7 +8,7 @@ FULL_CANDIDATES of the remaining ones, in the kernel module's order (its best gu
 first): each candidate costs a compile of seconds per integer specialization. Each candidate is
 timed in the mode its point is measured in (a cold GEMV is tuned cold).
 
-Tuning is once per shape class, not per point (ARCHITECTURE.md, rule 14): the launcher's key
+Tuning is once per shape class, not per point (ARCHITECTURE.md, rule 15): the launcher's key
 with every size rounded to its octave (round(log2 n): 4096 and 5120 share a class, 6144 is
 the next), the dtype, format, flags and the mode kept as they are. The first point of a class
 times its candidates; the later ones launch the winner directly, as long as it is among their

@@ -43,7 +43,7 @@ PREFILL_HEADS = {"cpu": (((1, 8, 2),), ((1, 8, 2), (2, 8, 8))),
 # and 8192 (between 4096 and 16384 on the tensor-core plateau), L = 1024 (a 4 MiB KV cache:
 # the launch floor again) and 65536 (between 32768 and 131072 on the HBM plateau); and fp16,
 # which runs at bf16's tensor-core rate and moves its bytes on every GPU here
-# (ARCHITECTURE.md rule 14: a full H200 run fits ten minutes).
+# (ARCHITECTURE.md rule 15: a full H200 run fits ten minutes).
 GPU_DTYPES = ("bf16",)
 PREFILL_SEQ = {"cpu": ((512, 1024), (512, 1024, 2048)),
                "cuda": ((1024, 4096, 16384), (1024, 2048, 4096, 16384))}

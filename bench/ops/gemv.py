@@ -74,7 +74,7 @@ LAYERS = {
 }
 # Per device kind, (quick, full): a CPU gets the layers its memory and time allow. A GPU's full
 # sweep leaves out what repeats a shape or a plateau (so that a full H200 run fits ten minutes,
-# ARCHITECTURE.md rule 14): square4096 and square8192 are llama8b.o's and llama70b.o's exact
+# ARCHITECTURE.md rule 15): square4096 and square8192 are llama8b.o's and llama70b.o's exact
 # shapes; square1024 (2 MiB of bf16 weights) reads in about a microsecond, the launch floor,
 # not memory; llama70b.qkv, .o, .gate_up and .lm_head stream 128 MiB to 2 GiB of weights from
 # HBM at every format, the plateau that llama8b.down, .gate_up, .lm_head and llama70b.down
@@ -130,7 +130,7 @@ def layer_sweep(device, quick):
 
 def format_sweep(device, quick):
     """Return the weight formats: all of them on a CPU; on a GPU all but fp16, whose weights
-    move bf16's bytes at bf16's tensor-core rate on every GPU here (ARCHITECTURE.md rule 14)."""
+    move bf16's bytes at bf16's tensor-core rate on every GPU here (ARCHITECTURE.md rule 15)."""
     return tuple(f for f in FORMATS if device.kind != "cuda" or f != "fp16")
 
 

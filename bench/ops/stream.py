@@ -174,7 +174,7 @@ def ws_sweep(device, quick: bool) -> list[int]:
     from GPU_MIN_WS to max(8x L2, 1 GiB) on a GPU (double that in full runs); one size per
     octave in quick runs, two otherwise, except on a GPU's off-chip plateau (4x L2 and up),
     where one per octave shows the same flat line. (On a GPU the caches are measured by
-    stream.reread; a stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 14.)"""
+    stream.reread; a stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 15.)"""
     llc = device.llc_bytes
     if device.kind == "cuda":
         lo, hi = GPU_MIN_WS, max(8 * llc, 2**30) * (1 if quick else 2)

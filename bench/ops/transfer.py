@@ -8,7 +8,7 @@ import torch
 from bench.registry import REGISTRY, Axis, Impl, Op, geometric
 
 # One size per octave in full runs too: a copy's rate rises smoothly from its latency to the
-# link's plateau, and the half-octave sizes between added rows, not shape (ARCHITECTURE.md rule 14).
+# link's plateau, and the half-octave sizes between added rows, not shape (ARCHITECTURE.md rule 15).
 SIZES = {"quick": (2**12, 2**30, 1), "full": (2**12, 2**31, 1)}
 
 
