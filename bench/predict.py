@@ -12,7 +12,9 @@ timer and the runner do around it:
               (warm; plus a flush per sample when cold)
     setup = making the inputs and the float64 reference (bytes over the rates below)
 
-plus the compiles and the tuning (ARCHITECTURE.md, rule 15). On a GPU every Triton variant
+plus the sustained phase after the sweeps (ARCHITECTURE.md rule 14: each roof's best
+PER_ROOF candidates, a window each; sustain_seconds), and the compiles and the tuning
+(ARCHITECTURE.md, rule 15). On a GPU every Triton variant
 is compiled before the first point in a pool of one process per host core
 (bench/precompile.py), so compiling costs the pool's wall time,
 
@@ -65,6 +67,8 @@ TUNE_OVERHEAD_S = 0.002  # one tuning candidate's Python: its callable, the firs
 HOST_CORES = 16           # compile workers for a datasheet part: the lent H200 host's cores
 POOL_START_S = 8.0        # the compile pool's start: each spawned worker imports torch and triton
 LOAD_S = 0.05             # a launch that loads a precompiled kernel from the cache (key, read, load)
+SUSTAIN_OVERHEAD_S = 0.3  # a sustained candidate's inputs, gate and warm-up around its window
+SUSTAIN_IDLE_S = {"cuda": 1.0, "cpu": 0.25}   # the idle power reading before the phase (a sensor period)
 MODULE_FAMILY = {"kernels.gemm": "gemm", "kernels.gemv": "gemv", "kernels.attention": "attention",
                  "kernels.stream": "stream"}
 
@@ -257,10 +261,12 @@ class Prediction:
     tuning_keys: int          # shape classes tuned
     load_s: float = 0.0       # first launches loading precompiled kernels
     workers: int = 1
+    sustain_s: float = 0.0    # the sustained phase after the sweeps (bench/sustain.py)
+    windows: int = 0          # its candidates' windows
 
     @property
     def total_s(self) -> float:
-        return sum(self.seconds_by_family.values()) + self.compile_s + self.load_s + self.tune_s
+        return sum(self.seconds_by_family.values()) + self.compile_s + self.load_s + self.tune_s + self.sustain_s
 
 
 def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tuple[str, float]], dict]:
@@ -304,17 +310,40 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
     return rows, counts
 
 
-def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool = True) -> Prediction:
+def sustain_seconds(plan, device: DeviceInfo, quick: bool, window_s: float | None = None) -> tuple[float, int]:
+    """Return (seconds, windows) of the sustained phase after the sweeps (bench/sustain.py):
+    PER_ROOF candidates per roof the plan can set (a compute roof per GEMM precision the
+    device runs; a bandwidth roof per memory level when it has stream ops), each its window
+    (default: a full run's 1 s, a quick run's 0.25 s; 0: no phase) plus SUSTAIN_OVERHEAD_S,
+    after one idle reading."""
+    from bench.sustain import default_window
+    from roofs.sustained import PER_ROOF
+    window = default_window(quick) if window_s is None else window_s
+    if window <= 0:
+        return 0.0, 0
+    precisions = {t.op.precision(t.point) for t in plan.tasks if t.op.family == "gemm"
+                  and not (t.op.skip and t.op.skip(t.point, device))}
+    levels = len(device.caches) + 1 if any(t.op.family == "stream" for t in plan.tasks) else 0
+    windows = PER_ROOF * (len(precisions) + levels)
+    if not windows:
+        return 0.0, 0
+    return SUSTAIN_IDLE_S[device.kind] + windows * (window + SUSTAIN_OVERHEAD_S), windows
+
+
+def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool = True,
+            sustain_s: float | None = None) -> Prediction:
     """Return the predicted duration of plan on device (see the module docstring). The
     precompile pool's jobs are the AOT plan's (exact_compiles, where the device has an aot
-    arch: seconds of planning), else the variants row_seconds counts."""
+    arch: seconds of planning), else the variants row_seconds counts. sustain_s: the
+    sustained window (None: the default)."""
     rows, c = row_seconds(plan, device, timer, quick)
     jobs = (aot_compiles(plan, device, quick) if exact_compiles else None) if device.kind == "cuda" else None
     if jobs is None:
         jobs = c["compile_list"]
     workers = host_workers(device)
+    sustained, windows = sustain_seconds(plan, device, quick, sustain_s)
     return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), pool_seconds(jobs, workers), c["tune_s"],
-                      len(jobs), c["tuning_keys"], c["load_s"], workers)
+                      len(jobs), c["tuning_keys"], c["load_s"], workers, sustained, windows)
 
 
 def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
@@ -329,6 +358,8 @@ def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
                      f"{pred.workers} processes)")
         lines.append(f"  loading    {pred.load_s:8.1f} s  (first launches, from the cache)")
         lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} shape classes)")
+    if pred.windows:
+        lines.append(f"  sustained  {pred.sustain_s:8.1f} s  ({pred.windows} windows after the sweeps)")
     lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min)")
     return "\n".join(lines)
 
@@ -339,8 +370,8 @@ CHECK_S = 530             # the whole check: under the device tool's 9 minutes, 
 CHECK_STEPS = {           # seconds: (limit, predicted) of the steps around the run (.ci/device-check)
     "env": (20, 5),       # nvidia-smi, versions
     "gpu tests": (90, 60),  # pytest -m gpu, while the pool precompiles on the CPU cores
-    "kill grace": (40, 0),  # after SIGINT at the run's limit, its finishing gets this long
-    "pack": (15, 10),     # brief, logs into the run folder, the archive
+    "kill grace": (30, 0),  # after SIGINT at the run's limit, its finishing gets this long
+    "pack": (10, 8),      # brief, logs into the run folder, the archive
 }
 FINISH_S = 30             # the run's roofs, charts and report after its rows
 PLAN_S = 8.0              # the precompile's own plan (aot's sweeps on meta tensors) on the GPU host

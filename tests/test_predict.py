@@ -60,7 +60,9 @@ def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to
     assert p.tune_s == pytest.approx(tune[0] + tune[2])
     # 3 compiles of 1.6 s in 16 processes: 8 s start + max(1.6, 4.8 / 16) = 9.6 s
     assert p.compiles == 3 and p.workers == 16 and p.compile_s == pytest.approx(8.0 + 1.6)
-    assert p.total_s == pytest.approx(first + second + third + 9.6)
+    # the sustained phase: one roof (bf16), 3 windows of 0.25 s (quick) + 0.3 s, after 1 s idle
+    assert p.windows == 3 and p.sustain_s == pytest.approx(1.0 + 3 * 0.55)
+    assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.65)
     text = pr.describe(p, H200, True)
     assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
 
@@ -92,12 +94,28 @@ def test_the_device_check_plan_fits_its_call():
     # the pool (8 s plan + 40 s) hides behind the tests' 60 s; the run loses the compile it did
     # before: 300 + 5 + 20 = 325 s, plus 30 s of finishing
     assert steps[1][2] == 60 and steps[2][2] == pytest.approx(325 + 30)
-    # its limit: 530 - (5 + 60) - 40 - 15 = 410
-    assert steps[2][1] == pytest.approx(410)
-    assert sum(s[2] for s in steps) == pytest.approx(5 + 60 + 355 + 0 + 10)
+    # its limit: 530 - (5 + 60) - 30 (the kill grace) - 10 (packing) = 425
+    assert steps[2][1] == pytest.approx(425)
+    assert sum(s[2] for s in steps) == pytest.approx(5 + 60 + 355 + 0 + 8)
     quick = pr.check_plan(pred, quick=True)
     assert [s[0] for s in quick][1] == "run (quick) + finish" and quick[1][2] == pytest.approx(365 + 30)
     assert plan  # (the script's own limits are checked in tests/test_device_check.py)
+
+
+def test_the_sustained_phase_is_a_window_per_candidate_of_each_roof():
+    from bench.registry import load_all
+    from bench.runner import make_plan
+    reg = load_all()
+    # GEMMs at bf16 and fp8e4m3, and a stream op: 2 compute roofs + the H200's L2 and HBM =
+    # 4 roofs, 3 candidates each: 12 windows of 1 s (full) + 0.3 s each, after 1 s of idle
+    plan = make_plan(reg, H200, only=["gemm.square", "stream.copy"], dtypes=["bf16", "fp8e4m3", "float32"])
+    assert pr.sustain_seconds(plan, H200, quick=False) == (pytest.approx(1.0 + 12 * 1.3), 12)
+    # quick: 0.25 s windows; --sustain 0: no phase
+    assert pr.sustain_seconds(plan, H200, quick=True) == (pytest.approx(1.0 + 12 * 0.55), 12)
+    assert pr.sustain_seconds(plan, H200, quick=False, window_s=0) == (0.0, 0)
+    # fp64 GEMMs only: no stream, one roof
+    plan = make_plan(reg, H200, only=["gemm.square/torch"], dtypes=["fp64"])
+    assert pr.sustain_seconds(plan, H200, quick=False) == (pytest.approx(1.0 + 3 * 1.3), 3)
 
 
 def test_the_pool_is_the_longest_compile_or_the_sum_over_the_workers():

@@ -51,6 +51,10 @@ DTYPES = ("float32", "float16", "bfloat16")
 QUICK_DTYPES = ("float32", "bfloat16")
 GPU_DTYPES = ("float32", "bfloat16")  # on a GPU float16 moves the same bytes through the same loads as bfloat16
 GPU_MIN_WS = 4 * 2**20  # below this a GPU stream call lasts under a microsecond or two: the launch floor
+# On a GPU, scale moves copy's bytes in copy's directions (one read, one write; its multiply is
+# free) and add moves triad's (two reads, one write): their rows repeat those kernels' points
+# and no roof needs them, so a GPU runs copy and triad only (ARCHITECTURE.md rule 15).
+GPU_REPEATS = {"scale": "copy", "add": "triad"}
 TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, "int32": 0.0}
 # A 16-bit sum is rounded once more at the end, by up to half an ulp of |sum|, and |sum|
 # can be a few times ||a||_2, the scale its error is measured against.
@@ -187,8 +191,11 @@ def ws_sweep(device, quick: bool) -> list[int]:
     return sizes
 
 
-def dtype_sweep(device, quick: bool) -> tuple:
-    """Return the element types: QUICK_DTYPES in quick runs, GPU_DTYPES on a GPU, else DTYPES."""
+def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
+    """Return the element types: QUICK_DTYPES in quick runs, GPU_DTYPES on a GPU, else DTYPES;
+    none for a kind that repeats another on a GPU (GPU_REPEATS)."""
+    if device.kind == "cuda" and kind in GPU_REPEATS:
+        return ()
     return QUICK_DTYPES if quick else (GPU_DTYPES if device.kind == "cuda" else DTYPES)
 
 
@@ -238,8 +245,9 @@ def _register(kind: Kind):
         name=f"stream.{kind.name}", family="stream",
         doc=f"{kind.formula}; bytes = {arrays(kind)} n w, flops = {kind.flops_per_element} n",
         axes=(
-            Axis("dtype", sweep=dtype_sweep, doc="element type: " + ", ".join(DTYPES) + " (a GPU and quick runs: "
-                 + ", ".join(QUICK_DTYPES) + ")"),
+            Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind.name),
+                 doc="element type: " + ", ".join(DTYPES) + " (a GPU and quick runs: " + ", ".join(QUICK_DTYPES) + ")"
+                 + (f"; none on a GPU, where it repeats {GPU_REPEATS[kind.name]}" if kind.name in GPU_REPEATS else "")),
             Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB to past 8x the last-level cache"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
