@@ -48,6 +48,8 @@ if __name__ == "__main__":
         getattr(importlib.import_module(l.module), l.kernel).run(*args, grid=(1,), warmup=True, **kw)
     print(json.dumps({"rec": rec, "launches": len(log), "run": run.record(), "other": other.record(),
                       "dtypes": sorted({str(l.args[0].dtype) for l in log})}))
+    import shutil
+    shutil.rmtree(cache, ignore_errors=True)
 """
 
 
@@ -212,6 +214,8 @@ if __name__ == "__main__":
     with pc.JitCounter() as c:
         ms = Runner(info, TimerConfig(budget_s=0.05, warmup_s=0.01), quick=True).run(plan)
     print(json.dumps({"rec": rec, "jit": c.record(), "ok": sum(m.status == "ok" for m in ms), "rows": len(ms)}))
+    import shutil
+    shutil.rmtree(os.environ["TRITON_CACHE_DIR"], ignore_errors=True)
 """
     out = _python(code)
     assert out.returncode == 0, out.stderr[-3000:]
