@@ -28,6 +28,7 @@ from bench import session  # noqa: E402
 from bench.registry import RegistryError  # noqa: E402
 from bench.results import ResultsError, load_run, utc_stamp  # noqa: E402
 from bench.timing import MODES  # noqa: E402
+from bench.util import precision_name  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
@@ -115,6 +116,10 @@ def compare_main(argv) -> int:
     args = p.parse_args(argv)
     if len(args.runs) < 2:
         return refuse("compare needs at least two run folders.")
+    seen = [r.resolve() for r in args.runs]
+    twice = next((r for i, r in enumerate(args.runs) if seen[i] in seen[:i]), None)
+    if twice is not None:
+        return refuse(f"run folder {twice} is given twice: compare needs two different runs.")
     try:
         text, out = compare(args.runs, args.out or ROOT / "results" / f"compare-{utc_stamp()}")
     except ResultsError as e:
@@ -133,7 +138,8 @@ def model_main(argv) -> int:
     p.add_argument("--batch", type=opt.whole_numbers, default=[1], help="comma-separated batch sizes (default 1)")
     p.add_argument("--prompt", type=opt.whole_number, default=2048, help="prompt tokens per sequence (prefill)")
     p.add_argument("--context", type=opt.whole_number, default=8192, help="KV cache length during decode")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--dtype", default="bf16", type=precision_name, choices=["bf16", "fp16"],
+                   help="bf16 (bfloat16) or fp16 (float16)")
     p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
     p.add_argument("--device")
     p.add_argument("--budget", type=opt.seconds, default=0.2, help="seconds per point")
@@ -144,15 +150,20 @@ def model_main(argv) -> int:
         per_batch = mdl.layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
         device = devmod.resolve(args.device)
         roofs = roofs_from(args.roofs) if args.roofs else None
+        warned = [w for w in [mdl.foreign_roofs(load_run(args.roofs).device, device)] if w] if args.roofs else []
     except (mdl.ModelError, devmod.DeviceError, ResultsError) as e:
         return refuse(e)
     if roofs is None:
         print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
         roofs, given = quick_roofs(device.torch_device), "measured on the spot before it (api.quick_roofs)"
+        warned = [f"quick_roofs set no {m}" for m in roofs.missing]
     else:
         given = f"of {args.roofs} (given with --roofs)"
+    for w in warned:
+        print(f"roofbench: warning: {w}", file=sys.stderr)
     status, run_dir, text = mdl.measure_model(cfg, per_batch, device, roofs, given, args.budget, args.out,
-                                              session.options_record(args), args.prompt, args.context, args.dtype)
+                                              session.options_record(args), args.prompt, args.context, args.dtype,
+                                              warned)
     print(text)
     print(f"\nresults: {run_dir}")
     return session.exit_code(status)

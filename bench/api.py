@@ -99,6 +99,12 @@ class Result:
                            list(self.caches), level)
 
     @property
+    def bound_note(self) -> str:
+        """Return why this point has no bound among the roofs given ("dram: no measured roof
+        for this level, so no bound"), or "" when it has one."""
+        return self._bound()[1] if self.roofs else "no roofs given"
+
+    @property
     def pct_of_attainable(self) -> float | None:
         att = self.attainable_gflops
         return 100 * self.gflops / att if att and self.samples_s else None
@@ -130,15 +136,38 @@ def _count(value, shape, what: str, name: str) -> float:
     return float(v)
 
 
-def roofs_from(run_dir) -> list[Roof]:
-    """Return the roofs of a run folder (measured, datasheet and computed)."""
-    return [Roof.from_dict(r) for r in load_run(run_dir).roofs]
+class Roofs(list):
+    """A list of Roof, with `missing`: one sentence per roof that could not be set, and why."""
+
+    def __init__(self, roofs=(), missing=()):
+        super().__init__(roofs)
+        self.missing = list(missing)
 
 
-def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]:
+class RoofWarning(UserWarning):
+    """A roof quick_roofs() could not set (also listed in its result's `missing`)."""
+
+
+def roofs_from(run_dir) -> Roofs:
+    """Return the roofs of a run folder (measured, datasheet and computed); `missing` holds
+    roofs.json's notes on the levels and precisions that got none."""
+    run = load_run(run_dir)
+    import json
+    path = Path(run_dir) / "roofs.json"
+    notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
+    return Roofs([Roof.from_dict(r) for r in run.roofs], notes)
+
+
+QUICK_PRECISIONS = ("fp32", "bf16")
+
+
+def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
     """Measure roofs on the spot: the memory roof from stream copy and read at working sets
     4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; about 15 s on the README's 2-core AMD EPYC (Zen 5) VM."""
+    GEMMs (torch). Seconds on a GPU; about 15 s on the README's 2-core AMD EPYC (Zen 5) VM.
+    A roof it could not set (rows that did not converge on a busy machine, a precision the
+    device lacks) is named in the result's `missing`, with why, and warned of (RoofWarning)."""
+    import warnings
     import pandas as pd
 
     from bench.registry import load_all
@@ -155,8 +184,44 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> list[Roof]
     from bench.session import timer_config
     runner = Runner(info, timer_config(False, budget_s, warmup_s=0.01))
     rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
-    roofs, _ = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
-    return roofs + compute_roofs(rows)
+    roofs, notes = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
+    roofs = [r for r in roofs if r.name == info.memory_level]  # the quick sweep measures no cache plateau
+    compute = compute_roofs(rows)
+    missing = []
+    if not roofs:
+        why = next((n for n in notes if n.startswith(f"{info.memory_level}:")), "")
+        busy = next((n for n in notes if "did not converge" in n), "")
+        missing.append(f"{info.memory_level} roof: " + "; ".join(x for x in (why.split(": ", 1)[-1], busy) if x))
+    for p in QUICK_PRECISIONS:
+        if not any(r.name == p for r in compute):
+            g = rows[(rows["family"] == "gemm") & (rows["dtype"] == p)]
+            reasons = sorted(set(g.loc[g["status"] != "ok", "reason"].dropna().astype(str)))
+            missing.append(f"{p} roof: " + ("; ".join(reasons) if reasons else
+                                            f"its {len(g)} GEMM rows did not converge (a busy machine? "
+                                            "a larger budget_s helps)"))
+    for m in missing:
+        warnings.warn(f"quick_roofs could not set the {m}", RoofWarning, stacklevel=2)
+    return Roofs(roofs + compute, missing)
+
+
+def check_precision(precision: str, roofs=()) -> str:
+    """Return precision's short name ("float32" -> "fp32"); raise APIError with one sentence
+    for an unknown precision, or for one without a compute roof among roofs (when given)."""
+    from bench.ops.gemm import PRECISIONS
+    from bench.util import precision_name
+    if not precision:
+        return ""
+    p = precision_name(precision)
+    if p not in PRECISIONS:
+        raise APIError(f"unknown precision '{precision}': use one of {', '.join(PRECISIONS)} (or float32, bfloat16, "
+                       "float16, float64), or '' for a point bounded by bandwidth only.")
+    roofs = list(roofs)
+    have = [r.name for r in roofs if isinstance(r, Roof) and r.kind == "compute" and r.source == "measured"]
+    if roofs and p not in have:
+        raise APIError(f"the roofs given have no measured {p} compute roof (they have {', '.join(have) or 'none'}): "
+                       f"measure one (python run_bench.py --only gemm --dtype {p}) or pass precision='' "
+                       "to bound the point by bandwidth only.")
+    return p
 
 
 def tolerance_of(precision: str) -> float:
@@ -185,6 +250,7 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     first (relative norm error in float64 within the precision's tolerance, or tolerance),
     and a wrong result is an error, never timed. Raises APIError for bad input or a
     callable that raises (one sentence)."""
+    precision = check_precision(precision, roofs := tuple(roofs))
     info = devmod.resolve(device)
     f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
@@ -232,6 +298,8 @@ class Kernel:
               budget_s: float = 0.3) -> list[Result]:
         """Return one Result per shape. A shape whose call raises becomes an error Result and
         the sweep goes on, so nothing already measured is lost."""
+        roofs = tuple(roofs)
+        check_precision(self.precision, roofs)  # the caller's mistake: stops the sweep before it starts
         info = devmod.resolve(device)
         out = []
         for shape in self.shapes:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.registry import REGISTRY, load_all
+from bench.util import fmt_bytes, fmt_num, plural
 
 MODELS = Path(__file__).with_name("models.json")
 
@@ -168,7 +169,7 @@ def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from
     reaches now, or a count that is too high (as roofs/derive.above_roof_causes does for a run)."""
     causes = []
     if llc_bytes and working_set <= 2 * llc_bytes and lo.phase == "prefill":
-        causes.append(f"its working set ({working_set / 2**20:.3g} MiB) fits beside the {llc_bytes / 2**20:.3g} MiB "
+        causes.append(f"its working set ({fmt_bytes(working_set)}) fits beside the {fmt_bytes(llc_bytes)} "
                       "last-level cache and prefill is timed warm, so the memory roof does not bound it")
     causes.append(f"the roofs {roofs_from or 'given'} are lower than this machine reached now "
                   "(measured under other load, at another clock, or on another machine)")
@@ -191,15 +192,17 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
     out = {}
     for phase in ("prefill", "decode"):
         lines, totals = [], {"bound_layer_s": 0.0, "measured_layer_s": 0.0, "bound_head_s": 0.0, "measured_head_s": 0.0}
-        missing = []
+        missing, unbounded = [], {}   # ops without a time; missing roof -> ops without a bound
         for lo in [o for o in ops if o.phase == phase]:
             r = rows[lo]
             op = REGISTRY.ops[lo.op]
             flops, nbytes = op.flops(lo.point), op.bytes(lo.point)
             mode = "cold" if lo.phase == "decode" else "warm"
-            _, _, att, _ = point_bound(model, op.working_set(lo.point), mode, flops / nbytes, lo.point["dtype"],
-                                       list(caches), memory_level)
+            _, note, att, _ = point_bound(model, op.working_set(lo.point), mode, flops / nbytes, lo.point["dtype"],
+                                          list(caches), memory_level)
             bound = flops / (att * 1e9) if att and math.isfinite(att) else None
+            if bound is None:
+                unbounded.setdefault(note.split(":")[0] + " roof", []).append(lo.name)
             measured = r["median_s"] if r else None
             slow_end = (r.get("p80_s") or measured) if r else None
             if measured is None:
@@ -215,9 +218,11 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
                           "bound_us": bound * 1e6 if bound else None,
                           "measured_us": measured * 1e6 if measured else None,
                           "pct_of_attainable": 100 * bound / measured if bound and measured else None,
-                          "impl": r["impl"] if r else "", "note": r["reason"] if r and not measured else "",
+                          "impl": r["impl"] if r else "",
+                          "note": (r["reason"] if r and not measured else "") or ("" if bound else note),
                           "flag": flag})
-        step_bound = layers * totals["bound_layer_s"] + totals["bound_head_s"]
+        # a sum that leaves out an op is no bound on the step: say which roof is missing instead
+        step_bound = None if unbounded else layers * totals["bound_layer_s"] + totals["bound_head_s"]
         step_measured = layers * totals["measured_layer_s"] + totals["measured_head_s"]
         tokens = next(o for o in ops if o.phase == phase and o.name == "qkv").point["shape"][0]
         rate_bound = tokens / step_bound if step_bound else None
@@ -231,7 +236,7 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
         out[phase] = {"ops": lines, **totals, "step_bound_s": step_bound,
                       "step_measured_s": step_measured if not missing else None,
                       "tokens_per_step": tokens, "tokens_per_s_bound": rate_bound, "tokens_per_s_measured": rate,
-                      "missing": missing, "flag": flag}
+                      "missing": missing, "unbounded": unbounded, "flag": flag}
     return out
 
 
@@ -242,51 +247,93 @@ def layers_per_batch(cfg: ModelConfig, batches, prompt: int, context: int, dtype
     return {b: layer_ops(cfg, b, prompt, context, dtype) for b in batches}
 
 
-def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report: dict) -> str:
-    """Return the model command's text (model.md): per batch and phase, each op's bound and
-    measured time, the totals per layer and per step, tokens per second, and every flag."""
+def _ms(seconds) -> str:
+    return f"{fmt_num(seconds * 1e3)} ms"
+
+
+def _no_bound(r: dict) -> str:
+    """Return which roofs are missing for a phase's bound, and the ops they leave unbounded."""
+    return "; ".join(f"the {roof} is missing ({', '.join(ops)} have no bound)" for roof, ops in r["unbounded"].items())
+
+
+def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report: dict, warnings=()) -> str:
+    """Return the model command's text (model.md): the warnings first (roofs of another
+    machine), then per batch and phase each op's bound and measured time, the totals per
+    layer and per step, tokens per second, and every flag. A phase whose ops lack a roof
+    says which roof is missing instead of a bound."""
     import pandas as pd
     out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
            f"FFN {cfg.ffn}" + (f", {cfg.experts} experts (top {cfg.top_k})" if cfg.experts > 1 else "")
            + f"; prompt {prompt}, context {context}, {dtype}\n"]
+    out += [f"WARNING: {w}" for w in warnings]
     for b, phases in report.items():
         for phase, r in phases.items():
             t = pd.DataFrame(r["ops"])[["op", "shape", "count", "gflop", "mbytes", "intensity", "bound_us",
                                         "measured_us", "pct_of_attainable", "impl"]]
-            out.append(f"\n## batch {b}, {phase} ({r['tokens_per_step']} tokens per step)\n")
-            out.append(t.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
-            meas = r["step_measured_s"]
-            out.append(f"\nper layer: bound {r['bound_layer_s'] * 1e3:.4g} ms, measured {r['measured_layer_s'] * 1e3:.4g} ms; "
-                       f"per step ({cfg.layers} layers + lm_head): bound {r['step_bound_s'] * 1e3:.4g} ms, "
-                       + (f"measured {meas * 1e3:.4g} ms" if meas else f"measured incomplete (no time for {', '.join(r['missing'])})")
-                       + f"\ntokens/s: at most {r['tokens_per_s_bound']:,.1f} by the roofs"
-                       + (f", {r['tokens_per_s_measured']:,.1f} measured" if r["tokens_per_s_measured"] else ""))
+            out.append(f"\n## batch {b}, {phase} ({plural(r['tokens_per_step'], 'token')} per step)\n")
+            out.append(t.to_string(index=False, float_format=fmt_num))
+            meas, bound = r["step_measured_s"], r["step_bound_s"]
+            unbounded = r.get("unbounded") or {}
+            out.append(("\nper layer: " + (f"bound {_ms(r['bound_layer_s'])}, " if not unbounded else "")
+                        + f"measured {_ms(r['measured_layer_s'])}; per step ({cfg.layers} layers + lm_head): "
+                        + (f"bound {_ms(bound)}, " if bound is not None else "")
+                        + (f"measured {_ms(meas)}" if meas else f"measured incomplete (no time for {', '.join(r['missing'])})")
+                        + ("\ntokens/s: " + (f"at most {fmt_num(r['tokens_per_s_bound'])} by the roofs"
+                                              if r["tokens_per_s_bound"] else "no bound by the roofs")
+                           + (f", {fmt_num(r['tokens_per_s_measured'])} measured" if r["tokens_per_s_measured"] else ""))))
+            if unbounded:
+                out.append(f"NO BOUND: {_no_bound(r)}.")
             if r["flag"]:
                 out.append(f"FLAG: {r['flag']}.")
             out += [f"FLAG {line['op']}: {line['flag']}." for line in r["ops"] if line["flag"]]
     return "\n".join(out) + "\n"
 
 
+def foreign_roofs(roofs_device: dict, device) -> str:
+    """Return a warning when the roofs were measured on another device than this one (name,
+    memory, compute units or caches differ), else ""."""
+    here = device.to_dict()
+    keys = ("name", "kind", "memory_bytes", "compute_units")
+    differ = [k for k in keys if roofs_device.get(k) != here.get(k)]
+    caches = lambda d: [(c.get("name"), c.get("total_bytes")) for c in d.get("caches") or []]  # noqa: E731
+    if caches(roofs_device) != caches(here):
+        differ.append("caches")
+    if not differ:
+        return ""
+    return (f"the roofs were measured on another machine ({roofs_device.get('name', '?')}, "
+            f"{roofs_device.get('compute_units', '?')} {roofs_device.get('compute_unit_kind', 'units')}) than this one "
+            f"({here.get('name')}, {here.get('compute_units')} {here.get('compute_unit_kind', 'units')}; "
+            f"{', '.join(differ)} differ): the bounds describe that machine, so a percentage of them says little here")
+
+
 def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: str, budget_s: float,
-                  out: Path, options: dict, prompt: int, context: int, dtype: str) -> tuple[str, Path, str]:
+                  out: Path, options: dict, prompt: int, context: int, dtype: str,
+                  warnings=()) -> tuple[str, Path, str]:
     """Measure every distinct op of per_batch (layers_per_batch) on device into a new run
     folder out/model-<name>-<device>-<time>/, place it under roofs, write model.json and
-    model.md, finish the folder; return (status, run folder, the model's text)."""
+    model.md (warnings, such as roofs of another machine, first), finish the folder; return
+    (status, run folder, the model's text). An error after the measuring marks the folder
+    failed and propagates."""
     from bench.results import utc_stamp
-    from bench.session import execute, finish, run_meta, timer_config
+    from bench.session import execute, failing, finish, mark_failed, run_meta, timer_config
     register_model_ops()
     run_dir = Path(out) / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
     timer = timer_config(False, budget_s, warmup_s=0.02)
     meta = run_meta(device, options, "model", timer, model=dataclasses.asdict(cfg), roofs_from=roofs_from,
                     base_roofs=[r.to_dict() for r in roofs if r.source == "measured"])
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)
-    best = best_times(measured)
-    report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
-                         [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
-              for b, ops in per_batch.items()}
-    (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,
-                                                    "roofs_from": roofs_from, "per_batch": report}, indent=1, default=str))
-    text = summary_text(cfg, prompt, context, dtype, report)
-    (run_dir / "model.md").write_text(text)
-    finish(run_dir)
+    with failing(run_dir):  # a model that cannot be placed marks its folder failed, never complete
+        best = best_times(measured)
+        report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
+                             [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
+                  for b, ops in per_batch.items()}
+        (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,
+                                                        "roofs_from": roofs_from, "warnings": list(warnings),
+                                                        "per_batch": report}, indent=1, default=str))
+        text = summary_text(cfg, prompt, context, dtype, report, warnings)
+        (run_dir / "model.md").write_text(text)
+        problems = finish(run_dir)
+    if problems:
+        status = f"failed: finishing the folder: {problems[0]}"
+        mark_failed(run_dir, status.removeprefix("failed: "))
     return status, run_dir, text

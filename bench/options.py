@@ -17,6 +17,7 @@ from bench import device as devmod
 from bench.registry import Registry, load_all
 from bench.runner import Plan, make_plan
 from bench.timing import MODES
+from bench.util import dtype_spellings, fmt_bytes
 
 
 class OptionError(ValueError):
@@ -108,16 +109,52 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         nprocs(args)
     elif args.procs is not None:
         raise OptionError("--procs goes with --all-devices or --comm, which launch that many processes.")
+    if args.min_time is not None and args.budget is not None and args.min_time >= args.budget:
+        raise OptionError(f"--min-time {args.min_time:g} is not below --budget {args.budget:g}: no point could span "
+                          f"its minimum time within its budget and converge; give a --min-time under half the budget "
+                          f"(e.g. {args.budget / 2:g}) or a larger --budget.")
     device = devmod.resolve(args.device)
     registry = load_all()
-    plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     if args.dtype:
         have = dtypes_of(registry, args.only, device, args.quick)
-        unknown = [d for d in args.dtype if d not in have]
+        # either spelling of a dtype (fp32/float32, bf16/bfloat16, ...) selects it
+        unknown = [d for d in args.dtype if not set(dtype_spellings(d)) & set(have)]
         if unknown:
             raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
                               + f"none of the selected ops has dtype {', '.join(unknown)}"
                               + (" in a quick run" if args.quick else "") + f"; they have {', '.join(have) or 'no dtype axis'}.")
+        args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
+    plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     if not plan.tasks and not (args.comm and not args.all_devices) and not args.list:
+        if args.max_ws and make_plan(registry, device, args.only, args.quick, args.dtype, args.mode).tasks:
+            raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} is below every selected working set; "
+                              "give a larger --max-ws (e.g. 64MiB).")
         raise OptionError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.")
+    why = _all_skipped(plan, device, args.quick)
+    if why and not args.list and not args.dry_run and not (args.comm or args.all_devices):
+        if args.max_ws and not _all_skipped(make_plan(registry, device, args.only, args.quick, args.dtype, args.mode),
+                                            device, args.quick):
+            raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} leaves only points that are skipped "
+                              f"on {device.torch_device} ({why}); give a larger --max-ws (e.g. 64MiB).")
+        raise OptionError(f"nothing to run here: every selected point would be skipped on {device.torch_device} "
+                          f"({why}); select other ops with --only (see --list).")
     return registry, device, plan
+
+
+def _all_skipped(plan: Plan, device, quick: bool) -> str:
+    """Return the first skip reason when no (point, impl) of plan can run on device (the
+    op's, the backend's or the impl's own rule), else ""."""
+    from bench.runner import backend_skip, quick_skip
+    first = ""
+    for task in plan.tasks:
+        reason = task.op.skip(task.point, device) if task.op.skip is not None else None
+        if reason:
+            first = first or reason
+            continue
+        for impl in task.impls:
+            reason = (backend_skip(impl, task.point, device) or quick_skip(impl, task.point, quick)
+                      or (impl.skip(task.point, device) if impl.skip else None))
+            if not reason:
+                return ""
+            first = first or reason
+    return first

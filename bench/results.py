@@ -329,6 +329,8 @@ def load_run(run_dir) -> Run:
     unreadable, or if measurements.csv and run.json disagree (a cut row, a blank status, a
     different point count or point ids): callers refuse such a run and rewrite nothing."""
     d = Path(run_dir)
+    if d.is_file():
+        raise ResultsError(f"{d} is a file, not a run folder: give the folder that holds it ({d.parent}).")
     if not d.is_dir():
         raise ResultsError(f"run folder {d} does not exist.")
     meta = _load_json(d / "run.json", "the run's metadata")

@@ -11,6 +11,7 @@ Exit codes: 0 complete, 130 interrupted (Ctrl-C), 1 failed (a device whose conte
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -154,6 +155,32 @@ def exit_code(status: str) -> int:
     return 130 if status == "interrupted" else (1 if status.startswith("failed") else 0)
 
 
+def mark_failed(run_dir: Path, why: str) -> None:
+    """Record in run_dir's run.json that the command failed after measuring (status
+    "failed: <why>"), so no folder whose command died says "complete"."""
+    import json
+    path = Path(run_dir) / "run.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    meta["status"] = f"failed: {why}"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=1))
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def failing(run_dir: Path):
+    """Mark run_dir failed (mark_failed) when the block raises, then let the error go on."""
+    from bench.util import first_line
+    try:
+        yield
+    except BaseException as e:
+        mark_failed(run_dir, "interrupted while finishing" if isinstance(e, KeyboardInterrupt) else first_line(e))
+        raise
+
+
 def finish(run_dir: Path) -> list[str]:
     """Derive, annotate, draw and report the run folder (roofs/finish.py); print and return
     the problems met."""
@@ -178,8 +205,12 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
     status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
                         args.quick, sustain_s=sustain)
     t0 = time.perf_counter()
-    finish(run_dir)
-    print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")
-    print(summary(load_run(run_dir)))
+    with failing(run_dir):
+        problems = finish(run_dir)
+        print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")
+        print(summary(load_run(run_dir)))
     print(f"\nresults: {run_dir}")
+    if problems:
+        mark_failed(run_dir, f"finishing the folder: {problems[0]}")
+        return 1
     return exit_code(status)

@@ -1,5 +1,5 @@
-"""Small helpers shared across the suite: element sizes, byte sizes for people, the first
-line of an error, whether Triton is interpreting, and the roofbench commit."""
+"""Small helpers shared across the suite: element sizes, byte sizes and numbers for people
+(fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, and the roofbench commit."""
 from __future__ import annotations
 
 import os
@@ -12,6 +12,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
                "tf32": "float32", "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2", "int8": "int8"}
+
+
+# the two spellings of a dtype: a precision's short name and torch's name, accepted alike
+DTYPE_SPELLINGS = (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("fp64", "float64"))
+
+
+def dtype_spellings(name: str) -> tuple[str, ...]:
+    """Return name and its other spelling ("fp32" -> ("fp32", "float32"), "bfloat16" ->
+    ("bfloat16", "bf16")), or (name,) for a dtype with one spelling ("int8", "fp8e4m3")."""
+    for pair in DTYPE_SPELLINGS:
+        if name in pair:
+            return (name, pair[1 - pair.index(name)])
+    return (name,)
+
+
+def precision_name(name: str) -> str:
+    """Return the precision's short name for either spelling ("float32" -> "fp32")."""
+    return next((short for short, long in DTYPE_SPELLINGS if name == long), name)
 
 
 def itemsize(dtype) -> int:
@@ -32,6 +50,27 @@ def fmt_bytes(n: float) -> str:
         if float(f"{v:.3g}") < 1000:
             break
     return f"{v:.3g} {unit}" if v < 999.5 else f"{v:.0f} {unit}"  # past 1000 GiB: whole GiB
+
+
+def fmt_num(v, digits: int = 4) -> str:
+    """Return a number as people write it: thousands separated and whole from 1,000 up
+    ("21,890", not "2.189e+04"), else digits significant digits ("12.35", "0.09375");
+    "" for None or NaN."""
+    if v is None or v != v:
+        return ""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+        return str(v)
+    v = float(v)
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    if abs(v) >= 1000 or v == int(v):
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """Return "1 token", "2 tokens", "21,890 rows": a count with its noun."""
+    return f"{fmt_num(n)} {word if n == 1 else (many or word + 's')}"
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:
