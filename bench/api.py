@@ -172,7 +172,7 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
 
     from bench.registry import load_all
     from bench.runner import Runner, Task
-    from roofs.derive import bandwidth_roofs, compute_roofs
+    from roofs.derive import bandwidth_roofs, compute_roofs, untrusted_text
     info = devmod.resolve(device)
     reg = load_all()
     llc = info.llc_bytes
@@ -190,15 +190,14 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
     missing = []
     if not roofs:
         why = next((n for n in notes if n.startswith(f"{info.memory_level}:")), "")
-        busy = next((n for n in notes if "did not converge" in n), "")
+        busy = next((n.split(": ", 1)[1] for n in notes if n.startswith("stream rows that set no roof")), "")
         missing.append(f"{info.memory_level} roof: " + "; ".join(x for x in (why.split(": ", 1)[-1], busy) if x))
     for p in QUICK_PRECISIONS:
         if not any(r.name == p for r in compute):
             g = rows[(rows["family"] == "gemm") & (rows["dtype"] == p)]
             reasons = sorted(set(g.loc[g["status"] != "ok", "reason"].dropna().astype(str)))
             missing.append(f"{p} roof: " + ("; ".join(reasons) if reasons else
-                                            f"its {len(g)} GEMM rows did not converge (a busy machine? "
-                                            "a larger budget_s helps)"))
+                                            f"of its {len(g)} GEMM rows, {untrusted_text(g)}"))
     for m in missing:
         warnings.warn(f"quick_roofs could not set the {m}", RoofWarning, stacklevel=2)
     return Roofs(roofs + compute, missing)

@@ -12,6 +12,8 @@ from datetime import datetime
 import pandas as pd
 
 from bench.results import ResultsError, load_run
+from bench.util import fmt_num, plural
+from roofs.checks import roof_notes, unbounded
 from roofs.report import point_rate, validation
 
 
@@ -31,14 +33,15 @@ def brief(run_dir) -> str:
     if took is not None:
         lines.append(f"took {took:.0f} s" + (f"; the dry run predicted {predicted:.0f} s" if predicted else ""))
     counts = df["status"].value_counts().to_dict()
-    lines.append(f"{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    lines.append(f"{plural(len(df), 'row')}: " + ", ".join(f"{fmt_num(v)} {k}" for k, v in counts.items()))
     table, origin = validation(run)
     lines.append(f"\nroofs (reference: {origin}):")
     for r in table.to_dict("records"):
         pct = r.get("% of reference")
-        lines.append(f"  {r['ceiling']:<9} {r['measured']:>12,.1f} {r['unit']:<7}"
-                     + (f" {pct:5.0f}% of {r['reference']:,.0f}" if pct == pct and pct is not None else "")
+        lines.append(f"  {r['ceiling']:<9} {fmt_num(r['measured']):>12} {r['unit']:<7}"
+                     + (f" {pct:5.0f}% of {fmt_num(r['reference'])}" if pct == pct and pct is not None else "")
                      + f"  by {r['measured by']}")
+    lines += [f"  no roof: {n}" for n in roof_notes(run)]
     ok = df[df["status"] == "ok"].copy()
     if not ok.empty:
         ok["rate"] = point_rate(ok)
@@ -47,14 +50,20 @@ def brief(run_dir) -> str:
             b = g.loc[g["rate"].idxmax()]
             unit = "GFLOP/s" if b["flops"] > 0 else "GB/s"
             pct = b.get("pct_of_attainable")
-            lines.append(f"  {impl:<32} {b['dtype']:<9} {b['shape']:<22} {b['rate']:>12,.1f} {unit}"
-                         + (f" ({pct:.0f}% of attainable, {b.get('boundary') or 'no'} bound)" if pd.notna(pct) else ""))
+            note = str(b.get("bound_note") or "") if pd.notna(b.get("bound_note")) else ""
+            lines.append(f"  {impl:<32} {b['dtype']:<9} {b['shape']:<22} {fmt_num(b['rate']):>12} {unit}"
+                         + (f" ({pct:.0f}% of attainable, {b.get('boundary') or 'no'} bound)" if pd.notna(pct) else
+                            f" (no bound: {note.split(':')[0]} has no roof)" if note else ""))
     errors = df[df["status"] == "error"]
     if not errors.empty:
         lines.append(f"\n{len(errors)} errors; first ones:")
         lines += [f"  {r.point_id}: {r.reason}" for r in errors.head(8).itertuples()]
     flagged = df[df["flag"].fillna("") != ""] if "flag" in df else df.iloc[0:0]
-    lines.append(f"\n{len(flagged)} of {len(ok)} ok points flagged (above their bound, or measured while busy)")
+    lines.append(f"\n{fmt_num(len(flagged))} of {plural(len(ok), 'ok point')} flagged (above their bound, or measured while busy)")
+    missing = unbounded(df)
+    if missing:
+        lines.append(f"{plural(sum(missing.values()), 'ok point')} have no bound: "
+                     + ", ".join(f"{fmt_num(n)} because the {level} roof is missing" for level, n in missing.items()))
     return "\n".join(lines)
 
 

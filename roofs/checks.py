@@ -9,6 +9,7 @@ import re
 import pandas as pd
 
 from roofs.derive import BUSY_PREFIX, JUMP_PREFIX, TRUST_SPREAD
+from bench.util import fmt_num, plural
 from roofs.model import Roofline
 
 
@@ -51,13 +52,51 @@ def warnings(run) -> list[str]:
     if worst is not None and cores and worst > cores:
         out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores)")
     n_above, n_bounded = above_bound(df)
-    out.append(f"{n_above} of {n_bounded} bounded points sit above their attainable bound beyond their spread"
-               + (" (each listed with its causes)" if n_above else ""))
+    out.append(f"{fmt_num(n_above)} of {plural(n_bounded, 'bounded point')} sit above their attainable bound beyond "
+               "their spread" + (" (each listed with its causes)" if n_above else ""))
+    missing = unbounded(df)
+    if missing:
+        out.append(f"{plural(sum(missing.values()), 'ok point')} have no bound: "
+                   + ", ".join(f"{fmt_num(n)} because the {level} roof is missing" for level, n in missing.items()))
     return out
 
 
 def roof_notes(run) -> list[str]:
-    """Return roofs.json's notes: the levels and precisions that got no roof, and why."""
+    """Return roofs.json's notes: the levels and precisions that got no roof, and why, each
+    naming the option that caused it where one did (option_cause)."""
     import json
     path = run.dir / "roofs.json"
-    return json.loads(path.read_text()).get("notes", []) if path.exists() else []
+    notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
+    return [n + option_cause(n, run) for n in notes]
+
+
+def option_cause(note: str, run) -> str:
+    """Return ", because ..." when an option of the run explains a missing roof: a --max-ws
+    below the sizes the off-chip roof needs (two of at least 4x the last-level cache), or
+    below a cache level's window; else ""."""
+    from bench.util import fmt_bytes
+    from roofs.derive import DRAM_FACTOR, FIT_FRACTION, device_levels
+    opts = run.meta.get("options") or {}
+    max_ws = opts.get("max_ws")
+    caches, memory = device_levels(run.device)
+    level = note.split(":", 1)[0]
+    if not max_ws or not caches:
+        return ""
+    if level == memory and max_ws < 2 * DRAM_FACTOR * caches[-1][1]:
+        return (f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep before two working sets of "
+                f"{DRAM_FACTOR}x the last-level cache ({fmt_bytes(DRAM_FACTOR * caches[-1][1])}) or more: "
+                f"drop it or give at least {fmt_bytes(2 * DRAM_FACTOR * caches[-1][1])})")
+    size = dict(caches).get(level)
+    if size and max_ws < FIT_FRACTION * size:
+        return f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep inside the {level} window)"
+    return ""
+
+
+def unbounded(df: pd.DataFrame) -> dict[str, int]:
+    """Return, for the ok points that have no bound, how many per reason (the level whose
+    roof is missing: "dram", "l3", ...); flop-free copies and links are not bounded points."""
+    ok = df[df["status"] == "ok"]
+    if "attainable_gflops" not in ok or "bound_note" not in ok:
+        return {}
+    none = ok[ok["attainable_gflops"].isna() & (ok["bound_note"].fillna("") != "")]
+    return none["bound_note"].astype(str).str.split(":").str[0].value_counts().to_dict()

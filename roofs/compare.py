@@ -2,8 +2,8 @@
 runs' files (never rewrites them). One chart overlays every run's roofs and points; one
 table gives each roof's value per run and its ratio to the first run, under a legend that
 says which run is which, and warnings where the runs cannot be compared like for like:
-a different measuring method (METHOD_VERSION, ARCHITECTURE.md rule 12), or CPUs with
-different SIMD units."""
+a different measuring method (METHOD_VERSION, ARCHITECTURE.md rule 13), quick or
+--max-ws options, roofbench commit, or CPUs with different SIMD units."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure  # no pyplot: the process's matplotlib backend is left alone
 
 from bench.results import load_run
+from bench.util import fmt_bytes
 from roofs.model import Roofline
 
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
@@ -45,7 +46,8 @@ def ratio_table(runs) -> pd.DataFrame:
 
 def warnings(runs) -> list[str]:
     """Return why the runs may differ for reasons other than the device or change compared:
-    measuring methods of different versions, CPUs whose SIMD flags differ."""
+    measuring methods of different versions, a quick run against a full one, different
+    --max-ws limits, different roofbench commits, CPUs whose SIMD flags differ."""
     out = []
     versions = [r.meta.get("method_version", 1) for r in runs]  # runs before version 2 did not record it
     if len(set(versions)) > 1:
@@ -53,6 +55,17 @@ def warnings(runs) -> list[str]:
             f"run {i + 1}: method version {v}" for i, v in enumerate(versions))
             + "): the rules that make points and roofs changed between them (ARCHITECTURE.md), "
             "so part of a difference may be the method's.")
+    def option(run, key):
+        return (run.meta.get("options") or {}).get(key)
+    for what, get, show in (
+            ("--quick", lambda r: bool(option(r, "quick")), lambda v: "quick" if v else "full"),
+            ("--max-ws", lambda r: option(r, "max_ws"), lambda v: f"--max-ws {fmt_bytes(v)}" if v else "no --max-ws"),
+            ("commit", lambda r: r.meta.get("roofbench_commit", "not recorded"), lambda v: f"commit {str(v)[:12]}")):
+        values = [get(r) for r in runs]
+        if len(set(map(str, values))) > 1:
+            out.append(f"the runs differ in {what} (" + ", ".join(f"run {i + 1}: {show(v)}" for i, v in enumerate(values))
+                       + ("): a roof the option cut or changed differs for that reason, not the device's"
+                          if what != "commit" else "): the code that measured them differs"))
     cpus = [(i, set(r.device.get("cpu_flags") or ())) for i, r in enumerate(runs) if r.device.get("kind") == "cpu"]
     for (i, a), (j, b) in zip(cpus, cpus[1:]):
         if a != b:
@@ -69,25 +82,35 @@ def text_table(table: pd.DataFrame) -> str:
     return table.apply(lambda col: col.map(_fmt)).to_string(index=False) if not table.empty else "(no measured roofs)"
 
 
-def plot_compare(runs, path: Path) -> Path:
+def figure_compare(runs) -> Figure:
+    """Return the compare chart: each run's off-chip roof as a slope up to its highest
+    compute roof, its compute roofs flat, its points; every run in the legend (a run without
+    an off-chip roof too), each compute roof labelled "run N <precision>" by the label
+    placer, so no two labels overprint."""
+    from roofs._plotkit import LabelPlacer
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     fig = Figure(figsize=(10, 6))
+    FigureCanvasAgg(fig)  # its own canvas: the placer measures texts; pyplot's backend is left alone
     ax = fig.subplots()
     xs = np.logspace(-2, 4, 300)
-    for color, run in zip(COLORS, runs):
+    placer = LabelPlacer(fig)
+    for i, (color, run) in enumerate(zip(COLORS * (1 + len(runs) // len(COLORS)), runs)):
         model = Roofline(run.roofs)
         peak = model.compute()
         bw = model.bandwidth()
+        df = run.measurements
+        ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0)]
+        ax.scatter(ok["intensity"], ok["gflops"], s=8, color=color, alpha=0.5,
+                   label=f"run {i + 1}: {label(run)}" + ("" if bw else " (no off-chip roof)"))
         if bw:
             ys = bw.value * xs if peak is None else np.minimum(bw.value * xs, peak.value)
-            ax.plot(xs, ys, color=color, lw=2, label=f"{label(run)}: {bw.name} {bw.value:,.0f} GB/s")
+            ax.plot(xs, ys, color=color, lw=2, label=f"run {i + 1}: {bw.name} {bw.value:,.0f} GB/s")
         for r in model.roofs:
-            if r.kind == "compute":
+            if r.kind == "compute" and r.source == "measured":
                 start = r.value / bw.value if bw else xs[0]
                 ax.hlines(r.value, start, xs[-1], color=color, lw=1, alpha=0.7)
-                ax.text(xs[-1], r.value, f"{r.name} ", color=color, fontsize=6, ha="right", va="bottom")
-        df = run.measurements
-        ok = df[(df["status"] == "ok") & (df["flops"] > 0)]
-        ax.scatter(ok["intensity"], ok["gflops"], s=8, color=color, alpha=0.5)
+                placer.add(ax, xs[-1], r.value, f"run {i + 1} {r.name}", sides=("nw", "sw", "w"), leader=True,
+                           color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -96,7 +119,12 @@ def plot_compare(runs, path: Path) -> Path:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    placer.place()
+    return fig
+
+
+def plot_compare(runs, path: Path) -> Path:
+    figure_compare(runs).savefig(path, dpi=110)
     return path
 
 

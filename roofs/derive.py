@@ -197,9 +197,8 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     stream = rows[rows["family"] == "stream"] if "family" in rows else rows
     good = stream[trusted(stream)] if not stream.empty else stream
     roofs, notes = [], []
-    untrusted = int((stream["status"] == "ok").sum() - len(good)) if not stream.empty else 0
-    if untrusted:
-        notes.append(f"{untrusted} stream rows did not converge (or ran while the machine was busy) and set no roof")
+    if not stream.empty and (stream["status"] == "ok").sum() > len(good):
+        notes.append(f"stream rows that set no roof: {untrusted_text(stream)}")
     caches = [(str(n), int(b)) for n, b in caches]
     warm = good[good["mode"] == "warm"] if not good.empty else good
     env_warm = envelope(warm)
@@ -302,8 +301,24 @@ def compute_notes(rows: pd.DataFrame, roofs, family: str = "gemm") -> list[str]:
     """Return one line per precision whose GEMMs ran but set no roof (no trustworthy row)."""
     fam = rows[(rows["family"] == family) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     have = {r.name for r in roofs if r.kind == "compute"}
-    return [f"{p}: no compute roof: its {len(g)} GEMM rows did not converge (or ran while the machine was busy)"
+    return [f"{p}: no compute roof: of its {len(g)} GEMM rows, {untrusted_text(g)}"
             for p, g in fam.groupby("dtype", sort=False) if p not in have]
+
+
+def untrusted_text(rows: pd.DataFrame) -> str:
+    """Return how many ok rows could not set a roof, counted apart by cause, each with its
+    remedy: not converged within the budget (a larger --budget), measured while the machine
+    was busy or whose time jumped (a quiet machine)."""
+    ok = rows[rows["status"] == "ok"]
+    flags = ok["flag"].fillna("").astype(str) if "flag" in ok else pd.Series("", index=ok.index)
+    noisy = flags.map(is_runner_flag)
+    unsteady = ~trusted(ok.assign(flag="")) if not ok.empty else noisy
+    parts = []
+    if (unsteady & ~noisy).any():
+        parts.append(f"{int((unsteady & ~noisy).sum())} did not converge within the budget (a larger --budget helps)")
+    if noisy.any():
+        parts.append(f"{int(noisy.sum())} ran while the machine was busy or their time jumped (run on a quiet machine)")
+    return "; ".join(parts) or "none is steady"
 
 
 def link_roofs(rows: pd.DataFrame) -> list[Roof]:

@@ -23,6 +23,7 @@ from roofs.derive import DRAM_FACTOR, device_levels
 from roofs.energy import fit_energy, fit_groups
 from roofs.hierarchy import triton_binding_table
 from roofs.model import Roof, Roofline
+from bench.util import fmt_bytes, fmt_num, plural
 
 
 # every picture a run folder may hold, in the report's order, with its section title
@@ -163,8 +164,9 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     flagged = df[df.get("flag", pd.Series(dtype=str)).fillna("") != ""] if "flag" in df else df.iloc[0:0]
     if not flagged.empty:
         out.append(f"{len(flagged)} points sit above their attainable roof beyond their own spread (see 'Points above their roofs').")
-    if "throttled" in df and df["throttled"].fillna(False).astype(bool).any():
-        out.append(f"{int(df['throttled'].fillna(False).astype(bool).sum())} points were measured while the clock was held down (throttled).")
+    held = throttled(df)
+    if held.any():
+        out.append(f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).")
     if energy:
         out.append(f"Energy model: {energy['e_flop_pj']:.3g} pJ/FLOP, {energy['e_byte_pj']:.3g} pJ/byte, "
                    f"{energy['static_w']:.3g} W static (R^2 {energy['r2']:.3f} over {energy['points']} points).")
@@ -175,6 +177,14 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     out += triton_vs_library(df, DRAM_FACTOR * caches[-1][1] if caches else None)
     out += [w[0].upper() + w[1:] + "." for w in warnings(run)]
     return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
+
+
+def throttled(df: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether a clock-limiting reason was active (the column holds True,
+    False, 1.0, 0.0, their text, or nothing); no dtype juggling that a later pandas refuses."""
+    if "throttled" not in df:
+        return pd.Series(False, index=df.index)
+    return df["throttled"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
 
 
 # CPU flags of the units behind a precision's speed (bench/device.py keeps these flags)
@@ -264,25 +274,61 @@ def charts(run) -> list[str]:
     return [n for n in names if (run.dir / n).exists()]
 
 
+def ridge_text(model: Roofline, roof: Roof) -> str:
+    """Return a roof's ridge point for the summary: a compute roof's P / BW against the
+    off-chip roof (else the outermost measured level, named); a bandwidth roof's against
+    the highest compute roof (named)."""
+    bws = [r for r in model.roofs if r.kind == "bandwidth" and r.source == "measured"
+           and not r.name.startswith(("link.", "host."))]
+    if roof.kind == "compute":
+        off = model.bandwidth()
+        bw = off or (bws[0] if bws else None)  # bandwidth roofs are derived outermost first
+        if bw is None:
+            return "no bandwidth roof"
+        return f"{fmt_num(roof.value / bw.value, 3)}" + ("" if off else f" (vs {bw.name})")
+    peak = model.compute()
+    if peak is None or roof.name.startswith(("link.", "host.")):
+        return "no compute roof" if peak is None else "-"
+    return f"{fmt_num(peak.value / roof.value, 3)} ({peak.name})"
+
+
+def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
+    """Return (one summary row per measured roof, with its datasheet or computed reference
+    beside it and its ridge point; the reference roofs no measured roof matches)."""
+    refs = [r for r in model.roofs if r.source != "measured" and r.source in ("datasheet", "computed")]
+    used, rows = set(), []
+    for r in model.roofs:
+        if r.source != "measured":
+            continue
+        name = "memory" if r.name in ("dram", "hbm") else r.name
+        ref = next((x for x in refs if x.kind == r.kind and (x.name == r.name or x.name == name
+                                                             or (name == "memory" and x.name in ("dram", "hbm")))), None)
+        if ref is not None:
+            used.add(id(ref))
+        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({plural(r.plateau_points, 'size')})"
+                 if r.plateau_bytes else r.shape)
+        rows.append({"roof": r.name, "value": f"{fmt_num(r.value)} {r.unit}",
+                     "reference": f"{fmt_num(ref.value)} {ref.source} ({100 * r.value / ref.value:.0f}%)" if ref else "",
+                     "from": f"{r.impl} {r.dtype}" + (f" (via {r.extra['via']})" if (r.extra or {}).get("via") else ""),
+                     "plateau or shape": where, "ridge FLOP/B": ridge_text(model, r)})
+    return rows, [r for r in refs if id(r) not in used]
+
+
 def summary(run) -> str:
     """Return the end-of-run text: row counts; the roofs with their ridge points, and why a
     level has none; each kernel's best point; the decode GEMV lines; the points above their
     roofs and every error (the first 20 printed, the rest counted and pointed to)."""
-    from bench.util import fmt_bytes
+    from bench.util import fmt_bytes, fmt_num, plural
     df = run.measurements
     fmt = lambda v: f"{v:,.1f}"  # noqa: E731
     lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in df["status"].value_counts().items())]
     model = Roofline(run.roofs)
-    rows = []
-    for r in model.roofs:
-        ridge = model.ridge(r.name) if r.kind == "compute" else None
-        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({r.plateau_points} sizes)"
-                 if r.plateau_bytes else r.shape)
-        rows.append({"roof": r.name, "value": f"{r.value:,.1f} {r.unit}", "source": r.source,
-                     "from": f"{r.impl} {r.dtype}", "plateau or shape": where,
-                     "ridge FLOP/B": f"{ridge:.3g}" if ridge else ""})
-    lines.append("\nroofs:")
+    rows, refs = roof_rows(model)
+    lines.append("\nroofs (measured; the reference column is the datasheet or computed roof):")
     lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
+    if refs:
+        lines.append("references with no measured roof: " + ", ".join(
+            f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
     lines += [f"no roof: {n}" for n in roof_notes(run)]
     ok = df[df["status"] == "ok"]
     stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]

@@ -368,3 +368,23 @@ def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, tmp_
     assert [p.name for p in one] == [p.name for p in two] and one
     for a, b in zip(one, two):
         assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_path):
+    """Issue 24, item 7: every run in the legend (one without an off-chip roof too), and the
+    right-edge labels of equal roofs of several runs never overprint."""
+    from noroof import run_without_dram
+    from roofs.compare import figure_compare
+    runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(run_without_dram(tmp_path / "nodram"))]
+    fig = figure_compare(runs)
+    try:
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        for i in (1, 2, 3):
+            assert any(t.startswith(f"run {i}: AMD EPYC") for t in legend), legend
+        assert any(t.startswith("run 3:") and "no off-chip roof" in t for t in legend)
+        count, overlaps = _intersecting(fig)
+        labels = [t.get_text() for t in plot.drawn_texts(fig)]
+        assert {"run 1 fp32", "run 2 fp32", "run 3 fp32"} <= set(labels)
+        assert overlaps == []
+    finally:
+        plt.close(fig)

@@ -1,0 +1,110 @@
+"""Issue 22, item 2 and issue 24, items 2-4: a run without an off-chip roof (as `--max-ws`
+leaves one) never crashes a command; each says which roof is missing and goes on."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import run_bench
+from bench import api
+from bench.results import load_run
+from noroof import DATA, run_without_dram
+
+ROOT = Path(run_bench.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def nodram(tmp_path_factory):
+    return run_without_dram(tmp_path_factory.mktemp("nodram") / "run")
+
+
+def test_fixture_has_no_dram_roof(nodram):
+    doc = json.loads((nodram / "roofs.json").read_text())
+    names = {r["name"] for r in doc["roofs"] if r["source"] == "measured"}
+    assert "dram" not in names and {"l3", "fp32", "bf16"} <= names
+    assert any(n.startswith("dram:") for n in doc["notes"])
+
+
+def test_report_and_brief_say_which_roof_is_missing(nodram, capsys):
+    assert run_bench.main(["report", str(nodram)]) == 0
+    out = capsys.readouterr().out
+    # the option that removed the roof is named, and the points it leaves unbounded are counted
+    assert "no roof: dram:" in out and "--max-ws 64 MiB" in out
+    assert "no bound" in out and "Traceback" not in out
+    from roofs.brief import brief
+    text = brief(nodram)
+    assert "dram" in text and "no bound" in text
+
+
+def test_compare_with_a_run_missing_a_roof(nodram, tmp_path, capsys):
+    assert run_bench.main(["compare", str(DATA / "run_a"), str(nodram), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "dram" in out and (tmp_path / "compare.png").stat().st_size > 0
+    assert "max-ws" in out  # the runs differ in --max-ws: warned
+
+
+def test_api_names_the_missing_roof(nodram):
+    roofs = api.roofs_from(nodram)
+    assert any(m.startswith("dram:") for m in roofs.missing)
+    a = torch.randn(64, 64)
+    # cold: its bytes cross DRAM, which has no roof here: no bound, and the note says why
+    r = api.measure(lambda: a.sum(), flops=64 * 64, bytes=64 * 64 * 4, precision="fp32", roofs=roofs,
+                    device="cpu", mode="cold", budget_s=0.02)
+    assert r.attainable_gflops is None and r.pct_of_attainable is None and r.bound == "unknown"
+    assert r.bound_note.startswith("dram: no measured roof")
+    with pytest.raises(api.APIError, match=r"^the roofs given have no measured fp8e4m3 compute roof \(they have"):
+        api.measure(lambda: a.sum(), flops=1, bytes=1, precision="fp8e4m3", roofs=roofs, device="cpu")
+    with pytest.raises(api.APIError, match=r"^unknown precision 'fp33': use one of fp64, fp32"):
+        api.measure(lambda: a.sum(), flops=1, bytes=1, precision="fp33", device="cpu")
+    # either spelling of a precision
+    assert api.measure(lambda: a.sum(), flops=1, bytes=4, precision="float32", roofs=roofs, device="cpu",
+                       budget_s=0.02).precision == "fp32"
+
+
+def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "model", "tiny", "--batch", "1", "--prompt", "64",
+                        "--context", "256", "--roofs", str(nodram), "--budget", "0.02", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    [run_dir] = list(tmp_path.iterdir())
+    md = (run_dir / "model.md").read_text()
+    # decode is timed cold: every op crosses DRAM, which has no roof
+    assert "NO BOUND: the dram roof is missing (qkv, attn, o, gate_up, down, lm_head have no bound)" in md
+    assert "tokens/s: no bound by the roofs" in md and "(1 token per step)" in md
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "complete"
+    report = json.loads((run_dir / "model.json").read_text())["per_batch"]["1"]["decode"]
+    assert report["step_bound_s"] is None and report["tokens_per_s_bound"] is None
+    assert report["unbounded"] == {"dram roof": ["qkv", "attn", "o", "gate_up", "down", "lm_head"]}
+
+
+def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
+    from bench import device as devmod
+    from bench import models
+    here = devmod.resolve("cpu")
+    other = dict(load_run(DATA / "run_a").device, name="Some Other CPU", compute_units=96)
+    w = models.foreign_roofs(other, here)
+    assert w.startswith("the roofs were measured on another machine (Some Other CPU, 96 cores)")
+    assert models.foreign_roofs(here.to_dict(), here) == ""
+    cfg = models.get_model("tiny")
+    text = models.summary_text(cfg, 8, 16, "bf16", {}, [w])
+    assert f"WARNING: {w}" in text
+
+
+def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
+    from bench import device as devmod
+    from bench import models
+    cfg = models.get_model("tiny")
+    per_batch = models.layers_per_batch(cfg, [1], 8, 16, "bf16")
+    monkeypatch.setattr(models, "summary_text", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(models, "plan", lambda op_lists: __import__("bench.runner").runner.Plan([]))
+    with pytest.raises(ZeroDivisionError):
+        models.measure_model(cfg, per_batch, devmod.resolve("cpu"), api.roofs_from(DATA / "run_a"), "given",
+                             0.02, tmp_path, {}, 8, 16, "bf16")
+    [run_dir] = list(tmp_path.iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed: ZeroDivisionError: division by zero"
+    assert not (run_dir / "model.md").exists()
