@@ -276,16 +276,26 @@ def compute_roofs(rows: pd.DataFrame, family: str = "gemm") -> list[Roof]:
     ok = fam[trusted(fam)] if not fam.empty else fam
     ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
     own = _own_compute_roofs(ok)
+    # every precision the device ran (an ok row, steady or not) gets the fastest exact way:
+    # a precision whose own rows are too slow to converge is still bounded by the wider
+    # path its inputs convert to (the same on every machine); one that never ran gets none
+    ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
+    unsteady = {p: g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
     roofs = []
-    for precision, best in own.items():
-        via, src = None, best
+    for precision, best in {**own, **unsteady}.items():
+        via, src = None, (best if precision in own else None)
         for wider in EXACT_IN.get(precision, ()):
-            if wider in own and own[wider]["gflops"] > src["gflops"]:
+            if wider in own and (src is None or own[wider]["gflops"] > src["gflops"]):
                 via, src = wider, own[wider]
+        if src is None:
+            continue
         shapes = ok[ok["dtype"] == precision]
-        extra = {"via": via, "own_gflops": float(best["gflops"]), "own_point_id": str(best["point_id"])} if via else {}
+        steady = precision in own
+        extra = {"via": via, "own_gflops": float(best["gflops"]), "own_point_id": str(best["point_id"]),
+                 **({} if steady else {"own_steady": False})} if via else {}
         note = (f"{precision} inputs convert exactly to {via}, whose GEMM ({float(src['gflops']):,.4g}) beats "
-                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x)"
+                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x"
+                + ("" if steady else ", from rows too unsteady to set a roof") + ")"
                 if via else f"best median over {shapes['impl'].nunique()} impl(s) and {shapes['shape'].nunique()} shape(s)")
         spread = row_spread(pd.DataFrame([src])).iloc[0]
         roofs.append(Roof(

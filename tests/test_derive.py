@@ -82,7 +82,7 @@ def test_unconverged_rows_set_no_roof():
     roofs, notes = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
     assert roofs[0].value == 50 and roofs[0].plateau_bytes == (128 * MiB, 512 * MiB)
     assert roofs[0].spread == pytest.approx(0.02)
-    assert any("1 stream rows did not converge" in n for n in notes)
+    assert "stream rows that set no roof: 1 did not converge within the budget (a larger --budget helps)" in notes
     # a row that hit its budget but has 5+ steady samples is as good as converged
     df.loc[1, ["p20_ms", "p80_ms", "samples"]] = [0.97, 1.03, 7]
     assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 53.0
@@ -106,6 +106,35 @@ def test_compute_roof_is_the_fastest_exact_way():
     assert got["bf16"].value == 972.0 and not got["bf16"].extra
     assert got["fp8e4m3"].value == 972.0 and got["fp8e4m3"].extra["via"] == "bf16"
     assert got["int8"].value == 1949.0 and got["fp32"].value == 251.0
+
+
+def test_via_rule_is_the_same_on_every_machine():
+    """Issue 24, item 6: on the EPYC VM the fp8 GEMMs converged (slowly) and fp8 was bounded
+    via bf16; on the AMX VM they were too slow to converge, so fp8 had no steady row of its
+    own and got no roof. The rule now looks at every precision the device ran: both machines
+    bound fp8 by bf16, and a precision that never ran (tf32 on a CPU, skipped) gets none."""
+    from roofs.derive import compute_notes, compute_roofs
+
+    def gemm(d, g, stop="converged", samples=50, status="ok"):
+        return {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "shape": "512x512x512",
+                "point_id": f"p-{d}-{g}", "working_set_bytes": 1, "status": status, "gflops": g if status == "ok" else None,
+                "stop": stop, "samples": samples, "median_ms": 1.0, "p20_ms": 0.7, "p80_ms": 1.5, "flag": ""}
+    base = [gemm("fp32", 251.0), gemm("bf16", 972.0), gemm("tf32", None, status="skipped")]
+    epyc = pd.DataFrame(base + [gemm("fp8e4m3", 175.0)])                        # converged
+    amx = pd.DataFrame(base + [gemm("fp8e4m3", 0.04, stop="budget", samples=2)])  # one slow, unsteady row
+    for df in (epyc, amx):
+        got = {r.name: r for r in compute_roofs(df)}
+        assert got["fp8e4m3"].value == 972.0 and got["fp8e4m3"].extra["via"] == "bf16"
+        assert got["fp8e4m3"].point_id == "p-bf16-972.0" and "tf32" not in got
+        assert not any(n.startswith("fp8e4m3") for n in compute_notes(df, list(got.values())))
+    amx_fp8 = {r.name: r for r in compute_roofs(amx)}["fp8e4m3"]
+    assert amx_fp8.extra["own_gflops"] == 0.04 and amx_fp8.extra["own_steady"] is False
+    assert "from rows too unsteady to set a roof" in amx_fp8.note
+    # without a wider steady path, an unsteady precision still gets no roof, and the note says why
+    lone = pd.DataFrame([gemm("int8", 9.0, stop="budget", samples=2)])
+    assert compute_roofs(lone) == []
+    assert compute_notes(lone, []) == ["int8: no compute roof: of its 1 GEMM rows, 1 did not converge within "
+                                       "the budget (a larger --budget helps)"]
 
 
 @pytest.mark.parametrize("ws,mode,level", [
