@@ -122,17 +122,22 @@ class Runner:
     def run(self, plan: Plan, estimates: list[float] | None = None) -> list[Measurement]:
         """Run every task of plan; return the measurements, each also passed to sink as it
         ends. estimates (predicted seconds per row, in plan order) turn into a time-left
-        estimate on each progress line, corrected by how the run keeps to them."""
+        estimate on each progress line, corrected by how the run keeps to them; skipped
+        rows are printed grouped at their family's end (bench/progress.py)."""
+        from bench.progress import Ticker  # skips grouped per family, the time left smoothed
         out: list[Measurement] = []
         total, done = len(plan), 0
+        ticker = Ticker(total, estimates, self.progress, describe)
         t0 = time.perf_counter()
-        for task in plan.tasks:
-            for m in self.run_task(task, plan.modes_of(task)):
-                done += 1
-                out.append(m)
-                self.sink(m)
-                clock = progress_clock(time.perf_counter() - t0, done, estimates)
-                self.progress(f"[{done}/{total} {clock}] {describe(m)}")
+        try:
+            for task in plan.tasks:
+                for m in self.run_task(task, plan.modes_of(task)):
+                    done += 1
+                    out.append(m)
+                    self.sink(m)
+                    ticker.row(m, done, time.perf_counter() - t0)
+        finally:
+            ticker.close()
         return out
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
@@ -349,21 +354,6 @@ def busy_flag(tel: dict, device) -> str:
         return ""
     return (f"measured while the machine was busy: other processes used {others:.0%} of its "
             f"{device.compute_units or '?'} cores" + (f" (load average {load:.1f})" if load is not None else ""))
-
-
-def _mmss(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
-def progress_clock(elapsed: float, done: int, estimates: list[float] | None) -> str:
-    """Return "m:ss" elapsed and, given per-row predictions, "~m:ss left": the predicted
-    seconds of the rows still to run, scaled by measured / predicted for the rows done."""
-    if not estimates or done > len(estimates):
-        return _mmss(elapsed)
-    spent, left = sum(estimates[:done]), sum(estimates[done:])
-    scale = elapsed / spent if spent > 0 else 1.0
-    return f"{_mmss(elapsed)}, ~{_mmss(left * scale)} left"
 
 
 def direction_columns(op: Op, point: dict, nbytes: int) -> dict:

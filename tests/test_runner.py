@@ -124,12 +124,6 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     assert not trusted(df).iloc[0]
 
 
-def test_progress_clock_scales_the_prediction_by_the_run_so_far():
-    from bench.runner import progress_clock
-    assert progress_clock(65.0, 3, None) == "1:05"
-    # 3 rows predicted at 10 s took 60 s: the 2 rows left (20 s predicted) take ~40 s
-    assert progress_clock(60.0, 3, [10, 10, 10, 10, 10]) == "1:00, ~0:40 left"
-    assert progress_clock(5.0, 5, [1, 1, 1, 1, 1]) == "0:05, ~0:00 left"
 def test_launchers_leave_global_state_as_they_found_it():
     """Issue 14: no global state changed without being restored (TF32 mode, torch's RNG)."""
     from bench.registry import LaunchContext

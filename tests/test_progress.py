@@ -1,0 +1,67 @@
+"""Issue 24, item 5: progress output fits a screen: skips grouped per family with a count,
+and a time-left estimate that does not jump."""
+from types import SimpleNamespace
+
+from bench.progress import Ticker, reason_key, time_left
+
+TRITON = "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1"
+
+
+def row(family, impl, status="ok", reason=""):
+    return SimpleNamespace(family=family, impl=impl, status=status, reason=reason)
+
+
+def test_skips_are_grouped_at_the_end_of_their_family():
+    lines = []
+    t = Ticker(9, None, lines.append, lambda m: f"{m.impl} {m.status} {m.reason}")
+    t.row(row("stream", "stream.copy/torch"), 1, 0.0)
+    for i, impl in enumerate(("stream.copy/triton", "stream.add/triton", "stream.triad/triton")):
+        t.row(row("stream", impl, "skipped", TRITON), 2 + i, 0.0)
+    t.row(row("stream", "stream.add/torch", "skipped", "cut short: predicted 0.04 s per call"), 5, 0.0)
+    t.row(row("stream", "stream.add/torch", "skipped", "cut short: predicted 0.5 s per call"), 6, 0.0)
+    t.row(row("stream", "stream.read/torch", "skipped", "once"), 7, 0.0)
+    assert lines == ["[1/9 0:00] stream.copy/torch ok "]  # nothing of the skips until the family ends
+    t.row(row("transfer", "transfer.h2d/torch", "skipped", "host-device copies need a GPU"), 8, 0.0)
+    t.row(row("transfer", "transfer.d2h/torch", "skipped", "host-device copies need a GPU"), 9, 0.0)
+    t.close()
+    assert lines[1:] == [
+        f"[7/9 0:00] stream: 3 points SKIPPED (copy/triton, add/triton, triad/triton): {TRITON}",
+        "[7/9 0:00] stream: 2 points SKIPPED (add/torch): e.g. cut short: predicted 0.04 s per call",
+        "[7/9 0:00] stream.read/torch skipped once",     # a lone skip keeps its own line
+        "[9/9 0:00] transfer: 2 points SKIPPED (h2d/torch, d2h/torch): host-device copies need a GPU"]
+    assert reason_key("predicted 0.04 s, 1,024 calls") == reason_key("predicted 12 s, 3 calls")
+
+
+def test_time_left_leans_on_the_prediction_early():
+    est = [1.0] * 100   # 100 s predicted; prior = 5 s
+    # 10 rows predicted 10 s took 1 s: the raw ratio says 9 s left; the prior keeps it at 6*90/15 = 36 s
+    assert time_left(1.0, 10, est) == 90 * (1 + 5) / (10 + 5)
+    assert time_left(100.0, 100, est) == 0.0
+    # late in the run the measured ratio dominates: 80 rows in 160 s -> about 2x for the last 20
+    assert abs(time_left(160.0, 80, est) - 20 * 165 / 85) < 1e-9
+
+
+def test_shown_time_left_does_not_jump():
+    """A run of 100 rows predicted at 3 s each whose first 20 rows are quick skips (0.01 s):
+    the raw estimate falls from ~4:57 towards a small fraction within a second; the shown
+    one never falls faster than a fifth of the gap per line, and never rises by more than
+    the time that passed."""
+    est = [3.0] * 100
+    lines = []
+    t = Ticker(100, est, lines.append, lambda m: "x")
+    shown, elapsed = [], 0.0
+    for done in range(1, 101):
+        elapsed += 0.01 if done <= 20 else 3.0
+        t.row(row("gemm", "gemm.square/torch"), done, elapsed)
+        shown.append(t.shown)
+    assert shown[0] > 240  # 297 s predicted, the prior holding it near
+    for a, b in zip(shown, shown[1:21]):
+        assert b >= 0.75 * a    # no drop from ~5 min to ~1.5 min in two seconds
+    assert shown[-1] == 0.0 and lines[-1].startswith("[100/100 4:00, ~0:00 left]")
+
+
+def test_clock_without_predictions_and_at_the_end():
+    t = Ticker(5, None, lambda line: None, str)
+    assert t.clock(65.0, 3) == "1:05"
+    t = Ticker(5, [10, 10, 10, 10, 10], lambda line: None, str)
+    assert t.clock(5.0, 5) == "0:05, ~0:00 left"
