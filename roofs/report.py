@@ -324,7 +324,7 @@ def summary(run) -> str:
     lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in df["status"].value_counts().items())]
     model = Roofline(run.roofs)
     rows, refs = roof_rows(model)
-    lines.append("\nroofs (measured; the reference column is the datasheet or computed roof):")
+    lines.append("\nroofs: measured, each beside its datasheet or computed reference")
     lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
     if refs:
         lines.append("references with no measured roof: " + ", ".join(

@@ -125,6 +125,16 @@ NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="ch
     (["model", "tiny", "--budget", "-0.1"], "argument --budget: takes a positive number of seconds"),
     pytest.param(["model", "tiny", "--device", "cuda"], "no CUDA device on this machine", marks=NO_CUDA),
     (["model", "tiny", "--roofs", "/nonexistent/run"], "run folder /nonexistent/run does not exist"),
+    # issue 24, item 8
+    (["--min-time", "5", "--budget", "1"], "--min-time 5 is not below --budget 1: no point could span its minimum "
+                                           "time within its budget and converge; give a --min-time under half"),
+    (["--max-ws", "10KiB"], "nothing to run: --max-ws 10 KiB leaves only points that are skipped on cpu "
+                            "(host-device copies need a GPU); give a larger --max-ws (e.g. 64MiB)."),
+    pytest.param(["--only", "transfer"], "nothing to run here: every selected point would be skipped on cpu "
+                                         "(host-device copies need a GPU)", marks=NO_CUDA),
+    (["--only", "stream.copy", "--dtype", "fp64"], "none of the selected ops has dtype fp64"),
+    (["model", "tiny", "--dtype", "fp32"], "argument --dtype: invalid choice: 'fp32' (choose from 'bf16', 'fp16')"),
+    (["model", "tiny", "--roofs", str(ROOT / "tests" / "data" / "run_a" / "run.json")], "is a file, not a run folder"),
 ])
 def test_every_bad_option_is_refused_before_anything_runs(args, expect, capsys, tmp_path):
     """Issue 15, item 1: each bad option is one sentence naming it, exit code 2, and no run folder."""
@@ -136,6 +146,19 @@ def test_every_bad_option_is_refused_before_anything_runs(args, expect, capsys, 
     assert rc == 2 and expect in err, err
     assert err.count("\n") == 1 and "Traceback" not in err and "usage:" not in err
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args,kept", [
+    (["--only", "stream.copy", "--dtype", "fp32,bf16"], {"float32", "bfloat16"}),
+    (["--only", "gemm.square", "--dtype", "bfloat16,float32"], {"bf16", "fp32"}),
+    (["--only", "stream.copy,gemm.square", "--dtype", "float32,float16"], {"float32", "fp32", "fp16"}),
+])
+def test_dtype_names_accept_both_spellings(args, kept):
+    """Issue 24, item 8: fp32/float32, bf16/bfloat16, fp16/float16, fp64/float64 are aliases."""
+    from bench import options as opt
+    a = run_bench.build_parser().parse_args(args + ["--quick"])
+    _, _, plan = opt.check_run(a)
+    assert {t.point["dtype"] for t in plan.tasks} == kept
 
 
 def test_list_shows_ops_impls_axes(capsys):

@@ -91,11 +91,16 @@ def test_ratio_table_hand_worked():
     (["report", "/nonexistent/run"], "does not exist"),
     (["compare", str(DATA / "run_a")], "at least two run folders"),
     (["compare", str(DATA / "run_a"), "/nonexistent/run"], "does not exist"),
+    # issue 24, item 8
+    (["report", str(DATA / "run_a" / "run.json")],
+     f"{DATA / 'run_a' / 'run.json'} is a file, not a run folder: give the folder that holds it ({DATA / 'run_a'})."),
+    (["compare", str(DATA / "run_a"), str(DATA / "run_a") + "/"],
+     f"run folder {DATA / 'run_a'} is given twice: compare needs two different runs."),
 ])
 def test_report_and_compare_bad_input(args, expect, capsys):
     assert run_bench.main(args) == 2
     err = capsys.readouterr().err
-    assert expect in err and "Traceback" not in err
+    assert expect in err and "Traceback" not in err and err.count("\n") == 1
 
 
 def _cut(d: Path):
