@@ -228,10 +228,9 @@ def _impl_name(impl: str) -> str:
 
 
 def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:g} {unit}"
-    return f"{n:g} B"
+    """Return n bytes as people write them ("96 KiB", "1.17 GiB"): bench.util.fmt_bytes."""
+    from bench.util import fmt_bytes
+    return fmt_bytes(n)
 
 
 def _fmt_rate(value: float, unit: str) -> str:

@@ -321,7 +321,7 @@ def summary(run) -> str:
     from bench.util import fmt_bytes, fmt_num, plural
     df = run.measurements
     fmt = lambda v: f"{v:,.1f}"  # noqa: E731
-    lines = [f"\n{len(df)} rows: " + ", ".join(f"{v} {k}" for k, v in df["status"].value_counts().items())]
+    lines = [f"\n{plural(len(df), 'row')}: " + ", ".join(f"{fmt_num(v)} {k}" for k, v in df["status"].value_counts().items())]
     model = Roofline(run.roofs)
     rows, refs = roof_rows(model)
     lines.append("\nroofs: measured, each beside its datasheet or computed reference")
@@ -350,12 +350,12 @@ def summary(run) -> str:
     lines += gemv_summary(df, model)
     flagged = df[df["flag"].fillna("") != ""]
     if not flagged.empty:
-        lines.append(f"\n{len(flagged)} points are flagged (above their attainable roof, or measured while the "
+        lines.append(f"\n{fmt_num(len(flagged))} points are flagged (above their attainable roof, or measured while the "
                      "machine was busy): every one is in report.md (Flagged points) and in measurements.csv, column flag.")
     lines += ["\nwarnings:"] + [f"  {w}" for w in warnings(run)]
     errors = df[df["status"] == "error"]
     if not errors.empty:
-        lines += [f"\n{len(errors)} errors:"] + [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
+        lines += [f"\n{plural(len(errors), 'error')}:"] + [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
         if len(errors) > 20:
             lines.append(f"  and {len(errors) - 20} more, in measurements.csv, column reason.")
     return "\n".join(lines)
@@ -460,9 +460,9 @@ def sections(run) -> list[tuple[str, object]]:
     kind = run_kind(run)
     env = pd.DataFrame([
         ("device", f"{dev.get('name')} ({dev.get('torch_device')})"),
-        ("memory", f"{(dev.get('memory_bytes') or 0) / 2**30:.1f} GiB"),
+        ("memory", fmt_bytes(dev.get("memory_bytes") or 0)),
         (dev.get("compute_unit_kind", "units"), dev.get("compute_units")),
-        ("caches", ", ".join(f"{c['name']} {c['total_bytes'] / 2**20:g} MiB" for c in dev.get("caches", []))),
+        ("caches", ", ".join(f"{c['name']} {fmt_bytes(c['total_bytes'])}" for c in dev.get("caches", []))),
         ("max clock", f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"),
         ("compute capability", dev.get("compute_capability") or "-"),
         ("software", ", ".join(f"{k} {v}" for k, v in sw.items() if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),

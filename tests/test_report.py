@@ -198,3 +198,27 @@ def test_summary_lists_roof_notes_and_counts_what_it_cuts(run_a):
     text = summary(load_run(run_a))
     assert "roofs:" in text and "stream, best point per kernel" in text
     assert "decode GEMV" in text  # the batch, n and k columns give the decode lines
+
+
+def test_numbers_printed_as_people_write_them(run_a):
+    """Issue 24, item 10: sizes in binary units, counts with separators, "1 token"; and no
+    pandas FutureWarning from the throttled column (a float column once filled with False)."""
+    import warnings
+
+    from bench.results import load_run
+    from bench.util import fmt_num, plural
+    from roofs.report import findings, summary, throttled, validation, write_report
+    assert [fmt_num(v) for v in (21890.4, 0.09375, 12.3456, 3.0, None, float("nan"))] == \
+        ["21,890", "0.09375", "12.35", "3", "", ""]
+    assert (plural(1, "token"), plural(21890, "row")) == ("1 token", "21,890 rows")
+    assert list(throttled(pd.DataFrame({"throttled": [1.0, 0.0, None, "True", False]}))) == [True, False, False, True, False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        run = load_run(run_a)
+        run.measurements["throttled"] = [float("nan")] * len(run.measurements)
+        findings(run, validation(run)[0], None)
+        text = summary(run)
+        write_report(run_a)
+    md = (run_a / "report.md").read_text()
+    assert "l1 96 KiB, l2 2 MiB, l3 32 MiB" in md and "23.5 GiB" in md
+    assert "0.09375" not in md and "170 rows: 93 skipped, 77 ok" in text
