@@ -31,6 +31,12 @@ from bench.timing import MODES  # noqa: E402
 from bench.util import precision_name  # noqa: E402
 
 
+SUBCOMMANDS = """subcommands (each with its own --help):
+  report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
+  compare RUN_A RUN_B [...] [--out DIR]   overlay several runs' roofs and points, with a ratio table
+  model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline"""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a bad option ends with one sentence and exit code 2, not a usage block."""
 
@@ -41,7 +47,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="run_bench.py", description=__doc__.split("\n\n")[0],
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SUBCOMMANDS)
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: the first CUDA GPU, else the CPU)")
     p.add_argument("--only", type=opt.names, help="comma-separated families, ops, impl ids or impl names "
                    "(e.g. stream, stream.triad, stream.copy/triton, torch)")
@@ -66,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs", type=int, help="processes to launch (default: one per GPU; on a CPU-only machine, "
                    "gloo processes on loopback, for --comm or testing)")
     p.add_argument("--outlier-pct", type=opt.percent, default=5.0, help="flag a device this far below the median (default 5)")
-    p.add_argument("--run-dir", type=Path, help=argparse.SUPPRESS)  # set by the launcher for its workers
+    p.add_argument("--run-dir", type=Path, help="with --all-devices/--comm: the node's run folder (default "
+                   "results/node-<slug>-<UTC timestamp>); the same on every node of a torchrun launch")
     return p
 
 

@@ -109,6 +109,9 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         nprocs(args)
     elif args.procs is not None:
         raise OptionError("--procs goes with --all-devices or --comm, which launch that many processes.")
+    elif getattr(args, "run_dir", None) is not None:
+        raise OptionError("--run-dir goes with --all-devices or --comm (a node's run folder); a single-device run "
+                          "is written under --out.")
     if args.min_time is not None and args.budget is not None and args.min_time >= args.budget:
         raise OptionError(f"--min-time {args.min_time:g} is not below --budget {args.budget:g}: no point could span "
                           f"its minimum time within its budget and converge; give a --min-time under half the budget "

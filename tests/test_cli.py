@@ -116,6 +116,7 @@ NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="ch
     (["--comm", "--procs", "0"], "the interconnect benchmarks (--comm) need at least 2 ranks: give --procs 2 or more (got 0)"),
     (["--all-devices", "--procs", "0"], "--procs must be 1 or more (got 0)"),
     (["--procs", "2"], "--procs goes with --all-devices or --comm"),
+    (["--run-dir", "/tmp/x"], "--run-dir goes with --all-devices or --comm"),
     pytest.param(["--device", "cuda"], "no CUDA device on this machine (asked for 'cuda')", marks=NO_CUDA),
     pytest.param(["--all-devices", "--procs", "2", "--device", "cuda:1"], "no CUDA device on this machine", marks=NO_CUDA),
     (["model", "tiny", "--batch", "abc"], "argument --batch: takes comma-separated whole numbers of 1 or more, like 1,8,64 (got 'abc')"),
@@ -159,6 +160,20 @@ def test_dtype_names_accept_both_spellings(args, kept):
     a = run_bench.build_parser().parse_args(args + ["--quick"])
     _, _, plan = opt.check_run(a)
     assert {t.point["dtype"] for t in plan.tasks} == kept
+
+
+def test_help_names_the_subcommands_and_every_option(capsys):
+    """Issue 24, item 9: --help lists report, compare and model, and hides no option."""
+    with pytest.raises(SystemExit):
+        run_bench.main(["--help"])
+    out = capsys.readouterr().out
+    for text in ("report RUN_DIR", "compare RUN_A RUN_B", "model NAME", "--run-dir", "--dry-run", "--device-spec"):
+        assert text in out, text
+    readme = (ROOT / "README.md").read_text()
+    for action in run_bench.build_parser()._actions:
+        for flag in action.option_strings:
+            if flag.startswith("--") and flag != "--help":
+                assert action.help != "==SUPPRESS==" and f"`{flag}`" in readme, flag
 
 
 def test_list_shows_ops_impls_axes(capsys):
