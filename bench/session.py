@@ -117,6 +117,10 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
         status = f"failed: {e}"
         print(f"\nroofbench: the device failed ({e}); its context is unusable, so the run stops here. "
               f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
+    except BaseException as e:  # anything else: the folder says failed (never complete), and the error goes on
+        from bench.util import first_line
+        status = f"failed: {first_line(e)}"
+        raise
     finally:
         wall = time.perf_counter() - t0
         if pre is not None and jit.available:  # did the run's launches load what was precompiled?

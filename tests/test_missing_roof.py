@@ -108,3 +108,16 @@ def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
     [run_dir] = list(tmp_path.iterdir())
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed: ZeroDivisionError: division by zero"
     assert not (run_dir / "model.md").exists()
+
+
+def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
+    """Issue 24, item 3: an error inside the measuring loop leaves run.json saying failed."""
+    from bench import device as devmod
+    from bench import session
+    from bench.runner import Plan, Runner
+    monkeypatch.setattr(Runner, "run", lambda self, plan, rows=None: {}["boom"])
+    info = devmod.resolve("cpu")
+    timer = session.timer_config(True)
+    with pytest.raises(KeyError):
+        session.execute(tmp_path / "run", session.run_meta(info, {}, "device", timer), info, Plan([]), timer)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
