@@ -121,3 +121,33 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     with pytest.raises(KeyError):
         session.execute(tmp_path / "run", session.run_meta(info, {}, "device", timer), info, Plan([]), timer)
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
+
+
+def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path):
+    """Issue 22, item 2: the run command itself, with a --max-ws that leaves no DRAM roof."""
+    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "--quick", "--only", "stream.copy/torch",
+                        "--dtype", "fp32", "--max-ws", "256KiB", "--budget", "0.02", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, env={k: v for k, v in __import__("os").environ.items()
+                                                                          if k != "TRITON_INTERPRET"})
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert "no roof: dram:" in r.stdout and "because --max-ws 256 KiB stops the sweep" in r.stdout
+    [run_dir] = list(tmp_path.iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+
+
+def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
+    """Issue 24, item 2: on a machine where nothing converges, quick_roofs returns what it
+    has and names each missing roof with its reason (and warns)."""
+    from bench.runner import Runner
+
+    def too_slow(self, task, modes):
+        return [self._base(task.op, task.impls[0], task.point, "warm", status="skipped", reason="cut short: slow")]
+    monkeypatch.setattr(Runner, "run_task", too_slow)
+    with pytest.warns(api.RoofWarning) as caught:
+        roofs = api.quick_roofs("cpu")
+    assert [str(w.message).split(":")[0] for w in caught] == [
+        f"quick_roofs could not set the {r} roof" for r in ("dram", "fp32", "bf16")]
+    assert list(roofs) == []
+    assert roofs.missing[0].startswith("dram roof: no trustworthy measured working set")
+    assert roofs.missing[1:] == ["fp32 roof: cut short: slow", "bf16 roof: cut short: slow"]
