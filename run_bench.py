@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
-    p.add_argument("--dry-run", action="store_true", help="list the planned points per family and predict the run's wall time, then exit")
+    p.add_argument("--dry-run", action="store_true", help="print the planned rows, the predicted seconds per family and the predicted wall time, then exit")
     p.add_argument("--device-spec", help="with --dry-run: plan for a datasheet part instead of this machine (e.g. h200)")
     p.add_argument("--all-devices", action="store_true",
                    help="measure every local GPU at once, one process each (torch.distributed), and compare them")
