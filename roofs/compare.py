@@ -94,12 +94,14 @@ def figure_compare(runs) -> Figure:
     ax = fig.subplots()
     xs = np.logspace(-2, 4, 300)
     placer = LabelPlacer(fig)
+    drawn = False
     for i, (color, run) in enumerate(zip(COLORS * (1 + len(runs) // len(COLORS)), runs)):
         model = Roofline(run.roofs)
         peak = model.compute()
         bw = model.bandwidth()
         df = run.measurements
         ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0)]
+        drawn = drawn or not ok.empty or bw is not None or peak is not None
         ax.scatter(ok["intensity"], ok["gflops"], s=8, color=color, alpha=0.5,
                    label=f"run {i + 1}: {label(run)}" + ("" if bw else " (no off-chip roof)"))
         if bw:
@@ -113,6 +115,11 @@ def figure_compare(runs) -> Figure:
                            color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(xs[0] / 2, xs[-1] * 2)
+    if not drawn:  # no roof and no FLOP-counted point in any run: an empty chart that says so
+        ax.set_ylim(1, 1e4)
+        ax.text(0.5, 0.5, "no roofs or FLOP-counted points in these runs", transform=ax.transAxes,
+                ha="center", va="center", color="0.4")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title("roofbench compare")

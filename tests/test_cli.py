@@ -79,7 +79,11 @@ def test_quick_run_end_to_end(tmp_path):
     assert sum(spent.values()) == pytest.approx(meta["measure_wall_s"], abs=0.01)
     assert min(spent.values()) >= -0.01 and spent["timed"] == pytest.approx(meta["timed_s"], abs=1e-3)
     assert "in timed samples; warm-up and flushes" in r.stdout
-    assert "roofs:" in r.stdout and "dram" in r.stdout and "[1/" in r.stdout  # a roof, or "no roof: dram: ..."
+    assert "roofs:" in r.stdout and "dram" in r.stdout  # a roof, or "no roof: dram: ..."
+    # a progress line per measured point; the Triton rows skipped on a CPU grouped into one line
+    import re
+    assert re.search(r"^\[\d+/\d+ [\d:]+, ~[\d:]+ left\] stream\.copy/torch", r.stdout, re.M)
+    assert len(re.findall(r"^\[.*\] stream: \d+ points SKIPPED \(copy/triton, triad/triton\)", r.stdout, re.M)) == 1
 
 
 def _llc(run_dir):

@@ -388,3 +388,18 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_
         assert overlaps == []
     finally:
         plt.close(fig)
+
+
+def test_compare_chart_of_runs_without_any_roof():
+    """Issue 22, item 2: runs with no roof and no FLOP-counted point (a busy machine's quick
+    stream run) still give a compare chart: nothing to scale, so it says so."""
+    from roofs.compare import figure_compare
+    run = load_run(DATA / "run_a")
+    run.roofs = []
+    run.measurements = run.measurements[run.measurements["family"] == "stream"].assign(flops=0)
+    fig = figure_compare([run, run])
+    try:
+        fig.savefig(__import__("io").BytesIO(), format="png")
+        assert "no roofs or FLOP-counted points in these runs" in [t.get_text() for t in plot.drawn_texts(fig)]
+    finally:
+        plt.close(fig)
