@@ -327,21 +327,16 @@ def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str 
 def add_to_run(run_dir, results: Iterable[Result]) -> Path:
     """Append results to a run folder's measurements (family "user"), then re-derive its
     roofs, pictures and report: the points appear on its roofline. Returns the folder."""
-    import json
-
     import pandas as pd
 
-    from bench.results import COLUMNS, rewrite_measurements
+    from bench.results import COLUMNS, append_samples, rewrite_measurements
     from roofs.finish import finish_run
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     ms = [r.measurement() for r in results]
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     rewrite_measurements(run_dir, df)
-    meta = dict(run.meta)
-    meta["points"] = meta.get("points", []) + [{"point_id": m.point_id, "status": m.status, "reps": m.reps,
-                                                  "timer": m.timer, "samples_s": list(m.samples_s)} for m in ms]
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    append_samples(run_dir, ms)  # samples.jsonl(.gz) and run.json's point count
     problems = finish_run(run_dir)
     if problems:
         raise APIError(problems[0])

@@ -2,10 +2,15 @@
 
 A run folder <device-slug>-<UTC timestamp>/ holds
     measurements.csv  one row per measured, skipped or failed point (COLUMNS, in order)
-    samples.jsonl     each point's raw per-call samples, appended as the run goes
+    samples.jsonl     each point's raw per-call samples, status, reps, timer and telemetry,
+                      one line per point, appended as the run goes; gzip-compressed to
+                      samples.jsonl.gz when the run ends if it is larger than GZIP_SAMPLES_BYTES
     run.json          device, software, command line and options, the kind of run, times,
-                      status, schema and method versions, the roofbench commit, and
-                      (once the run ends, even by Ctrl-C) every point's raw samples
+                      status, schema and method versions, the roofbench commit, and (once
+                      the run ends, even by Ctrl-C) how many points it recorded and in which
+                      samples file: no raw samples, so it stays small (folders written before
+                      this kept every point's samples in run.json under "points"; load_samples
+                      reads both)
     roofs.json        the roofs derived from the measurements (written by roofs.derive)
 Rows are appended and flushed as each point finishes, so an interrupted run leaves a
 readable folder.
@@ -13,6 +18,7 @@ readable folder.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import os
@@ -220,22 +226,99 @@ class RunWriter:
         self.measurements.append(m)
         self._csv.writerow(m.row())
         self._csv_file.flush()
-        self._samples.write(json.dumps({"point_id": m.point_id, "samples_s": list(m.samples_s),
-                                        "telemetry": m.telemetry}) + "\n")
+        self._samples.write(sample_line(m) + "\n")
         self._samples.flush()
 
     def finish(self, status: str = "complete", **extra) -> None:
-        """Close the files and write run.json with the end time, status and every raw sample."""
+        """Close the files (compressing samples.jsonl when it is large) and write run.json
+        with the end time, the status and how many points samples.jsonl records."""
         if self._csv_file.closed:
             return
         self._csv_file.close()
         self._samples.close()
         self.meta.update(extra, status=status, end_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         self.meta.setdefault("load", {})["end"] = _loadavg()
-        self.meta["points"] = [{"point_id": m.point_id, "status": m.status, "reps": m.reps,
-                                "timer": m.timer, "samples_s": list(m.samples_s),
-                                "telemetry": m.telemetry} for m in self.measurements]
+        self.meta["point_count"] = len(self.measurements)
+        self.meta["samples_file"] = compress_samples(self.dir).name
         _write_json(self.dir / "run.json", _clean(self.meta))
+
+
+SAMPLES = "samples.jsonl"
+GZIP_SAMPLES_BYTES = 256 * 2**10  # a samples file larger than this is kept gzip-compressed
+
+
+def sample_line(m: Measurement) -> str:
+    """Return a point's line of samples.jsonl: its id, status, reps, timer, raw samples
+    (seconds per call) and telemetry (what run.json's "points" held in older folders)."""
+    return json.dumps(_clean({"point_id": m.point_id, "status": m.status, "reps": m.reps, "timer": m.timer,
+                              "samples_s": list(m.samples_s), "telemetry": m.telemetry}),
+                      default=_json_default, allow_nan=False)
+
+
+def compress_samples(run_dir: Path) -> Path:
+    """gzip run_dir's samples.jsonl into samples.jsonl.gz when it exceeds GZIP_SAMPLES_BYTES
+    (the plain file is removed once the archive is whole); return the samples file kept."""
+    plain, packed = Path(run_dir) / SAMPLES, Path(run_dir) / (SAMPLES + ".gz")
+    if not plain.exists() or plain.stat().st_size <= GZIP_SAMPLES_BYTES:
+        return plain
+    tmp = packed.with_suffix(".gz.tmp")
+    with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=9) as dst:
+        dst.write(src.read())
+    os.replace(tmp, packed)
+    plain.unlink()
+    return packed
+
+
+def samples_path(run_dir) -> Path | None:
+    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None."""
+    for name in (SAMPLES + ".gz", SAMPLES):
+        if (Path(run_dir) / name).exists():
+            return Path(run_dir) / name
+    return None
+
+
+def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
+    """Return every point's raw record, in row order: point_id, status, reps, timer,
+    samples_s and telemetry. Folders written before samples left run.json keep them under
+    run.json's "points" (read from there); newer ones in samples.jsonl(.gz). A last line
+    cut by a killed process is left out."""
+    if meta is None:
+        meta = _load_json(Path(run_dir) / "run.json", "the run's metadata")
+    if meta.get("points") is not None:
+        return list(meta["points"])
+    path = samples_path(run_dir)
+    if path is None:
+        return []
+    opener = gzip.open if path.suffix == ".gz" else open
+    out = []
+    try:
+        with opener(path, "rt") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:  # a line cut by a killed process: the last one
+                    break
+    except (OSError, EOFError) as e:
+        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__}); restore the file or re-run the benchmark.") from None
+    return out
+
+
+def append_samples(run_dir, measurements) -> None:
+    """Add measurements' samples to a finished run folder (the API's add_to_run), in the
+    current layout: an older folder's run.json "points" move into samples.jsonl(.gz) first,
+    and run.json's point_count follows."""
+    run_dir = Path(run_dir)
+    meta = _load_json(run_dir / "run.json", "the run's metadata")
+    records = load_samples(run_dir, meta)
+    lines = [json.dumps(_clean(r), default=_json_default, allow_nan=False) for r in records]
+    lines += [sample_line(m) for m in measurements]
+    for name in (SAMPLES, SAMPLES + ".gz"):
+        (run_dir / name).unlink(missing_ok=True)
+    (run_dir / SAMPLES).write_text("".join(line + "\n" for line in lines))
+    meta.pop("points", None)
+    meta["point_count"] = len(lines)
+    meta["samples_file"] = compress_samples(run_dir).name
+    _write_json(run_dir / "run.json", _clean(meta))
 
 
 def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
@@ -261,10 +344,18 @@ class Run:
     meta: dict
     measurements: pd.DataFrame
     roofs: list[dict]
+    _points: list[dict] | None = field(default=None, repr=False)
 
     @property
     def device(self) -> dict:
         return self.meta.get("device", {})
+
+    @property
+    def points(self) -> list[dict]:
+        """Every point's raw record in row order (load_samples), read once when first asked."""
+        if self._points is None:
+            self._points = load_samples(self.dir, self.meta)
+        return self._points
 
 
 def _load_json(path: Path, what: str) -> dict:
@@ -309,18 +400,22 @@ def load_measurements(path: Path) -> pd.DataFrame:
 
 
 def check_points(df: pd.DataFrame, meta: dict, path: Path) -> None:
-    """Raise ResultsError unless measurements.csv has the points run.json records, in the
+    """Raise ResultsError unless measurements.csv has the points run.json records (its
+    point_count, with the ids of the samples file; or an older folder's "points"), in the
     same order (a run still running, or killed, has not recorded them: nothing to check)."""
-    points = meta.get("points")
-    if points is None:
+    if meta.get("points") is None and meta.get("point_count") is None:
         return
-    ids = [p.get("point_id") for p in points]
-    if len(ids) != len(df):
-        raise ResultsError(f"{path} has {len(df)} rows but run.json records {len(ids)} points: one of the two files was "
+    records = load_samples(path.parent, meta)
+    ids = [p.get("point_id") for p in records]
+    count = len(ids) if meta.get("points") is not None else int(meta["point_count"])
+    where = "run.json" if meta.get("points") is not None else "run.json (with its samples file)"
+    if count != len(df) or len(ids) != len(df):
+        got = count if count != len(df) else len(ids)
+        raise ResultsError(f"{path} has {len(df)} rows but {where} records {got} points: one of the files was "
                            "cut or edited; restore it or re-run the benchmark.")
     for i, (row, point) in enumerate(zip(df["point_id"], ids)):
         if row != point:
-            raise ResultsError(f"row {i + 1} of {path} is '{row}' but run.json records '{point}' there: the files come "
+            raise ResultsError(f"row {i + 1} of {path} is '{row}' but {where} records '{point}' there: the files come "
                                "from different runs or one was edited.")
 
 

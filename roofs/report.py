@@ -1,5 +1,5 @@
-"""The run report: report.md and a self-contained report.html, built from a run folder's
-files alone (measurements.csv, run.json, roofs.json and the pictures).
+"""The run report: report.md and report.html (its pictures linked, the PNGs beside it in the
+run folder, so the page stays small), built from a run folder's files alone (measurements.csv, run.json, roofs.json and the pictures).
 
 Sections: the device and software; the validation table (each measured roof beside the
 datasheet or computed roof, that roof corrected to the clock observed during the run, and
@@ -10,7 +10,6 @@ model run's names the roofs it was given. summary() is the same run as terminal 
 """
 from __future__ import annotations
 
-import base64
 import html
 from pathlib import Path
 
@@ -549,7 +548,7 @@ def _error_lines(df: pd.DataFrame) -> list[str]:
 
 
 def _telemetry_note(run) -> str:
-    notes = {p.get("telemetry", {}).get("note") for p in run.meta.get("points", []) if p.get("telemetry")}
+    notes = {p.get("telemetry", {}).get("note") for p in run.points if p.get("telemetry")}
     notes.discard(None)
     notes.discard("")
     return "Telemetry: " + ("; ".join(sorted(notes)) if notes else "recorded with every timed point.")
@@ -573,8 +572,9 @@ def write_report(run_dir) -> tuple[Path, Path]:
             body.append(html_table(content))
         elif isinstance(content, Path):
             md.append(f"![{name}]({content.name})\n")
-            data = base64.b64encode(content.read_bytes()).decode()
-            body.append(f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">')
+            # linked, not inlined: a run's pictures are MBs of base64 (report.html sits beside them)
+            src = html.escape(content.name, quote=True)
+            body.append(f'<a href="{src}"><img alt="{html.escape(name)}" src="{src}"></a>')
         else:
             lines = content if isinstance(content, list) else [content]
             md.append("".join(f"- {line}\n" for line in lines))

@@ -357,7 +357,10 @@ def test_report_embeds_the_family_charts(synthetic, tmp_path):
     text = md.read_text()
     for name in plot.CHARTS:
         assert f"({name})" in text, name
-    assert html.read_text().count("data:image/png;base64,") == len(plot.CHARTS)
+    page = html.read_text()
+    assert "base64" not in page  # linked, not inlined (issue 22, item 5)
+    for name in plot.CHARTS:
+        assert f'src="{name}"' in page and (d / name).exists(), name
 
 
 def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, tmp_path):

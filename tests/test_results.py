@@ -45,7 +45,8 @@ def test_round_trip(tmp_path):
     assert df.loc[1, "reason"] == "Triton compiles for GPUs only" and math.isnan(df.loc[1, "median_ms"])
     assert run.meta["status"] == "complete" and run.meta["schema_version"] == 1
     assert run.meta["method_version"] == METHOD_VERSION == 3 and run.meta["roofbench_commit"]
-    assert run.meta["points"][0]["samples_s"] == [0.001, 0.002, 0.003]
+    assert "points" not in run.meta and run.meta["point_count"] == 2 and run.meta["samples_file"] == "samples.jsonl"
+    assert run.points[0]["samples_s"] == [0.001, 0.002, 0.003] and run.points[1]["status"] == "skipped"
     assert run.roofs[0]["value"] == 4.0 and run.roofs[0]["x"] is None
     assert run.device["name"] == "x" and run.meta["start_utc"] <= run.meta["end_utc"]
 
@@ -119,3 +120,59 @@ def test_byte_sizes_for_people(n, text):
     """Issue 15, item 8: the progress line printed "ws=1.02e+03 KiB"."""
     from bench.util import fmt_bytes
     assert fmt_bytes(n) == text
+
+
+def test_samples_live_in_samples_jsonl_compressed_when_large(tmp_path):
+    """Issue 22, item 5: raw samples only in samples.jsonl (gzip when large), run.json small."""
+    import gzip
+
+    from bench.results import GZIP_SAMPLES_BYTES, load_samples
+    d = tmp_path / "r"
+    w = RunWriter(d, {"device": {}})
+    many = tuple(1e-3 + i * 1e-7 for i in range(500))
+    n = GZIP_SAMPLES_BYTES // 4000 + 10  # each line holds ~500 numbers: past the threshold
+    for i in range(n):
+        w.add(meas(samples=many, point={"dtype": "float32", "ws_bytes": 4096 * (i + 1)}))
+    w.finish()
+    assert not (d / "samples.jsonl").exists() and (d / "samples.jsonl.gz").exists()
+    assert (d / "run.json").stat().st_size < 16 * 2**10
+    with gzip.open(d / "samples.jsonl.gz", "rt") as f:
+        assert sum(1 for _ in f) == n
+    run = load_run(d)
+    assert run.meta["samples_file"] == "samples.jsonl.gz" and len(run.points) == n == len(run.measurements)
+    assert run.points[-1]["samples_s"] == list(many) and run.points[-1]["point_id"] == run.measurements["point_id"].iloc[-1]
+    assert load_samples(d) == run.points
+
+
+def test_old_folders_keep_their_samples_in_run_json():
+    """Folders written before issue 22 hold every point's samples in run.json: still read."""
+    from pathlib import Path
+    run = load_run(Path(__file__).parent / "data" / "run_a")
+    assert "points" in run.meta and len(run.points) == len(run.measurements) > 0
+    assert list(run.measurements["point_id"]) == [p["point_id"] for p in run.points]
+
+
+def test_samples_and_rows_must_agree(tmp_path):
+    d = tmp_path / "r"
+    w = RunWriter(d, {"device": {}})
+    w.add(meas())
+    w.add(meas(point={"dtype": "float32", "ws_bytes": 16000}))
+    w.finish()
+    lines = (d / "samples.jsonl").read_text().splitlines()
+    (d / "samples.jsonl").write_text(lines[1] + "\n" + lines[0] + "\n")
+    with pytest.raises(ResultsError, match="row 1 of .* records 'stream.copy/torch.dtype=float32,ws_bytes=16000.@warm'"):
+        load_run(d)
+    (d / "samples.jsonl").write_text(lines[0] + "\n")
+    with pytest.raises(ResultsError, match="has 2 rows but run.json .with its samples file. records 1 points"):
+        load_run(d)
+
+
+def test_a_killed_run_reads_the_samples_written_so_far(tmp_path):
+    from bench.results import load_samples
+    d = tmp_path / "r"
+    w = RunWriter(d, {"device": {}})
+    w.add(meas())
+    w._samples.write('{"point_id": "cut')  # the process died inside a line
+    w._samples.flush()
+    assert [p["samples_s"] for p in load_samples(d)] == [[0.001, 0.002, 0.003]]
+    assert load_run(d).meta["status"] == "running"
