@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sustain", type=opt.seconds_or_zero,
                    help="seconds of each roof candidate's sustained window after the sweeps (default 1, quick 0.25; 0: off)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
+    p.add_argument("--max-memory", type=opt.memory_budget,
+                   help="memory the run may hold: a size (8GiB) or a share of what is available at start (50%%; the default)")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")

@@ -43,3 +43,9 @@ def tiled_normal(shape, dtype: torch.dtype, device, seed: int) -> torch.Tensor:
     if rest:
         out[whole * PERIOD:].copy_(block[:rest])
     return out.view(shape)
+
+
+def cached_bytes() -> int:
+    """Return about how many bytes the cached random blocks hold (each PERIOD values of at
+    most 4 bytes): counted by the memory budget (bench/memory.py)."""
+    return _block.cache_info().currsize * PERIOD * 4

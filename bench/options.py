@@ -36,6 +36,18 @@ def size(text: str) -> int:
     return n
 
 
+def memory_budget(text: str) -> str:
+    """Return a --max-memory value ('8GiB', '512MiB', '50%') once it reads as a size or a
+    share; bench.memory.parse_budget turns it into bytes against the memory available when
+    the run starts."""
+    from bench.memory import BudgetError, parse_budget
+    try:
+        parse_budget(text, available=2**40)
+    except BudgetError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("--max-memory ", "")) from None
+    return text
+
+
 def names(text: str) -> list[str]:
     """Return the comma-separated names of text, blanks dropped."""
     return [t.strip() for t in text.split(",") if t.strip()]

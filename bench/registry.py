@@ -65,10 +65,26 @@ class Op:
     modes: tuple[str, ...] = ("warm",)
     precision: Callable = lambda point: ""     # (point) -> the compute roof that bounds it ("bf16"), "" for none
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
+    memory: Callable | None = None              # (point) -> peak bytes of its inputs, outputs, reference and
+                                                # check beyond shared pools (default working set x memory_factor)
+    pools: Callable | None = None               # (point, torch_device) -> {pool key: bytes}: shared inputs (bench/memory.py)
+                                                # it uses, held at that size across points (rule 14)
+    sweep_stop: Callable | None = None          # (history [(point, rate)], device) -> why the sweep grows no
+                                                # further, or None: later sizes of that sweep are skipped
     cost_group: str = ""                        # ops whose times predict each other (default: the family)
     columns: Callable | None = None             # (point) -> {axis column: value} beyond bench.results.axis_columns
     write_bytes: Callable | None = None         # (point) -> int: the part of bytes that is written (the
                                                 # outputs); the rest is read (ARCHITECTURE.md, rule 12)
+
+    def peak_bytes(self, point) -> int:
+        """Return the bytes a point holds at its peak beyond shared pools (ARCHITECTURE.md, rule 14)."""
+        if self.memory is not None:
+            return int(self.memory(point))
+        return int(self.working_set(point) * self.memory_factor)
+
+    def pool_bytes(self, point, torch_device) -> dict:
+        """Return {pool key: bytes} of the shared pools a point uses on torch_device (none by default)."""
+        return dict(self.pools(point, torch_device)) if self.pools is not None else {}
 
     def points(self, device, quick: bool = False) -> list[Point]:
         """Return the product of every axis's values, in axis order; none for an op without

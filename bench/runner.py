@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from bench import device as devmod
+from bench import memory
 from bench.gate import check
 from bench.registry import Impl, LaunchContext, Op, Registry
 from bench.results import Measurement
@@ -108,6 +109,13 @@ class Runner:
     _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
     _load: object = None                            # a LoadProbe running since the last point ended
     _sampler: Sampler | None = None
+    budget: memory.Budget | None = None             # the memory budget (rule 14); None: half the memory available
+    _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
+
+    def memory_budget(self) -> memory.Budget:
+        if self.budget is None:
+            self.budget = memory.Budget(memory.default_budget(self.device))
+        return self.budget
 
     def sampler(self) -> Sampler:
         if self._sampler is None:
@@ -117,7 +125,14 @@ class Runner:
     def flush(self):
         if self._flush is None:
             self._flush = make_flush(self.device.torch_device, self.device.llc_bytes)
+            self.memory_budget().fixed["flush buffer"] = self.flush_bytes()
         return self._flush
+
+    def flush_bytes(self) -> int:
+        """Return what the cold-mode flush holds (bench.timing.make_flush): 2x the last-level
+        cache, at least 256 MiB on a GPU, twice over there (the written and the clean buffer)."""
+        size = 2 * self.device.llc_bytes
+        return size if self.device.kind != "cuda" else 2 * max(size, 256 * 2**20)
 
     def run(self, plan: Plan, estimates: list[float] | None = None) -> list[Measurement]:
         """Run every task of plan; return the measurements, each also passed to sink as it
@@ -129,15 +144,23 @@ class Runner:
         total, done = len(plan), 0
         ticker = Ticker(total, estimates, self.progress, describe)
         t0 = time.perf_counter()
+        later = pools_used_later(plan, self.device.torch_device)
+        last = {task.op.name: i for i, task in enumerate(plan.tasks)}
         try:
-            for task in plan.tasks:
+            for i, task in enumerate(plan.tasks):
                 for m in self.run_task(task, plan.modes_of(task)):
                     done += 1
                     out.append(m)
                     self.sink(m)
                     ticker.row(m, done, time.perf_counter() - t0)
+                # a pool or cache no later point uses is let go now, not at the end (rule 16)
+                memory.release([k for k in memory.held() if k not in later[i]])
+                if last[task.op.name] == i and getattr(task.op, "release", None) is not None:
+                    task.op.release()
+                    _free(self.device)
         finally:
             ticker.close()
+            memory.release()
         return out
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
@@ -152,17 +175,40 @@ class Runner:
                            columns=columns, **kw)
 
     def point_skip(self, op: Op, point: dict) -> str | None:
-        """Return why no impl of op can run point here (the op's own rule, or memory), or None."""
+        """Return why no impl of op can run point here (the op's own rule), or None."""
         if op.skip is not None:
             reason = op.skip(point, self.device)
             if reason:
                 return reason
-        free = devmod.free_memory_bytes(self.device)
-        need = int(op.working_set(point) * op.memory_factor)
-        if free is not None and need > 0.9 * free:
-            return (f"needs about {need / 2**30:.1f} GiB (working set and its float64 reference) "
-                    f"but {free / 2**30:.1f} GiB is free on {self.device.torch_device}")
         return None
+
+    def memory_skip(self, op: Op, point: dict, modes) -> str | None:
+        """Return why point's inputs, reference and pools do not fit the memory budget or the
+        device's free memory (ARCHITECTURE.md, rule 14), or None: decided before anything is made."""
+        need = op.peak_bytes(point)
+        pools = op.pool_bytes(point, self.device.torch_device)
+        budget = self.memory_budget()
+        extra = {}
+        if "cold" in modes and self._flush is None:
+            extra["flush buffer"] = self.flush_bytes()
+        reason = budget.shortfall(need, pools, extra)
+        if reason:
+            return reason
+        free = devmod.free_memory_bytes(self.device)
+        held = memory.held()
+        growth = sum(max(0, b - held.get(k, 0)) for k, b in pools.items()) + sum(extra.values())
+        if free is not None and need + growth > 0.9 * free:
+            return (f"needs about {fmt_bytes(need + growth)} (inputs, pools and the reference) "
+                    f"but {fmt_bytes(free)} is free on {self.device.torch_device}")
+        return None
+
+    def sweep_skip(self, op: Op, impl: Impl, point: dict, mode: str) -> str | None:
+        """Return why a sweep grows no further at point (Op.sweep_stop on the sizes it has
+        measured: rule 5's settled off-chip rate, the GEMM search's plateau), or None."""
+        if op.sweep_stop is None:
+            return None
+        history = self._sweeps.get(sweep_key(impl, point, mode), [])
+        return op.sweep_stop(history, self.device) if history else None
 
     def run_task(self, task: Task, modes) -> list[Measurement]:
         """Return one Measurement per (impl, mode) of task: skipped, failed, or timed after
@@ -171,12 +217,20 @@ class Runner:
         reason = self.point_skip(op, point)
         if reason:
             return [self._base(op, i, point, m, status="skipped", reason=reason) for i in task.impls for m in modes]
+        # every reason not to run is found before the inputs are made (rules 7, 14): the
+        # impl's own, the sweep's end, then memory (the point as a whole), then time
         runnable, results = [], []
+        reasons = {impl.id: (backend_skip(impl, point, self.device) or quick_skip(impl, point, self.quick)
+                             or (impl.skip(point, self.device) if impl.skip else None)
+                             or self.sweep_skip(op, impl, point, modes[0])) for impl in task.impls}
+        if any(r is None for r in reasons.values()):
+            memory_reason = self.memory_skip(op, point, modes)
+            for impl in task.impls:
+                if reasons[impl.id] is None:
+                    reasons[impl.id] = memory_reason or self._predict_skip(impl, op, point, modes[0])
         for impl in task.impls:
-            reason = (backend_skip(impl, point, self.device) or quick_skip(impl, point, self.quick)
-                      or (impl.skip(point, self.device) if impl.skip else None))
-            if reason:
-                results += [self._base(op, impl, point, m, status="skipped", reason=reason) for m in modes]
+            if reasons[impl.id]:
+                results += [self._base(op, impl, point, m, status="skipped", reason=reasons[impl.id]) for m in modes]
             else:
                 runnable.append(impl)
         if not runnable:
@@ -220,9 +274,6 @@ class Runner:
 
     def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
         mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
-        cut = self._predict_skip(impl, op, point, modes[0])
-        if cut:
-            return [mk(m, status="skipped", reason=cut) for m in modes]
         tol = op.tolerance(point)
         ctx = LaunchContext(point, self.device, modes[0], self.quick,
                             self.flush() if modes[0] == "cold" else None)
@@ -310,6 +361,8 @@ class Runner:
             return mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}")
         self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), t.stats.median_s)
         self._last_rate[sweep] = rate
+        if not jumped:
+            self._sweeps.setdefault(sweep, []).append((dict(point), rate))
         flags = [busy_flag(tel, self.device)]
         if jumped:
             flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, measured twice")
@@ -320,6 +373,16 @@ class Runner:
 
 
 JUMP_FACTOR = 10
+
+
+def pools_used_later(plan: Plan, torch_device: str) -> list[set]:
+    """Return, per task of plan, the pool keys that a later task uses (bench/memory.py): a
+    pool missing from task i's set is released once task i ends."""
+    out, seen = [], set()
+    for task in reversed(plan.tasks):
+        out.append(set(seen))
+        seen |= set(task.op.pool_bytes(task.point, torch_device))
+    return out[::-1]
 BUSY_SHARE = 0.2   # other processes using this share of all cores make a CPU point unreliable
 BUSY_LOAD = 1.25   # ... or, over a window too short to read, a load average above 1.25x the cores
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import device as devmod
+from bench import memory
 from bench.util import DeviceLost
 from bench.registry import load_all
 from bench.results import RunWriter, load_run
@@ -82,8 +83,18 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
         return None
 
 
+def run_budget(device: devmod.DeviceInfo, max_memory: str | None) -> memory.Budget:
+    """Return the memory budget of a run (ARCHITECTURE.md, rule 15): --max-memory as a size
+    or a share of the memory available now; by default half of it."""
+    available = memory.available_bytes(device)
+    if max_memory is None:
+        return memory.Budget(int(available * memory.DEFAULT_SHARE) if available is not None else None)
+    return memory.Budget(memory.parse_budget(max_memory, available))
+
+
 def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
-            quick: bool = False, say: Callable[[str], None] = _say, sustain_s: float = 0.0) -> tuple[str, list]:
+            quick: bool = False, say: Callable[[str], None] = _say, sustain_s: float = 0.0,
+            budget: memory.Budget | None = None) -> tuple[str, list]:
     """Run plan on device into a new run folder, each row written as it finishes; Ctrl-C
     stops it and keeps them. The progress lines carry the time left (the dry run's
     prediction, corrected as the run goes), and run.json records the prediction, the wall
@@ -95,11 +106,13 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     from bench import precompile
     pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
     rows = estimates(plan, device, timer, quick)
-    meta = dict(meta, predicted_s=sum(rows) if rows else None, **({"precompile": pre} if pre else {}))
+    budget = budget or run_budget(device, None)
+    meta = dict(meta, predicted_s=sum(rows) if rows else None, memory_budget_bytes=budget.limit,
+                **({"precompile": pre} if pre else {}))
     writer = RunWriter(run_dir, meta)
     say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
-        + (f"; predicted {sum(rows) / 60:.1f} min" if rows else ""))
-    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say)
+        + (f"; predicted {sum(rows) / 60:.1f} min" if rows else "") + f"; memory budget {budget.describe()}")
+    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget)
     status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
     jit = precompile.JitCounter()
@@ -207,7 +220,8 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
         from bench.sustain import default_window
         sustain = default_window(args.quick)
     status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
-                        args.quick, sustain_s=sustain)
+                        args.quick, sustain_s=sustain,
+                        budget=run_budget(device, getattr(args, "max_memory", None)))
     t0 = time.perf_counter()
     with failing(run_dir):
         problems = finish(run_dir)

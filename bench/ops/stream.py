@@ -42,9 +42,10 @@ from typing import Callable
 
 import torch
 
+from bench import memory
 from bench.inputs import tiled_normal
 from bench.registry import REGISTRY, Axis, Impl, Op, geometric
-from bench.util import itemsize
+from bench.util import fmt_bytes, itemsize
 
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
@@ -173,18 +174,24 @@ def stream_flops(kind: Kind, point) -> int:
     return kind.flops_per_element * elements(kind, point)
 
 
+# the largest working set planned (rule 16 may cut it): 4 GiB on a CPU, where 4x a large
+# L3 (300 MiB on some VMs) needs two sizes past 1.2 GiB; 2 GiB on a GPU (4x a 128 MiB L2)
+STREAM_CAP_BYTES = {"cpu": 4 * 2**30, "cuda": 2 * 2**30}
+FLAT = 0.10                   # sizes past the knee "agree" when their rates are within 10%
+AGREE = 2                     # ... and at least this many of them do
+
+
 def ws_sweep(device, quick: bool) -> list[int]:
-    """Return working sets from 16 KiB (inside any L1) to 8x the last-level cache on a CPU,
-    from GPU_MIN_WS to max(8x L2, 1 GiB) on a GPU (double that in full runs); one size per
-    octave in quick runs, two otherwise, except on a GPU's off-chip plateau (4x L2 and up),
-    where one per octave shows the same flat line. (On a GPU the caches are measured by
-    stream.reread; a stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 15.)"""
+    """Return working sets from 16 KiB (inside any L1; GPU_MIN_WS on a GPU) up to the fixed
+    cap STREAM_CAP_BYTES (4 GiB on a CPU, 2 GiB on a GPU); one size per octave in quick runs,
+    two otherwise, except on a GPU's off-chip plateau (4x L2 and up), where one per octave
+    shows the same flat line. The sweep does not run to the cap: it stops growing where the
+    off-chip rate has settled (offchip_settled, ARCHITECTURE.md rule 5), and the memory budget
+    skips what would not fit (rule 16). (On a GPU the caches are measured by stream.reread; a
+    stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 15.)"""
     llc = device.llc_bytes
-    if device.kind == "cuda":
-        lo, hi = GPU_MIN_WS, max(8 * llc, 2**30) * (1 if quick else 2)
-    else:
-        lo, hi = 16 * 2**10, 8 * llc
-    sizes = geometric(lo, hi, 1 if quick else 2)
+    lo = GPU_MIN_WS if device.kind == "cuda" else 16 * 2**10
+    sizes = geometric(lo, max(STREAM_CAP_BYTES.get(device.kind, 4 * 2**30), 2 * lo), 1 if quick else 2)
     if device.kind == "cuda" and not quick:
         past = [s for s in sizes if s >= 4 * llc]
         sizes = [s for s in sizes if s < 4 * llc] + sorted(set(past[::2] + past[-1:]))
@@ -199,26 +206,70 @@ def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
     return QUICK_DTYPES if quick else (GPU_DTYPES if device.kind == "cuda" else DTYPES)
 
 
-_POOLS: dict = {}  # (dtype, device) -> one random pool, grown to the largest size asked for
+def offchip_floor(device) -> int:
+    """Return the smallest working set that may count as off-chip: DRAM_FACTOR x the
+    last-level cache, the size rule 5 lets set the off-chip roof."""
+    from roofs.derive import DRAM_FACTOR
+    return DRAM_FACTOR * device.llc_bytes
+
+
+def offchip_settled(history, floor: int, flat: float = FLAT, agree: int = AGREE) -> str | None:
+    """Return why a stream sweep need grow no further, or None: its last `agree` measured
+    sizes all lie at or past floor (the off-chip band) and past the knee (some smaller size
+    of the sweep ran more than `flat` faster than they did, so the last drop is behind
+    them), and their rates agree within `flat` (max / min <= 1 + flat). history: the
+    sweep's measured (ws_bytes, rate) in order of size."""
+    if len(history) < agree + 1:
+        return None
+    tail, before = history[-agree:], history[:-agree]
+    if min(ws for ws, _ in tail) < floor:
+        return None
+    rates = [r for _, r in tail]
+    if min(rates) <= 0 or max(rates) / min(rates) > 1 + flat:
+        return None
+    if max(r for _, r in before) <= max(rates) * (1 + flat):
+        return None  # no knee behind them yet: no faster level was seen
+    return (f"the off-chip rate has settled: the {agree} sizes from {fmt_bytes(tail[0][0])} to "
+            f"{fmt_bytes(tail[-1][0])} agree within {flat:.0%}, past the knee (rule 5)")
+
+
+def _stream_stop(history, device) -> str | None:
+    return offchip_settled([(p["ws_bytes"], r) for p, r in history], offchip_floor(device))
 
 
 def random_pool(n: int, dtype, device) -> torch.Tensor:
-    """Return at least n normal values of dtype on device, from a pool made once per
-    (dtype, device) and regrown only when a larger sweep point needs more, so a sweep's
-    inputs are not made again for every kernel, size, impl and mode. The pool is filled at
-    copy speed from a repeated random block (bench/inputs.py): the values do not change a
-    stream kernel's timing, they are never all zeros, and two arrays sliced from it hold
-    other values at every index."""
+    """Return at least n normal values of dtype on device, from a pool held once per
+    (dtype, device) (bench/memory.py) and regrown to exactly n only when a larger sweep point
+    needs more, so a sweep's inputs are not made again for every kernel, size, impl and
+    mode; the runner releases it when no later point of the plan uses it (rule 14). The
+    pool is filled at copy speed from a repeated random block (bench/inputs.py): the values
+    do not change a stream kernel's timing, they are never all zeros, and two arrays sliced
+    from it hold other values at every index."""
     if str(device) == "meta":  # shapes without data (bench/aot.py plans on the meta device)
         return torch.empty(n, dtype=dtype, device="meta")
-    key = (str(dtype), str(device))
-    pool = _POOLS.get(key)
-    if pool is None or pool.numel() < n:
-        _POOLS.pop(key, None)  # free the smaller pool first
-        # grown to twice what is asked: a sweep doubling its size regrows every other step
-        pool = tiled_normal((2 * n,), dtype, device, seed=1234)
-        _POOLS[key] = pool
-    return pool
+    return memory.pool(pool_key(dtype, device), n, lambda k: tiled_normal((k,), dtype, device, seed=1234))
+
+
+def pool_key(dtype, device) -> tuple:
+    return ("stream", str(dtype).replace("torch.", ""), str(torch.device(device)))
+
+
+def stream_pools(kind: Kind, point, device) -> dict:
+    """Return {pool key: bytes} a point's inputs slice: reads x n x w (none for write)."""
+    if not kind.reads:
+        return {}
+    return {pool_key(point["dtype"], device): len(kind.reads) * elements(kind, point) * itemsize(point["dtype"])}
+
+
+def stream_memory(kind: Kind, point) -> int:
+    """Return the peak bytes of a point beyond its pool: the fresh outputs, then the
+    reference and the check at their peak (fp32 temporaries of n elements: three beside
+    16-bit data, whose .float() copies, two for fp32; a float64 sum for read; the constant
+    array for write; nothing for copy, whose reference is its input)."""
+    n, w = elements(kind, point), itemsize(point["dtype"])
+    outputs = len(kind.writes) * n * w
+    check = {"copy": 0, "write": n * w, "read": 8 * n}.get(kind.name, (3 if w < 4 else 2) * 4 * n)
+    return outputs + check
 
 
 def make_stream_inputs(kind: Kind, point, device) -> dict:
@@ -248,7 +299,7 @@ def _register(kind: Kind):
             Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind.name),
                  doc="element type: " + ", ".join(DTYPES) + " (a GPU and quick runs: " + ", ".join(QUICK_DTYPES) + ")"
                  + (f"; none on a GPU, where it repeats {GPU_REPEATS[kind.name]}" if kind.name in GPU_REPEATS else "")),
-            Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB to past 8x the last-level cache"),
+            Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB until the off-chip rate settles (at most 4 GiB)"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
         reference=kind.reference,
@@ -260,7 +311,9 @@ def _register(kind: Kind):
         tolerance=lambda p: stream_tolerance(kind, p),
         outputs=kind.writes + kind.extra_outputs,
         error=kind.error,
-        memory_factor=2.0,  # an fp32 reference beside 16-bit data is twice an array
+        memory=lambda p: stream_memory(kind, p),
+        pools=lambda p, d: stream_pools(kind, p, d),
+        sweep_stop=_stream_stop,
     ))
 
     def triton_launcher(x, ctx):
