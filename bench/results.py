@@ -41,9 +41,9 @@ METHOD_VERSION = 3
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
 # batch; the GEMV layer and its N, K; attention sequence, KV length, query and KV heads and
 # head dimension, causal; the stream working set; the host memory kind of a copy; ranks
-# and the send/recv pair of a collective.
+# and the send/recv pair of a collective; the GEMM search's layout of B (nt, nn).
 AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "heads_kv", "head_dim", "causal",
-                "ws_bytes", "memory", "ranks", "pair"]
+                "ws_bytes", "memory", "ranks", "pair", "layout"]
 # A point's bytes by direction and by level (ARCHITECTURE.md, rules 1 and 12): read_bytes +
 # write_bytes = bytes (the compulsory, off-chip traffic; Op.write_bytes); l2_bytes and
 # l1_bytes are what a Triton kernel's tiles move through L2 and read from L1/shared memory
@@ -65,7 +65,7 @@ ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof",
                 "bound_roof"]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
                 "reason", "detail", "precision", "boundary", "bound_note", "flag", "layer", "memory", "pair",
-                "bound_roof"]
+                "bound_roof", "layout"]
 
 
 def axis_columns(point: dict) -> dict:

@@ -7,6 +7,7 @@ rows already measured were written.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import time
 from dataclasses import dataclass, field
@@ -253,6 +254,12 @@ class Runner:
         _free(self.device)
         return results
 
+    def timer_for(self, op: Op) -> TimerConfig:
+        """Return the timer of op's points: the run's, with the budget raised to op.min_budget_s."""
+        if op.min_budget_s > self.timer.budget_s:
+            return dataclasses.replace(self.timer, budget_s=op.min_budget_s)
+        return self.timer
+
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
         """Return a reason to cut a point short before running it (ARCHITECTURE.md, rule 7): its time per call,
         extrapolated from the last point the same impl and dtype ran, exceeds the whole point
@@ -267,9 +274,10 @@ class Runner:
         if not ratios:
             return None
         predicted = sec0 * min(ratios)
-        if predicted > self.timer.budget_s:
+        budget = self.timer_for(op).budget_s
+        if predicted > budget:
             return (f"cut short: predicted {predicted:.3g} s per call (from {sec0:.3g} s at a smaller size) "
-                    f"exceeds the {self.timer.budget_s:g} s point budget")
+                    f"exceeds the {budget:g} s point budget")
         return None
 
     def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
@@ -304,12 +312,12 @@ class Runner:
             results.append(m)
         return results
 
-    def _measure(self, fn, mode, warmed_s=0.0):
+    def _measure(self, fn, mode, warmed_s=0.0, timer: TimerConfig | None = None):
         """Return (Timing, telemetry) of fn in mode, telemetry sampled around it."""
         sampler = self.sampler().start()
         t0 = time.perf_counter()
         try:
-            t = time_fn(fn, self.device.torch_device, mode, self.timer,
+            t = time_fn(fn, self.device.torch_device, mode, timer or self.timer,
                         self.flush() if mode == "cold" else None, window=sampler.window, warmed_s=warmed_s)
         finally:  # also on Ctrl-C: the sampling thread must not outlive its point
             tel = sampler.stop()
@@ -345,13 +353,13 @@ class Runner:
         more when its rate fell more than JUMP_FACTOR below the previous size of its sweep;
         flagged when the machine was busy (a CPU) or when the jump stays."""
         try:
-            t, tel = self._measure(fn, mode, warmed_s)
+            t, tel = self._measure(fn, mode, warmed_s, self.timer_for(op))
             rate = _rate(op, point, impl, t.stats.median_s)
             sweep = sweep_key(impl, point, mode)
             prev = self._last_rate.get(sweep)
             jumped = prev is not None and rate * JUMP_FACTOR < prev
             if jumped:  # measure again: a transient (another process, a clock change) passes
-                t, tel = self._measure(fn, mode)
+                t, tel = self._measure(fn, mode, timer=self.timer_for(op))
                 rate = _rate(op, point, impl, t.stats.median_s)
                 jumped = rate * JUMP_FACTOR < prev
         except Exception as e:

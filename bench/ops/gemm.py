@@ -4,8 +4,11 @@
     gemm.skinny  N and K fixed, M growing from 1: the point walks up the sloped roof
                  (intensity ~ M for small M) and onto the flat one; timed cold, so
                  B comes from DRAM/HBM each time
-    gemm.search  a handful of large shapes of different aspect ratios, for the best
-                 sustained throughput (the compute roof takes the best over all three)
+    gemm.search  the adaptive search for the best sustained throughput (the compute roof
+                 takes the best over all three): squares growing by ~sqrt(2) in each layout
+                 of B (SEARCH_LAYOUTS), until the rate stops rising (search_verdict: two sizes
+                 in a row without a 3% gain over the best before them), the point budget
+                 (rule 7) or the memory budget (rule 14) ends the sweep
 
 Counts, for A (M, K), B (K, N) and C (M, N) at their stored widths:
 
@@ -18,7 +21,9 @@ Inputs are random normal (never zeros: zeros run faster and draw less power on t
 cores); fp8 inputs are scaled per tensor to fill the format's range and int8 inputs are
 rounded normals times 32. The float64 reference uses the values actually stored
 (dequantized for fp8), so the error measured is the kernel's, not the format's.
-B is stored as (N, K) row-major and used transposed, as a linear layer stores weights.
+B is stored as (N, K) row-major and used transposed, as a linear layer stores weights
+(layout "nt"); the search also tries B stored (K, N) row-major (layout "nn"), since a
+library can be fastest in either (oneDNN's bf16 on CPUs wants "nt").
 """
 from __future__ import annotations
 
@@ -92,11 +97,13 @@ def _mnk(point):
 SQUARE = {"cpu": ((128, 256, 512, 1024), (128, 256, 512, 1024, 2048, 4096)),
           "cuda": ((512, 2048, 8192), (256, 512, 1024, 2048, 4096, 8192, 12288, 16384))}
 SKINNY_NK = {"cpu": (1024, 2048), "cuda": (8192, 8192)}
-SEARCH = {"cpu": (((1024, 4096, 1024), (2048, 2048, 512)),
-                  ((1024, 4096, 1024), (2048, 2048, 512), (1536, 1536, 3072), (4096, 1024, 2048))),
-          "cuda": (((8192, 8192, 4096), (16384, 8192, 8192)),
-                   ((8192, 8192, 4096), (16384, 8192, 8192), (4096, 8192, 16384),
-                    (16384, 16384, 4096), (6144, 6144, 12288)))}
+SEARCH_SIZES = {"cpu": (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192),
+                "cuda": (1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384)}
+SEARCH_LAYOUTS = ("nt", "nn")   # B stored (N, K) and used transposed; B stored (K, N)
+SEARCH_GAIN = 0.03              # a size "gains" when it beats the best before it by 3%
+SEARCH_PATIENCE = 2             # the search stops after this many sizes in a row without a gain
+SEARCH_MIN_BUDGET_S = 0.5       # a search point may take this long even in a quick run (rule 4's
+                                # samples of a large GEMM do not fit 0.1 s)
 
 
 def square_sweep(device, quick):
@@ -119,13 +126,46 @@ def skinny_sweep(device, quick):
     return [(m, nk, nk) for m in ms]
 
 
+SEARCH_QUICK_FROM = {"cpu": 512, "cuda": 4096}
+
+
 def search_sweep(device, quick):
-    return list(SEARCH[device.kind][0 if quick else 1])
+    """Return the squares the search may grow through, smallest first (it stops early:
+    search_verdict); quick runs start higher (SEARCH_QUICK_FROM)."""
+    lo = SEARCH_QUICK_FROM[device.kind] if quick else 0
+    return [(n, n, n) for n in SEARCH_SIZES[device.kind] if n >= lo]
+
+
+def search_verdict(rates, gain: float = SEARCH_GAIN, patience: int = SEARCH_PATIENCE) -> tuple[bool, int]:
+    """Return (stop, best) for a search's rates in order of size: best is the index of the
+    highest rate (-1 for none); stop is True once the last `patience` rates each failed to
+    beat the best rate before them by more than `gain` (the curve has flattened or fallen)."""
+    if not rates:
+        return False, -1
+    best = max(range(len(rates)), key=lambda i: rates[i])
+    top, stale = rates[0], 0
+    for r in rates[1:]:
+        stale = 0 if r > top * (1 + gain) else stale + 1
+        top = max(top, r)
+    return stale >= patience, best
+
+
+def search_stop(history, device) -> str | None:
+    """Return why the search grows no further (Op.sweep_stop), or None. history: the
+    sweep's measured (point, FLOP/s) in order of size."""
+    stop, best = search_verdict([r for _, r in history])
+    if not stop:
+        return None
+    point, rate = history[best]
+    return (f"the rate stopped rising: {SEARCH_PATIENCE} sizes without a {SEARCH_GAIN:.0%} gain over the best, "
+            f"{rate / 1e9:.4g} GFLOP/s at {'x'.join(map(str, point['shape']))}")
 
 
 # ---- inputs and reference --------------------------------------------------------------
 
 def make_inputs(point, device):
+    """Return A (M, K), B and C: B stored (N, K) and used transposed (layout "nt", every
+    sweep's), or stored (K, N) row-major (layout "nn", the search's second layout)."""
     m, n, k = _mnk(point)
     p = PRECISIONS[point["dtype"]]
     gen = torch.Generator(device=device).manual_seed(4321)
@@ -144,6 +184,8 @@ def make_inputs(point, device):
     else:
         x["a"], x["b_nk"] = a.to(getattr(torch, p.storage)), b.to(getattr(torch, p.storage))
     x["b"] = x["b_nk"].t()  # (K, N), column-major
+    if point.get("layout", "nt") == "nn":
+        x["b"] = x.pop("b_nk").t().contiguous()  # (K, N), row-major: the only copy kept
     return x
 
 
@@ -210,7 +252,22 @@ def _torch_launcher(x, ctx):
     return lambda: torch.mm(a, b, out=c)
 
 
+def layout_skip(point, device) -> str | None:
+    """Return why a layout other than "nt" is not tried for this precision, or None."""
+    if point.get("layout", "nt") == "nt":
+        return None
+    p = PRECISIONS[point["dtype"]]
+    if p.scaled:
+        return "torch._scaled_mm takes B column-major only (layout nt)"
+    if p.storage == "int8" and device.kind == "cuda":
+        return "torch._int_mm on CUDA is measured with B column-major only (layout nt)"
+    return None
+
+
 def torch_skip(point, device):
+    reason = layout_skip(point, device)
+    if reason:
+        return reason
     p = PRECISIONS[point["dtype"]]
     if p.scaled or p.storage == "int8":
         m, n, k = _mnk(point)
@@ -268,14 +325,26 @@ def _triton_launcher(x, ctx):
 def triton_skip(point, device):
     if point["dtype"] == "fp64":
         return "the Triton GEMM covers fp32 and narrower types"
+    if point.get("layout", "nt") != "nt":
+        return "the Triton GEMM is measured in one layout (B stored (N, K)); the search's others are for the libraries"
     return None
 
 
-def _register(name, sweep, doc, modes=("warm",)):
+def gemm_memory(point) -> int:
+    """Return a point's peak bytes: A, B and C as stored, plus the float64 reference's A, B
+    and product, plus the check's float64 copy of C and difference (bench.registry's
+    relative_norm_error); the fp32 normals A and B are drawn from are gone by then."""
+    m, n, k = _mnk(point)
+    return gemm_bytes(m, n, k, point["dtype"]) + 8 * (m * k + k * n + m * n) + 16 * m * n
+
+
+def _register(name, sweep, doc, modes=("warm",), layouts=None, **extra):
+    axes = (Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),)
+    if layouts:
+        axes += (Axis("layout", layouts, doc="nt: B stored (N, K), used transposed; nn: B stored (K, N)"),)
     op = REGISTRY.add_op(Op(
         name=name, family="gemm", doc=doc + "; flops = 2 M N K, bytes = (M K + K N) w_in + M N w_out",
-        axes=(Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),
-              Axis("shape", sweep=sweep, doc="(M, N, K)")),
+        axes=axes + (Axis("shape", sweep=sweep, doc="(M, N, K)"),),
         make_inputs=make_inputs, reference=reference,
         flops=lambda pt: gemm_flops(*_mnk(pt)),
         bytes=lambda pt: gemm_bytes(*_mnk(pt), pt["dtype"]),
@@ -284,7 +353,7 @@ def _register(name, sweep, doc, modes=("warm",)):
         describe=lambda pt: (max(_mnk(pt)), "x".join(map(str, _mnk(pt)))),
         tolerance=lambda pt: PRECISIONS[pt["dtype"]].tolerance,
         outputs=("c",), skip=point_skip, modes=modes, precision=lambda pt: pt["dtype"],
-        memory_factor=6.0,  # float64 copies of A, B and the product beside 16-bit data
+        memory=gemm_memory, **extra,
     ))
     REGISTRY.add_impl(Impl(op.name, "torch", "torch",
                            _torch_launcher, skip=torch_skip,
@@ -301,4 +370,5 @@ _register("gemm.square", square_sweep, "square M = N = K")
 # cold: the small-M points are bandwidth-bound, and their weights must come from DRAM/HBM
 # (flushed before every sample), not from a cache the previous call warmed
 _register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",))
-_register("gemm.search", search_sweep, "large shapes of several aspect ratios: best sustained throughput")
+_register("gemm.search", search_sweep, "squares growing in each layout until the rate stops rising: best sustained "
+          "throughput", layouts=SEARCH_LAYOUTS, sweep_stop=search_stop, min_budget_s=SEARCH_MIN_BUDGET_S)
