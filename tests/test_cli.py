@@ -14,7 +14,7 @@ import run_bench
 from bench.results import COLUMNS, load_run
 
 ROOT = Path(run_bench.__file__).parent
-FILES = ["measurements.csv", "run.json", "roofs.json", "roofline.png", "bandwidth.png", "samples.jsonl"]
+FILES = ["measurements.csv", "run.json", "roofs.json", "roofline.png", "bandwidth.png"]
 
 
 def user_env():
@@ -38,6 +38,8 @@ def test_quick_run_end_to_end(tmp_path):
     assert run_dir.name.startswith("cpu-") and run_dir.name.endswith("Z")
     for f in FILES:
         assert (run_dir / f).stat().st_size > 0, f
+    from bench.results import load_samples, samples_path
+    assert samples_path(run_dir).stat().st_size > 0  # samples.jsonl, or .gz when large
     df = pd.read_csv(run_dir / "measurements.csv")
     assert list(df.columns) == COLUMNS
     ok = df[df["status"] == "ok"]
@@ -69,7 +71,8 @@ def test_quick_run_end_to_end(tmp_path):
     assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
-    assert len(meta["points"]) == len(df) and meta["command"].endswith("0.03 --out " + str(tmp_path))
+    assert meta["point_count"] == len(df) == len(load_samples(run_dir)) and "points" not in meta
+    assert meta["command"].endswith("0.03 --out " + str(tmp_path))
     assert meta["method_version"] == 3 and meta["roofbench_commit"] and meta["run_kind"] == "device"
     assert meta["options"]["budget"] == 0.03 and meta["options"]["only"] == ["stream.copy", "stream.triad"]
     assert meta["timer"]["min_time_s"] == 0.015 and meta["timer"]["budget_s"] == 0.03  # half the budget
@@ -215,7 +218,7 @@ def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
     assert "interrupted" in out and "Traceback" not in err
     run = load_run(csv.parent)
     assert run.meta["status"] == "interrupted" and len(run.measurements) >= 3
-    assert len(run.meta["points"]) == len(run.measurements)
+    assert run.meta["point_count"] == len(run.points) == len(run.measurements)
     assert (csv.parent / "bandwidth.png").exists()
 
 
