@@ -105,7 +105,7 @@ def test_sweep_planned_to_a_fixed_cap_not_8x_the_cache():
     cpu = devmod.resolve("cpu")
     big = dataclasses.replace(cpu, caches=(devmod.CacheLevel("l3", 300 * MiB),))
     sizes = stream.ws_sweep(big, True)
-    assert sizes[0] == 16 * 2**10 and sizes[-1] == stream.STREAM_CAP_BYTES == stream.ws_sweep(cpu, True)[-1]
+    assert sizes[0] == 16 * 2**10 and sizes[-1] == stream.STREAM_CAP_BYTES["cpu"] == stream.ws_sweep(cpu, True)[-1]
 
 
 # ---- the runner: skipped before any input is made; pools released after their last point ----
