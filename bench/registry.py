@@ -69,6 +69,8 @@ class Op:
                                                 # check beyond shared pools (default working set x memory_factor)
     pools: Callable | None = None               # (point, torch_device) -> {pool key: bytes}: shared inputs (bench/memory.py)
                                                 # it uses, held at that size across points (rule 14)
+    release: Callable | None = None             # () -> None: drops what the op caches across points; called
+                                                # once no later point of the plan is this op's (rule 14)
     min_budget_s: float = 0.0                   # a point's budget is at least this (a search whose large
                                                 # points need more than a quick run's 0.1 s)
     sweep_stop: Callable | None = None          # (history [(point, rate)], device) -> why the sweep grows no

@@ -200,3 +200,26 @@ def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(tmp_path):
     torch_big = big[big["impl"].str.endswith("/torch")]
     assert torch_big["reason"].str.contains("does not fit the memory budget|cut short").all()
     assert torch_big["reason"].str.contains("does not fit the memory budget").any()
+
+
+def test_an_ops_caches_go_after_its_last_point():
+    from bench import device as devmod
+    from bench.registry import load_all
+    from bench.runner import Plan, Runner, Task
+    reg = load_all()
+    cpu = devmod.resolve("cpu")
+    released = []
+    copy = dataclasses.replace(reg.ops["stream.copy"], release=lambda: released.append(len(seen)))
+    torch_copy = (reg.impls["stream.copy/torch"],)
+    seen = []
+    plan = Plan([Task(copy, {"dtype": "float32", "ws_bytes": s}, torch_copy) for s in (64 * 2**10, 128 * 2**10)])
+    Runner(cpu, budget=Budget(None), sink=seen.append).run(plan)
+    assert released == [2]  # once, after the op's last point
+
+
+def test_gemv_caches_are_dropped():
+    from bench.ops import gemv
+    gemv.raw_weights(64, 128, "cpu")
+    assert gemv.raw_weights.cache_info().currsize == 1
+    gemv.release_caches()
+    assert gemv.raw_weights.cache_info().currsize == 0 and gemv.make_weights.cache_info().currsize == 0

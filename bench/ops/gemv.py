@@ -224,6 +224,14 @@ def reference(x):
     return c["out"][:b]
 
 
+def release_caches() -> None:
+    """Drop the weights, activations and reference rows kept across points: the runner calls
+    it once no later point of the plan is a GEMV (Op.release; ARCHITECTURE.md, rule 14)."""
+    for cached in (raw_weights, make_weights, activations):
+        cached.cache_clear()
+    _REFERENCE.clear()
+
+
 # ---- implementations -----------------------------------------------------------------------
 
 def dequantize(w, scale, fmt: str, dtype):
@@ -373,6 +381,7 @@ REGISTRY.add_op(Op(
     outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
     columns=lambda p: dict(zip(("n", "k"), LAYERS[p["layer"]])),
     memory_factor=1 + 8 * (4 + 8) / 4,  # float64 dequantized weights (16x an int4 layer) and the fp32 values widened to them (8x)
+    release=release_caches,
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
                        doc="dequantize in torch, then torch.mm (the straightforward baseline)"))
