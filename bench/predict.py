@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from bench.device import CacheLevel, DeviceInfo
 from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
-from bench.runner import backend_skip, quick_skip
+from bench.runner import backend_skip, quick_skip, sweep_key
 from roofs import specs
 
 EFFICIENCY = 0.8          # share of a datasheet roof a good kernel reaches
@@ -278,18 +278,26 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool) -> tuple[list[tupl
     rates = device_rates(device)
     rows, compiles, keys = [], {}, set()
     counts = {"skipped": 0, "load_s": 0.0, "tune_s": 0.0, "measure_s": defaultdict(float)}
+    sweeps: dict = {}  # the runner's sweep_key -> [(point, predicted rate)]: Op.sweep_stop on predicted rates
     for task in plan.tasks:
         op, point = task.op, task.point
         rule = op.skip(point, device) if op.skip else None
         for impl in task.impls:
             own = None if rule else impl_skip(impl, point, device)
             for mode in plan.modes_of(task):
-                if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick) or own:
+                history = sweeps.setdefault(sweep_key(impl, point, mode), [])
+                call = call_seconds(op, point, mode, device, rates)
+                # the runner's own skips before any input (rules 7 and 5, the GEMM search's plateau)
+                cut = call > max(timer.budget_s, op.min_budget_s) or (
+                    op.sweep_stop is not None and history and op.sweep_stop(history, device))
+                if rule or backend_skip(impl, point, device) or quick_skip(impl, point, quick) or own or cut:
                     counts["skipped"] += 1
                     rows.append((op.family, SKIP_S))
                     counts["measure_s"][op.family] += SKIP_S
                     continue
-                measure = point_seconds(op, point, mode, device, rates, timer)
+                history.append((point, (op.flops(point) or op.bytes(point)) / call))
+                op_timer = timer if op.min_budget_s <= timer.budget_s else dataclasses.replace(timer, budget_s=op.min_budget_s)
+                measure = point_seconds(op, point, mode, device, rates, op_timer)
                 counts["measure_s"][op.family] += measure
                 sec = measure
                 ck = compile_key(op, impl, point) if device.kind == "cuda" else None
