@@ -22,6 +22,7 @@ from typing import Callable
 import pandas as pd
 
 from bench import device as devmod
+from bench import memory
 from bench.results import Measurement
 from bench.runner import Plan, Runner, Task, describe
 from bench.telemetry import Sampler, make_source
@@ -96,7 +97,8 @@ def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.Device
     say(f"roofbench: sustained phase: {len(cands)} candidates, {window_s:g} s each"
         + (f"; idle power {info['idle_w']:.1f} W" if info.get("idle_w") is not None else ""))
     base = parent.timer if parent is not None else TimerConfig()
-    runner = Runner(device, sustained_timer(window_s, base), quick=quick, _sampler=sampler)
+    runner = Runner(device, sustained_timer(window_s, base), quick=quick, _sampler=sampler,
+                    budget=parent.budget if parent is not None else None)  # the run's memory budget (rule 15)
     try:
         for k, (label, m) in enumerate(cands, 1):
             op, impl = found[(m.op, m.impl)]
@@ -108,6 +110,7 @@ def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.Device
             sink(row)
             say(f"[sustained {k}/{len(cands)}] {describe(row)}")
     finally:
+        memory.release()  # the stream pools its candidates grew (rule 15)
         if parent is not None:
             parent.timed_s += runner.timed_s
             for phase, sec in runner.spent.items():
