@@ -1,4 +1,4 @@
-"""The memory budget (ARCHITECTURE.md, rule 15): a run never holds more than --max-memory.
+"""The memory budget (ARCHITECTURE.md, rule 16): a run never holds more than --max-memory.
 
 The budget is a number of bytes, by default half the memory available when the run starts
 (MemAvailable on a CPU, the free memory of a GPU). Before a point makes its inputs the

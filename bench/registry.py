@@ -68,9 +68,9 @@ class Op:
     memory: Callable | None = None              # (point) -> peak bytes of its inputs, outputs, reference and
                                                 # check beyond shared pools (default working set x memory_factor)
     pools: Callable | None = None               # (point, torch_device) -> {pool key: bytes}: shared inputs (bench/memory.py)
-                                                # it uses, held at that size across points (rule 15)
+                                                # it uses, held at that size across points (rule 16)
     release: Callable | None = None             # () -> None: drops what the op caches across points; called
-                                                # once no later point of the plan is this op's (rule 15)
+                                                # once no later point of the plan is this op's (rule 16)
     min_budget_s: float = 0.0                   # a point's budget is at least this (a search whose large
                                                 # points need more than a quick run's 0.1 s)
     sweep_stop: Callable | None = None          # (history [(point, rate)], device) -> why the sweep grows no
@@ -81,7 +81,7 @@ class Op:
                                                 # outputs); the rest is read (ARCHITECTURE.md, rule 12)
 
     def peak_bytes(self, point) -> int:
-        """Return the bytes a point holds at its peak beyond shared pools (ARCHITECTURE.md, rule 15)."""
+        """Return the bytes a point holds at its peak beyond shared pools (ARCHITECTURE.md, rule 16)."""
         if self.memory is not None:
             return int(self.memory(point))
         return int(self.working_set(point) * self.memory_factor)

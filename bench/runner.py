@@ -110,7 +110,7 @@ class Runner:
     _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
     _load: object = None                            # a LoadProbe running since the last point ended
     _sampler: Sampler | None = None
-    budget: memory.Budget | None = None             # the memory budget (rule 15); None: half the memory available
+    budget: memory.Budget | None = None             # the memory budget (rule 16); None: half the memory available
     _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
 
     def memory_budget(self) -> memory.Budget:
@@ -156,7 +156,7 @@ class Runner:
                     ticker.row(m, done, time.perf_counter() - t0)
                 # a pool or cache no later point uses is let go now, not at the end (rule 16)
                 memory.release([k for k in memory.held() if k not in later[i]])
-                if last[task.op.name] == i and getattr(task.op, "release", None) is not None:
+                if last[task.op.name] == i and task.op.release is not None:
                     task.op.release()
                     _free(self.device)
         finally:
@@ -185,7 +185,7 @@ class Runner:
 
     def memory_skip(self, op: Op, point: dict, modes) -> str | None:
         """Return why point's inputs, reference and pools do not fit the memory budget or the
-        device's free memory (ARCHITECTURE.md, rule 15), or None: decided before anything is made."""
+        device's free memory (ARCHITECTURE.md, rule 16), or None: decided before anything is made."""
         need = op.peak_bytes(point)
         pools = op.pool_bytes(point, self.device.torch_device)
         budget = self.memory_budget()

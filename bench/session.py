@@ -84,7 +84,7 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
 
 
 def run_budget(device: devmod.DeviceInfo, max_memory: str | None) -> memory.Budget:
-    """Return the memory budget of a run (ARCHITECTURE.md, rule 15): --max-memory as a size
+    """Return the memory budget of a run (ARCHITECTURE.md, rule 16): --max-memory as a size
     or a share of the memory available now; by default half of it."""
     available = memory.available_bytes(device)
     if max_memory is None:

@@ -98,7 +98,7 @@ def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.Device
         + (f"; idle power {info['idle_w']:.1f} W" if info.get("idle_w") is not None else ""))
     base = parent.timer if parent is not None else TimerConfig()
     runner = Runner(device, sustained_timer(window_s, base), quick=quick, _sampler=sampler,
-                    budget=parent.budget if parent is not None else None)  # the run's memory budget (rule 15)
+                    budget=parent.budget if parent is not None else None)  # the run's memory budget (rule 16)
     try:
         for k, (label, m) in enumerate(cands, 1):
             op, impl = found[(m.op, m.impl)]
@@ -110,7 +110,7 @@ def run_phase(measurements: list[Measurement], plan: Plan, device: devmod.Device
             sink(row)
             say(f"[sustained {k}/{len(cands)}] {describe(row)}")
     finally:
-        memory.release()  # the stream pools its candidates grew (rule 15)
+        memory.release()  # the stream pools its candidates grew (rule 16)
         if parent is not None:
             parent.timed_s += runner.timed_s
             for phase, sec in runner.spent.items():

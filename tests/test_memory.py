@@ -1,4 +1,4 @@
-"""The memory budget (issue 22, item 1; ARCHITECTURE.md, rule 15) and the stream sweep's
+"""The memory budget (issue 22, item 1; ARCHITECTURE.md, rule 16) and the stream sweep's
 upper end (rule 5): decided before inputs are made, on hand-worked sizes and synthetic
 rate curves; one quick stream run in a subprocess whose peak RSS is measured."""
 import dataclasses

@@ -50,7 +50,7 @@ def test_impl_that_raises_is_recorded_and_the_run_goes_on():
 
 def test_point_that_does_not_fit_is_skipped_before_allocation():
     reg = toy_registry(working_set=lambda p: 2**60)
-    ms = run(reg, quick=True)  # the default budget: half the memory available (rule 15)
+    ms = run(reg, quick=True)  # the default budget: half the memory available (rule 16)
     assert ms[0].status == "skipped" and "does not fit the memory budget" in ms[0].reason
     from bench.memory import Budget
     unlimited = Runner(CPU, FAST, budget=Budget(None)).run(make_plan(reg, CPU, quick=True))

@@ -8,7 +8,7 @@
                  takes the best over all three): squares growing by ~sqrt(2) in each layout
                  of B (SEARCH_LAYOUTS), until the rate stops rising (search_verdict: two sizes
                  in a row without a 3% gain over the best before them), the point budget
-                 (rule 7) or the memory budget (rule 15) ends the sweep
+                 (rule 7) or the memory budget (rule 16) ends the sweep
 
 Counts, for A (M, K), B (K, N) and C (M, N) at their stored widths:
 

@@ -226,7 +226,7 @@ def reference(x):
 
 def release_caches() -> None:
     """Drop the weights, activations and reference rows kept across points: the runner calls
-    it once no later point of the plan is a GEMV (Op.release; ARCHITECTURE.md, rule 15)."""
+    it once no later point of the plan is a GEMV (Op.release; ARCHITECTURE.md, rule 16)."""
     for cached in (raw_weights, make_weights, activations):
         cached.cache_clear()
     _REFERENCE.clear()

@@ -241,7 +241,7 @@ def random_pool(n: int, dtype, device) -> torch.Tensor:
     """Return at least n normal values of dtype on device, from a pool held once per
     (dtype, device) (bench/memory.py) and regrown to exactly n only when a larger sweep point
     needs more, so a sweep's inputs are not made again for every kernel, size, impl and
-    mode; the runner releases it when no later point of the plan uses it (rule 15). The
+    mode; the runner releases it when no later point of the plan uses it (rule 16). The
     pool is filled at copy speed from a repeated random block (bench/inputs.py): the values
     do not change a stream kernel's timing, they are never all zeros, and two arrays sliced
     from it hold other values at every index."""
