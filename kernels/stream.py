@@ -16,7 +16,15 @@ import triton.language as tl
 
 BLOCK = 4096  # elements per program: 16 KiB of fp32, enough in flight per SM on a GPU
 NUM_WARPS = 8
-READ_PROGRAMS_PER_SM = 8  # persistent grid for the reduction: a few waves' worth of programs
+# The read kernel (a sum): a persistent grid of READ_PROGRAMS_PER_SM programs per SM, all
+# resident at once (ptxas for sm_90: 64 registers a thread for fp32, 100 for 16-bit, so 4
+# and 2 programs of 8 warps fit an SM's 64K registers), each with eight 16-byte loads per
+# thread issued before the first add (32 KiB a program per iteration): 64 KiB in flight per
+# SM, twice the ~30 KiB that HBM3e's bandwidth x latency asks of each SM. The earlier grid
+# (8 programs of 4096 elements) held half as many bytes in flight for 16-bit arrays.
+READ_BLOCK_BYTES = 32 * 1024
+READ_WARPS = 8
+READ_PROGRAMS_PER_SM = 2
 
 
 @triton.jit
@@ -73,14 +81,22 @@ def read_kernel(a_ptr,  # input, n elements
                 out_ptr,  # output, one fp32 element, zeroed by the caller: out += sum(a)
                 n,  # element count
                 BLOCK: tl.constexpr):
-    # Persistent grid: each program strides over the array and adds one partial sum, so
-    # the number of atomics is the grid size, not n / BLOCK.
-    start0 = tl.program_id(0).to(tl.int64) * BLOCK
-    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    # Persistent grid: program p sums blocks p, p + G, p + 2G, ... and adds one partial
+    # sum, so the number of atomics is the grid size, not n / BLOCK. Whole blocks load
+    # unmasked (one 16-byte load per thread and 16 bytes of the block, all issued before
+    # the first add: BLOCK x width / (16 x threads) loads in flight per thread); only the
+    # one partial block at the end, if any, is masked. Each byte is read once: the loads
+    # are marked evict-first, so the stream does not push other lines out of L2.
+    pid = tl.program_id(0).to(tl.int64)  # 64-bit offsets: arrays past 2**31 elements
+    programs = tl.num_programs(0).to(tl.int64)
+    full = n // BLOCK * BLOCK  # elements in whole blocks (n's own width: i64 when n passes 2**31)
     acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(start0, n, step):
+    for start in range(pid * BLOCK, full, programs * BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        acc += tl.load(a_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        acc += tl.load(a_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+    if pid == (n // BLOCK) % programs:  # the partial block, on the program whose turn it is
+        offs = full + tl.arange(0, BLOCK)
+        acc += tl.load(a_ptr + offs, mask=offs < n, other=0.0, eviction_policy="evict_first").to(tl.float32)
     tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
 
 
@@ -144,6 +160,12 @@ def triad(b, c, a, s, block=BLOCK):
     return a
 
 
+def read_block(element_bytes: int) -> int:
+    """Return read()'s block: READ_BLOCK_BYTES per iteration whatever the dtype (a 16-bit
+    array gets twice the fp32 elements), so the bytes in flight per program are the same."""
+    return READ_BLOCK_BYTES // element_bytes
+
+
 def read_programs(device):
     """Return the persistent grid size for read(): READ_PROGRAMS_PER_SM per SM on a GPU, 4 elsewhere."""
     if device.type == "cuda":
@@ -151,15 +173,17 @@ def read_programs(device):
     return 4
 
 
-def read(a, out, block=BLOCK, programs=None):
+def read(a, out, block=None, programs=None):
     """Return out (one fp32 element) holding sum(a), accumulated in fp32.
 
     Two launches: out is zeroed, then the persistent reduction adds its partial sums.
+    block: elements per program and iteration (default read_block(a's width)).
     """
+    block = block or read_block(a.element_size())
     programs = programs or read_programs(a.device)
     grid = (max(1, min(programs, triton.cdiv(a.numel(), block))),)
     out.zero_()
-    read_kernel[grid](a, out, a.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    read_kernel[grid](a, out, a.numel(), BLOCK=block, num_warps=READ_WARPS)
     return out
 
 

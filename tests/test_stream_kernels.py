@@ -125,3 +125,19 @@ def test_stream_inputs_come_from_one_pool_and_outputs_are_fresh():
     assert y["a"].data_ptr() == pool.data_ptr()
     assert x["c"].untyped_storage().data_ptr() != pool.untyped_storage().data_ptr()
     assert float(x["a"].abs().sum()) > 0 and not torch.isclose(x["a"], x["b"]).any()  # other values at every index
+
+
+@pytest.mark.parametrize("n", [100, 5 * 1024, 5 * 1024 + 17, 12 * 1024 + 1000])
+@pytest.mark.parametrize("programs", [1, 2, 3, 7])
+def test_read_kernel_sums_every_block_once(n, programs, dev):
+    # integers, exact in fp32: every whole block (unmasked) and the partial one (masked,
+    # on one program only) counted exactly once, whatever the grid
+    from kernels import stream as k
+    a = torch.arange(n, dtype=torch.float32, device=dev) % 1000
+    out = torch.empty((), dtype=torch.float32, device=dev)
+    assert k.read(a, out, block=1024, programs=programs).item() == float(a.double().sum())
+
+
+def test_read_block_is_the_same_bytes_at_every_width():
+    from kernels import stream as k
+    assert k.read_block(4) == 8192 and k.read_block(2) == 16384 and k.read_block(4) * 4 == k.READ_BLOCK_BYTES
