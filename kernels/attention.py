@@ -26,19 +26,31 @@ LOG2E = 1.4426950408889634
 
 # Configurations to tune over on a GPU, best guesses first (a quick run times the first
 # three that fit the GPU's shared memory; `python -m bench.aot` compiles them all).
-# prefill (BLOCK_M, BLOCK_N, num_warps, num_stages), by the largest head dim a list serves:
-# 128 query rows over 8 warps first (the widest Hopper MMA per K/V tile read), then 64-row
-# tiles for short sequences and Ampere. 128 rows on 4 warps spill at D = 128 (150 to 590
-# bytes per thread on sm_80 and sm_90), so only D <= 64 tries them.
+# prefill (BLOCK_M, BLOCK_N, num_warps, num_stages, tma), by the largest head dim a list
+# serves. On sm_90+ the TMA forms come first: 128 query rows over 8 warps (two warp groups
+# of the widest Hopper MMA per K/V tile read), K/V tiles through descriptors, pipelined
+# num_stages deep (ptxas for sm_90: 138-201 registers, no spills). Then the pointer-load
+# forms, the only ones before sm_90: 64-row tiles for short sequences and Ampere. 128 rows
+# on 4 warps spill at D = 128 (150 to 590 bytes per thread on sm_80 and sm_90), so only
+# D <= 64 tries them; so does the pointer-load 128 x 128 tile (120 bytes on sm_80 with the
+# edge blocks split out), which Hopper runs through TMA instead.
 PREFILL_CANDIDATES = {
-    64: ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (128, 32, 4, 3), (128, 64, 4, 4)),
-    256: ((128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3)),
+    64: ((128, 128, 8, 3, True), (128, 64, 8, 3, True), (128, 64, 4, 3, True),
+         (128, 64, 8, 3, False), (128, 128, 8, 3, False), (64, 64, 4, 3, False), (64, 128, 4, 3, False),
+         (128, 32, 4, 3, False), (128, 64, 4, 4, False)),
+    256: ((128, 128, 8, 2, True), (128, 64, 8, 3, True), (64, 64, 4, 3, True), (128, 128, 8, 3, True),
+          (128, 64, 8, 3, False), (64, 64, 4, 3, False), (64, 128, 4, 3, False)),
 }
 
 
-def prefill_candidates(head_dim):
-    """Return prefill's (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates for a head dim, best first."""
-    return next(PREFILL_CANDIDATES[d] for d in sorted(PREFILL_CANDIDATES) if head_dim <= d)
+def prefill_candidates(head_dim, cc=None):
+    """Return prefill's (BLOCK_M, BLOCK_N, num_warps, num_stages, tma) candidates for a head
+    dim on a GPU of compute capability cc x 10 (None: unknown, all of them), best first:
+    the TMA forms only from sm_90 on, and only where this Triton has tensor descriptors."""
+    cands = next(PREFILL_CANDIDATES[d] for d in sorted(PREFILL_CANDIDATES) if head_dim <= d)
+    if (cc is not None and cc < 90) or not hasattr(tl, "make_tensor_descriptor"):
+        cands = tuple(c for c in cands if not c[4])
+    return cands
 
 
 # decode (BLOCK_N, num_warps, split factor): the factor multiplies decode_splits' chunk count
@@ -49,15 +61,62 @@ DECODE_CANDIDATES = ((64, 4, 1), (128, 8, 1), (64, 4, 2), (32, 4, 1), (128, 4, 1
 
 
 @triton.jit
+def _prefill_blocks(acc, l_i, m_i, q, rows, lo, hi, qk_scale,
+                    k_desc, v_desc, k_base, v_base, b, hk, sks, svs, S_K,
+                    D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                    USE_TMA: tl.constexpr, PRECISION: tl.constexpr):
+    # The online softmax over key blocks lo, lo + BLOCK_N, ... < hi. MASKED blocks are the
+    # edge ones (the diagonal when causal, the partial last block): scores of keys past
+    # S_K, or past the query's position when causal, become -inf there; the others take
+    # no mask at all. Each block has a key below S_K that the row may see, so no row of
+    # a block is all -inf after the first block (its running max stays finite).
+    dims = tl.arange(0, D)
+    for start in tl.range(lo, hi, BLOCK_N):  # pipelined num_stages deep (the launch option)
+        cols = start + tl.arange(0, BLOCK_N)
+        if USE_TMA:
+            # keys past S_K come back as zeros (the descriptor's bounds), then are masked
+            k = tl.reshape(k_desc.load([b, hk, start, 0]), (BLOCK_N, D))
+            s = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        else:
+            if MASKED:
+                k = tl.load(k_base + cols[None, :] * sks + dims[:, None], mask=cols[None, :] < S_K, other=0.0)
+            else:
+                k = tl.load(k_base + cols[None, :] * sks + dims[:, None])  # (D, BLOCK_N)
+            s = tl.dot(q, k, input_precision=PRECISION)
+        s = s * qk_scale
+        if MASKED:
+            keep = cols[None, :] < S_K
+            if CAUSAL:
+                keep = keep & (rows[:, None] >= cols[None, :])
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if USE_TMA:
+            v = tl.reshape(v_desc.load([b, hk, start, 0]), (BLOCK_N, D))
+        else:
+            if MASKED:
+                v = tl.load(v_base + cols[:, None] * svs + dims[None, :], mask=cols[:, None] < S_K, other=0.0)
+            else:
+                v = tl.load(v_base + cols[:, None] * svs + dims[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
 def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v have Hkv heads
                     qk_scale,  # softmax scale x log2(e): scores are taken in base 2
                     S_Q, S_K, H_Q, GROUP,  # sequence lengths, query heads, query heads per KV head
+                    B, H_KV,  # batch and KV heads (the TMA descriptors' extents)
                     sqb, sqh, sqs,  # q strides (batch, head, sequence)
                     skb, skh, sks,  # k strides
                     svb, svh, svs,  # v strides
                     sob, soh, sos,  # o strides
                     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+                    CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+                    USE_TMA: tl.constexpr = False):  # sm_90+: tiles through tensor descriptors
     pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     # 64-bit (batch, head) offsets: b x stride_b passes 2**31 elements in large batches
@@ -68,34 +127,49 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v
     hk = h // GROUP
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, D)
-    cols0 = tl.arange(0, BLOCK_N)
-    q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :], mask=rows[:, None] < S_Q, other=0.0)
     k_base = k_ptr + b * skb + hk * skh
     v_base = v_ptr + b * svb + hk * svh
+    if USE_TMA:
+        # 4-D descriptors: a block never crosses into the next head, rows past S read as
+        # zeros and stores past S_Q are clipped (no masks)
+        q_desc = tl.make_tensor_descriptor(q_ptr, shape=[B, H_Q, S_Q, D], strides=[sqb, sqh, sqs, 1],
+                                           block_shape=[1, 1, BLOCK_M, D])
+        k_desc = tl.make_tensor_descriptor(k_ptr, shape=[B, H_KV, S_K, D], strides=[skb, skh, sks, 1],
+                                           block_shape=[1, 1, BLOCK_N, D])
+        v_desc = tl.make_tensor_descriptor(v_ptr, shape=[B, H_KV, S_K, D], strides=[svb, svh, svs, 1],
+                                           block_shape=[1, 1, BLOCK_N, D])
+        o_desc = tl.make_tensor_descriptor(o_ptr, shape=[B, H_Q, S_Q, D], strides=[sob, soh, sos, 1],
+                                           block_shape=[1, 1, BLOCK_M, D])
+        q = tl.reshape(q_desc.load([bh // H_Q, bh % H_Q, pid_m * BLOCK_M, 0]), (BLOCK_M, D))
+    else:
+        k_desc = k_ptr
+        v_desc = v_ptr
+        q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :], mask=rows[:, None] < S_Q,
+                    other=0.0)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
-    end = S_K
+    # Two stages: the key blocks every row sees whole, unmasked (all of them but a partial
+    # last one; when causal, those left of this tile's diagonal), then the edge blocks,
+    # masked (the partial last one; when causal, the diagonal's up to the tile's last row).
     if CAUSAL:
-        end = tl.minimum(S_K, (pid_m + 1) * BLOCK_M)
-    for start in range(0, end, BLOCK_N):
-        cols = start + cols0
-        k = tl.load(k_base + cols[None, :] * sks + dims[:, None], mask=cols[None, :] < S_K, other=0.0)  # (D, BLOCK_N)
-        s = tl.dot(q, k, input_precision=PRECISION) * qk_scale
-        keep = cols[None, :] < S_K
-        if CAUSAL:
-            keep = keep & (rows[:, None] >= cols[None, :])
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * svs + dims[None, :], mask=cols[:, None] < S_K, other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=rows[:, None] < S_Q)
+        edge_lo = (pid_m * BLOCK_M) // BLOCK_N * BLOCK_N
+        edge_hi = tl.minimum(S_K, (pid_m + 1) * BLOCK_M)
+    else:
+        edge_lo = S_K // BLOCK_N * BLOCK_N
+        edge_hi = S_K
+    # (descriptor coordinates are 32-bit: batch and KV head as such)
+    b32 = bh // H_Q
+    hk32 = (bh % H_Q) // GROUP
+    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, 0, edge_lo, qk_scale, k_desc, v_desc, k_base, v_base,
+                                    b32, hk32, sks, svs, S_K, D, BLOCK_N, False, CAUSAL, USE_TMA, PRECISION)
+    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, edge_lo, edge_hi, qk_scale, k_desc, v_desc, k_base,
+                                    v_base, b32, hk32, sks, svs, S_K, D, BLOCK_N, True, CAUSAL, USE_TMA, PRECISION)
+    out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    if USE_TMA:
+        o_desc.store([bh // H_Q, bh % H_Q, pid_m * BLOCK_M, 0], tl.reshape(out, (1, 1, BLOCK_M, D)))
+    else:
+        tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :], out, mask=rows[:, None] < S_Q)
 
 
 def _buffers(num_stages, rows, cc):
@@ -105,11 +179,15 @@ def _buffers(num_stages, rows, cc):
     return num_stages - 1 if cc is not None and (cc < 90 or rows < 64) else num_stages
 
 
-def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc=None):
+def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc=None, tma=False):
     """Return the shared memory of attn_fwd_kernel (never below the compiler's figure): the
     pipeline buffers of the K and V tiles (BLOCK_N x D each) and the Q tile (BLOCK_M x D),
     plus, off the warpgroup-MMA path when D > BLOCK_M (the second dot then spreads its
-    warps along D, so P is reshaped through shared memory), the P tile (BLOCK_M x BLOCK_N)."""
+    warps along D, so P is reshaped through shared memory), the P tile (BLOCK_M x BLOCK_N).
+    The TMA form (sm_90+) keeps num_stages K/V buffers and adds 1 KiB of barriers; its O
+    store reuses the Q tile's buffer."""
+    if tma:
+        return (num_stages * 2 * block_n * head_dim + block_m * head_dim) * element_bytes + 1024
     p = block_m * block_n if _buffers(2, block_m, cc) == 1 and head_dim > block_m else 0
     return (_buffers(num_stages, block_m, cc) * 2 * block_n * head_dim + block_m * head_dim + p) * element_bytes
 
@@ -137,18 +215,39 @@ def decode_block_h(group):
     return max(16, triton.next_power_of_2(group))
 
 
-def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2):
-    """Return o after o = softmax(q k^T / sqrt(D)) v (causal: query i sees keys 0..i)."""
+def tma_ready(*tensors) -> bool:
+    """Return True when TMA descriptors can address these (B, H, S, D) tensors: last
+    dimension contiguous, other strides and starts 16-byte aligned."""
+    for t in tensors:
+        if t.stride(-1) != 1 or any((st * t.element_size()) % 16 for st in t.stride()[:-1]):
+            return False
+        if t.device.type != "meta" and t.data_ptr() % 16:
+            return False
+    return True
+
+
+def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2, use_tma=False):
+    """Return o after o = softmax(q k^T / sqrt(D)) v (causal: query i sees keys 0..i).
+    use_tma (sm_90+, or Triton 3.9's interpreter): Q, K, V and O move through tensor
+    descriptors (ValueError when their strides do not allow it)."""
     B, Hq, S, D = q.shape
     Hkv, S_k = k.shape[1], k.shape[2]
     assert Hq % Hkv == 0 and D in (16, 32, 64, 128, 256)
+    if use_tma and not tma_ready(q, k, v, o):
+        raise ValueError("TMA needs q, k, v and o with a contiguous last dimension and 16-byte-aligned strides")
     grid = (triton.cdiv(S, block_m), B * Hq)
-    attn_fwd_kernel[grid](q, k, v, o, LOG2E / math.sqrt(D), S, S_k, Hq, Hq // Hkv,
-                          q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-                          v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-                          D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-                          PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-                          num_warps=num_warps, num_stages=num_stages)
+    args = (q, k, v, o, LOG2E / math.sqrt(D), S, S_k, Hq, Hq // Hkv, B, Hkv,
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2))
+    kwargs = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+                  USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
+    if use_tma:
+        from kernels.gemm_tma import descriptor_allocator
+        with descriptor_allocator(q.device):
+            attn_fwd_kernel[grid](*args, **kwargs)
+    else:
+        attn_fwd_kernel[grid](*args, **kwargs)
     return o
 
 

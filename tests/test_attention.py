@@ -55,12 +55,19 @@ def test_reference_matches_the_textbook_formula_across_chunks(causal, monkeypatc
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads,seq,d", [((1, 2, 2), 128, 64), ((1, 4, 2), 100, 64), ((2, 4, 1), 70, 32)])
-def test_triton_prefill_matches_float64(dtype, causal, heads, seq, d, dev):
-    # (1, 4, 2) and (2, 4, 1) are grouped-query; 100 and 70 are not multiples of the block
+@pytest.mark.parametrize("tma", [False, True])
+def test_triton_prefill_matches_float64(dtype, causal, heads, seq, d, tma, dev):
+    # (1, 4, 2) and (2, 4, 1) are grouped-query; 100 and 70 are not multiples of the block:
+    # the unmasked main loop stops at the last whole block (causal: left of the diagonal)
+    # and the masked edge blocks take the rest. tma: K and V through 4-D descriptors
+    # (Triton 3.9's interpreter emulates them; on a GPU, sm_90+ only)
+    if tma and (not hasattr(__import__("triton.language").language, "make_tensor_descriptor")
+                or (dev == "cuda" and torch.cuda.get_device_capability()[0] < 9)):
+        pytest.skip("TMA descriptors need Triton 3.6+ and sm_90+")
     b, hq, hkv = heads
     q, k, v = a._qkv(b, hq, hkv, seq, seq, d, dtype, dev)
     o = torch.full_like(q, float("nan"))
-    ka.prefill(q, k, v, o, causal, block_m=32, block_n=32, num_stages=1)
+    ka.prefill(q, k, v, o, causal, block_m=32, block_n=32, num_stages=1, use_tma=tma)
     ref = a.reference(q, k, v, causal)
     err = ((o.double() - ref).norm() / ref.norm()).item()
     assert err <= a.TOLERANCE[dtype], err
@@ -115,3 +122,55 @@ def test_torch_impls_pass_the_gate_and_record_the_sdpa_backend():
     ms = r.run_task(Task(dec, {"dtype": "bf16", "length": 1000, "batch": 2},
                           (REG.impls["attention.decode/sdpa"], REG.impls["attention.decode/torch_math"])), ("cold",))
     assert [m.status for m in ms] == ["ok", "ok"] and all(m.error <= m.tolerance for m in ms)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("bm,bn", [(32, 64), (64, 32)])
+def test_prefill_edge_blocks_when_the_key_block_is_wider_or_narrower(causal, bm, bn, dev):
+    # BLOCK_N > BLOCK_M: a causal tile's diagonal starts inside a key block (the edge stage
+    # starts at the key block holding the tile's first row); BLOCK_N < BLOCK_M: several
+    # diagonal blocks, the later ones all -inf for the tile's first rows
+    q, k, v = a._qkv(1, 2, 1, 100, 100, 32, "fp32", dev)
+    for tma in (False, True) if hasattr(__import__("triton.language").language, "make_tensor_descriptor") and dev == "cpu" else (False,):
+        o = torch.full_like(q, float("nan"))
+        ka.prefill(q, k, v, o, causal, block_m=bm, block_n=bn, num_stages=1, use_tma=tma)
+        ref = a.reference(q, k, v, causal)
+        assert ((o.double() - ref).norm() / ref.norm()).item() <= a.TOLERANCE["fp32"], tma
+
+
+def test_prefill_candidates_by_arch_and_smem_model():
+    # TMA forms lead on sm_90 and never appear before it
+    on90, on80 = ka.prefill_candidates(128, 90), ka.prefill_candidates(128, 80)
+    assert on90[0][4] and not any(c[4] for c in on80) and set(on80) < set(on90)
+    assert all(not c[4] for c in ka.prefill_candidates(64, 86))
+    # TMA, D = 128, 128 x 128 tiles, 2 stages of K and V, bf16: 2 x 2 x 128 x 128 x 2 + 128 x 128 x 2
+    # + 1 KiB = 164,864 B (the compiler's figure for sm_90, Triton 3.6 and 3.9)
+    assert ka.prefill_smem_bytes(128, 128, 128, 2, 2, 90, tma=True) == 164864
+    # the quick run's first three fit Hopper's 227 KiB
+    for d in (64, 128):
+        assert all(ka.prefill_smem_bytes(c[0], c[1], d, 2, c[3], 90, tma=c[4]) <= 232448
+                   for c in ka.prefill_candidates(d, 90)[:3])
+
+
+def test_prefill_tma_refuses_unaligned_strides():
+    q = torch.empty(1, 2, 10, 24, dtype=torch.float16)[..., :20]   # 40-byte rows in 48-byte strides: last dim ok
+    assert ka.tma_ready(torch.empty(1, 2, 10, 32, dtype=torch.float16))
+    assert not ka.tma_ready(torch.empty(1, 2, 10, 36, dtype=torch.float16)[..., :32])   # 72-byte row stride
+    assert not ka.tma_ready(torch.empty(1, 2, 10, 32, dtype=torch.float16).transpose(-1, -2))
+    assert ka.tma_ready(q)  # strides (480, 240, 24, 1) x 2 bytes are 16-byte multiples
+
+
+@pytest.mark.skipif(INTERPRETING, reason="bf16 is silently wrong in Triton's interpreter (triton issue 11584)")
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_first_prefill_candidate_on_gpu(causal, d):
+    # the first candidate for this GPU (on sm_90+ the TMA form); one compile each, as the
+    # device check's GPU-test step is bounded (tests/test_aot.py compiles every candidate)
+    major, minor = torch.cuda.get_device_capability()
+    q, k, v = a._qkv(2, 8, 2, 1000, 1000, d, "bf16", "cuda")   # 1000: not a multiple of any block
+    ref = a.reference(q, k, v, causal)
+    bm, bn, w, st, tma = ka.prefill_candidates(d, 10 * major + minor)[0]
+    o = torch.full_like(q, float("nan"))
+    ka.prefill(q, k, v, o, causal, bm, bn, w, st, use_tma=tma)
+    assert ((o.double() - ref).norm() / ref.norm()).item() <= a.TOLERANCE["bf16"], (bm, bn, w, st, tma)

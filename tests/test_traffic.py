@@ -78,7 +78,7 @@ def test_prefill_and_gemv_launchers_record_their_tile_bytes():
     point = {"dtype": "fp16", "causal": True, "head_dim": 64, "heads": (1, 2, 1), "seq": 128}
     x = attention.prefill_inputs(point, "cpu")
     fn = attention._prefill_triton(x, LaunchContext(point))
-    bm, bn, warps, _ = attention.INTERPRETER_PREFILL
+    bm, bn, warps = attention.INTERPRETER_PREFILL[:3]
     assert fn.level_bytes == prefill_level_bytes(1, 2, 128, 64, 2, bm, bn, warps, True)
     layer = next(iter(gemv.LAYERS))
     gp = {"layer": layer, "dtype": "int8", "batch": 2}

@@ -143,13 +143,13 @@ def prefill_inputs(p, device):
     return {"q": q, "k": k, "v": v, "o": torch.empty_like(q), "causal": p["causal"]}
 
 
-INTERPRETER_PREFILL = (64, 64, 4, 1)
+INTERPRETER_PREFILL = (64, 64, 4, 1, False)
 
 
 def _prefill_triton_call(x, cfg):
     from kernels.attention import prefill
-    bm, bn, warps, stages = cfg
-    return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages)
+    bm, bn, warps, stages, tma = cfg
+    return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages, use_tma=tma)
 
 
 def _prefill_tuning(x, ctx=None) -> Tuning:
@@ -157,13 +157,13 @@ def _prefill_tuning(x, ctx=None) -> Tuning:
     q = x["q"]
     d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
     key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
-    return Tuning(key, prefill_candidates(d), INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
-                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc))
+    return Tuning(key, prefill_candidates(d, cc), INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
+                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4]))
 
 
 def _prefill_triton(x, ctx=None):
     fn, cfg = run_tuning(x["q"], _prefill_tuning(x, ctx), ctx)
-    fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg)
+    fn.detail = "blocks {}x{} warps {} stages {}".format(*cfg[:4]) + (", TMA" if cfg[4] else "")
     b, hq, s, d = x["q"].shape
     fn.level_bytes = prefill_level_bytes(b, hq, s, d, x["q"].element_size(), cfg[0], cfg[1], cfg[2], x["causal"])
     return fn
@@ -200,7 +200,8 @@ REGISTRY.add_op(Op(
 REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
                        doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
 REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton, tuning=_prefill_tuning,
-                       doc="kernels/attention.py prefill: online softmax, blocks autotuned on a GPU"))
+                       doc="kernels/attention.py prefill: online softmax, unmasked main loop and masked edge "
+                           "blocks, pipelined; K/V through TMA descriptors on sm_90+; blocks autotuned on a GPU"))
 
 
 # ---- decode -----------------------------------------------------------------------------
