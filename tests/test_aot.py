@@ -8,6 +8,7 @@ Triton's own, and 64-bit offsets in the attention and GEMV kernels at sizes past
 The compiles run in a process pool (about a minute of the 2-core CI machine for both
 arches); everything else here is CPU-only and instant."""
 import re
+from collections import Counter
 
 import pytest
 import torch
@@ -23,7 +24,8 @@ from kernels.gemm import TileConfig, smem_bytes
 # loop into local-memory traffic. 64 bytes is 8 registers stored and reloaded.
 SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
-MODELLED = {"matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel"}
+MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
+            "decode_combine_kernel"}
 ARCHES = ("sm_90", "sm_80")
 
 
@@ -48,6 +50,13 @@ def test_quick_plan_compiles_and_fits_shared_memory(outcomes, arch):
     kernels = {r.kernel for r in ok}
     assert {"copy_kernel", "read_kernel", "reread_kernel", "matmul_kernel", "gemv_rows_kernel", "gemv_tile_kernel",
             "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel"} <= kernels
+    # the persistent TMA GEMM and the TMA prefill from sm_90 on; before it, skipped before compiling
+    assert ("tma_matmul_kernel" in kernels) == (arch == "sm_90")
+    tma_prefill = [r for r in ok if r.kernel == "attn_fwd_kernel" and "USE_TMATrue" in r.config]
+    assert bool(tma_prefill) == (arch == "sm_90")
+    if arch == "sm_80":
+        reasons = {r.reason for r in out.plan.by_status("skipped") if r.kernel == "gemm/triton_tma"}
+        assert any("9.0+ (Hopper)" in why for why in reasons)
     # pruned rows were never compiled, and the model is why
     for r in out.plan.by_status("pruned"):
         assert not r.results and r.model_smem > limit
@@ -97,6 +106,9 @@ def test_quick_plan_keeps_three_fitting_candidates_per_kernel_and_dtype(outcomes
     for r in gemm:
         per_dtype[r.dtype] = per_dtype.get(r.dtype, 0) + 1
     assert set(per_dtype.values()) == {QUICK_CANDIDATES}
+    # the TMA GEMM too: 3 per quick precision (int8's third is the one after a pruned one)
+    tma = Counter(r.dtype for r in outcomes[arch].plan.by_status("ok") if r.kernel == "tma_matmul_kernel")
+    assert tma == ({"bf16": 3, "fp8e4m3": 3, "int8": 3} if arch == "sm_90" else {})
     # a quick GPU skinny sweep has M = 1 and multiples of 16: two specializations each
     assert all(len(r.specs) == 2 for r in gemm)
     # and a quick run compiles the Triton GEMM at bf16, fp8e4m3 and int8 only

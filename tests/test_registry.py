@@ -52,7 +52,7 @@ def test_every_family_registers_its_impls():
     load_all()
     stream = [i for i in REGISTRY.impls.values() if i.op.startswith("stream.")]
     gemm = [i for i in REGISTRY.impls.values() if i.op.startswith("gemm.")]
-    assert len(stream) == 7 * 2 and len(gemm) == 3 * 3  # six kernels and reread: torch + triton; torch + numpy + triton
+    assert len(stream) == 7 * 2 and len(gemm) == 3 * 3 + 1  # six kernels and reread: torch + triton; torch + numpy + triton, + triton_tma on square
     assert all(i.op in REGISTRY.ops for i in REGISTRY.impls.values())
 
 

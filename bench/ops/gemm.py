@@ -242,7 +242,7 @@ def _torch_launcher(x, ctx):
         fn.detail = "torch._scaled_mm, use_fast_accum=True"
         return fn
     if p.storage == "int8":
-        return lambda: torch._int_mm(a, b, out=c)
+        return _int8_launcher(x, ctx)
     if p.storage == "float32":
         # fp32 must be IEEE fp32 and tf32 may use TF32: set for the call, restored after it
         # (a CUDA graph keeps the kernel chosen while it was captured)
@@ -267,8 +267,42 @@ def layout_skip(point, device) -> str | None:
     if p.scaled:
         return "torch._scaled_mm takes B column-major only (layout nt)"
     if p.storage == "int8" and device.kind == "cuda":
-        return "torch._int_mm on CUDA is measured with B column-major only (layout nt)"
+        return "torch._int_mm on CUDA times both layouts of B inside the nt point (the faster of TN and NN)"
     return None
+
+
+# torch._int_mm's forms. torch hands _int_mm to cuBLASLt (at::cuda::blas::int8_gemm) with
+# no heuristic query and no workspace ("heuristics don't seem to work for int8", its source
+# says), so the one choice left to a caller is the operands' layout: cuBLASLt's int8
+# (IMMA) kernels want both operands K-major ("TN": A row-major, B column-major, which is
+# how a linear layer stores its weight), and the other form makes it pick another kernel
+# or transpose first. A GPU run times both and keeps the faster; the detail says which.
+INT8_FORMS = ("TN", "NN")
+
+
+def int8_form(x, form):
+    """Return the callable of one torch._int_mm form: "TN" multiplies A by B stored (N, K)
+    (a column-major (K, N) view, both operands K-major), "NN" by a row-major (K, N) copy."""
+    a, b, c = x["a"], x["b"], x["c"]
+    if form == "TN" and b.stride(0) != 1:
+        b = b.t().contiguous().t()
+    elif form == "NN" and not b.is_contiguous():
+        b = b.contiguous()
+    fn = lambda: torch._int_mm(a, b, out=c)  # noqa: E731
+    fn.detail = f"torch._int_mm, {form} (B {'column' if form == 'TN' else 'row'}-major)"
+    return fn
+
+
+def _int8_launcher(x, ctx):
+    from bench.ops._tune import autotune
+    if not x["a"].is_cuda:  # the layout the point stores B in (the search's "nn" has its own rows)
+        return int8_form(x, "TN" if x["b"].stride(0) == 1 else "NN")
+    key = ("int8_mm", tuple(x["a"].shape), tuple(x["b"].shape))
+    form, _, _ = autotune(key + (str(x["a"].device), ctx.mode), INT8_FORMS, lambda f: int8_form(x, f),
+                          str(x["a"].device), ctx.mode, getattr(ctx, "flush", None))
+    fn = int8_form(x, form)
+    fn.detail += f", the faster of {', '.join(INT8_FORMS)}"
+    return fn
 
 
 def torch_skip(point, device):
@@ -337,6 +371,78 @@ def triton_skip(point, device):
     return None
 
 
+def _tma_call(x, precision, cfg, sms):
+    from kernels import gemm_tma as kt
+    a, b_nk, c, scales = x["a"], x["b_nk"], x["c"], x.get("scales")
+    return lambda: kt.matmul(a, b_nk, c, cfg, scales=scales, sms=sms)
+
+
+def _tma_tuning(x, ctx) -> Tuning:
+    from kernels import gemm_tma as kt
+    precision = ctx.point["dtype"]
+    p, cc = PRECISIONS[precision], compute_capability(ctx)
+    device = getattr(ctx, "device", None)
+    # the persistent grid: one program per SM of the run's GPU (known ahead of time too)
+    sms = device.compute_units if getattr(device, "kind", None) == "cuda" and device.compute_units else None
+    return Tuning(("gemm_tma", precision, tuple(x["a"].shape), tuple(x["b_nk"].shape)),
+                  kt.candidates(precision), kt.INTERPRETER_CONFIG,
+                  lambda c: _tma_call(x, precision, c, sms),
+                  smem=lambda c: kt.smem_bytes(c, itemsize(p.storage), itemsize(p.out), cc))
+
+
+def _tma_launcher(x, ctx):
+    fn, cfg = run_tuning(x["a"], _tma_tuning(x, ctx), ctx)
+    fn.detail = f"persistent TMA, tile {cfg}"
+    (m, k), n = x["a"].shape, x["b_nk"].shape[0]
+    # the same tiles cross L2 as the pointer-load kernel's (bench/traffic.py): each program's
+    # A rows and B columns once per tile, C once
+    fn.level_bytes = gemm_level_bytes(m, n, k, x["a"].element_size(), x["c"].element_size(),
+                                      cfg.block_m, cfg.block_n, cfg.num_warps)
+    return fn
+
+
+# The TMA GEMM is registered on gemm.square only, and a GPU run times it at bf16, fp8e4m3
+# and int8 from 4096^3 to 16384^3 (TMA_SIZES): its point is the compute roof at the issue's
+# shapes (8192^3 against torch); small and skinny shapes are launch- or bandwidth-bound (the
+# pointer-load kernel's narrow tiles' ground), fp16 and e5m2 run the same MMAs at the same
+# rates as bf16 and e4m3, and the device check's full run is bounded (every precision and
+# sweep cost about 60 s more on the H200's dry run, past its 425 s limit; this costs 7 s).
+TMA_SAME_AS = {"fp16": "bf16", "fp8e5m2": "fp8e4m3"}
+TMA_SIZES = (4096, 16384)  # the range of max(M, N, K) a GPU run times the TMA GEMM in
+
+
+def tma_skip(point, device):
+    """Why the TMA GEMM does not run a point: precisions it lacks, GPUs before Hopper,
+    rows TMA cannot address, a Triton without device-side descriptors, bf16 under the
+    interpreter."""
+    from bench.util import triton_interpreting
+    from kernels import gemm_tma as kt
+    p = PRECISIONS[point["dtype"]]
+    if p.name not in kt.PRECISIONS:
+        return "the TMA GEMM covers fp16, bf16, fp8 and int8 (kernels/gemm.py runs the rest)"
+    if device.kind == "cuda":
+        major = int(str(device.compute_capability or "0").split(".")[0])
+        if major < 9:
+            return (f"TMA tensor descriptors need compute capability 9.0+ (Hopper); this GPU is "
+                    f"{device.compute_capability}: kernels/gemm.py's pointer-load GEMM runs here")
+    m, n, k = _mnk(point)
+    if (k * itemsize(p.storage)) % 16 or (n * itemsize(p.out)) % 16:
+        return (f"TMA needs 16-byte row strides: K x {itemsize(p.storage)} B and N x {itemsize(p.out)} B must be "
+                f"multiples of 16 (K = {k}, N = {n})")
+    import triton.language as tl
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return "this Triton has no tl.make_tensor_descriptor (Triton 3.6 or newer has)"
+    if device.kind == "cuda" and not TMA_SIZES[0] <= max(m, n, k) <= TMA_SIZES[1]:
+        return (f"a GPU run times the TMA GEMM on squares from {TMA_SIZES[0]} to {TMA_SIZES[1]} (its compute roof; "
+                f"kernels/gemm.py times the other shapes)")
+    if device.kind == "cuda" and p.name in TMA_SAME_AS:
+        return (f"{p.name} runs the same tensor-core MMAs as {TMA_SAME_AS[p.name]} at its rate: a GPU run times the "
+                f"TMA GEMM at bf16, fp8e4m3 and int8 (tests/test_gemm_tma.py checks {p.name} too)")
+    if device.kind == "cpu" and triton_interpreting() and p.name == "bf16":
+        return "bf16 is silently wrong in Triton's interpreter (triton issue 11584); checked on a GPU only"
+    return None
+
+
 def gemm_memory(point) -> int:
     """Return a point's peak bytes: A, B and C as stored, plus the float64 reference's A, B
     and product, plus the check's float64 copy of C and difference (bench.registry's
@@ -345,7 +451,7 @@ def gemm_memory(point) -> int:
     return gemm_bytes(m, n, k, point["dtype"]) + 8 * (m * k + k * n + m * n) + 16 * m * n
 
 
-def _register(name, sweep, doc, modes=("warm",), layouts=None, **extra):
+def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, **extra):
     axes = (Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),)
     if layouts:
         axes += (Axis("layout", sweep=layouts, doc="nt: B stored (N, K), used transposed; nn: B stored (K, N)"),)
@@ -371,9 +477,16 @@ def _register(name, sweep, doc, modes=("warm",), layouts=None, **extra):
                            _triton_launcher, skip=triton_skip, quick_dtypes=TRITON_QUICK_PRECISIONS,
                            tuning=_triton_tuning,
                            doc="kernels/gemm.py, tiles autotuned with the suite's timer on a GPU"))
+    if not tma:
+        return
+    REGISTRY.add_impl(Impl(op.name, "triton_tma", "triton",
+                           _tma_launcher, skip=tma_skip, quick_dtypes=TRITON_QUICK_PRECISIONS,
+                           tuning=_tma_tuning,
+                           doc="kernels/gemm_tma.py: persistent, TMA descriptors, pipelined or warp-specialized; "
+                               "sm_90+"))
 
 
-_register("gemm.square", square_sweep, "square M = N = K")
+_register("gemm.square", square_sweep, "square M = N = K", tma=True)
 # cold: the small-M points are bandwidth-bound, and their weights must come from DRAM/HBM
 # (flushed before every sample), not from a cache the previous call warmed
 _register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",))
