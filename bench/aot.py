@@ -47,8 +47,9 @@ from bench.ops._tune import QUICK_CANDIDATES, SMEM_LIMIT, launched
 from bench.registry import LaunchContext
 from bench.runner import quick_skip
 
-KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemm_tma", "kernels.gemv", "kernels.attention")
-FAMILIES = ("stream", "gemm", "gemv", "attention")
+KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemm_tma", "kernels.gemv", "kernels.attention",
+                  "kernels.probes", "kernels.fma")
+FAMILIES = ("stream", "gemm", "gemv", "attention", "probe", "fma")
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,7 @@ def geometric(lo: int, hi: int, per_octave: int = 2) -> list[int]:
     return out
 
 
-FAMILY_ORDER = ("stream", "gemm", "gemv", "attention", "transfer")
+FAMILY_ORDER = ("stream", "probe", "fma", "gemm", "gemv", "attention", "transfer")
 REGISTRY = Registry()
 
 

@@ -1,0 +1,233 @@
+"""Probe family: the parts of the hierarchy no stream kernel reaches.
+
+probe.l1 (the L1 / shared-memory roof). P programs (2 per SM on a GPU, one per torch
+thread on a CPU) each own a resident span of S bytes (tens of KiB: inside one SM's L1, or
+one core's L1d) and read it R times in one call, so after the first pass every load hits
+L1. With w the element size (fp32: 4) and span = S / w elements:
+
+    R     = max(1, ceil(call_bytes / (P S)))       passes per call
+    bytes = R P S                                  (the scalar result is not counted)
+    flops = R P S / w                              (one add per element loaded)
+    working set = P S
+
+call_bytes is 8 GiB on a GPU (at the ~33 TB/s of 128 B/clk x 132 SMs x 1.98 GHz a call
+lasts about 250 us, so a launch of a few microseconds is under 5% of it) and 256 MiB on a
+CPU. Triton: kernels/probes.py l1_reread (".ca" loads, a window that rotates with the
+iteration, so nothing is hoisted). torch: each thread's span summed through a view that
+repeats it R times with stride 0 (as stream.reread's torch impl, with spans sized for L1).
+Hand-worked: P = 264, S = 64 KiB, call_bytes = 8 GiB: R = ceil(2^33 / (264 x 2^16)) = 497,
+bytes = 497 x 264 x 65536 = 8,598,847,488.
+
+probe.launch (the launch floor). An empty call, timed per call: on a GPU the empty Triton
+kernel (kernels/probes.py) and torch's smallest op (a 1-element neg) in two forms: `launch`,
+back-to-back stream launches from the host (the callable refuses graph capture, so the
+timer launches each call itself), and `graph`, the same call replayed as nodes of a CUDA
+graph (the timer's own replay). On a CPU, form `call`: the torch op's dispatch cost.
+bytes = flops = working set = 0; the figure is the time per call (median_ms), which
+roofs/probes.py turns into the launch-floor roofs (unit us).
+
+The L2 probe is a better kernel for stream.reread (same op, same formula: R n w bytes),
+registered here as the impl `triton_l2`: kernels/probes.py l2_reread (many programs, UNROLL
+independent ".cg" loads in flight per program).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.util import triton_interpreting
+
+L1_CALL_BYTES = {"cpu": 2**28, "cuda": 2**33}
+L1_SPANS = {"cuda": (16, 32, 48, 64, 96, 112), "cpu": (4, 8, 16, 24, 48)}   # KiB per program
+L1_QUICK_SPANS = {"cuda": (32, 64), "cpu": (8, 16)}
+L1_PROGRAMS_PER_SM = 2
+
+
+def l1_programs(device) -> int:
+    """Return P: 2 programs per SM on a GPU, torch's thread count on a CPU."""
+    if device.kind == "cuda":
+        return L1_PROGRAMS_PER_SM * int(device.compute_units or 1)
+    return torch.get_num_threads()
+
+
+def l1_span_elements(point) -> int:
+    """Return span = S / 4 (fp32 elements one program owns)."""
+    return point["span_bytes"] // 4
+
+
+def l1_passes(point) -> int:
+    """Return R = max(1, ceil(call_bytes / (P S)))."""
+    return max(1, math.ceil(point["call_bytes"] / (point["programs"] * point["span_bytes"])))
+
+
+def l1_bytes(point) -> int:
+    """Return R P S."""
+    return l1_passes(point) * point["programs"] * point["span_bytes"]
+
+
+def l1_inputs(point, device) -> dict:
+    gen = torch.Generator(device=device).manual_seed(4343)
+    n = point["programs"] * l1_span_elements(point)
+    a = torch.randn(n, dtype=torch.float32, device=device, generator=gen)
+    return {"a": a, "passes": l1_passes(point), "programs": point["programs"],
+            "out": torch.empty((), dtype=torch.float32, device=device)}
+
+
+def l1_reference(x) -> torch.Tensor:
+    """Return R x sum(a) in float64."""
+    return x["a"].double().sum() * x["passes"]
+
+
+def l1_error(out, ref, x) -> float:
+    """Return |out - ref| / (R ||a||_2): the sum is scaled by what was summed, not by itself."""
+    return abs(out.double().item() - ref.item()) / max(x["passes"] * x["a"].double().norm().item(), 1e-300)
+
+
+def _l1_torch(x, ctx):
+    a, reps, parts = x["a"], x["passes"], x["programs"]
+    m = a.numel() // parts
+    view = a.as_strided((parts, reps, m), (m, 0, 1))
+    partial = torch.empty(parts, dtype=a.dtype, device=a.device)
+    out = x["out"]
+
+    def fn():
+        torch.sum(view, dim=(1, 2), out=partial)
+        return torch.sum(partial, dim=0, out=out)
+    fn.detail = f"{parts} spans x {reps} passes"
+    return fn
+
+
+def _l1_triton(x, ctx):
+    from kernels import probes as k
+    span = x["a"].numel() // x["programs"]
+    fn = lambda: k.l1_reread(x["a"], x["out"], x["programs"], span, x["passes"])  # noqa: E731
+    fn.detail = f"{x['programs']} programs x {span} fp32 x {x['passes']} passes, L1 (.ca) loads"
+    return fn
+
+
+def _interpreter_skip(point, device):
+    if triton_interpreting():
+        return ("its gigabytes per call are far too many for Triton's interpreter; "
+                "tests/test_probes.py checks the kernel with few passes")
+    return None
+
+
+REGISTRY.add_op(Op(
+    name="probe.l1", family="probe",
+    doc="out = R x sum(a): P programs each reread their own resident span of S bytes; bytes = R P S, flops = R P S / 4",
+    axes=(Axis("dtype", ("float32",), doc="float32"),
+          Axis("span_bytes", sweep=lambda d, q: tuple(s * 1024 for s in (L1_QUICK_SPANS if q else L1_SPANS)[d.kind]),
+               doc="bytes each program owns and rereads (tens of KiB on a GPU: inside one SM's L1)"),
+          Axis("programs", sweep=lambda d, q: (l1_programs(d),), doc="programs (2 per SM; a CPU's torch threads)"),
+          Axis("call_bytes", sweep=lambda d, q: (L1_CALL_BYTES[d.kind],), doc="bytes one call reads (R P S)")),
+    make_inputs=l1_inputs, reference=l1_reference,
+    flops=lambda p: l1_bytes(p) // 4,
+    bytes=l1_bytes,
+    working_set=lambda p: p["programs"] * p["span_bytes"],
+    describe=lambda p: (p["programs"] * l1_span_elements(p),
+                        f"{p['programs']}x({l1_span_elements(p)},)x{l1_passes(p)}"),
+    tolerance=lambda p: 1e-4,
+    outputs=("out",), error=l1_error, memory_factor=3.0, cost_group="probe.l1",
+))
+REGISTRY.add_impl(Impl("probe.l1", "torch", "torch", _l1_torch,
+                       doc="torch.sum over a stride-0 view that repeats each thread's span R times"))
+REGISTRY.add_impl(Impl("probe.l1", "triton", "triton", _l1_triton, skip=_interpreter_skip,
+                       doc="kernels/probes.py l1_reread: each program rereads its own span, .ca loads"))
+
+
+# ---- the launch floor ---------------------------------------------------------------------------
+
+LAUNCH_FORMS = {"cuda": ("launch", "graph"), "cpu": ("call",)}
+
+
+class NotCapturable(RuntimeError):
+    """Raised inside a CUDA graph capture by the `launch` form: it is timed launch by launch."""
+
+
+def launch_inputs(point, device) -> dict:
+    x = torch.full((1,), 2.0, dtype=torch.float32, device=device)
+    return {"x": x, "y": torch.empty(1, dtype=torch.float32, device=device)}
+
+
+def launch_reference(x) -> torch.Tensor:
+    """Return what the call leaves in its output: -2 for torch's neg (the empty kernel leaves x, 2)."""
+    return torch.tensor([-2.0], dtype=torch.float64)
+
+
+def _launch_error(out, ref, x) -> float:
+    """Return 0 when the call left its output as it should (torch: y = -x; Triton: x untouched), else 1."""
+    want = ref if out is x["y"] else -ref
+    return 0.0 if torch.equal(out.double().cpu(), want) else 1.0
+
+
+def _form_guard(fn, form: str, device):
+    """Return fn, made to refuse graph capture in the `launch` form on a GPU (the timer then
+    launches every call from the host, which is what that form measures)."""
+    if form != "launch" or device.type != "cuda":
+        return fn
+
+    def launched():
+        if torch.cuda.is_current_stream_capturing():
+            raise NotCapturable("the launch form is timed launch by launch, not replayed from a graph")
+        return fn()
+    return launched
+
+
+def _launch_torch(x, ctx):
+    form = ctx.point.get("form", "call")
+    fn = _form_guard(lambda: torch.neg(x["x"], out=x["y"]), form, x["x"].device)
+    fn.detail = f"torch.neg on 1 element, {form}"
+    return fn
+
+
+def _launch_triton(x, ctx):
+    from kernels import probes as k
+    form = ctx.point.get("form", "launch")
+    fn = _form_guard(lambda: k.empty(x["x"]), form, x["x"].device)
+    fn.detail = f"empty Triton kernel, {form}"
+    return fn
+
+
+def _launch_triton_skip(point, device):
+    if triton_interpreting():
+        return "an empty kernel under Triton's interpreter measures the interpreter; tests/test_probes.py checks it runs"
+    return None
+
+
+REGISTRY.add_op(Op(
+    name="probe.launch", family="probe",
+    doc="an empty call (empty Triton kernel, torch 1-element op): the time per call is the launch floor; bytes = flops = 0",
+    axes=(Axis("form", sweep=lambda d, q: LAUNCH_FORMS[d.kind],
+               doc="launch: host launches back to back; graph: CUDA-graph nodes; call: a CPU call"),),
+    make_inputs=launch_inputs, reference=launch_reference,
+    flops=lambda p: 0, bytes=lambda p: 0, working_set=lambda p: 0,
+    describe=lambda p: (1, f"(1,) {p['form']}"),
+    tolerance=lambda p: 0.0, outputs=("y",), error=_launch_error, memory_factor=1.0, cost_group="probe.launch",
+))
+REGISTRY.add_impl(Impl("probe.launch", "torch", "torch", _launch_torch, doc="torch.neg(x, out=y) on one element"))
+REGISTRY.add_impl(Impl("probe.launch", "triton", "triton", _launch_triton, skip=_launch_triton_skip,
+                       doc="kernels/probes.py empty_kernel, one program of one warp"))
+
+
+# ---- the L2 reread: a better kernel for stream.reread -------------------------------------------
+
+def _l2_triton(x, ctx):
+    from kernels import probes as k
+    gpu = ctx.device is not None and getattr(ctx.device, "kind", "") == "cuda"
+    programs = k.l2_programs(int(ctx.device.compute_units or 1) if gpu else None, x["a"].numel(), x["repeats"])
+    fn = lambda: k.l2_reread(x["a"], x["out"], x["repeats"], programs=programs)  # noqa: E731
+    fn.detail = f"{x['repeats']} passes on {programs} programs, {k.L2_UNROLL} x {k.L2_BLOCK}-element L1-bypassing (.cg) loads in flight per program"
+    return fn
+
+
+def _l2_skip(point, device):
+    if triton_interpreting():
+        return ("its hundreds of MiB per call are far too many for Triton's interpreter; "
+                "tests/test_probes.py checks the kernel with few passes")
+    return None
+
+
+REGISTRY.add_impl(Impl("stream.reread", "triton_l2", "triton", _l2_triton, skip=_l2_skip,
+                       doc="kernels/probes.py l2_reread: block-reads dealt to a persistent grid, 4 independent .cg loads per step"))
