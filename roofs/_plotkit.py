@@ -379,7 +379,7 @@ def level_handles(lv: pd.DataFrame) -> list:
 
 def _roof_name(r: Roof) -> str:
     via = (r.extra or {}).get("via")
-    return f"{r.name} (via {via})" if via else r.name
+    return f"{r.name} (via {via})" if via and " via " not in r.name else r.name
 
 
 def sustained_value(r: Roof) -> float | None:

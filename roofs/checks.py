@@ -32,11 +32,16 @@ def warnings(run) -> list[str]:
             out.append(f"the {r.name} roof rests on a single working-set size")
         if r.spread is not None and r.spread >= TRUST_SPREAD:
             out.append(f"the {r.name} roof rests on an unsteady row (spread {r.spread:.0%})")
-        via = (r.extra or {}).get("via")
-        if via:
-            own = r.extra.get("own_gflops")
-            out.append(f"{r.name} GEMM runs at {own / r.value:.2f}x {via} here: its roof is {via}'s "
+        via, own = (r.extra or {}).get("via"), (r.extra or {}).get("own_gflops")
+        if via and r.extra.get("line_of"):  # the extra line "fp16 via fp32" (rule 10): the roof stays its own unit's
+            name = r.extra["line_of"]
+            out.append(f"{name} runs at {own / r.value:.2f}x {via} here: {name} inputs convert exactly to {via}, "
+                       f"drawn as the line '{r.name}'; {name}'s roof stays its own")
+        elif via and own:
+            out.append(f"{r.name}'s own rows ({own:,.4g} at best) were too unsteady to set a roof: its roof is {via}'s "
                        f"({r.name} inputs convert exactly to {via})")
+        elif via:
+            out.append(f"{r.name} has no unit measured here: its roof is {via}'s ({r.name} inputs convert exactly to {via})")
     flags = df["flag"].fillna("").astype(str) if "flag" in df else pd.Series(dtype=str)
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:

@@ -16,10 +16,16 @@ every kernel, implementation and dtype on the plateau, named with the row it cam
 Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
 same window, one class of kernels at a time.
 
-Compute roofs (ARCHITECTURE.md, rule 10): one per precision, the fastest exact way the device does that
-math: the best of its own GEMMs and of the GEMMs of any wider precision its inputs convert
-to exactly (EXACT_IN), named with the row that set it; a borrowed roof says so in extra
-("via", "own_gflops").
+Compute roofs (ARCHITECTURE.md, rule 10): one per precision, its own units' best: its own GEMMs
+and its own FMA chains (fma.chains, the vector unit), named with the row that set it and
+extra["unit"] ("gemm" or "vector"). A wider precision its inputs convert to exactly
+(EXACT_IN) that runs faster is a labelled extra line, "fp32 via fp64" (extra "via",
+"line_of", "own_gflops"), never the precision's roof; only a precision that points carry
+but that no GEMM or FMA chain of its own measured (no unit for it) takes the wider path as
+its roof, with extra "via". A precision whose roof is not its vector unit's also gets
+"<precision>.vector" from its FMA chains. Probe roofs (roofs/probes.py, rule 5): the l1
+roof from probe.l1's plateau over its span sizes (the faster of it and a size-window l1
+roof), and the launch floors.
 
 Each row's bound (ARCHITECTURE.md, rule 12): the memory boundary its bytes cross (boundary_level): a cold
 point crosses the off-chip memory; a warm point is served by the innermost cache whose
@@ -38,6 +44,7 @@ import pandas as pd
 
 from roofs.levels import level_sizes, measured_edge, measured_reach, plateau
 from roofs.model import DIRECTIONS, INTEGER_PRECISIONS, Roof, Roofline, direction_of
+from roofs.probes import launch_roofs, with_launch_notes
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -261,6 +268,9 @@ def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> d
                      "reach_bytes": by_name.get(str(n), {}).get("reach_bytes")} for n, b in caches}
 
 
+COMPUTE_FAMILIES = ("gemm", "fma")  # GEMMs, and the FMA chains that measure each vector unit
+
+
 def _own_compute_roofs(ok: pd.DataFrame) -> dict:
     """Return precision -> the row with the best median GFLOP/s among ok."""
     if ok.empty:
@@ -268,48 +278,71 @@ def _own_compute_roofs(ok: pd.DataFrame) -> dict:
     return {str(p): g.loc[g["gflops"].idxmax()] for p, g in ok.groupby("dtype", sort=False)}
 
 
-def compute_roofs(rows: pd.DataFrame, family: str = "gemm") -> list[Roof]:
-    """Return one compute roof per precision measured: the best median GFLOP/s among the
-    family's trustworthy rows of that precision (the dtype column) or of a wider precision
-    its inputs convert to exactly (EXACT_IN), whichever is faster."""
-    fam = rows[(rows["family"] == family)] if "family" in rows else rows
+def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
+    spread = row_spread(pd.DataFrame([src])).iloc[0]
+    return Roof(kind="compute", name=name, value=float(src["gflops"]),
+                unit="GOP/s" if name.split(" ")[0].split(".")[0] in INTEGER_PRECISIONS else "GFLOP/s",
+                source="measured", op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]),
+                point_id=str(src["point_id"]), shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
+                spread=None if pd.isna(spread) else float(spread), note=note, extra=extra)
+
+
+def _unit(row) -> str:
+    return "vector" if row.get("family") == "fma" else "gemm"
+
+
+def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES) -> list[Roof]:
+    """Return the compute roofs (see the module docstring): per precision its own units'
+    best median GFLOP/s among trustworthy GEMM and FMA-chain rows (the dtype column); a
+    faster exact wider path as the extra line "<p> via <wider>"; the wider path as the roof
+    only for a precision that rows carry (the precision column) but none of its own measured;
+    "<p>.vector" where the vector unit is not the precision's roof."""
+    fam = rows[rows["family"].isin(families)] if "family" in rows else rows
     ok = fam[trusted(fam)] if not fam.empty else fam
     ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
     own = _own_compute_roofs(ok)
-    # every precision the device ran (an ok row, steady or not) gets the fastest exact way:
-    # a precision whose own rows are too slow to converge is still bounded by the wider
-    # path its inputs convert to (the same on every machine); one that never ran gets none
-    ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
-    unsteady = {p: g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
+    vector = _own_compute_roofs(ok[ok["family"] == "fma"]) if "family" in ok else {}
     roofs = []
-    for precision, best in {**own, **unsteady}.items():
-        via, src = None, (best if precision in own else None)
-        for wider in EXACT_IN.get(precision, ()):
-            if wider in own and (src is None or own[wider]["gflops"] > src["gflops"]):
-                via, src = wider, own[wider]
-        if src is None:
-            continue
+    for precision, best in own.items():
         shapes = ok[ok["dtype"] == precision]
-        steady = precision in own
-        extra = {"via": via, "own_gflops": float(best["gflops"]), "own_point_id": str(best["point_id"]),
-                 **({} if steady else {"own_steady": False})} if via else {}
-        note = (f"{precision} inputs convert exactly to {via}, whose GEMM ({float(src['gflops']):,.4g}) beats "
-                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x"
-                + ("" if steady else ", from rows too unsteady to set a roof") + ")"
-                if via else f"best median over {shapes['impl'].nunique()} impl(s) and {shapes['shape'].nunique()} shape(s)")
-        spread = row_spread(pd.DataFrame([src])).iloc[0]
-        roofs.append(Roof(
-            kind="compute", name=precision, value=float(src["gflops"]),
-            unit="GOP/s" if precision in INTEGER_PRECISIONS else "GFLOP/s", source="measured",
-            op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]), point_id=str(src["point_id"]),
-            shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
-            spread=None if pd.isna(spread) else float(spread), note=note, extra=extra))
+        roofs.append(_compute_roof(precision, best, f"best median over {shapes['impl'].nunique()} impl(s) and "
+                                   f"{shapes['shape'].nunique()} shape(s)", {"unit": _unit(best)}))
+        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own and own[w]["gflops"] > best["gflops"]),
+                    key=lambda w: own[w]["gflops"], default=None)
+        if wider:
+            src = own[wider]
+            roofs.append(_compute_roof(
+                f"{precision} via {wider}", src,
+                f"{precision} inputs convert exactly to {wider}, whose {_unit(src)} ({float(src['gflops']):,.4g}) beats "
+                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x): "
+                f"an extra line, not {precision}'s roof",
+                {"via": wider, "line_of": precision, "own_gflops": float(best["gflops"]),
+                 "own_point_id": str(best["point_id"])}))
+        if precision in vector and _unit(best) != "vector":
+            roofs.append(_compute_roof(f"{precision}.vector", vector[precision],
+                                       f"{precision} FMA chains: the vector unit", {"unit": "vector", "line_of": precision}))
+    # a precision with no steady row of its own (it never ran here, only points carry it, or
+    # its own rows were too unsteady to set a roof) is bounded by the fastest exact wider path
+    ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
+    unsteady = {str(p): g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
+    carried = set(rows["precision"].dropna().astype(str)) - {""} if "precision" in rows else set()
+    for precision in sorted((carried | set(unsteady)) - set(own)):
+        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own), key=lambda w: own[w]["gflops"], default=None)
+        if wider is None:
+            continue
+        mine = unsteady.get(precision)
+        extra = {"via": wider} if mine is None else {
+            "via": wider, "own_gflops": float(mine["gflops"]), "own_point_id": str(mine["point_id"]), "own_steady": False}
+        why = (f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof" if mine is not None
+               else "no GEMM or FMA chain of its own measured here")
+        roofs.append(_compute_roof(precision, own[wider], f"{precision}: {why}; its inputs convert exactly to {wider}",
+                                   extra))
     return sorted(roofs, key=lambda r: -r.value)
 
 
-def compute_notes(rows: pd.DataFrame, roofs, family: str = "gemm") -> list[str]:
+def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[str]:
     """Return one line per precision whose GEMMs ran but set no roof (no trustworthy row)."""
-    fam = rows[(rows["family"] == family) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
+    fam = rows[rows["family"].isin(families) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     have = {r.name for r in roofs if r.kind == "compute"}
     return [f"{p}: no compute roof: of its {len(g)} GEMM rows, {untrusted_text(g)}"
             for p, g in fam.groupby("dtype", sort=False) if p not in have]
@@ -369,8 +402,30 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
         rows = rows[rows["mode"] != SUSTAINED_MODE]
     caches, level = device_levels(device)
     roofs, notes = bandwidth_roofs(rows, caches, level)
+    roofs, notes = _with_l1_probe(rows, roofs, notes)
     comp = compute_roofs(rows)
-    return roofs + comp + link_roofs(rows), notes + compute_notes(rows, comp)
+    good = rows[trusted(rows)] if not rows.empty else rows
+    return roofs + comp + link_roofs(rows) + launch_roofs(good), notes + compute_notes(rows, comp)
+
+
+def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, list]:
+    """Return roofs and notes with probe.l1's roof (rule 5): the plateau over its span sizes
+    (each program's span sits in L1 by construction, so no size window applies), the faster
+    of it and a size-window l1 roof standing."""
+    probe = rows[(rows["op"] == "probe.l1") & (rows["mode"] == "warm")] if "op" in rows else rows.iloc[0:0]
+    if probe.empty:
+        return roofs, notes
+    roof, note = _roof_from("l1", envelope(probe[trusted(probe)]), CACHE_REL_TOL)
+    if roof is None:
+        return roofs, notes + [f"{note} (probe.l1)"]
+    roof = replace(roof, note=f"probe.l1: each program rereads its own span; {roof.note}")
+    old = next((r for r in roofs if r.kind == "bandwidth" and r.name == "l1"), None)
+    if old is not None and old.value >= roof.value:
+        return roofs, notes + [f"l1: probe.l1 ({roof.value:,.1f} GB/s) is below the size-window roof ({old.value:,.1f})"]
+    if old is not None:  # the level's measured sizes (capacity, edge, reach) stay the size window's
+        sizes = {k: v for k, v in old.extra.items() if k in ("capacity_bytes", "edge_bytes", "reach_bytes")}
+        roof = replace(roof, extra={**roof.extra, **sizes})
+    return [r for r in roofs if r is not old] + [roof], notes
 
 
 # ---- each row's bound -----------------------------------------------------------------------
@@ -471,6 +526,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         cols["flag"].append(existing_flag(r) or above_roof_causes(r, model, bw, att, bool(good), caches))
     for k, v in cols.items():
         out[k] = v
+    out["bound_note"] = with_launch_notes(out, roofs)  # points within 2x of the launch floor (roofs/probes.py)
     return out
 
 

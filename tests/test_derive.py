@@ -91,21 +91,29 @@ def test_unconverged_rows_set_no_roof():
     assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 50
 
 
-def test_compute_roof_is_the_fastest_exact_way():
+def test_compute_roof_is_each_precisions_own_unit():
     from roofs.derive import compute_roofs
-    df = pd.DataFrame([
-        {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "shape": "1024x1024x1024",
-         "point_id": f"p-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g}
-        for d, g in (("fp32", 251.0), ("fp16", 59.0), ("bf16", 972.0), ("fp8e4m3", 175.0), ("int8", 1949.0))])
+    row = lambda fam, op, d, g, prec="": {  # noqa: E731
+        "family": fam, "op": op, "impl": f"{op}/torch", "dtype": d, "shape": "1024x1024x1024", "precision": prec or d,
+        "point_id": f"p-{op}-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g}
+    df = pd.DataFrame([row("gemm", "gemm.square", d, g) for d, g in (
+        ("fp32", 251.0), ("fp16", 59.0), ("bf16", 972.0), ("fp8e4m3", 175.0), ("int8", 1949.0))]
+        + [row("fma", "fma.chains", "fp32", 300.0), row("fma", "fma.chains", "bf16", 80.0),
+           row("gemv", "gemv.decode", "fp8", 10.0, prec="fp8e5m2")])
     got = {r.name: r for r in compute_roofs(df)}
-    # fp16's own GEMM (59) is slower than the fp32 GEMM its inputs convert to exactly
-    assert got["fp16"].value == 251.0 and got["fp16"].extra["via"] == "fp32"
-    assert got["fp16"].extra["own_gflops"] == 59.0 and got["fp16"].point_id == "p-fp32"
-    assert "0.24x" in got["fp16"].note
-    # bf16 is faster on its own; fp8 converts exactly to bf16; int8 has no exact wider path here
-    assert got["bf16"].value == 972.0 and not got["bf16"].extra
-    assert got["fp8e4m3"].value == 972.0 and got["fp8e4m3"].extra["via"] == "bf16"
-    assert got["int8"].value == 1949.0 and got["fp32"].value == 251.0
+    # fp32's roof is its vector unit (the FMA chains beat its GEMM); no separate .vector line then
+    assert got["fp32"].value == 300.0 and got["fp32"].extra == {"unit": "vector"} and "fp32.vector" not in got
+    # fp16's own GEMM (59) is its roof; the faster exact fp32 path is an extra line, labelled
+    assert got["fp16"].value == 59.0 and got["fp16"].extra == {"unit": "gemm"}
+    line = got["fp16 via fp32"]
+    assert line.value == 300.0 and line.extra["via"] == "fp32" and line.extra["line_of"] == "fp16"
+    assert line.extra["own_gflops"] == 59.0 and "0.20x" in line.note and line.point_id == "p-fma.chains-fp32"
+    # bf16: tensor GEMM is the roof, its vector unit a line of its own
+    assert got["bf16"].value == 972.0 and got["bf16.vector"].value == 80.0 and "bf16 via fp32" not in got
+    assert got["fp8e4m3"].value == 175.0 and got["fp8e4m3 via bf16"].value == 972.0
+    assert got["int8"].value == 1949.0 and got["int8"].unit == "GOP/s"
+    # a precision that points carry but nothing of its own measured takes the wider path, labelled via
+    assert got["fp8e5m2"].value == 972.0 and got["fp8e5m2"].extra == {"via": "bf16"}
 
 
 def test_via_rule_is_the_same_on_every_machine():
@@ -124,8 +132,11 @@ def test_via_rule_is_the_same_on_every_machine():
     amx = pd.DataFrame(base + [gemm("fp8e4m3", 0.04, stop="budget", samples=2)])  # one slow, unsteady row
     for df in (epyc, amx):
         got = {r.name: r for r in compute_roofs(df)}
-        assert got["fp8e4m3"].value == 972.0 and got["fp8e4m3"].extra["via"] == "bf16"
-        assert got["fp8e4m3"].point_id == "p-bf16-972.0" and "tf32" not in got
+        # rule 10: fp8's roof is its own unit's where it converged (the bf16 path an extra line), the
+        # exact bf16 path where its own rows were too unsteady: either way fp8 points have a bound
+        via = got["fp8e4m3 via bf16"] if df is epyc else got["fp8e4m3"]
+        assert via.value == 972.0 and via.extra["via"] == "bf16" and via.point_id == "p-bf16-972.0"
+        assert got["fp8e4m3"].value == (175.0 if df is epyc else 972.0) and "tf32" not in got
         assert not any(n.startswith("fp8e4m3") for n in compute_notes(df, list(got.values())))
     amx_fp8 = {r.name: r for r in compute_roofs(amx)}["fp8e4m3"]
     assert amx_fp8.extra["own_gflops"] == 0.04 and amx_fp8.extra["own_steady"] is False

@@ -1,0 +1,89 @@
+"""Roofs from the probes on synthetic rows with known answers: the launch floors and the
+launch-bound note (roofs/probes.py), the L1 probe's roof (roofs/derive.py)."""
+import pandas as pd
+import pytest
+
+from roofs.derive import annotate, derive
+from roofs.model import Roof
+from roofs.probes import floor_for, launch_floors, launch_note, launch_roofs
+
+KiB, MiB = 2**10, 2**20
+
+
+def launch_rows():
+    base = {"op": "probe.launch", "family": "probe", "status": "ok", "mode": "warm", "stop": "converged",
+            "samples": 20, "flops": 0, "bytes": 0, "working_set_bytes": 0, "gbps": 0.0, "gflops": 0.0}
+    rows = [  # (backend, timer, median ms): the form is the timer's
+        ("triton", "cuda_event", 0.0045), ("triton", "cuda_graph", 0.0012),
+        ("torch", "cuda_event", 0.0060), ("torch", "cuda_graph", 0.0015), ("torch", "cuda_graph", 0.0014)]
+    return pd.DataFrame([dict(base, backend=b, timer=t, impl=f"probe.launch/{b}", point_id=f"{b}-{t}-{i}",
+                              median_ms=m, p20_ms=0.98 * m, p80_ms=1.02 * m) for i, (b, t, m) in enumerate(rows)])
+
+
+def test_launch_roofs_are_the_lowest_call_per_backend_and_form():
+    got = {r.name: r for r in launch_roofs(launch_rows())}
+    assert sorted(got) == ["launch.torch.graph", "launch.torch.launch", "launch.triton.graph", "launch.triton.launch"]
+    assert got["launch.triton.graph"].value == pytest.approx(1.2) and got["launch.triton.graph"].unit == "us"
+    assert got["launch.torch.graph"].value == pytest.approx(1.4)      # the lower of 1.5 and 1.4
+    assert got["launch.torch.graph"].point_id == "torch-cuda_graph-4"
+    assert got["launch.triton.launch"].kind == "latency" and got["launch.triton.launch"].spread == pytest.approx(0.04)
+    assert launch_roofs(pd.DataFrame([{"op": "stream.copy"}])) == []  # no probe rows, no columns: nothing
+
+
+def test_launch_note_uses_the_floor_the_row_pays():
+    floors = launch_floors(launch_roofs(launch_rows()))
+    assert floors[("triton", "graph")] == pytest.approx(1.2)
+    # a Triton point replayed from a graph at 2.3 us: under 2 x 1.2 us
+    assert launch_note(0.0023, "triton", "cuda_graph", floors).startswith("launch-bound: 2.3 us per call")
+    assert launch_note(0.0025, "triton", "cuda_graph", floors) == ""
+    # timed by events around launches: the launch floor (4.5 us) applies
+    assert launch_note(0.0080, "triton", "cuda_event", floors) != ""
+    # a backend with no floor of its own takes the lowest of that form
+    assert floor_for("cublas", "cuda_graph", floors) == (pytest.approx(1.2), "launch.triton.graph")
+    assert floor_for("torch", "perf_counter_ns", floors) is None
+    assert launch_note(0.0001, "triton", "cuda_graph", floors, op="probe.launch") == ""  # the floor itself
+
+
+def test_annotate_appends_launch_bound_to_bound_note():
+    roofs = [Roof("bandwidth", "hbm", 4000.0, "GB/s")] + launch_roofs(launch_rows())
+    base = {"status": "ok", "family": "stream", "op": "stream.copy", "mode": "warm", "working_set_bytes": 8 * MiB,
+            "flops": 0, "gflops": 0.0, "intensity": 0.0, "precision": "", "backend": "triton", "timer": "cuda_graph"}
+    df = pd.DataFrame([dict(base, bytes=8 * MiB, median_ms=0.002, p80_ms=0.0021, gbps=4194.0 / 2),
+                       dict(base, bytes=8 * MiB, median_ms=0.004, p80_ms=0.0041, gbps=2097.0)])
+    out = annotate(df, roofs, {"kind": "cuda", "caches": []})
+    assert out["bound_note"][0].startswith("launch-bound: 2 us per call is within 2x of the 1.2 us")
+    assert out["bound_note"][1] == ""
+    assert out["flag"][0] == ""   # launch-bound is a note, not a flag above the bound
+
+
+def l1_rows(curve, op="probe.l1"):
+    return pd.DataFrame([{"point_id": f"{op}[{ws}]", "op": op, "family": "probe" if op == "probe.l1" else "stream",
+                          "impl": f"{op}/triton", "dtype": "float32", "working_set_bytes": ws, "gbps": v,
+                          "mode": "warm", "status": "ok"} for ws, v in curve])
+
+
+def test_l1_probe_roof_is_its_plateau_over_span_sizes():
+    gpu = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 60 * MiB}]}
+    # 264 programs x 16 .. 112 KiB: flat near 30 TB/s, falling once two spans overflow an SM's L1
+    curve = [(264 * s * KiB, v) for s, v in ((16, 27000), (32, 29500), (48, 30000), (64, 29800), (96, 21000))]
+    roofs, notes = derive(l1_rows(curve), gpu)
+    l1 = next(r for r in roofs if r.name == "l1")
+    # the plateau: within 15% of the best (27,000 is; 21,000 is not)
+    assert l1.value == 30000 and l1.plateau_points == 4 and l1.plateau_bytes == (264 * 16 * KiB, 264 * 64 * KiB)
+    assert l1.note.startswith("probe.l1")
+    # one size only: no roof, and a note naming the probe
+    roofs, notes = derive(l1_rows(curve[:1]), gpu)
+    assert not any(r.name == "l1" for r in roofs) and any("(probe.l1)" in n for n in notes)
+
+
+def test_l1_probe_and_a_size_window_roof_the_faster_stands():
+    cpu = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 96 * KiB}, {"name": "l2", "total_bytes": 2 * MiB}]}
+    stream = l1_rows([(16 * KiB, 400), (32 * KiB, 410), (64 * KiB, 300), (256 * KiB, 200), (512 * KiB, 198),
+                      (4 * MiB, 60), (8 * MiB, 50), (16 * MiB, 49)], op="stream.reread")
+    probe = l1_rows([(16 * KiB, 520), (32 * KiB, 530)])
+    roofs, _ = derive(pd.concat([stream, probe], ignore_index=True), cpu)
+    assert [r.value for r in roofs if r.name == "l1"] == [530]
+    slower = l1_rows([(16 * KiB, 300), (32 * KiB, 310)])
+    roofs, notes = derive(pd.concat([stream, slower], ignore_index=True), cpu)
+    assert [r.value for r in roofs if r.name == "l1"] == [410]
+    assert any("below the size-window roof" in n for n in notes)
