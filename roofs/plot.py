@@ -26,6 +26,10 @@ bandwidth.png           GB/s against working-set size, one panel per dtype: a li
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
+fma.png                 The FMA-chain sweep against each vector roof: measured knee and roofline
+                        corner (roofs/plot_probes.py). The overview marks the launch floor per
+                        point: a grey dash at F / t_floor near the floor, a grey square when
+                        launch-bound (within 2x of it).
 
 In every chart a colour means one thing (its legend says which), and red is kept for
 points above their attainable bound beyond their spread (the flag column): ringed, and
@@ -69,6 +73,7 @@ from roofs._plotkit import drawn_texts  # noqa: E402,F401  (re-exported: tests d
 from roofs.plot_families import (  # noqa: E402
     draw_attention_roofline, draw_gemm_roofline, draw_gemv_roofline, draw_stream_roofline,
 )
+from roofs.plot_probes import draw_fma, draw_launch_floor  # noqa: E402
 
 
 def draw_roofline(run: Run):
@@ -84,6 +89,7 @@ def draw_roofline(run: Run):
                    marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
                    gid=f"points:{family}:{fmt}")
     _ring_flagged(ax, best)
+    floor_note = draw_launch_floor(ax, best, model.roofs)
     placer.avoid(ax, best["intensity"], best["gflops"])
     for r in best.sort_values("gflops", ascending=False).itertuples():
         label = f"{_short(r.op)}/{_impl_name(r.impl)}"
@@ -109,7 +115,8 @@ def draw_roofline(run: Run):
              "or computed" + ("; dotted: links" if _links(model) else "") + ".\ncopy and write do no FLOPs "
              "(see bandwidth.png). "
              + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
-                "is a best point, and in the family charts." if flagged else ""),
+                "is a best point, and in the family charts." if flagged else "")
+             + (f"\n{floor_note}" if floor_note else ""),
              fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     placer.place()
@@ -261,6 +268,7 @@ CHARTS = {
     "bandwidth.png": draw_bandwidth,
     "gemm.png": draw_gemm,
     "links.png": draw_links,
+    "fma.png": draw_fma,
 }
 
 

@@ -29,7 +29,8 @@ from bench.util import fmt_bytes, fmt_num, plural
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
             ("roofline-gemm.png", "Roofline: GEMM"), ("roofline-gemv.png", "Roofline: decode GEMV"),
             ("roofline-attention.png", "Roofline: attention"), ("bandwidth.png", "Bandwidth"),
-            ("gemm.png", "Gemm"), ("links.png", "Links"), ("energy.png", "Energy"))
+            ("gemm.png", "Gemm"), ("links.png", "Links"), ("fma.png", "Vector units: FMA chains"),
+            ("energy.png", "Energy"))
 
 
 def observed_clock(df: pd.DataFrame, point_id: str) -> float | None:

@@ -138,6 +138,20 @@ def synthetic_rows() -> pd.DataFrame:
     for n in (2**20, 2**24):
         rows.append(_row("user.double", "torch", "float32", n, f"({n},)", 8 * n, n, 8 * n, 8 * n / 3500 / 1e9,
                          precision="fp32", boundary="hbm"))
+    # FMA chains (fp32 and bf16, Triton): n = 2^25, bytes ~ 2 n w, memory-bound until the vector roof
+    for dtype, vec in (("fp32", 40_000), ("bf16", 120_000)):
+        n, w = 2**25, WIDTH[dtype]
+        for k in (1, 4, 16, 64, 256, 1024):
+            flops, nbytes = 2 * k * 8 * n, (2 * n + 9) * w
+            gflops = min(vec * 0.97, 3900 * flops / nbytes)
+            rows.append(dict(_row("fma.chains", "triton", dtype, n, f"({n},)x8x{k}", 2 * n * w, flops, nbytes,
+                                  flops / gflops / 1e9, precision=dtype, boundary="hbm"), k=k))
+    # the launch floor: empty Triton kernels, launched (events) and replayed (graph)
+    for timer, sec in (("cuda_event", 4.5e-6), ("cuda_graph", 1.2e-6)):
+        launch = _row("probe.launch", "triton", "", 1, "(1,)", 1, 0, 1, sec)
+        launch.update(timer=timer, bytes=0, working_set_bytes=0, intensity=math.nan, gbps=0.0, gflops=0.0,
+                      point_id=f"probe.launch/triton[{timer}]@warm")
+        rows.append(launch)
     # a skipped row never reaches a picture
     skipped = _row("stream.triad", "torch", "float32", 1, "(1,)", 12, 2, 12, 1.0)
     skipped.update(status="skipped", reason="synthetic", gbps=math.nan, gflops=math.nan)
@@ -171,6 +185,10 @@ def synthetic_roofs() -> list[dict]:
             *[roof("bandwidth", f"link.sendrecv.{a}->{b}", 300.0 + 10 * a + b) for a, b in ((0, 1), (1, 0), (1, 2))],
             *[roof("compute", p, v * 0.9) for p, v in PEAK.items() if p != "fp16"],
             roof("compute", "fp16", PEAK["fp32"] * 0.9, extra={"via": "fp32", "own_gflops": 27_000.0}),
+            roof("compute", "fp32.vector", 38_000.0, extra={"unit": "vector"}),
+            roof("compute", "bf16.vector", 116_000.0, extra={"unit": "vector"}),
+            {**roof("latency", "launch.triton.launch", 4.5), "unit": "us", "extra": {"backend": "triton", "form": "launch"}},
+            {**roof("latency", "launch.triton.graph", 1.2), "unit": "us", "extra": {"backend": "triton", "form": "graph"}},
             *[roof("compute", p, v * 1.1, "datasheet") for p, v in PEAK.items()],
             *[roof("compute", p, v * 0.95, "datasheet@clock", extra={"clock_mhz": 1650}) for p, v in PEAK.items()]]
 
