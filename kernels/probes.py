@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-L1_BLOCK = 4096          # fp32 elements per program per iteration: 16 KiB, 16 per thread with 8 warps
+L1_BLOCK = 4096          # elements per program per iteration: 16 KiB of int32 or fp32, 16 per thread with 8 warps
 L1_WARPS = 8
 L1_PROGRAMS_PER_SM = 2   # two resident spans per SM: 2 x span bytes of L1 per SM
 L2_BLOCK = 1024          # elements per block-read: 4 KiB of int32 or fp32
@@ -37,15 +37,15 @@ L2_PROGRAMS_PER_SM = 4   # 16 warps and 64 KiB of loads in flight per SM
 
 
 @triton.jit
-def l1_reread_kernel(a_ptr,  # input: programs x span elements (fp32)
-                     out_ptr,  # output, one fp32 element, zeroed by the caller: out += sum of every load
+def l1_reread_kernel(a_ptr,  # input: programs x span elements (int32 or fp32)
+                     out_ptr,  # output, one element of a's dtype, zeroed by the caller: out += sum of every load
                      span,  # elements each program owns (windows x BLOCK)
                      windows,  # span // BLOCK (run time: the rotation cannot be unrolled away)
                      iters,  # windows read per program (a multiple of windows)
                      BLOCK: tl.constexpr):
     base = a_ptr + tl.program_id(0).to(tl.int64) * span
     cols = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
+    acc = tl.zeros([BLOCK], a_ptr.dtype.element_ty)
     w = 0
     for _ in range(0, iters):
         acc += tl.load(base + w * BLOCK + cols, cache_modifier=".ca")
@@ -89,7 +89,8 @@ def sm_count(device) -> int:
 
 
 def l1_reread(a, out, programs, span, passes, block=L1_BLOCK):
-    """Return out (one fp32 element) = passes x sum(a[: programs x span]): each of the
+    """Return out (one element of a's dtype) = passes x sum(a[: programs x span]) (int32 adds
+    wrap modulo 2**32): each of the
     `programs` programs reads its own span `passes` times, window by window."""
     if span % block:
         raise ValueError(f"span {span} is not a multiple of the block {block}")

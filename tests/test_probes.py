@@ -28,8 +28,10 @@ def test_l1_counts_are_hand_worked():
 def test_l1_sweep_is_two_programs_per_sm_with_spans_of_tens_of_kib():
     pts = REG.ops["probe.l1"].points(H200, quick=False)
     assert {p["programs"] for p in pts} == {264} and {p["call_bytes"] for p in pts} == {2**33}
-    assert [p["span_bytes"] // 1024 for p in pts] == [16, 32, 48, 64, 96, 112]
-    assert [p["span_bytes"] // 1024 for p in REG.ops["probe.l1"].points(H200, quick=True)] == [32, 64]
+    assert [p["span_bytes"] // 1024 for p in pts if p["dtype"] == "float32"] == [16, 32, 48, 64, 96, 112]
+    quick = REG.ops["probe.l1"].points(H200, quick=True)
+    assert [(p["dtype"], p["span_bytes"] // 1024) for p in quick] == [("float32", 32), ("float32", 64)]
+    assert {p["dtype"] for p in REG.ops["probe.l1"].points(CPU, quick=True)} == {"int32"}
 
 
 def test_l1_kernel_reads_each_span_passes_times_and_nothing_else(dev):
@@ -42,9 +44,10 @@ def test_l1_kernel_reads_each_span_passes_times_and_nothing_else(dev):
     assert got == passes * float((torch.arange(programs * span) % 7).sum())
 
 
-def test_l1_op_torch_and_triton_pass_the_gate(dev):
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_l1_op_torch_and_triton_pass_the_gate(dtype, dev):
     op = REG.ops["probe.l1"]
-    p = {"dtype": "float32", "span_bytes": 32 * 2**10, "programs": 2, "call_bytes": 2**18}   # R = 4
+    p = {"dtype": dtype, "span_bytes": 32 * 2**10, "programs": 2, "call_bytes": 2**18}   # R = 4
     x = op.make_inputs(p, dev)
     ref = op.reference(x)
     for name in ("torch", "triton"):
