@@ -87,3 +87,18 @@ def test_l1_probe_and_a_size_window_roof_the_faster_stands():
     roofs, notes = derive(pd.concat([stream, slower], ignore_index=True), cpu)
     assert [r.value for r in roofs if r.name == "l1"] == [410]
     assert any("below the size-window roof" in n for n in notes)
+
+
+def test_fma_knee_and_corner_hand_worked():
+    from roofs.model import Roofline
+    from roofs.plot_probes import corner, knee, vector_roof
+    # a sweep: 4,000 GB/s at I = 2 (8,000 GFLOP/s), flat at 60,000 GFLOP/s from I = 32
+    rows = pd.DataFrame({"gflops": [8000.0, 30000.0, 60000.0, 60000.0], "gbps": [4000.0, 3750.0, 1875.0, 117.0]})
+    assert knee(rows) == (15.0, 60000.0)                 # 60,000 / 4,000
+    model = Roofline([Roof("bandwidth", "hbm", 4800.0, "GB/s"),
+                      Roof("compute", "fp32", 64000.0, "GFLOP/s", extra={"unit": "vector"}),
+                      Roof("compute", "bf16", 700000.0, "GFLOP/s", extra={"unit": "gemm"}),
+                      Roof("compute", "bf16.vector", 120000.0, "GFLOP/s", extra={"unit": "vector"})])
+    assert corner(model, "fp32", "hbm") == (pytest.approx(64000 / 4800), 64000.0)
+    assert vector_roof(model, "bf16").name == "bf16.vector"   # bf16's own roof is its tensor GEMM
+    assert vector_roof(model, "fp64") is None and corner(model, "fp64", "hbm") is None
