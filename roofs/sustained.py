@@ -60,19 +60,22 @@ def level_window(name: str, caches, memory_level: str) -> tuple[float, float]:
 
 def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof: Roof | None = None,
                    sweep: bool = True) -> pd.DataFrame:
-    """Return the ok rows that may stand for a roof: a compute roof's GEMMs of the dtype that
-    set it (its `via` precision when it borrows one); a level's stream rows on its plateau
-    (or, for a roof not set, in its level's window), warm only for a cache in the sweeps."""
+    """Return the ok rows that may stand for a roof: a compute roof's rows of the op family
+    and dtype that set it (GEMMs; FMA chains for a vector roof; its `via` precision when it
+    borrows one); a level's stream (and probe.l1) rows on its plateau (or, for a roof not
+    set, in its level's window), warm only for a cache in the sweeps."""
     ok = rows[rows["status"] == "ok"]
     if kind == "compute":
         dtype = roof.dtype if roof is not None and roof.dtype else name
-        return ok[(ok["family"] == "gemm") & (ok["dtype"] == dtype) & ok["gflops"].notna()]
+        # the family of the op that set it: a vector roof's candidates are FMA chains, not GEMMs
+        family = roof.op.split(".")[0] if roof is not None and roof.op else "gemm"
+        return ok[(ok["family"] == family) & (ok["dtype"] == dtype) & ok["gflops"].notna()]
     caches, memory = device_levels(device)
     if roof is not None and roof.plateau_bytes:
         lo, hi = roof.plateau_bytes
     else:
         lo, hi = level_window(name, caches, memory)
-    sel = (ok["family"] == "stream") & ok["gbps"].notna() & (ok["working_set_bytes"] >= lo) \
+    sel = ((ok["family"] == "stream") | (ok["op"] == "probe.l1")) & ok["gbps"].notna() & (ok["working_set_bytes"] >= lo) \
         & (ok["working_set_bytes"] <= hi)
     if sweep and name != memory:
         sel &= ok["mode"] == "warm"

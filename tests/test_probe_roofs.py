@@ -102,3 +102,13 @@ def test_fma_knee_and_corner_hand_worked():
     assert corner(model, "fp32", "hbm") == (pytest.approx(64000 / 4800), 64000.0)
     assert vector_roof(model, "bf16").name == "bf16.vector"   # bf16's own roof is its tensor GEMM
     assert vector_roof(model, "fp64") is None and corner(model, "fp64", "hbm") is None
+
+
+def test_sustained_candidates_of_a_vector_roof_are_fma_chains():
+    from roofs.sustained import candidate_rows
+    rows = pd.DataFrame([{"family": f, "op": op, "dtype": "fp32", "status": "ok", "gflops": g, "point_id": op}
+                         for f, op, g in (("gemm", "gemm.square", 50.0), ("fma", "fma.chains", 60.0))])
+    vector = Roof("compute", "fp32", 60.0, "GFLOP/s", op="fma.chains", dtype="fp32", extra={"unit": "vector"})
+    gemm = Roof("compute", "fp32", 50.0, "GFLOP/s", op="gemm.square", dtype="fp32")
+    assert list(candidate_rows(rows, "compute", "fp32", {}, vector)["op"]) == ["fma.chains"]
+    assert list(candidate_rows(rows, "compute", "fp32", {}, gemm)["op"]) == ["gemm.square"]
