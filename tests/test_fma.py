@@ -18,6 +18,7 @@ def test_counts_are_hand_worked():
     assert OP.flops(p) == 2 * 3 * 8 * 1024 == 49_152
     assert OP.bytes(p) == (2 * 1024 + 8 + 1) * 4 == 8_228
     assert OP.working_set(p) == 8192
+    assert OP.write_bytes(p) == 1024 * 4      # y only: the rest of the bytes are read
     # the H200's sweep end: fp64 at k = 1024 over 256 MiB, n = 2^24
     p = {"dtype": "fp64", "k": 1024, "ws_bytes": 2**28}
     assert OP.flops(p) == 2**38 == 274_877_906_944

@@ -22,6 +22,7 @@ def test_l1_counts_are_hand_worked():
     assert l1_bytes(p) == op.bytes(p) == 8_598_847_488
     assert op.flops(p) == 8_598_847_488 // 4
     assert op.working_set(p) == 264 * 65536
+    assert op.write_bytes(p) == 0   # read only: the scalar result is not counted
     assert op.describe(p) == (264 * 16384, "264x(16384,)x497")
 
 

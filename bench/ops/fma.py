@@ -151,6 +151,7 @@ REGISTRY.add_op(Op(
           Axis("ws_bytes", sweep=fma_ws, doc="x and y in bytes (2 n w)")),
     make_inputs=fma_inputs, reference=fma_reference,
     flops=fma_flops, bytes=fma_bytes, working_set=lambda p: 2 * elements(p) * itemsize(p["dtype"]),
+    write_bytes=lambda p: elements(p) * itemsize(p["dtype"]),   # y; x, the multipliers and b are read
     describe=lambda p: (elements(p), f"({elements(p)},)x{CHAINS}x{p['k']}"),
     tolerance=lambda p: TOLERANCE[p["dtype"]],
     outputs=("y",), precision=lambda p: p["dtype"], memory_factor=6.0, cost_group="fma.chains",

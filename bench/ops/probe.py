@@ -144,6 +144,7 @@ REGISTRY.add_op(Op(
     working_set=lambda p: p["programs"] * p["span_bytes"],
     describe=lambda p: (p["programs"] * l1_span_elements(p),
                         f"{p['programs']}x({l1_span_elements(p)},)x{l1_passes(p)}"),
+    write_bytes=lambda p: 0,   # the scalar result is not counted: a read-only kernel
     tolerance=lambda p: 0.0 if p["dtype"] == "int32" else L1_FP32_TOLERANCE,
     outputs=("out",), error=l1_error, memory_factor=3.0, cost_group="probe.l1",
 ))
@@ -218,7 +219,7 @@ REGISTRY.add_op(Op(
     axes=(Axis("form", sweep=lambda d, q: LAUNCH_FORMS[d.kind],
                doc="launch: host launches back to back; graph: CUDA-graph nodes; call: a CPU call"),),
     make_inputs=launch_inputs, reference=launch_reference,
-    flops=lambda p: 0, bytes=lambda p: 0, working_set=lambda p: 0,
+    flops=lambda p: 0, bytes=lambda p: 0, working_set=lambda p: 0, write_bytes=lambda p: 0,
     describe=lambda p: (1, f"(1,) {p['form']}"),
     tolerance=lambda p: 0.0, outputs=("y",), error=_launch_error, memory_factor=1.0, cost_group="probe.launch",
 ))
