@@ -98,12 +98,13 @@ def pick(rows: pd.DataFrame, kind: str, per_roof: int = PER_ROOF) -> pd.DataFram
 
 def targets(roofs, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, str, Roof | None]]:
     """Return the (kind, name, roof or None) the sustained phase confirms: every measured
-    memory, cache and compute roof and, on a CPU, each level and precision the sweeps
+    memory, cache and compute roof (not the extra lines "fp16 via fp32", "bf16.vector") and, on a CPU, each level and precision the sweeps
     measured but left without a roof."""
     caches, memory = device_levels(device)
     levels = [memory] + [n for n, _ in caches]
     out = [(r.kind, r.name, r) for r in roofs if r.source == "measured"
-           and ((r.kind == "bandwidth" and r.name in levels) or r.kind == "compute")]
+           and ((r.kind == "bandwidth" and r.name in levels)
+                or (r.kind == "compute" and not (r.extra or {}).get("line_of")))]  # not the extra lines of rule 10
     if (device or {}).get("kind") == "cpu":
         have = {(k, n) for k, n, _ in out}
         out += [("bandwidth", n, None) for n in levels if ("bandwidth", n) not in have]

@@ -26,9 +26,9 @@ graph (the timer's own replay). On a CPU, form `call`: the torch op's dispatch c
 bytes = flops = working set = 0; the figure is the time per call (median_ms), which
 roofs/probes.py turns into the launch-floor roofs (unit us).
 
-The L2 probe is a better kernel for stream.reread (same op, same formula: R n w bytes),
-registered here as the impl `triton_l2`: kernels/probes.py l2_reread (many programs, UNROLL
-independent ".cg" loads in flight per program).
+The L2 probe is stream.reread's Triton impl (same op, same formula: R n w bytes), which
+now launches kernels/probes.py l2_reread (many programs, UNROLL independent ".cg" loads in
+flight per program) instead of kernels/stream.py's reread.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def l1_programs(device) -> int:
     return torch.get_num_threads()
 
 
-L1_DTYPES = ("int32", "float32")  # int32: exact sums at any R (fp32 adds: the GPU's widest add pipe)
+# int32: exact sums at any R (a CPU's torch sum loses ~1e-3 in fp32); fp32: the GPU's widest add pipe
+L1_DTYPES = {"cuda": ("float32",), "cpu": ("int32", "float32")}
 L1_QUICK_DTYPES = {"cuda": ("float32",), "cpu": ("int32",)}
 
 
@@ -133,7 +134,7 @@ def _interpreter_skip(point, device):
 REGISTRY.add_op(Op(
     name="probe.l1", family="probe",
     doc="out = R x sum(a): P programs each reread their own resident span of S bytes; bytes = R P S, flops = R P S / 4",
-    axes=(Axis("dtype", sweep=lambda d, q: L1_QUICK_DTYPES[d.kind] if q else L1_DTYPES, doc="int32 or float32"),
+    axes=(Axis("dtype", sweep=lambda d, q: (L1_QUICK_DTYPES if q else L1_DTYPES)[d.kind], doc="int32 or float32"),
           Axis("span_bytes", sweep=lambda d, q: tuple(s * 1024 for s in (L1_QUICK_SPANS if q else L1_SPANS)[d.kind]),
                doc="bytes each program owns and rereads (tens of KiB on a GPU: inside one SM's L1)"),
           Axis("programs", sweep=lambda d, q: (l1_programs(d),), doc="programs (2 per SM; a CPU's torch threads)"),
@@ -226,25 +227,3 @@ REGISTRY.add_op(Op(
 REGISTRY.add_impl(Impl("probe.launch", "torch", "torch", _launch_torch, doc="torch.neg(x, out=y) on one element"))
 REGISTRY.add_impl(Impl("probe.launch", "triton", "triton", _launch_triton, skip=_launch_triton_skip,
                        doc="kernels/probes.py empty_kernel, one program of one warp"))
-
-
-# ---- the L2 reread: a better kernel for stream.reread -------------------------------------------
-
-def _l2_triton(x, ctx):
-    from kernels import probes as k
-    gpu = ctx.device is not None and getattr(ctx.device, "kind", "") == "cuda"
-    programs = k.l2_programs(int(ctx.device.compute_units or 1) if gpu else None, x["a"].numel(), x["repeats"])
-    fn = lambda: k.l2_reread(x["a"], x["out"], x["repeats"], programs=programs)  # noqa: E731
-    fn.detail = f"{x['repeats']} passes on {programs} programs, {k.L2_UNROLL} x {k.L2_BLOCK}-element L1-bypassing (.cg) loads in flight per program"
-    return fn
-
-
-def _l2_skip(point, device):
-    if triton_interpreting():
-        return ("its hundreds of MiB per call are far too many for Triton's interpreter; "
-                "tests/test_probes.py checks the kernel with few passes")
-    return None
-
-
-REGISTRY.add_impl(Impl("stream.reread", "triton_l2", "triton", _l2_triton, skip=_l2_skip,
-                       doc="kernels/probes.py l2_reread: block-reads dealt to a persistent grid, 4 independent .cg loads per step"))

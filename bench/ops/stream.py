@@ -346,10 +346,11 @@ def reread_bytes(point) -> int:
 
 
 def reread_sweep(device, quick: bool) -> list[int]:
-    """Return buffer sizes from 16 KiB (64 KiB on a GPU) to 2x the last-level cache, two per
-    octave in quick runs too (a point costs a tenth of a second, and a cache's window holds
-    only a few octaves): every cache level's plateau and the first step past the last one."""
-    lo = 64 * 2**10 if device.kind == "cuda" else 16 * 2**10
+    """Return buffer sizes from 16 KiB (1 MiB on a GPU, whose L1 roof is probe.l1's) to 2x
+    the last-level cache, two per octave in quick runs too (a point costs a tenth of a
+    second, and a cache's window holds only a few octaves): every cache level's plateau and
+    the first step past the last one."""
+    lo = 2**20 if device.kind == "cuda" else 16 * 2**10  # on a GPU the L1 is probe.l1's: reread starts in L2
     return geometric(lo, 2 * device.llc_bytes, 2)
 
 
@@ -410,9 +411,15 @@ def _reread_torch(x, ctx):
 
 
 def _reread_triton(x, ctx):
-    from kernels import stream as k
-    fn = lambda: k.reread(x["a"], x["out"], x["repeats"])  # noqa: E731
-    fn.detail = f"{x['repeats']} passes, L1-bypassing loads"
+    """The L2 probe (kernels/probes.py l2_reread, issue 20.4): the R x nblocks block-reads
+    dealt to a persistent grid, several independent L1-bypassing loads in flight each."""
+    from kernels import probes as k
+    device = getattr(ctx, "device", None)
+    sms = int(device.compute_units or 1) if getattr(device, "kind", "") == "cuda" else None
+    programs = k.l2_programs(sms, x["a"].numel(), x["repeats"])
+    fn = lambda: k.l2_reread(x["a"], x["out"], x["repeats"], programs=programs)  # noqa: E731
+    fn.detail = (f"{x['repeats']} passes on {programs} programs, {k.L2_UNROLL} x {k.L2_BLOCK}-element "
+                 f"L1-bypassing (.cg) loads in flight per program")
     return fn
 
 
@@ -442,4 +449,4 @@ def _reread_triton_skip(point, device):
 
 
 REGISTRY.add_impl(Impl("stream.reread", "triton", "triton", _reread_triton, skip=_reread_triton_skip,
-                       doc="kernels/stream.py reread: a persistent grid loops R times over the buffer"))
+                       doc="kernels/probes.py l2_reread: block-reads dealt to a persistent grid, 4 independent .cg loads per step"))
