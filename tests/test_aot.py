@@ -48,8 +48,9 @@ def test_quick_plan_compiles_and_fits_shared_memory(outcomes, arch):
         assert r.model_smem is None or r.model_smem <= limit, (r.kernel, r.dtype, r.config)
     # every family's kernels are in the plan
     kernels = {r.kernel for r in ok}
-    assert {"copy_kernel", "read_kernel", "reread_kernel", "matmul_kernel", "gemv_rows_kernel", "gemv_tile_kernel",
-            "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel"} <= kernels
+    assert {"copy_kernel", "read_kernel", "l2_reread_kernel", "matmul_kernel", "gemv_rows_kernel", "gemv_tile_kernel",
+            "attn_fwd_kernel", "decode_split_kernel", "decode_combine_kernel",
+            "l1_reread_kernel", "empty_kernel", "fma_kernel"} <= kernels  # stream.reread runs the L2 probe
     # the persistent TMA GEMM and the TMA prefill from sm_90 on; before it, skipped before compiling
     assert ("tma_matmul_kernel" in kernels) == (arch == "sm_90")
     tma_prefill = [r for r in ok if r.kernel == "attn_fwd_kernel" and "USE_TMATrue" in r.config]
