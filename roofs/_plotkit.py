@@ -537,6 +537,19 @@ def _limits(pts: pd.DataFrame, model: Roofline, precisions=None, flats: bool = T
     return lo_x, hi_x, max(lo_y, hi_y * 1e-7), hi_y
 
 
+# A best point under this share of its own attainable bound (an fp8 GEMM on a CPU's slow
+# path, at 0.01 GFLOP/s) would stretch the overview's y axis over decades that hold nothing
+# else: the overview leaves it off and its footnote names it (report.md lists every point).
+FAR_UNDER_BOUND = 1e-3
+
+
+def far_under_bound(pts: pd.DataFrame) -> pd.Series:
+    """Return which rows run under FAR_UNDER_BOUND of their attainable bound (rows without
+    a bound: never)."""
+    bound = pd.to_numeric(_column(pts, "attainable_gflops"), errors="coerce")
+    return (bound > 0) & (pts["gflops"] < bound * FAR_UNDER_BOUND)
+
+
 def _off_decade(v: float, margin: float = 0.25) -> float:
     """Return v, or a lower value when v sits just under a power of ten: a tick there would
     print its label at the axes' bottom-left corner, onto the x axis's first label."""

@@ -61,6 +61,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from bench.results import Run, load_run  # noqa: E402
+from bench.util import plural  # noqa: E402
 from roofs.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.model import Roofline  # noqa: E402
 from roofs._plotkit import (  # noqa: E402
@@ -68,6 +69,7 @@ from roofs._plotkit import (  # noqa: E402
     PRECISION_COLORS, PRECISION_MARKERS, _bandwidth, _bottom_legend, _caches, _draw_roofs,
     _finish_axes, _flag_handle, _fmt_bytes, _fmt_rate, _impl_name, _limits, _links,
     _marker_handles, _memory_level, _order, _points, _ring_flagged, _short, _title, best_points,
+    far_under_bound,
 )
 from roofs._plotkit import drawn_texts  # noqa: E402,F401  (re-exported: tests draw through roofs.plot)
 from roofs.plot_families import (  # noqa: E402
@@ -76,12 +78,22 @@ from roofs.plot_families import (  # noqa: E402
 from roofs.plot_probes import draw_fma, draw_launch_floor  # noqa: E402
 
 
+def _under_note(under) -> str:
+    """Return the overview's footnote for the best points it leaves off (FAR_UNDER_BOUND)."""
+    slowest = under.sort_values("gflops").iloc[0]
+    return (f"{plural(len(under), 'best point')} at under 0.1% of its bound left off, the slowest "
+            f"{_short(slowest.op)}/{_impl_name(slowest.impl)} {slowest.precision or slowest.dtype} at "
+            f"{slowest.gflops:.3g} GFLOP/s (report.md lists every point).")
+
+
 def draw_roofline(run: Run):
     """Return the overview roofline figure (see the module docstring)."""
     model = Roofline(run.roofs)
     best = best_points(run.measurements)
     fig, ax = plt.subplots(figsize=(12.5, 7.5), dpi=DPI)
     placer = LabelPlacer(fig)
+    far = far_under_bound(best)
+    under, best = best[far], best[~far]  # left off, and named in the footnote
     lims = _limits(best, model)
     _draw_roofs(ax, placer, model, *lims, links=True)
     for (family, fmt), g in best.groupby(["family", "fmt"]):
@@ -116,7 +128,8 @@ def draw_roofline(run: Run):
              "(see bandwidth.png). "
              + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
                 "is a best point, and in the family charts." if flagged else "")
-             + (f"\n{floor_note}" if floor_note else ""),
+             + (f"\n{floor_note}" if floor_note else "")
+             + (f"\n{_under_note(under)}" if len(under) else ""),
              fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     placer.place()

@@ -424,3 +424,28 @@ def test_compare_chart_of_runs_without_any_roof():
         assert "no roofs or FLOP-counted points in these runs" in [t.get_text() for t in plot.drawn_texts(fig)]
     finally:
         plt.close(fig)
+
+
+def test_overview_leaves_off_and_names_a_best_point_far_under_its_bound(synthetic, tmp_path):
+    # an fp8 GEMM on a slow path at 1e-3 GFLOP/s (bound 400,000) would stretch the y axis over decades
+    d = Path(shutil.copytree(synthetic, tmp_path / "run"))
+    df = pd.read_csv(d / "measurements.csv")
+    slow = _row("gemm.square", "torch_best", "float8_e4m3fn", 64, "64x64x64", 3 * 64 * 64, 2 * 64**3, 3 * 64 * 64,
+                2 * 64**3 / 1e6, precision="fp8e4m3")
+    near = dict(slow, impl="gemm.square/triton_best", point_id=slow["point_id"].replace("torch_best", "triton_best"),
+                median_ms=slow["median_ms"] / 500, gflops=0.5)  # 0.125% of the same bound: drawn
+    assert slow["gflops"] == pytest.approx(1e-3)
+    rows = pd.DataFrame([slow, near]).assign(attainable_gflops=400.0)
+    pd.concat([df, rows], ignore_index=True).to_csv(d / "measurements.csv", index=False)
+    fig = plot.draw_roofline(load_run(d))
+    try:
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.texts if t.get_gid() == "label:point"]
+        assert not any(t.startswith("square/torch_best") for t in labels)
+        assert any(t.startswith("square/triton_best") for t in labels)
+        assert ax.get_ylim()[0] > 1e-3  # the axis was not stretched down to the slow point
+        notes = [t.get_text() for t in fig.texts if "left off" in t.get_text()]
+        assert len(notes) == 1 and "1 best point at under 0.1% of its bound" in notes[0]
+        assert "square/torch_best fp8e4m3 at 0.001 GFLOP/s" in notes[0]
+    finally:
+        plt.close(fig)
