@@ -35,7 +35,7 @@ SCHEMA_VERSION = 1
 # to how points are counted, checked or timed or how roofs are derived, so that two runs
 # made by different rules can be told apart: run.json records it (with the roofbench
 # commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.
-METHOD_VERSION = 3
+METHOD_VERSION = 4
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
