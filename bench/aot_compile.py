@@ -1,0 +1,191 @@
+"""Compiling an ahead-of-time plan (bench/aot.py) in a pool of spawned processes, each job in
+a fresh Triton cache, and reading the compiler's resources (shared memory, registers, spills)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from bench.aot_plan import Plan
+from bench.aot_targets import ARCHS
+
+# ---- compiling ------------------------------------------------------------------------------
+
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def _init_worker(cache_dir: str):
+    # before anything imports triton in this process: compile for real, into a fresh cache
+    os.environ.pop("TRITON_INTERPRET", None)
+    os.environ["TRITON_CACHE_DIR"] = cache_dir
+    os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
+    import warnings
+    warnings.filterwarnings("ignore")
+    # load the compiler now, so the first job's seconds are its compile, not these imports
+    import triton.backends.nvidia.compiler  # noqa: F401
+    import triton.compiler  # noqa: F401,F811
+
+
+def _error_line(e: BaseException) -> str:
+    """Return the line of a compile error that says what went wrong."""
+    from bench.util import first_line
+    cause = e
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__
+    text = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
+    # Triton's CompilationError starts with "at L:C:" and the source; the message is last
+    if text and re.match(r"at \d+:\d+:", text[0]):
+        return f"{type(cause).__name__}: {text[-1][:200]}"
+    return first_line(cause)
+
+
+def _resources(kernel, log: str) -> tuple:
+    """Return (registers, spill store bytes, spill load bytes) from ptxas's report of this
+    compile, or from the cubin (registers and local memory) when there is no report."""
+    regs, spills = _PTXAS_REGS.findall(log), _PTXAS_SPILL.findall(log)
+    if regs:
+        st, ld = spills[-1] if spills else (0, 0)
+        return int(regs[-1]), int(st), int(ld)
+    import subprocess
+    from triton.backends.nvidia import compiler as nv
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        out = subprocess.run([os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump"), "-res-usage", f.name],
+                             capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+).*?LOCAL:(\d+)", out)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(2))) if m else (None, None, None)
+
+
+def _cpu_seconds() -> float:
+    """Return this process's CPU time plus its finished children's (ptxas)."""
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def compile_job(job: dict) -> dict:
+    """Compile one job for its target (no GPU needed) and return status, seconds, the
+    compiler's shared memory, registers, spills, and the IR named in job["keep"]."""
+    import importlib
+    import io
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    fn = getattr(importlib.import_module(job["module"]), job["kernel"])
+    names = list(fn.arg_names)
+    constexprs = {(names.index(k),): v for k, v in job["constexprs"].items()}
+    attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in job["aligned"]}
+    out = io.StringIO()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
+    try:
+        src = ASTSource(fn, dict(job["signature"]), constexprs, attrs)
+        with contextlib.redirect_stdout(out):
+            k = triton.compile(src, target=GPUTarget("cuda", job["cc"], 32), options=dict(job["options"]))
+    except Exception as e:
+        return {"status": "failed", "error": _error_line(e), "seconds": time.perf_counter() - t0,
+                "cpu_seconds": _cpu_seconds() - c0}
+    seconds, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+    regs, spill_st, spill_ld = _resources(k, out.getvalue())
+    return {"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "shared": int(k.metadata.shared), "regs": regs,
+            "spill_stores": spill_st, "spill_loads": spill_ld,
+            "ir": {key: k.asm[key] for key in job.get("keep", ())}}
+
+
+def compile_jobs(jobs: list, workers: int | None = None, progress=None,
+                 cache_dir: str | None = None, work=None) -> tuple[list, float]:
+    """Return (results in job order, wall seconds): the jobs compiled in a pool of spawned
+    processes by work (default compile_job), into a fresh Triton cache, or into cache_dir
+    (bench/precompile.py: the cache a run's launches read, its own work function)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    results = [None] * len(jobs)
+    t0 = time.perf_counter()
+    fresh = contextlib.nullcontext(cache_dir) if cache_dir else tempfile.TemporaryDirectory(prefix="roofbench-aot-")
+    with fresh as cache, \
+            ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=_init_worker, initargs=(cache,)) as pool:
+        futures = {pool.submit(work or compile_job, job): i for i, job in enumerate(jobs)}
+        for done, fut in enumerate(as_completed(futures), 1):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as e:  # a worker that died (out of memory, a crash in the compiler)
+                results[i] = {"status": "failed", "error": _error_line(e), "seconds": 0.0}
+            if progress:
+                progress(done, len(jobs), jobs[i], results[i])
+    return results, time.perf_counter() - t0
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    wall_s: float
+    workers: int
+
+    def to_json(self) -> dict:
+        """Return the plan, every row and the totals as JSON-ready data."""
+        rows = [{"kernel": r.kernel, "dtype": r.dtype, "config": r.config, "status": r.status, "reason": r.reason,
+                 "smem_model": r.model_smem, "specializations": len(r.specs),
+                 "constexprs": {k: v for k, v in (r.job or {}).get("constexprs", {}).items()},
+                 "options": (r.job or {}).get("options"),
+                 "compiled": {k: v for k, v in (r.result or {}).items() if k != "ir"}} for r in self.plan.rows]
+        return {"arch": self.plan.arch, "quick": self.plan.quick, "rows": rows, "totals": summary(self)}
+
+
+def compile_plans(plans: list, workers: int | None = None, every_spec: bool = False, progress=None) -> list:
+    """Compile the rows of several plans in one pool (the representative specialization of
+    each row; every one with every_spec) and set each row's status: ok, or failed with the
+    first line of the error, or failed because the compiled kernel needs more shared memory
+    than its arch has. Return one Outcome per plan (the wall time is the pool's, shared)."""
+    todo = [(p, r, k) for p in plans for r in p.rows if r.status == "ok"
+            for k in (r.specs if every_spec else [r.specs.most_common(1)[0][0]])]
+    # longest first (GEMM tiles, then attention and the GEMV tile), so that the pool does
+    # not end on one slow compile
+    weight = {"matmul_kernel": 0, "tma_matmul_kernel": 0, "attn_fwd_kernel": 1, "gemv_tile_kernel": 2}
+    todo.sort(key=lambda prk: weight.get(prk[1].kernel, 3))
+    results, wall = compile_jobs([r.jobs[k] for _, r, k in todo], workers, progress)
+    for (_, r, k), res in zip(todo, results):
+        r.results[k] = res
+    for p in plans:
+        limit = ARCHS[p.arch].smem_limit
+        for r in p.rows:
+            if r.status != "ok":
+                continue
+            bad = [res for res in r.results.values() if res["status"] != "ok"]
+            over = [res for res in r.results.values() if res["status"] == "ok" and res["shared"] > limit]
+            if bad:
+                r.status, r.reason = "failed", bad[0]["error"]
+            elif over:
+                r.status, r.reason = "failed", f"compiled shared memory {over[0]['shared']} B > {limit} B: it would not launch"
+    n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    return [Outcome(p, wall, n) for p in plans]
+
+
+def compile_plan(plan: Plan, workers: int | None = None, every_spec: bool = False, progress=None) -> Outcome:
+    """Compile one plan's rows (see compile_plans)."""
+    return compile_plans([plan], workers, every_spec, progress)[0]
+
+def summary(outcome: Outcome) -> dict:
+    """Return the totals: rows per status; the slowest compile; compile seconds summed over
+    the representative compiles (wall, and CPU: the compiler's process and its ptxas, which
+    a busy or shared machine does not inflate); every_spec: the CPU seconds a run spends,
+    each row's times its specializations; the pool's wall time and workers."""
+    rows = outcome.plan.rows
+    counts = Counter(r.status for r in rows)
+    done = [(res, r) for r in rows for res in r.results.values()]
+    slow = max(((res.get("cpu_seconds", res["seconds"]), res["seconds"], r) for res, r in done
+                if res["status"] == "ok"), key=lambda t: t[0], default=None)
+    return {"ok": counts["ok"], "pruned": counts["pruned"], "skipped": counts["skipped"], "failed": counts["failed"],
+            "compiles": len(done), "wall_sum_s": sum(res["seconds"] for res, _ in done),
+            "cpu_sum_s": sum(res.get("cpu_seconds", 0.0) for res, _ in done),
+            "every_spec_cpu_s": sum((r.result or {}).get("cpu_seconds", 0.0) * len(r.specs) for r in rows if r.results),
+            "specializations": sum(len(r.specs) for r in rows if r.status in ("ok", "failed")),
+            "wall_s": outcome.wall_s, "workers": outcome.workers,
+            "slowest": (slow[0], slow[1], slow[2].kernel, slow[2].dtype, slow[2].config) if slow else None}

@@ -1,0 +1,54 @@
+"""The targets of the ahead-of-time compile (bench/aot.py): each arch, the device facts its
+sweeps depend on (SM or CU count, last-level cache), its shared-memory (LDS) limit, and the
+fake DeviceInfo a plan is made for."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bench.ops._tune import SMEM_LIMIT
+
+KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemm_tma", "kernels.gemv", "kernels.attention",
+                  "kernels.probes", "kernels.fma")
+FAMILIES = ("stream", "gemm", "gemv", "attention", "probe", "fma")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A compile target and the device facts its sweeps depend on."""
+    cc: int                 # compute capability x 10: 90 for sm_90
+    sms: int                # SM count of the example part (sets decode's split count)
+    l2_bytes: int           # L2 of the example part (sets the stream sweep)
+    example: str
+
+    @property
+    def smem_limit(self) -> int:
+        return SMEM_LIMIT[(self.cc // 10, self.cc % 10)]
+
+
+ARCHS = {
+    "sm_80": Arch(80, 108, 40 * 2**20, "A100"),
+    "sm_86": Arch(86, 84, 6 * 2**20, "RTX 3090"),
+    "sm_89": Arch(89, 142, 96 * 2**20, "L40S"),
+    "sm_90": Arch(90, 132, 50 * 2**20, "H100 SXM / H200"),
+    "sm_100": Arch(100, 148, 126 * 2**20, "B200"),
+}
+
+# Torch dtypes as Triton names them in a signature.
+TRITON_TYPE = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
+               torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
+               torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5", torch.bool: "i1"}
+# Constexprs that follow from the dtype, not the tile: left out of the configuration label.
+DTYPE_CONSTEXPRS = {"FMT", "GROUP", "INT_ACC", "INPUT_PRECISION", "HAS_SCALE", "PRECISION"}
+
+
+def fake_device(arch: str):
+    """Return a DeviceInfo of a GPU of this arch, for the sweeps and the skips."""
+    from bench.device import CacheLevel, DeviceInfo
+    a = ARCHS[arch]
+    return DeviceInfo(kind="cuda", torch_device="meta", name=f"{a.example} ({arch}, ahead of time)",
+                      memory_bytes=None, compute_units=a.sms, compute_unit_kind="SMs",
+                      caches=(CacheLevel("l2", a.l2_bytes),),
+                      compute_capability=f"{a.cc // 10}.{a.cc % 10}")
+
