@@ -32,11 +32,21 @@ class Part:
     power_w: float | None
     source: str
     compute_capability: str | None = None   # what torch reports (MI300X: 9.4); for planning on a spec
+    clocks_mhz: dict | None = None          # precision -> the clock its peak assumes (None: unknown)
+    clock_basis: str = ""                   # how those clocks were found
 
     @property
     def peak_clock_mhz(self) -> float | None:
-        """Return the clock the compute peaks assume: the tensor clock where known, else the boost clock."""
+        """Return the clock the tensor peaks assume: the tensor clock where known, else the boost clock."""
         return self.tensor_clock_mhz or self.boost_clock_mhz
+
+    def clock_for(self, precision: str) -> float | None:
+        """Return the clock this precision's peak assumes: clocks_mhz's entry (None where the
+        datasheet gives no way to derive it), else peak_clock_mhz. NVIDIA's fp32 and fp64
+        peaks assume the boost clock, its tensor peaks a lower one (H100: 1,980 and 1,830 MHz)."""
+        if self.clocks_mhz is not None and precision in self.clocks_mhz:
+            return self.clocks_mhz[precision]
+        return self.peak_clock_mhz
 
 
 def load_parts(path: Path = SPECS) -> list[Part]:
@@ -66,7 +76,7 @@ def datasheet_roofs(part: Part, memory_level: str = "hbm") -> list[Roof]:
         roofs.append(Roof("compute", precision, tflops * 1000,
                           "GOP/s" if precision in INTEGER_PRECISIONS else "GFLOP/s", source="datasheet",
                           note=f"{part.part}: {part.source}",
-                          extra={"clock_mhz": part.peak_clock_mhz}))
+                          extra={"clock_mhz": part.clock_for(precision)}))
     return roofs
 
 
@@ -96,19 +106,38 @@ def cpu_vector_bits(flags) -> int:
     return 128
 
 
-def cpu_peaks_gflops(cores: int, clock_mhz: float, flags) -> dict:
-    """Return computed peaks in GFLOP/s (GOP/s for int8):
-    fp32 = cores x clock x (vector bits / 32) lanes x FMA_PIPES x 2 (an FMA is 2 FLOPs);
-    fp64 = fp32 / 2; bf16 = 2 x fp32 with avx512_bf16 (a dot of bf16 pairs per fp32 lane);
-    int8 = 4 x fp32 with VNNI (four int8 products per 32-bit lane)."""
+# One AMX tile unit (TMUL) per core, per clock: 16 x 32 bf16 or fp16 products (1,024 FLOP)
+# or 16 x 64 int8 products (2,048 OP) into fp32 / int32 (Intel's optimization manual).
+AMX_OPS_PER_CLOCK = {"bf16": 1024, "fp16": 1024, "int8": 2048}
+
+
+def cpu_units(flags) -> dict:
+    """Return, per precision, (operations per clock per core, the unit's name) of the
+    fastest unit the flags (/proc/cpuinfo) say the CPU has:
+    fp32 = (vector bits / 32) lanes x FMA_PIPES x 2 (an FMA is 2 FLOPs); fp64 = fp32 / 2;
+    bf16 = 2 x fp32 with AVX512-BF16 (a dot of bf16 pairs per fp32 lane), or AMX-BF16's
+    1,024; fp16 = 2 x fp32 with AVX512-FP16 (fp16 lanes, twice as many), or AMX-FP16's
+    1,024; int8 = 4 x fp32 with VNNI (four int8 products per 32-bit lane), or AMX-INT8's 2,048."""
     flags = set(flags)
-    fp32 = cores * clock_mhz / 1000 * cpu_vector_bits(flags) / 32 * FMA_PIPES * 2
-    peaks = {"fp32": fp32, "fp64": fp32 / 2}
+    bits = cpu_vector_bits(flags)
+    fp32 = bits / 32 * FMA_PIPES * 2
+    units = {"fp32": (fp32, f"{bits}-bit FMA x {FMA_PIPES} pipes"), "fp64": (fp32 / 2, f"{bits}-bit FMA x {FMA_PIPES} pipes")}
     if "avx512_bf16" in flags:
-        peaks["bf16"] = 2 * fp32
+        units["bf16"] = (2 * fp32, "AVX512-BF16 dot products")
+    if "avx512_fp16" in flags:
+        units["fp16"] = (2 * fp32, "AVX512-FP16 FMA")
     if "avx512_vnni" in flags or "avx_vnni" in flags:
-        peaks["int8"] = 4 * fp32
-    return peaks
+        units["int8"] = (4 * fp32, "VNNI dot products")
+    for precision, flag in (("bf16", "amx_bf16"), ("fp16", "amx_fp16"), ("int8", "amx_int8")):
+        if flag in flags and AMX_OPS_PER_CLOCK[precision] > units.get(precision, (0,))[0]:
+            units[precision] = (AMX_OPS_PER_CLOCK[precision], f"AMX {precision} tiles (one TMUL per core)")
+    return units
+
+
+def cpu_peaks_gflops(cores: int, clock_mhz: float, flags) -> dict:
+    """Return computed peaks in GFLOP/s (GOP/s for int8): cores x clock x each precision's
+    operations per clock per core on its fastest unit (cpu_units)."""
+    return {p: cores * clock_mhz / 1000 * ops for p, (ops, _) in cpu_units(flags).items()}
 
 
 def computed_cpu_roofs(device: dict) -> list[Roof]:
@@ -116,11 +145,11 @@ def computed_cpu_roofs(device: dict) -> list[Roof]:
     clock, cores = device.get("max_clock_mhz"), device.get("compute_units")
     if device.get("kind") != "cpu" or not clock or not cores:
         return []
-    bits = cpu_vector_bits(device.get("cpu_flags", ()))
-    return [Roof("compute", p, v, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s", source="computed",
-                 note=f"{cores} cores x {clock:.0f} MHz x {bits}-bit vectors x {FMA_PIPES} FMA pipes (assumed)",
+    units = cpu_units(device.get("cpu_flags", ()))
+    return [Roof("compute", p, cores * clock / 1000 * ops, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s",
+                 source="computed", note=f"{cores} cores x {clock:.0f} MHz x {ops:g} per clock ({unit}, assumed)",
                  extra={"clock_mhz": clock})
-            for p, v in cpu_peaks_gflops(cores, clock, device.get("cpu_flags", ())).items()]
+            for p, (ops, unit) in units.items()]
 
 
 def reference_roofs(device: dict) -> tuple[list[Roof], str]:
