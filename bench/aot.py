@@ -54,15 +54,15 @@ def _cell(v, fmt="{}"):
 def table(outcome: Outcome) -> str:
     """Return the per-row table and the totals as text."""
     plan = outcome.plan
-    head = ("kernel", "dtype", "config", "specs", "smem model", "smem compiler", "regs", "spill B", "compile s",
-            "cpu s", "status")
+    head = ("kernel", "dtype", "config", "specs", "smem model", "smem compiler", "regs", "spill B", "occupancy",
+            "compile s", "cpu s", "status")
     lines = []
     for r in plan.rows:
         res = r.result or {}
         spill = None if res.get("spill_stores") is None else res["spill_stores"] + res["spill_loads"]
         status = r.status if not r.reason else f"{r.status}: {r.reason}"
         lines.append((r.kernel, r.dtype, r.config, _cell(len(r.specs) or None), _cell(r.model_smem),
-                      _cell(res.get("shared")), _cell(res.get("regs")), _cell(spill),
+                      _cell(res.get("shared")), _cell(res.get("regs")), _cell(spill), _cell(res.get("occupancy")),
                       _cell(res.get("seconds"), "{:.1f}"), _cell(res.get("cpu_seconds"), "{:.1f}"), status))
     widths = [max(len(h), *(len(str(ln[i])) for ln in lines)) if lines else len(h) for i, h in enumerate(head)]
     widths[-1] = 0
@@ -77,9 +77,14 @@ def table(outcome: Outcome) -> str:
 def totals(outcome: Outcome) -> list:
     s = summary(outcome)
     p = outcome.plan
-    out = [f"{p.arch} ({ARCHS[p.arch].example}, shared memory {ARCHS[p.arch].smem_limit} B per block), "
+    a = ARCHS[p.arch]
+    out = [f"{p.arch} ({a.example}, {'LDS' if a.amd else 'shared memory'} {a.smem_limit} B per "
+           f"{'workgroup' if a.amd else 'block'}), "
            f"{'quick' if p.quick else 'full'} plan: {s['ok']} ok, {s['pruned']} pruned, {s['skipped']} skipped, "
-           f"{s['failed']} failed"]
+           f"{s['failed']} failed",
+           "regs: VGPRs (architected + accumulation); spill B: 4 x spilled VGPRs and SGPRs; occupancy: waves per "
+           "SIMD, as the AMD compiler reports them" if a.amd else
+           "regs and spill B (stores + loads per thread): ptxas's report; occupancy: not reported by ptxas"]
     if s["slowest"]:
         cpu, wall, kernel, dtype, cfg = s["slowest"]
         out.append(f"slowest compile: {cpu:.1f} s CPU, {wall:.1f} s wall ({kernel} {dtype} {cfg})")

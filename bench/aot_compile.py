@@ -27,6 +27,7 @@ def _init_worker(cache_dir: str):
     import warnings
     warnings.filterwarnings("ignore")
     # load the compiler now, so the first job's seconds are its compile, not these imports
+    import triton.backends.amd.compiler  # noqa: F401
     import triton.backends.nvidia.compiler  # noqa: F401
     import triton.compiler  # noqa: F401,F811
 
@@ -42,6 +43,23 @@ def _error_line(e: BaseException) -> str:
     if text and re.match(r"at \d+:\d+:", text[0]):
         return f"{type(cause).__name__}: {text[-1][:200]}"
     return first_line(cause)
+
+
+_AMD_FIELDS = {"vgprs": r"\.vgpr_count:\s+(\d+)", "agprs": r"\.agpr_count:\s+(\d+)",
+               "vgpr_spills": r"\.vgpr_spill_count:\s+(\d+)", "sgpr_spills": r"\.sgpr_spill_count:\s+(\d+)",
+               "scratch": r"; ScratchSize: (\d+)", "occupancy": r"; Occupancy: (\d+)"}
+
+
+def amd_resources(amdgcn: str) -> dict:
+    """Return what the AMD compiler reports of a kernel in its assembly: VGPRs (the vgpr_count
+    of the metadata: architected plus accumulation registers on CDNA3), spilled VGPRs and
+    SGPRs (counts of 4-byte registers), scratch bytes per work-item, and occupancy (waves per
+    SIMD). A field the text lacks is None."""
+    out = {}
+    for key, pattern in _AMD_FIELDS.items():
+        m = re.search(pattern, amdgcn)
+        out[key] = int(m.group(1)) if m else None
+    return out
 
 
 def _resources(kernel, log: str) -> tuple:
@@ -86,15 +104,23 @@ def compile_job(job: dict) -> dict:
     try:
         src = ASTSource(fn, dict(job["signature"]), constexprs, attrs)
         with contextlib.redirect_stdout(out):
-            k = triton.compile(src, target=GPUTarget("cuda", job["cc"], 32), options=dict(job["options"]))
+            k = triton.compile(src, target=GPUTarget(*job.get("target", ("cuda", job["cc"], 32))),
+                               options=dict(job["options"]))
     except Exception as e:
         return {"status": "failed", "error": _error_line(e), "seconds": time.perf_counter() - t0,
                 "cpu_seconds": _cpu_seconds() - c0}
     seconds, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
-    regs, spill_st, spill_ld = _resources(k, out.getvalue())
-    return {"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "shared": int(k.metadata.shared), "regs": regs,
-            "spill_stores": spill_st, "spill_loads": spill_ld,
-            "ir": {key: k.asm[key] for key in job.get("keep", ())}}
+    res = {"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "shared": int(k.metadata.shared),
+           "ir": {key: k.asm[key] for key in job.get("keep", ())}}
+    if "amdgcn" in k.asm:  # AMD: registers and spills as counts of 4-byte registers; spill B = 4 x spilled
+        amd = amd_resources(k.asm["amdgcn"])
+        spilled = (amd["vgpr_spills"] or 0) + (amd["sgpr_spills"] or 0)
+        res.update(regs=amd["vgprs"], spill_stores=4 * spilled, spill_loads=0, scratch=amd["scratch"],
+                   occupancy=amd["occupancy"])
+    else:
+        regs, spill_st, spill_ld = _resources(k, out.getvalue())
+        res.update(regs=regs, spill_stores=spill_st, spill_loads=spill_ld)
+    return res
 
 
 def compile_jobs(jobs: list, workers: int | None = None, progress=None,

@@ -104,9 +104,10 @@ def meta_inputs():
         yield
 
 
-def job_of(launch: Launch, kernel, cc: int) -> dict:
+def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict:
     """Return the compile job of a recorded launch: signature, constexprs, 16-aligned
-    arguments and options, all by argument name (picklable, version-neutral)."""
+    arguments and options, all by argument name (picklable, version-neutral), and the
+    target (Triton's GPUTarget fields; default NVIDIA's sm_cc)."""
     names = list(kernel.arg_names)
     declared = constexpr_names(kernel)
     kwargs = dict(launch.kwargs)
@@ -141,7 +142,8 @@ def job_of(launch: Launch, kernel, cc: int) -> dict:
         else:
             raise TypeError(f"{launch.kernel}: argument {n} is a {type(v).__name__}, which the AOT compile cannot type")
     return {"module": launch.module, "kernel": launch.kernel, "signature": signature, "constexprs": constexprs,
-            "aligned": aligned, "specialized": specialized, "options": options, "cc": cc}
+            "aligned": aligned, "specialized": specialized, "options": options, "cc": cc,
+            "target": tuple(target) if target else ("cuda", cc, 32)}
 
 
 def config_label(job: dict) -> str:
@@ -242,13 +244,17 @@ def build_plan(arch: str, quick: bool = False, only: list | None = None) -> Plan
                         plan = [(None, None, False)]
                     else:
                         t = impl.tuning(x, ctx)
-                        runs, _ = launched(t.candidates, t.smem, a.smem_limit, quick)
-                        plan = [(c, t.smem(c) if t.smem else None, c not in runs) for c in t.candidates
+                        runs, _ = launched(t.candidates, t.smem, a.smem_limit, quick, t.fallback)
+                        if not runs:  # the run would refuse the point: no candidate fits
+                            row(f"{op.family}/{impl.name}", dtype, "*", "failed",
+                                f"every candidate exceeds {a.smem_limit} B of shared memory at {point}")
+                        tried = t.candidates + (tuple(t.fallback) if runs and runs[0] not in t.candidates else ())
+                        plan = [(c, t.smem(c) if t.smem else None, c not in runs) for c in tried
                                 if c in runs or (t.smem and t.smem(c) > a.smem_limit)]
                     for cfg, model, pruned in plan:
                         fn = impl.launcher(x, ctx) if cfg is None else t.make_fn(cfg)
                         for i, launch in enumerate(record(fn)):
-                            job = job_of(launch, kernels[(launch.module, launch.kernel)], a.cc)
+                            job = job_of(launch, kernels[(launch.module, launch.kernel)], a.cc, a.target)
                             m = model if i == 0 else secondary_smem(job)
                             if pruned:
                                 if i == 0:

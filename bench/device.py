@@ -42,7 +42,7 @@ class CacheLevel:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    kind: str                      # "cpu" or "cuda"
+    kind: str                      # "cpu" or "cuda" (torch's device type: a ROCm GPU is "cuda" too)
     torch_device: str              # what tensors are allocated on: "cpu", "cuda:0"
     name: str
     memory_bytes: int | None
@@ -55,6 +55,7 @@ class DeviceInfo:
     cpu_flags: tuple[str, ...] = ()
     software: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    vendor: str | None = None      # a GPU's maker: "nvidia" or "amd" (None on a CPU, or unknown)
 
     @property
     def llc(self) -> CacheLevel | None:

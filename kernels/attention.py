@@ -41,6 +41,9 @@ PREFILL_CANDIDATES = {
     256: ((128, 128, 8, 2, True), (128, 64, 8, 3, True), (64, 64, 4, 3, True), (128, 128, 8, 3, True),
           (128, 64, 8, 3, False), (64, 64, 4, 3, False), (64, 128, 4, 3, False)),
 }
+# Tried only when none of the above fits the GPU's shared memory (AMD's 64 KiB of LDS at
+# D = 128): 64 query rows, a single K/V buffer.
+PREFILL_FALLBACK = ((64, 64, 4, 2, False), (64, 32, 4, 2, False))
 
 
 def prefill_candidates(head_dim, cc=None):

@@ -52,6 +52,9 @@ TILE_CANDIDATES = {
     ("int4", 128): ((32, 64), (16, 64), (64, 64), (16, 128)),
     ("int4", 256): ((32, 64), (16, 64)),
 }
+# Tried only when none of the above fits the GPU's shared memory (AMD's 64 KiB of LDS at
+# batch 256): narrow N and K.
+TILE_FALLBACK = ((16, 64), (16, 32), (32, 32))
 
 
 @triton.jit

@@ -1,12 +1,16 @@
-"""Ahead-of-time compiles for sm_90 and sm_80 without a GPU (bench/aot.py): every
+"""Ahead-of-time compiles for sm_90, sm_80, sm_100 (Blackwell) and gfx942 (AMD MI300X) without
+a GPU (bench/aot.py): every
 configuration a quick run launches fits shared memory, the shared-memory models agree with
 the compiler (GEMM exactly, the others never below), nothing chosen spills more than
 SPILL_LIMIT_BYTES, and what cannot compile for an arch is skipped before it is compiled.
 Also: prune() on hand-worked configurations, the launch specialization rules against
 Triton's own, and 64-bit offsets in the attention and GEMV kernels at sizes past 2**31.
 
-The compiles run in a process pool (about a minute of the 2-core CI machine for both
-arches); everything else here is CPU-only and instant."""
+On gfx942 the 64 KiB of LDS prunes the Hopper-sized tiles, and the kernels whose candidates
+all exceed it run their fallback configurations instead.
+
+The compiles run in a process pool (a few minutes of the 2-core CI machine for the four
+quick plans); everything else here is CPU-only and instant."""
 import re
 from collections import Counter
 
@@ -14,6 +18,7 @@ import pytest
 import torch
 
 from bench import aot
+from bench.aot_compile import amd_resources
 from bench.ops._tune import QUICK_CANDIDATES, launched, prune
 from kernels.gemm import TileConfig, smem_bytes
 
@@ -26,7 +31,7 @@ SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
 MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
             "decode_combine_kernel"}
-ARCHES = ("sm_90", "sm_80")
+ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942")
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +204,58 @@ def test_offsets_are_64_bit_where_products_pass_2_31():
         for arg in checked[job["kernel"]]:
             offset = _first_offset(res["ir"]["ttir"], arg)
             assert offset == "i64" or offset.endswith("xi64>"), (job["kernel"], arg, offset)
+
+
+def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
+    plan = outcomes["gfx942"].plan
+    assert aot.ARCHS["gfx942"].smem_limit == 65536
+    pruned = plan.by_status("pruned")
+    assert pruned and all(r.model_smem > 65536 for r in pruned)
+    # attention at head dim 128 and the GEMV tile at batch 256: no regular candidate fits,
+    # so the fallback configurations (one K/V buffer, narrow tiles) run instead
+    from kernels.attention import PREFILL_FALLBACK
+    d128 = [r for r in plan.by_status("ok") if r.kernel == "attn_fwd_kernel" and r.job["constexprs"]["D"] == 128]
+    assert d128 and {(r.job["constexprs"]["BLOCK_M"], r.job["constexprs"]["BLOCK_N"]) for r in d128} <= {
+        (c[0], c[1]) for c in PREFILL_FALLBACK}
+    tiles256 = [r for r in plan.by_status("ok") if r.kernel == "gemv_tile_kernel" and r.job["constexprs"]["BLOCK_B"] == 256]
+    assert tiles256
+    # every job targets the AMD backend, wave64
+    assert {j["target"] for r in plan.by_status("ok") for j in r.jobs.values()} == {("hip", "gfx942", 64)}
+    assert all(r.result.get("occupancy") for r in plan.by_status("ok"))
+
+
+def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
+    # sm_100 has Hopper's 227 KiB per block: the same tiles fit; only the sweeps' SM count and L2 differ
+    assert aot.ARCHS["sm_100"].smem_limit == aot.ARCHS["sm_90"].smem_limit
+    ok100 = {(r.kernel, r.dtype, r.config) for r in outcomes["sm_100"].plan.by_status("ok")}
+    assert {("matmul_kernel", "bf16")} <= {k[:2] for k in ok100}
+    assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok") for j in r.jobs.values()} == {("cuda", 100, 32)}
+
+
+def test_launched_falls_back_only_when_nothing_fits():
+    smem = lambda c: c  # noqa: E731  (a configuration is its own size here)
+    assert launched((100, 50), smem, 60, quick=True, fallback=(10,)) == ([50], 1)     # one fits: no fallback
+    assert launched((100, 90), smem, 60, quick=True, fallback=(70, 10, 20)) == ([10, 20], 3)
+    assert launched((100, 90), smem, 60, quick=True) == ([], 2)
+
+
+def test_amd_resources_from_the_assembly():
+    text = """
+    ; TotalNumSgprs: 18
+    ; ScratchSize: 48
+    ; Occupancy: 3
+      - .agpr_count:     16
+        .sgpr_count:     18
+        .sgpr_spill_count: 2
+        .vgpr_count:     168
+        .vgpr_spill_count: 10
+    """
+    r = amd_resources(text)
+    assert r == {"vgprs": 168, "agprs": 16, "vgpr_spills": 10, "sgpr_spills": 2, "scratch": 48, "occupancy": 3}
+    assert amd_resources("")["occupancy"] is None
+
+
+def test_unknown_arch_is_refused_with_the_list(capsys):
+    assert aot.main(["--arch", "gfx1100"]) == 2
+    err = capsys.readouterr().err
+    assert "gfx1100" in err and "gfx942" in err and "sm_100" in err

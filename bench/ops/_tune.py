@@ -39,12 +39,21 @@ _BEST: dict = {}     # shape class -> (config, median seconds, failures)
 # does not report it: sm_80 163 KiB, sm_86/89 99 KiB, sm_90/100 227 KiB.
 SMEM_LIMIT = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376, (9, 0): 232448,
               (10, 0): 232448, (12, 0): 101376}
+# AMD: the LDS one workgroup may use, by gfx target (CDNA2/3: 64 KiB; CDNA4: 160 KiB).
+LDS_LIMIT = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
+# The compute capability AMD GPUs are modelled as: their matrix cores (MFMA) take operands
+# from registers, as Ampere's mma does, and Triton's AMD pipeliner keeps num_stages - 1 LDS
+# buffers, so sm_80's shared-memory models and tile lists fit them (bench/aot.py checks the
+# models against the AMD compiler's LDS figures).
+AMD_MODEL_CC = 80
 
 def compute_capability(ctx) -> int | None:
     """Return the compute capability x 10 (90 for sm_90) of the GPU a launch context's point
-    runs on, or None when it is not a GPU or unknown (shared-memory models then take the
-    conservative figure)."""
+    runs on (an AMD GPU: AMD_MODEL_CC), or None when it is not a GPU or unknown
+    (shared-memory models then take the conservative figure)."""
     device = getattr(ctx, "device", None)
+    if getattr(device, "vendor", None) == "amd":
+        return AMD_MODEL_CC
     cc = getattr(device, "compute_capability", None) if getattr(device, "kind", None) == "cuda" else None
     if not cc:
         return None
@@ -56,27 +65,39 @@ def smem_limit(torch_device: str) -> int | None:
     """Return the shared memory one block may use on this CUDA device, in bytes."""
     props = torch.cuda.get_device_properties(torch.device(torch_device))
     limit = getattr(props, "shared_memory_per_block_optin", 0)
-    return int(limit) if limit else SMEM_LIMIT.get((props.major, props.minor))
+    if limit:
+        return int(limit)
+    if torch.version.hip:  # ROCm: by gfx target ("gfx942:sramecc+:xnack-")
+        return LDS_LIMIT.get(str(getattr(props, "gcnArchName", "")).split(":")[0])
+    return SMEM_LIMIT.get((props.major, props.minor))
 
 
 @dataclass(frozen=True)
 class Tuning:
     """What a launcher tunes over: the cache key, the candidates (best guesses first), the
     configuration for Triton's interpreter, make_fn(config) -> the zero-argument callable,
-    and smem(config) -> the kernel module's shared-memory model in bytes (None: no model).
-    The launcher hands it to tuned(); bench/aot.py compiles the same candidates, pruned the
-    same way, without a GPU."""
+    smem(config) -> the kernel module's shared-memory model in bytes (None: no model), and
+    fallback: small configurations tried only when none of the candidates fits (AMD's 64 KiB
+    of LDS), so such a GPU still runs the kernel. The launcher hands it to tuned();
+    bench/aot.py compiles the same candidates, pruned the same way, without a GPU."""
     key: tuple
     candidates: tuple
     interpreter_config: object
     make_fn: Callable
     smem: Callable | None = None
+    fallback: tuple = ()
 
 
-def launched(candidates: Iterable, smem: Callable | None, limit: int | None, quick: bool):
+def launched(candidates: Iterable, smem: Callable | None, limit: int | None, quick: bool, fallback: Iterable = ()):
     """Return (the candidates a run launches, the number pruned): those that fit, at most
-    QUICK_CANDIDATES of them in a quick run and FULL_CANDIDATES in a full one."""
-    return prune(candidates, smem, limit, QUICK_CANDIDATES if quick else FULL_CANDIDATES)
+    QUICK_CANDIDATES of them in a quick run and FULL_CANDIDATES in a full one; when none
+    fits, those of fallback that fit."""
+    keep = QUICK_CANDIDATES if quick else FULL_CANDIDATES
+    fits, pruned = prune(candidates, smem, limit, keep)
+    if not fits and fallback:
+        fits, more = prune(fallback, smem, limit, keep)
+        pruned += more
+    return fits, pruned
 
 
 def prune(candidates: Iterable, smem: Callable | None, limit: int | None, keep: int | None = None):
@@ -133,7 +154,7 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mo
 
 
 def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
-          smem: Callable | None = None):
+          smem: Callable | None = None, fallback: Iterable = ()):
     """Return (fn, config): on a GPU the fastest of the candidates that fit its shared memory
     (at most QUICK_CANDIDATES of them in a quick run), tuned once per shape class of key in
     ctx's mode (see the module docstring); on a
@@ -145,7 +166,7 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
         return fn, interpreter_config
     dev = str(tensor.device)
     mode = getattr(ctx, "mode", "warm")
-    fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False))
+    fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False), fallback)
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
     cls = shape_class(key) + (dev, mode)
@@ -165,4 +186,4 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
 
 def run_tuning(tensor, t: Tuning, ctx=None):
     """Return (fn, config) for a launcher's Tuning: tuned() over its candidates."""
-    return tuned(tensor, t.key, t.candidates, t.interpreter_config, t.make_fn, ctx, smem=t.smem)
+    return tuned(tensor, t.key, t.candidates, t.interpreter_config, t.make_fn, ctx, smem=t.smem, fallback=t.fallback)

@@ -153,12 +153,12 @@ def _prefill_triton_call(x, cfg):
 
 
 def _prefill_tuning(x, ctx=None) -> Tuning:
-    from kernels.attention import prefill_candidates, prefill_smem_bytes
+    from kernels.attention import PREFILL_FALLBACK, prefill_candidates, prefill_smem_bytes
     q = x["q"]
     d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
     key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
     return Tuning(key, prefill_candidates(d, cc), INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
-                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4]))
+                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4]), fallback=PREFILL_FALLBACK)
 
 
 def _prefill_triton(x, ctx=None):

@@ -314,13 +314,13 @@ def _rows_tuning(x, ctx=None) -> Tuning:
 
 
 def _tile_tuning(x, ctx=None) -> Tuning:
-    from kernels.gemv import tile_candidates, tile_config, tile_smem_bytes
+    from kernels.gemv import TILE_FALLBACK, tile_candidates, tile_config, tile_smem_bytes
     batch, bits = x["x"].shape[0], FORMATS[x["format"]].bits
     block_b, _ = tile_config(batch)
     cc = compute_capability(ctx)
     key = ("tile", x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
     return Tuning(key, tile_candidates(batch, bits), INTERPRETER_TILE, lambda c: _tile_call(x, c),
-                  smem=lambda c: tile_smem_bytes(block_b, c[0], c[1], bits, cc))
+                  smem=lambda c: tile_smem_bytes(block_b, c[0], c[1], bits, cc), fallback=TILE_FALLBACK)
 
 
 def _level_bytes(x, name, cfg) -> dict:
