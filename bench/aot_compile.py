@@ -174,7 +174,8 @@ def compile_plans(plans: list, workers: int | None = None, every_spec: bool = Fa
             for k in (r.specs if every_spec else [r.specs.most_common(1)[0][0]])]
     # longest first (GEMM tiles, then attention and the GEMV tile), so that the pool does
     # not end on one slow compile
-    weight = {"matmul_kernel": 0, "tma_matmul_kernel": 0, "attn_fwd_kernel": 1, "gemv_tile_kernel": 2}
+    weight = {"matmul_kernel": 0, "tma_matmul_kernel": 0, "fp4_matmul_kernel": 0, "attn_fwd_kernel": 1,
+              "gemv_tile_kernel": 2}
     todo.sort(key=lambda prk: weight.get(prk[1].kernel, 3))
     results, wall = compile_jobs([r.jobs[k] for _, r, k in todo], workers, progress)
     for (_, r, k), res in zip(todo, results):

@@ -10,8 +10,8 @@ import torch
 
 from bench.ops._tune import SMEM_LIMIT
 
-KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemm_tma", "kernels.gemv", "kernels.attention",
-                  "kernels.probes", "kernels.fma")
+KERNEL_MODULES = ("kernels.stream", "kernels.gemm", "kernels.gemm_tma", "kernels.gemm_fp4", "kernels.gemv",
+                  "kernels.attention", "kernels.probes", "kernels.fma")
 FAMILIES = ("stream", "gemm", "gemv", "attention", "probe", "fma")
 
 

@@ -200,6 +200,8 @@ def geometric(lo: int, hi: int, per_octave: int = 2) -> list[int]:
 
 
 FAMILY_ORDER = ("stream", "probe", "fma", "gemm", "gemv", "attention", "transfer")
+# Modules that add ops to a family beyond bench/ops/<family>.py, imported right after it
+FAMILY_EXTRAS = {"gemm": ("gemm_fp4",)}
 REGISTRY = Registry()
 
 
@@ -208,5 +210,6 @@ def load_all() -> Registry:
     # the order of registration is the order of a run: bandwidth roofs first
     import importlib
     for family in FAMILY_ORDER:
-        importlib.import_module(f"bench.ops.{family}")
+        for module in (family,) + FAMILY_EXTRAS.get(family, ()):
+            importlib.import_module(f"bench.ops.{module}")
     return REGISTRY

@@ -1,0 +1,149 @@
+"""fp4 GEMM (op gemm.fp4, family gemm): C = dequant(A) @ dequant(B)^T with block-scaled
+e2m1 inputs, bf16 out, fp32 accumulation. Each format is a precision with its own compute
+roof (rule 10 takes the best of its own rows; nothing wider is exact for it):
+
+    mxfp4  e2m1 values, one e8m0 scale per 32 (OCP microscaling)
+    nvfp4  e2m1 values, one e4m3 scale per 16 (NVIDIA; its per-tensor scale left out)
+
+Counts, for A (M, K), B (N, K) and C (M, N), G the group size:
+
+    flops = 2 M N K
+    bytes = (M + N) K / 2 + (M + N) K / G + 2 M N   (values at half a byte, one scale byte
+                                                     per group, C in bf16)
+
+Inputs are random normals quantized per group (kernels/gemm_fp4.quantize); the reference is
+the float64 product of the stored values, dequantized, so the error measured is the kernel's
+(fp32 accumulation, bf16 rounding of C), not the format's.
+
+Where it runs: the Triton kernel (tl.dot_scaled) on GPUs with fp4 matrix units: NVIDIA
+compute capability 10.0+ (both formats) and AMD gfx950 (mxfp4). Where the units are absent
+Triton would emulate mxfp4 through bf16 (sm_90, gfx942) and does not compile nvfp4: those
+points are skipped with the reason, so no fp4 roof is ever an emulation's. On a CPU the
+kernel is checked under Triton's interpreter (rule 8), mxfp4 only: the interpreter reads
+every scale as e8m0.
+"""
+from __future__ import annotations
+
+import torch
+
+from bench.ops._tune import Tuning, run_tuning
+from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.util import triton_interpreting
+
+FORMATS = ("mxfp4", "nvfp4")
+TOLERANCE = 1e-2   # bf16 rounding of C (2**-9 relative) and fp32 accumulation
+SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
+          "cuda": ((2048, 8192), (1024, 2048, 4096, 8192, 16384))}
+
+
+def group(fmt: str) -> int:
+    from kernels.gemm_fp4 import GROUP
+    return GROUP[fmt]
+
+
+def fp4_flops(m: int, n: int, k: int) -> int:
+    """Return 2 M N K."""
+    return 2 * m * n * k
+
+
+def fp4_bytes(m: int, n: int, k: int, fmt: str) -> int:
+    """Return (M + N) K / 2 + (M + N) K / G + 2 M N."""
+    return (m + n) * k // 2 + (m + n) * k // group(fmt) + 2 * m * n
+
+
+def square_sweep(device, quick):
+    return [(n, n, n) for n in SQUARE["cuda" if device.kind == "cuda" else "cpu"][0 if quick else 1]]
+
+
+def make_inputs(point, device):
+    from kernels.gemm_fp4 import quantize
+    m, n, k = point["shape"]
+    fmt = point["dtype"]
+    gen = torch.Generator(device=device).manual_seed(2718)
+    a = torch.randn(m, k, device=device, generator=gen)
+    b = torch.randn(n, k, device=device, generator=gen)
+    if device == "meta":  # the ahead-of-time plan: shapes and dtypes only
+        scale = torch.uint8 if fmt == "mxfp4" else torch.float8_e4m3fn
+        x = {"a": torch.empty(m, k // 2, dtype=torch.uint8, device=device),
+             "b": torch.empty(n, k // 2, dtype=torch.uint8, device=device),
+             "a_scale": torch.empty(m, k // group(fmt), dtype=scale, device=device),
+             "b_scale": torch.empty(n, k // group(fmt), dtype=scale, device=device)}
+    else:
+        (pa, sa), (pb, sb) = quantize(a, fmt), quantize(b, fmt)
+        x = {"a": pa, "a_scale": sa, "b": pb, "b_scale": sb}
+    x["c"] = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    return x
+
+
+def reference(x):
+    """Return the float64 product of the stored values, dequantized."""
+    from kernels.gemm_fp4 import dequantize
+    return dequantize(x["a"], x["a_scale"]) @ dequantize(x["b"], x["b_scale"]).T
+
+
+def fp4_unit(fmt: str, device) -> str | None:
+    """Return why this device has no matrix unit for fmt, or None when it has one."""
+    if device.kind != "cuda":
+        return None
+    cc = device.compute_capability or "0.0"
+    if getattr(device, "vendor", None) == "amd":
+        gfx = (device.extra or {}).get("gfx") or ""
+        if fmt == "mxfp4" and (gfx.startswith("gfx95") or cc.startswith("9.5")):
+            return None
+        return (f"{fmt} has no matrix unit on {gfx or 'this AMD GPU'} (mxfp4 needs gfx950; Triton would emulate it "
+                "through bf16, which is no fp4 roof)" if fmt == "mxfp4" else
+                "nvfp4 (e4m3 scales per 16) is NVIDIA's format: AMD GPUs have no unit for it")
+    major = int(cc.split(".")[0])
+    if major >= 10:
+        return None
+    return (f"{fmt} needs compute capability 10.0+ (Blackwell's block-scaled MMA); this GPU is {cc}"
+            + (", where Triton emulates mxfp4 through bf16 (no fp4 roof)" if fmt == "mxfp4" else
+               ", where Triton does not compile nvfp4"))
+
+
+def triton_skip(point, device):
+    m, n, k = point["shape"]
+    if triton_interpreting() and point["dtype"] == "nvfp4":
+        return "Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's e4m3 scales cannot be checked there"
+    if k % 256 and device.kind == "cuda":
+        return "the fp4 kernel needs K to be a multiple of 256"
+    return fp4_unit(point["dtype"], device)
+
+
+def _call(x, cfg):
+    from kernels.gemm_fp4 import matmul
+    return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg)
+
+
+def _tuning(x, ctx) -> Tuning:
+    from kernels import gemm_fp4 as k
+    fmt = ctx.point["dtype"]
+    return Tuning(("gemm.fp4", fmt, tuple(x["a"].shape), tuple(x["b"].shape)), k.CANDIDATES, k.INTERPRETER_CONFIG,
+                  lambda c: _call(x, c), smem=lambda c: k.smem_bytes(c, group(fmt)))
+
+
+def _launcher(x, ctx):
+    fn, cfg = run_tuning(x["a"], _tuning(x, ctx), ctx)
+    fn.detail = f"tile {cfg}"
+    return fn
+
+
+def _shape(pt):
+    return pt["shape"]
+
+
+OP = REGISTRY.add_op(Op(
+    name="gemm.fp4", family="gemm",
+    doc="block-scaled fp4 (mxfp4, nvfp4) square GEMMs; flops = 2 M N K, bytes = (M + N) K / 2 + (M + N) K / G + 2 M N",
+    axes=(Axis("dtype", FORMATS, doc="fp4 format: mxfp4 (e8m0 scales per 32), nvfp4 (e4m3 scales per 16)"),
+          Axis("shape", sweep=square_sweep, doc="(M, N, K)")),
+    make_inputs=make_inputs, reference=reference,
+    flops=lambda pt: fp4_flops(*_shape(pt)),
+    bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+    working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+    describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
+    tolerance=lambda pt: TOLERANCE, outputs=("c",), precision=lambda pt: pt["dtype"],
+    memory_factor=40.0,  # the float64 dequantized copies: 16 bytes per half-byte value
+))
+REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,
+                       doc="kernels/gemm_fp4.py: tl.dot_scaled, tiles autotuned on a GPU"))

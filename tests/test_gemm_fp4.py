@@ -1,0 +1,121 @@
+"""fp4 GEMM (kernels/gemm_fp4.py, bench/ops/gemm_fp4.py): e2m1 encoding and packing, the
+e8m0 and e4m3 group scales, and dequantization on hand-worked bytes; the mxfp4 kernel under
+Triton's interpreter against the float64 product of the stored values; the formulas; and
+where each format is skipped, with the reason."""
+import pytest
+import torch
+
+from bench.aot_targets import fake_device
+from bench.gate import poison
+from bench.ops import gemm_fp4 as f
+from bench.registry import load_all
+from conftest import INTERPRETING
+from kernels import gemm_fp4 as k
+
+REG = load_all()
+
+
+def test_e2m1_codes_and_packing_hand_worked():
+    # 0 -> 0; 0.5 -> 1; -1 -> 8 | 2 = 10; 6 -> 7; 1.25 lies halfway between 1 (code 2) and
+    # 1.5 (code 3): the even code; 5 halfway between 4 (6) and 6 (7): 6; 7 clamps to 6 -> 7;
+    # -0.2 rounds to 0 (code 0, no negative zero)
+    x = torch.tensor([0.0, 0.5, -1.0, 6.0, 1.25, 5.0, 7.0, -0.2])
+    codes = k.encode_e2m1(x)
+    assert codes.tolist() == [0, 1, 10, 7, 2, 6, 7, 0]
+    # element 2i in the low nibble: (0, 1) -> 0x10, (10, 7) -> 0x7a, (2, 6) -> 0x62, (7, 0) -> 0x07
+    packed = k.pack(codes)
+    assert packed.tolist() == [0x10, 0x7A, 0x62, 0x07]
+    assert k.unpack(packed).tolist() == codes.tolist()
+    assert k.e2m1_table()[codes.long()].tolist() == [0.0, 0.5, -1.0, 6.0, 1.0, 4.0, 6.0, 0.0]
+
+
+def test_mxfp4_scale_is_a_power_of_two_per_32():
+    # group 0: largest magnitude 3 -> 2**ceil(log2(3 / 6)) = 0.5, byte 126; stored x / 0.5:
+    #   3 -> 6 (code 7), -1 -> -2 (8 | 4 = 12), 0.25 -> 0.5 (code 1): bytes 0xc7, 0x01
+    # group 1: largest 12 -> 2**1, byte 128: 12 -> 6 (7); 5 -> 2.5, halfway between 2 (code 4)
+    #   and 3 (code 5): the even code, 2, so 5 comes back as 4: byte 0x47
+    x = torch.zeros(1, 64)
+    x[0, 0], x[0, 1], x[0, 2] = 3.0, -1.0, 0.25
+    x[0, 32], x[0, 33] = 12.0, 5.0
+    packed, scales = k.quantize(x, "mxfp4")
+    assert scales.dtype == torch.uint8 and scales.tolist() == [[126, 128]]
+    assert packed.shape == (1, 32)
+    assert [packed[0, 0].item(), packed[0, 1].item(), packed[0, 16].item()] == [0xC7, 0x01, 0x47]
+    back = k.dequantize(packed, scales)
+    assert back[0, [0, 1, 2, 32, 33]].tolist() == [3.0, -1.0, 0.25, 12.0, 4.0]
+    # nvfp4: an e4m3 scale per 16: largest 3 -> 0.5 (exact in e4m3)
+    packed, scales = k.quantize(x[:, :16], "nvfp4")
+    assert scales.dtype == torch.float8_e4m3fn and scales.float().tolist() == [[0.5]]
+
+
+def test_dequantize_hand_worked():
+    # byte 0x71: low nibble 1 (0.5), high 7 (6); e8m0 byte 128 = 2.0 -> [1.0, 12.0]
+    p = torch.tensor([[0x71] * 16], dtype=torch.uint8)
+    assert k.dequantize(p, torch.tensor([[128]], dtype=torch.uint8))[0, :2].tolist() == [1.0, 12.0]
+    # nvfp4: e4m3 scale 0.375 per 16 values (two groups: 0.375 and 2.0)
+    p = torch.tensor([[0x71] * 16], dtype=torch.uint8)
+    s = torch.tensor([[0.375, 2.0]]).to(torch.float8_e4m3fn)
+    d = k.dequantize(p, s)
+    assert d[0, :2].tolist() == [0.1875, 2.25] and d[0, 16:18].tolist() == [1.0, 12.0]
+    # e8m0 byte 127 is 1.0, byte 0 is 2**-127
+    assert k.scales_f64(torch.tensor([127, 0], dtype=torch.uint8)).tolist() == [1.0, 2.0**-127]
+
+
+def test_formulas_hand_worked():
+    # 2 x 64 x 32 x 128 flops; bytes: (64 + 32) x 128 / 2 = 6,144 values, (64 + 32) x 128 / 32
+    # = 384 e8m0 scales (768 e4m3 for nvfp4's groups of 16), 2 x 64 x 32 = 4,096 of bf16 C
+    assert f.fp4_flops(64, 32, 128) == 524288
+    assert f.fp4_bytes(64, 32, 128, "mxfp4") == 6144 + 384 + 4096
+    assert f.fp4_bytes(64, 32, 128, "nvfp4") == 6144 + 768 + 4096
+    op = REG.ops["gemm.fp4"]
+    assert op.family == "gemm" and op.precision({"dtype": "mxfp4"}) == "mxfp4"
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
+def test_mxfp4_kernel_under_the_interpreter_matches_float64():
+    # dot_scaled runs under TRITON_INTERPRET (triton 3.9) and, with fp32 out, is exact here:
+    # every product of e2m1 values and power-of-two scales is exact in fp32, and the sums
+    # of 128 such terms stay far inside fp32's 24 bits for these magnitudes
+    g = torch.Generator().manual_seed(5)
+    m, n, kk = 40, 48, 128   # not multiples of the interpreter's 32 x 32 tile
+    pa, sa = k.quantize(torch.randn(m, kk, generator=g), "mxfp4")
+    pb, sb = k.quantize(torch.randn(n, kk, generator=g), "mxfp4")
+    ref = k.dequantize(pa, sa) @ k.dequantize(pb, sb).T
+    c = torch.full((m, n), float("nan"))
+    k.matmul(pa, sa, pb, sb, c)
+    assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-6
+    # through the op's inputs and bf16 output, as the gate checks it
+    x = f.make_inputs({"dtype": "mxfp4", "shape": (64, 64, 128)}, "cpu")
+    ref = f.reference(x)
+    poison(x, ["c"])
+    k.matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"])
+    assert ((x["c"].double() - ref).norm() / ref.norm()).item() <= f.TOLERANCE
+
+
+def test_where_each_format_runs_and_why_not():
+    point = {"shape": (2048, 2048, 2048)}
+    for arch, fmt, why in (("sm_100", "mxfp4", None), ("sm_100", "nvfp4", None),
+                           ("sm_90", "mxfp4", "emulates mxfp4 through bf16"), ("sm_90", "nvfp4", "does not compile"),
+                           ("gfx950", "mxfp4", None), ("gfx950", "nvfp4", "NVIDIA's format"),
+                           ("gfx942", "mxfp4", "needs gfx950"), ("sm_80", "mxfp4", "10.0+")):
+        reason = f.fp4_unit(fmt, fake_device(arch))
+        assert (reason is None) if why is None else (why in reason), (arch, fmt, reason)
+    # the interpreter cannot check nvfp4 (it reads every scale as e8m0)
+    from bench.device import resolve
+    reason = f.triton_skip(dict(point, dtype="nvfp4"), resolve("cpu"))
+    assert (reason is not None and "e8m0" in reason) if INTERPRETING else True
+    assert f.triton_skip(dict(point, dtype="mxfp4"), resolve("cpu")) is None
+
+
+def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
+    from bench.device import resolve
+    from bench.runner import Runner, make_plan
+    from bench.timing import TimerConfig
+    cpu = resolve("cpu")
+    plan = make_plan(REG, cpu, only=["gemm.fp4"], quick=True, max_ws_bytes=100_000)  # 128^3 only
+    ms = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
+    by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
+    assert set(by) == {"mxfp4", "nvfp4"} and all(m.status == "skipped" for m in by.values())
+    if INTERPRETING:  # rule 8: checked, never timed; the skip carries what the check found
+        assert "e8m0" in by["nvfp4"].reason
+        assert "correct under Triton's interpreter" in by["mxfp4"].reason and by["mxfp4"].error <= f.TOLERANCE
