@@ -121,6 +121,7 @@ def software_versions() -> dict:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = None
     out["cuda_runtime"] = torch.version.cuda
+    out["hip_runtime"] = getattr(torch.version, "hip", None)
     out["triton_interpret"] = triton_interpreting()
     out["torch_threads"] = torch.get_num_threads()
     return out
@@ -213,8 +214,43 @@ def _uuid(props) -> str | None:
     return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
 
 
+def _pair(value) -> dict:
+    """Return {"current", "pending"} of an NVML (current, pending) mode pair as booleans."""
+    cur, pend = value
+    return {"current": bool(cur), "pending": bool(pend)}
+
+
+def nvml_state(nv, h) -> dict:
+    """Return what a GPU engineer checks first, each field read on its own (None where the
+    driver or the board does not say): ECC mode (current and pending), persistence mode,
+    MIG mode (current and pending), the PCIe link's generation and width (current and
+    max), the application clocks (SM and memory, MHz; what the driver holds the clocks to
+    when set) and the power limits (enforced and default, W)."""
+    fields = {
+        "ecc_mode": lambda: _pair(nv.nvmlDeviceGetEccMode(h)),
+        "persistence_mode": lambda: bool(nv.nvmlDeviceGetPersistenceMode(h)),
+        "mig_mode": lambda: _pair(nv.nvmlDeviceGetMigMode(h)),
+        "pcie_gen": lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h),
+        "pcie_gen_max": lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h),
+        "pcie_width": lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h),
+        "pcie_width_max": lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h),
+        "app_sm_clock_mhz": lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_SM),
+        "app_mem_clock_mhz": lambda: nv.nvmlDeviceGetApplicationsClock(h, nv.NVML_CLOCK_MEM),
+        "power_limit_w": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+        "default_power_limit_w": lambda: nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000,
+    }
+    out = {}
+    for key, fn in fields.items():
+        try:
+            out[key] = fn()
+        except Exception:  # not supported on this board or driver, or no permission
+            out[key] = None
+    return out
+
+
 def _nvml_info(index: int, uuid: str | None = None) -> dict:
-    """Return driver version, clocks and power limit through NVML, or {} without it."""
+    """Return driver version, clocks, power limit and the board's state (nvml_state)
+    through NVML, or {} without it."""
     try:
         import pynvml
         pynvml.nvmlInit()
@@ -225,18 +261,22 @@ def _nvml_info(index: int, uuid: str | None = None) -> dict:
         h = nvml_handle(pynvml, index, uuid)
         out = {"driver": pynvml.nvmlSystemGetDriverVersion()}
         for key, fn in (("max_sm_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)),
-                        ("max_mem_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)),
-                        ("power_limit_w", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)):
+                        ("max_mem_clock_mhz", lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM))):
             try:
                 out[key] = fn()
             except Exception:
                 out[key] = None
+        out["state"] = nvml_state(pynvml, h)
+        out["power_limit_w"] = out["state"]["power_limit_w"]
         return out
     finally:
         pynvml.nvmlShutdown()
 
 
 def _cuda_info(index: int) -> DeviceInfo:
+    if torch.version.hip:  # ROCm torch: an AMD GPU behind the same torch.cuda API
+        from bench.device_amd import amd_info
+        return amd_info(index)
     p = torch.cuda.get_device_properties(index)
     nvml = _nvml_info(index, _uuid(p))
     l2 = getattr(p, "L2_cache_size", 0) or 0
@@ -252,7 +292,9 @@ def _cuda_info(index: int) -> DeviceInfo:
         memory_clock_mhz=nvml.get("max_mem_clock_mhz"),
         compute_capability=f"{p.major}.{p.minor}",
         software=sw,
-        extra={"power_limit_w": nvml.get("power_limit_w"), "nvml": bool(nvml), "uuid": _uuid(p)},
+        extra={"power_limit_w": nvml.get("power_limit_w"), "nvml": bool(nvml), "uuid": _uuid(p),
+               "state": nvml.get("state")},
+        vendor="nvidia",
     )
 
 

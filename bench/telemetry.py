@@ -240,7 +240,11 @@ class LoadProbe:
 
 
 def make_source(device) -> _Source:
-    """Return the telemetry source for a DeviceInfo; a _Source with a note when none works."""
+    """Return the telemetry source for a DeviceInfo; a _Source with a note when none works.
+    An AMD GPU is read through amdsmi (bench/telemetry_amd.py); NVML only on NVIDIA."""
+    if device.kind == "cuda" and getattr(device, "vendor", None) == "amd":
+        from bench.telemetry_amd import make_amd_source
+        return make_amd_source(device)
     if device.kind == "cuda":
         try:
             return NvmlSource(int(device.torch_device.split(":")[1]), (device.extra or {}).get("uuid"))
