@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -79,15 +80,19 @@ def spec_device(name: str) -> DeviceInfo:
     parts = specs.load_parts()
     words = name.lower().split()
     hits = [p for p in parts if all(w in p.part.lower() for w in words)]
+    if len(hits) > 1:  # "b200" is in "GB200" too: whole words decide
+        whole = [p for p in hits if all(w in re.split(r"[^a-z0-9]+", p.part.lower()) for w in words)]
+        hits = whole or hits
     if len(hits) != 1:
         raise ValueError(f"--device-spec '{name}' matches {len(hits)} datasheet parts; "
                          f"choose one of: {', '.join(p.part for p in parts)}.")
     p = hits[0]
+    amd = p.part.startswith("AMD")
     return DeviceInfo(kind="cuda", torch_device="cuda:0", name=p.part, memory_bytes=int(p.memory_gb * 1e9),
-                      compute_units=p.sms, compute_unit_kind="SMs",
-                      caches=(CacheLevel("l2", int(p.llc_mib * 2**20), 1),),
+                      compute_units=p.sms, compute_unit_kind="CUs" if amd else "SMs",
+                      caches=(CacheLevel("l3" if amd else "l2", int(p.llc_mib * 2**20), 1),),
                       max_clock_mhz=p.boost_clock_mhz, compute_capability=p.compute_capability,
-                      extra={"spec": p.part})
+                      extra={"spec": p.part}, vendor="amd" if amd else "nvidia")
 
 
 @dataclass
@@ -99,7 +104,7 @@ class Rates:
     fp64: float
 
     def peak(self, precision: str) -> float:
-        return self.peaks.get(precision) or self.peaks.get("fp32") or 1e11
+        return self.peaks.get(precision) or self.peaks.get("fp32") or self.peaks.get("fp64") or 1e11
 
 
 def device_rates(device: DeviceInfo) -> Rates:

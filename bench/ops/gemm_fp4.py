@@ -101,13 +101,18 @@ def fp4_unit(fmt: str, device) -> str | None:
                ", where Triton does not compile nvfp4"))
 
 
+def point_skip(point, device):
+    """The op's rule: a GPU without a matrix unit for the format (fp4_unit)."""
+    return fp4_unit(point["dtype"], device)
+
+
 def triton_skip(point, device):
     m, n, k = point["shape"]
     if triton_interpreting() and point["dtype"] == "nvfp4":
         return "Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's e4m3 scales cannot be checked there"
     if k % 256 and device.kind == "cuda":
         return "the fp4 kernel needs K to be a multiple of 256"
-    return fp4_unit(point["dtype"], device)
+    return None
 
 
 def _call(x, cfg):
@@ -142,7 +147,7 @@ OP = REGISTRY.add_op(Op(
     bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
     working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
     describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
-    tolerance=lambda pt: TOLERANCE, outputs=("c",), precision=lambda pt: pt["dtype"],
+    tolerance=lambda pt: TOLERANCE, outputs=("c",), precision=lambda pt: pt["dtype"], skip=point_skip,
     memory_factor=40.0,  # the float64 dequantized copies: 16 bytes per half-byte value
 ))
 REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,
