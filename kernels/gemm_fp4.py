@@ -11,8 +11,8 @@ their scales (M, K/G) and (N, K/G). quantize() and dequantize() are the host-sid
 and its float64 inverse; the tests check them on hand-worked bytes.
 
 Hardware: sm_100 (tcgen05 block-scaled MMA) runs both formats natively; gfx950 (CDNA4)
-runs mxfp4; sm_90 and gfx942 emulate mxfp4 through bf16 (no fp4 roof there) and do not
-compile nvfp4. Triton's interpreter runs mxfp4 exactly, but reads every scale as e8m0, so
+runs mxfp4; sm_90 emulates both through bf16 and gfx942 mxfp4 (no fp4 roof there; Triton
+3.9's gfx942 compiler aborts on nvfp4). Triton's interpreter runs mxfp4 exactly, but reads every scale as e8m0, so
 it cannot check nvfp4 (triton 3.9).
 """
 from __future__ import annotations

@@ -17,8 +17,9 @@ the float64 product of the stored values, dequantized, so the error measured is 
 
 Where it runs: the Triton kernel (tl.dot_scaled) on GPUs with fp4 matrix units: NVIDIA
 compute capability 10.0+ (both formats) and AMD gfx950 (mxfp4). Where the units are absent
-Triton would emulate mxfp4 through bf16 (sm_90, gfx942) and does not compile nvfp4: those
-points are skipped with the reason, so no fp4 roof is ever an emulation's. On a CPU the
+Triton 3.9 emulates both formats through bf16 (sm_90; mxfp4 on gfx942, whose compiler
+aborts on nvfp4): those points are skipped with the reason, so no fp4 roof is ever an
+emulation's. On a CPU the
 kernel is checked under Triton's interpreter (rule 8), mxfp4 only: the interpreter reads
 every scale as e8m0.
 """
@@ -92,13 +93,13 @@ def fp4_unit(fmt: str, device) -> str | None:
             return None
         return (f"{fmt} has no matrix unit on {gfx or 'this AMD GPU'} (mxfp4 needs gfx950; Triton would emulate it "
                 "through bf16, which is no fp4 roof)" if fmt == "mxfp4" else
-                "nvfp4 (e4m3 scales per 16) is NVIDIA's format: AMD GPUs have no unit for it")
+                "nvfp4 (e4m3 scales per 16) is NVIDIA's format: AMD GPUs have no unit for it (Triton 3.9's "
+                "compiler aborts on it for gfx942)")
     major = int(cc.split(".")[0])
     if major >= 10:
         return None
-    return (f"{fmt} needs compute capability 10.0+ (Blackwell's block-scaled MMA); this GPU is {cc}"
-            + (", where Triton emulates mxfp4 through bf16 (no fp4 roof)" if fmt == "mxfp4" else
-               ", where Triton does not compile nvfp4"))
+    return (f"{fmt} needs compute capability 10.0+ (Blackwell's block-scaled MMA); this GPU is {cc}, "
+            f"where Triton emulates {fmt} through bf16 (no fp4 roof)")
 
 
 def point_skip(point, device):
