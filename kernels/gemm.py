@@ -117,6 +117,10 @@ def candidates(precision: str, quick: bool = False, cc: int | None = None) -> tu
     """Return the tile candidates for a precision ("fp32", "tf32", "bf16", ...), best first,
     for a GPU of compute capability cc x 10 (80 for sm_80; None: Hopper's lists).
     (The caller prunes those over the device's shared memory, and in quick runs keeps 3.)"""
+    if cc is not None and cc >= 100 and precision == "int8":
+        # Blackwell (triton 3.9): the wide Hopper int8 tiles bring their int32 accumulators
+        # back to 254 registers and spill 208-304 B per thread; Ampere's int8 list does not spill
+        return CONFIGS_8BIT_SM8X
     return (CONFIGS_SM8X if cc is not None and cc < 90 else CONFIGS)[precision]
 
 
@@ -127,14 +131,16 @@ def smem_bytes(config: TileConfig, element_bytes: int, cc: int | None = None, fm
     (BLOCK_M x BLOCK_N x out_bytes) staged for the store when that is larger. Hopper and later
     (cc >= 90) with BLOCK_M >= 64 keep num_stages buffers; Ampere and Ada (cc < 90), Hopper's
     narrow tiles (the pre-Hopper MMA), and IEEE fp32 on the FMA units (fma) keep
-    num_stages - 1 and stage no C tile. This equals the compiler's own figure on sm_80 and
-    sm_90 with Triton 3.6 and 3.9 (tests/test_aot.py checks it); an unknown arch (cc None)
-    gets the larger, Hopper figure."""
+    num_stages - 1 and stage no C tile; Blackwell (cc >= 100) adds 16 bytes of barriers to
+    the wide tiles. This equals the compiler's own figure on sm_80, sm_90 and sm_100 with
+    Triton 3.9, and on gfx942 modelled as sm_80 (tests/test_aot.py checks it); an unknown
+    arch (cc None) gets the larger, Hopper figure."""
     wgmma = cc is None or (cc >= 90 and not fma and config.block_m >= 64)
     buffers = config.num_stages if wgmma else max(1, config.num_stages - 1)
     pipeline = buffers * (config.block_m + config.block_n) * config.block_k * element_bytes
     staged_c = config.block_m * config.block_n * (out_bytes or element_bytes) if wgmma else 0
-    return max(pipeline, staged_c)
+    barriers = 16 if wgmma and cc is not None and cc >= 100 else 0  # Blackwell's tcgen05 MMA barriers
+    return max(pipeline, staged_c) + barriers
 
 
 INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)
