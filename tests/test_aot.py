@@ -30,7 +30,7 @@ from kernels.gemm import TileConfig, smem_bytes
 SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
 MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
-            "decode_combine_kernel"}
+            "decode_combine_kernel", "fp4_matmul_kernel"}
 ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942")
 
 
@@ -230,6 +230,12 @@ def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
     ok100 = {(r.kernel, r.dtype, r.config) for r in outcomes["sm_100"].plan.by_status("ok")}
     assert {("matmul_kernel", "bf16")} <= {k[:2] for k in ok100}
     assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok") for j in r.jobs.values()} == {("cuda", 100, 32)}
+    # fp4: both formats compile for Blackwell's block-scaled MMA; sm_90 and gfx942 skip them, saying why
+    fp4 = [r for r in outcomes["sm_100"].plan.by_status("ok") if r.kernel == "fp4_matmul_kernel"]
+    assert {r.dtype for r in fp4} == {"mxfp4", "nvfp4"} and len(fp4) == 2 * QUICK_CANDIDATES
+    for arch in ("sm_90", "gfx942"):
+        skipped = {r.dtype: r.reason for r in outcomes[arch].plan.by_status("skipped") if r.dtype in ("mxfp4", "nvfp4")}
+        assert set(skipped) == {"mxfp4", "nvfp4"} and all("fp4" in why for why in skipped.values())
 
 
 def test_launched_falls_back_only_when_nothing_fits():
