@@ -36,13 +36,14 @@ import argparse
 import sys
 
 from bench.aot_compile import _error_line, Outcome, compile_jobs, compile_plan, compile_plans, summary  # noqa: F401
-from bench.aot_plan import (Plan, Row, _kernels, build_plan, config_label, int_spec, job_of,  # noqa: F401
+from bench.aot_plan import (Plan, Row, _kernels, build_plan, config_label, int_spec, job_of, meta_inputs,  # noqa: F401
                             recording, spec_key)
 from bench.aot_targets import ARCHS, FAMILIES, TRITON_TYPE, Arch, fake_device  # noqa: F401
 from bench.ops._tune import QUICK_CANDIDATES
 
 __all__ = ["ARCHS", "FAMILIES", "Arch", "Outcome", "Plan", "Row", "build_plan", "compile_jobs", "compile_plan",
-           "compile_plans", "config_label", "fake_device", "int_spec", "job_of", "main", "recording", "spec_key",
+           "compile_plans", "config_label", "fake_device", "int_spec", "job_of", "main", "meta_inputs", "recording",
+           "spec_key",
            "summary", "table", "totals"]
 
 # ---- the report -----------------------------------------------------------------------------

@@ -121,7 +121,8 @@ def cpu_units(flags) -> dict:
     flags = set(flags)
     bits = cpu_vector_bits(flags)
     fp32 = bits / 32 * FMA_PIPES * 2
-    units = {"fp32": (fp32, f"{bits}-bit FMA x {FMA_PIPES} pipes"), "fp64": (fp32 / 2, f"{bits}-bit FMA x {FMA_PIPES} pipes")}
+    fma = f"{bits}-bit FMA x {FMA_PIPES} pipes"
+    units = {"fp32": (fp32, fma), "fp64": (fp32 / 2, fma)}
     if "avx512_bf16" in flags:
         units["bf16"] = (2 * fp32, "AVX512-BF16 dot products")
     if "avx512_fp16" in flags:

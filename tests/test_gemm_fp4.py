@@ -95,7 +95,8 @@ def test_mxfp4_kernel_under_the_interpreter_matches_float64():
 def test_where_each_format_runs_and_why_not():
     point = {"shape": (2048, 2048, 2048)}
     for arch, fmt, why in (("sm_100", "mxfp4", None), ("sm_100", "nvfp4", None),
-                           ("sm_90", "mxfp4", "emulates mxfp4 through bf16"), ("sm_90", "nvfp4", "emulates nvfp4 through bf16"),
+                           ("sm_90", "mxfp4", "emulates mxfp4 through bf16"),
+                           ("sm_90", "nvfp4", "emulates nvfp4 through bf16"),
                            ("gfx950", "mxfp4", None), ("gfx950", "nvfp4", "NVIDIA's format"),
                            ("gfx942", "mxfp4", "needs gfx950"), ("sm_80", "mxfp4", "10.0+")):
         reason = f.fp4_unit(fmt, fake_device(arch))
