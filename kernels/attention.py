@@ -192,7 +192,11 @@ def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc
     if tma:
         return (num_stages * 2 * block_n * head_dim + block_m * head_dim) * element_bytes + 1024
     p = block_m * block_n if _buffers(2, block_m, cc) == 1 and head_dim > block_m else 0
-    return (_buffers(num_stages, block_m, cc) * 2 * block_n * head_dim + block_m * head_dim + p) * element_bytes
+    # Blackwell (cc >= 100, triton 3.9): the tcgen05 MMAs' barriers (32 B) and, on 8 warps, a
+    # row-statistics exchange between the two warpgroups (4 B per query row): counted always
+    blackwell = 32 + 4 * block_m if cc is not None and cc >= 100 else 0
+    tiles = _buffers(num_stages, block_m, cc) * 2 * block_n * head_dim + block_m * head_dim + p
+    return tiles * element_bytes + blackwell
 
 
 DECODE_STAGES = 3  # decode_split_kernel is launched with Triton's default pipeline depth
