@@ -420,6 +420,8 @@ def tma_skip(point, device):
     p = PRECISIONS[point["dtype"]]
     if p.name not in kt.PRECISIONS:
         return "the TMA GEMM covers fp16, bf16, fp8 and int8 (kernels/gemm.py runs the rest)"
+    if device.kind == "cuda" and getattr(device, "vendor", None) == "amd":
+        return "TMA is NVIDIA hardware (Hopper and later): on an AMD GPU kernels/gemm.py's GEMM runs"
     if device.kind == "cuda":
         major = int(str(device.compute_capability or "0").split(".")[0])
         if major < 9:
