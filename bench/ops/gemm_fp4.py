@@ -83,9 +83,11 @@ def reference(x):
 
 
 def fp4_unit(fmt: str, device) -> str | None:
-    """Return why this device has no matrix unit for fmt, or None when it has one."""
+    """Return why this device has no matrix unit for fmt, or None when it has one (a CPU:
+    None only under Triton's interpreter, which checks the kernel; rule 8)."""
     if device.kind != "cuda":
-        return None
+        return None if triton_interpreting() else (
+            "a CPU has no fp4 matrix unit; the Triton kernel is checked under TRITON_INTERPRET=1 only")
     cc = device.compute_capability or "0.0"
     if getattr(device, "vendor", None) == "amd":
         gfx = (device.extra or {}).get("gfx") or ""
