@@ -325,7 +325,9 @@ def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES) -> list[Roof]:
     # its own rows were too unsteady to set a roof) is bounded by the fastest exact wider path
     ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
     unsteady = {str(p): g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
-    carried = set(rows["precision"].dropna().astype(str)) - {""} if "precision" in rows else set()
+    # ... among the points that ran: a skipped row (tf32 on a CPU) needs no bound
+    placed = rows[rows["status"] == "ok"] if "status" in rows else rows
+    carried = set(placed["precision"].dropna().astype(str)) - {""} if "precision" in placed else set()
     for precision in sorted((carried | set(unsteady)) - set(own)):
         wider = max((w for w in EXACT_IN.get(precision, ()) if w in own), key=lambda w: own[w]["gflops"], default=None)
         if wider is None:
