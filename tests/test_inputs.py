@@ -33,3 +33,11 @@ def test_tiled_values_are_standard_normal_in_the_dtype():
 def test_tiled_on_the_meta_device_has_shape_only():
     x = inputs.tiled_normal((4, 8), torch.float16, "meta", seed=1)
     assert x.device.type == "meta" and x.shape == (4, 8)
+
+
+def test_many_periods_sum_within_fp16s_range():
+    # a 2 GiB float16 stream.read sums 256 periods: an uncentred block (sum about +-2,000)
+    # would pass 65,504 and make the read's result inf
+    block = inputs._block(0, torch.float16, "cpu")
+    assert abs(block.double().mean().item()) < 1e-4
+    assert abs(block.double().sum().item()) * 256 < 65504 / 16
