@@ -45,6 +45,7 @@ import pandas as pd
 from roofs.levels import level_sizes, measured_edge, measured_reach, plateau
 from roofs.model import DIRECTIONS, INTEGER_PRECISIONS, Roof, Roofline, direction_of
 from roofs.probes import launch_roofs, with_launch_notes
+from roofs.specs import cpu_missing_units
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -291,16 +292,19 @@ def _unit(row) -> str:
     return "vector" if row.get("family") == "fma" else "gemm"
 
 
-def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES) -> list[Roof]:
+def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozenset()) -> list[Roof]:
     """Return the compute roofs (see the module docstring): per precision its own units'
     best median GFLOP/s among trustworthy GEMM and FMA-chain rows (the dtype column); a
     faster exact wider path as the extra line "<p> via <wider>"; the wider path as the roof
     only for a precision that rows carry (the precision column) but none of its own measured;
-    "<p>.vector" where the vector unit is not the precision's roof."""
+    "<p>.vector" where the vector unit is not the precision's roof. A precision in no_unit
+    (the device has no unit for it: fp16 on a CPU without AVX512-FP16) is bounded by the
+    exact wider path, labelled via, its own best kept beside it."""
     fam = rows[rows["family"].isin(families)] if "family" in rows else rows
     ok = fam[trusted(fam)] if not fam.empty else fam
     ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
-    own = _own_compute_roofs(ok)
+    own_all = _own_compute_roofs(ok)
+    own = {p: best for p, best in own_all.items() if p not in no_unit}
     vector = _own_compute_roofs(ok[ok["family"] == "fma"]) if "family" in ok else {}
     roofs = []
     for precision, best in own.items():
@@ -328,15 +332,22 @@ def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES) -> list[Roof]:
     # ... among the points that ran: a skipped row (tf32 on a CPU) needs no bound
     placed = rows[rows["status"] == "ok"] if "status" in rows else rows
     carried = set(placed["precision"].dropna().astype(str)) - {""} if "precision" in placed else set()
-    for precision in sorted((carried | set(unsteady)) - set(own)):
+    for precision in sorted((carried | set(unsteady) | (set(own_all) & set(no_unit))) - set(own)):
         wider = max((w for w in EXACT_IN.get(precision, ()) if w in own), key=lambda w: own[w]["gflops"], default=None)
         if wider is None:
+            if precision in own_all:  # no unit, but no wider path measured either: its own rows stand
+                best = own_all[precision]
+                roofs.append(_compute_roof(precision, best, "best of its own rows (no unit and no wider path)",
+                                           {"unit": _unit(best)}))
             continue
-        mine = unsteady.get(precision)
+        mine = own_all.get(precision) if precision in no_unit else unsteady.get(precision)
         extra = {"via": wider} if mine is None else {
-            "via": wider, "own_gflops": float(mine["gflops"]), "own_point_id": str(mine["point_id"]), "own_steady": False}
-        why = (f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof" if mine is not None
-               else "no GEMM or FMA chain of its own measured here")
+            "via": wider, "own_gflops": float(mine["gflops"]), "own_point_id": str(mine["point_id"]),
+            **({"no_unit": True} if precision in no_unit else {"own_steady": False})}
+        why = (f"the device has no {precision} unit (its own best, {float(mine['gflops']):,.4g}, runs through "
+               "conversion)" if precision in no_unit and mine is not None
+               else f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof"
+               if mine is not None else "no GEMM or FMA chain of its own measured here")
         roofs.append(_compute_roof(precision, own[wider], f"{precision}: {why}; its inputs convert exactly to {wider}",
                                    extra))
     return sorted(roofs, key=lambda r: -r.value)
@@ -405,7 +416,7 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     caches, level = device_levels(device)
     roofs, notes = bandwidth_roofs(rows, caches, level)
     roofs, notes = _with_l1_probe(rows, roofs, notes)
-    comp = compute_roofs(rows)
+    comp = compute_roofs(rows, no_unit=cpu_missing_units(device))
     good = rows[trusted(rows)] if not rows.empty else rows
     return roofs + comp + link_roofs(rows) + launch_roofs(good), notes + compute_notes(rows, comp)
 

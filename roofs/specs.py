@@ -135,6 +135,15 @@ def cpu_units(flags) -> dict:
     return units
 
 
+def cpu_missing_units(device: dict) -> set:
+    """Return the narrow precisions (fp16, bf16, fp8) a CPU has no arithmetic unit for, from
+    its flags (cpu_units): their GEMMs run through conversion, so their bound is the exact
+    wider path (ARCHITECTURE.md, rule 10). Empty for GPUs and for CPUs whose flags are unknown."""
+    if (device or {}).get("kind") != "cpu" or not device.get("cpu_flags"):
+        return set()
+    return {"fp16", "bf16", "fp8e4m3", "fp8e5m2"} - set(cpu_units(device["cpu_flags"]))
+
+
 def cpu_peaks_gflops(cores: int, clock_mhz: float, flags) -> dict:
     """Return computed peaks in GFLOP/s (GOP/s for int8): cores x clock x each precision's
     operations per clock per core on its fastest unit (cpu_units)."""

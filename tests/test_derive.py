@@ -325,3 +325,29 @@ def test_transfer_bytes_are_the_size_copied():
     op = load_all().ops["transfer.h2d"]
     assert op.bytes({"memory": "pinned", "bytes": 4096}) == 4096 and op.flops({"memory": "pinned", "bytes": 4096}) == 0
     assert op.skip({"memory": "pinned", "bytes": 4096}, type("D", (), {"kind": "cpu"})()) == "host-device copies need a GPU"
+
+
+def test_a_cpu_without_a_unit_for_a_precision_bounds_it_by_the_exact_wider_path():
+    """Rule 10: a precision's roof is its own unit's, but a CPU without AVX512-FP16 has no fp16
+    unit (torch's fp16 GEMM converts), and no CPU has an fp8 unit: their roofs are the exact
+    wider paths, labelled via, with their own best kept beside them."""
+    from roofs.derive import compute_roofs
+    from roofs.specs import cpu_missing_units
+
+    def gemm(d, g):
+        return {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "precision": d,
+                "shape": "512x512x512", "point_id": f"p-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g,
+                "stop": "converged", "samples": 50, "median_ms": 1.0, "p20_ms": 0.99, "p80_ms": 1.01, "flag": ""}
+    df = pd.DataFrame([gemm("fp32", 200.0), gemm("bf16", 420.0), gemm("fp16", 46.0), gemm("fp8e4m3", 120.0)])
+    zen4 = {"kind": "cpu", "cpu_flags": ["avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"]}
+    assert cpu_missing_units(zen4) == {"fp16", "fp8e4m3", "fp8e5m2"}
+    assert cpu_missing_units({"kind": "cuda"}) == set() and cpu_missing_units({"kind": "cpu"}) == set()
+    got = {r.name: r for r in compute_roofs(df, no_unit=cpu_missing_units(zen4))}
+    assert got["fp16"].value == 200.0 and got["fp16"].extra["via"] == "fp32" and got["fp16"].extra["own_gflops"] == 46.0
+    assert got["fp8e4m3"].value == 420.0 and got["fp8e4m3"].extra["via"] == "bf16" and got["fp8e4m3"].extra["no_unit"]
+    assert "no fp16 unit" in got["fp16"].note and "fp16 via fp32" not in got
+    assert got["bf16"].value == 420.0 and "via" not in got["bf16"].extra     # it has its unit: its own roof
+    # with AVX512-FP16 the fp16 GEMM is its unit's, and the fp32 path only an extra line
+    spr = {"kind": "cpu", "cpu_flags": zen4["cpu_flags"] + ["avx512_fp16"]}
+    got = {r.name: r for r in compute_roofs(df, no_unit=cpu_missing_units(spr))}
+    assert got["fp16"].value == 46.0 and got["fp16 via fp32"].value == 200.0
