@@ -17,11 +17,11 @@ it cannot check nvfp4 (triton 3.9).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 import triton.language as tl
+
+from kernels.gemm import TileConfig
 
 # e2m1 code -> value (codes 8-15 are the negatives of 0-7)
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -96,17 +96,9 @@ def dequantize(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
 
 # ---- the kernel --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Fp4Config:
-    block_m: int
-    block_n: int
-    block_k: int        # in fp4 values (BLOCK_K / 2 bytes per row of a tile)
-    group_m: int = 8
-    num_warps: int = 4
-    num_stages: int = 3
-
-    def __str__(self):
-        return f"{self.block_m}x{self.block_n}x{self.block_k}/g{self.group_m}/w{self.num_warps}/s{self.num_stages}"
+# The pointer GEMM's tile record (kernels/gemm.py); here block_k counts fp4 values, so a
+# tile row holds BLOCK_K / 2 bytes.
+Fp4Config = TileConfig
 
 
 # best guesses first: Blackwell's block-scaled MMA takes 128-row tiles and K of 128 or more

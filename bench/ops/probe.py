@@ -37,7 +37,7 @@ import math
 import torch
 
 from bench.registry import REGISTRY, Axis, Impl, Op
-from bench.ops.stream import wrap_int32
+from bench.ops.stream import resident_sum, wrap_int32
 from bench.util import triton_interpreting
 
 L1_CALL_BYTES = {"cpu": 2**28, "cuda": 2**33}
@@ -104,14 +104,7 @@ def l1_error(out, ref, x) -> float:
 
 def _l1_torch(x, ctx):
     a, reps, parts = x["a"], x["passes"], x["programs"]
-    m = a.numel() // parts
-    view = a.as_strided((parts, reps, m), (m, 0, 1))
-    partial = torch.empty(parts, dtype=a.dtype, device=a.device)
-    out = x["out"]
-
-    def fn():
-        torch.sum(view, dim=(1, 2), out=partial)
-        return torch.sum(partial, dim=0, out=out)
+    fn = resident_sum(a, reps, parts, x["out"])
     fn.detail = f"{parts} spans x {reps} passes"
     return fn
 

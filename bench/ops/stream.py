@@ -390,22 +390,29 @@ def reread_error(out, ref, x) -> float:
     return abs(out.double().item() - ref.item()) / max(x["repeats"] * x["a"].double().norm().item(), 1e-300)
 
 
-def _reread_torch(x, ctx):
-    """Split the buffer into one contiguous chunk per thread (CPU) and sum a view that
-    repeats each chunk R times with stride 0, so every thread rereads only its own chunk:
-    the working set spreads over the cores' private caches as a stream kernel's does."""
-    a, reps = x["a"], x["repeats"]
-    parts = torch.get_num_threads() if a.device.type == "cpu" else 1
-    while a.numel() % parts:
-        parts -= 1
+def resident_sum(a: torch.Tensor, reps: int, parts: int, out: torch.Tensor):
+    """Return a call that sums a, split into `parts` contiguous spans, each span read `reps`
+    times through a stride-0 view (one torch reduction, no per-pass call), into out: every
+    thread rereads only its own span, so the spans stay in the caches they fit."""
     m = a.numel() // parts
     view = a.as_strided((parts, reps, m), (m, 0, 1))
     partial = torch.empty(parts, dtype=a.dtype, device=a.device)
-    out = x["out_native"]
 
     def fn():
         torch.sum(view, dim=(1, 2), out=partial)
         return torch.sum(partial, dim=0, out=out)
+    return fn
+
+
+def _reread_torch(x, ctx):
+    """Split the buffer into one contiguous chunk per thread (CPU) and sum a view that
+    repeats each chunk R times with stride 0 (resident_sum): the working set spreads over
+    the cores' private caches as a stream kernel's does."""
+    a, reps = x["a"], x["repeats"]
+    parts = torch.get_num_threads() if a.device.type == "cpu" else 1
+    while a.numel() % parts:
+        parts -= 1
+    fn = resident_sum(a, reps, parts, x["out_native"])
     fn.detail = f"{parts} chunk(s) x {reps} passes"
     return fn
 
