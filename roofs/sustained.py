@@ -68,8 +68,9 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
     if kind == "compute":
         dtype = roof.dtype if roof is not None and roof.dtype else name
         # the family of the op that set it: a vector roof's candidates are FMA chains, not GEMMs
+        # (read from the rows where they hold that op: an op's name need not start with its family)
         setter = ok.loc[ok["op"] == roof.op, "family"] if roof is not None and roof.op else ok["family"].iloc[:0]
-        family = setter.iloc[0] if len(setter) else "gemm"
+        family = setter.iloc[0] if len(setter) else (roof.op.split(".")[0] if roof is not None and roof.op else "gemm")
         return ok[(ok["family"] == family) & (ok["dtype"] == dtype) & ok["gflops"].notna()]
     caches, memory = device_levels(device)
     if roof is not None and roof.plateau_bytes:

@@ -230,3 +230,16 @@ def test_a_roof_the_windows_cannot_settle_says_why():
     [bf16] = [n for n in notes if n.startswith("bf16:")]
     assert fp32.endswith("could not settle it either: its 1 sustained window(s) ran while the machine was busy")
     assert "none of its 1 sustained window(s) was steady (5+ samples, spread under 10%; 0 ran while" in bf16
+
+
+def test_a_vector_line_never_takes_a_gemms_sustained_window():
+    # the bf16.vector line was set by fma.chains; sustained windows ran only for the GEMM
+    from roofs.model import Roof
+    from roofs.sustained import candidate_rows
+    rows = pd.DataFrame([{"op": "gemm.square", "family": "gemm", "dtype": "bf16", "status": "ok", "gflops": 430.0}])
+    line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
+                op="fma.chains", dtype="bf16")
+    gemm = Roof(kind="compute", name="bf16", value=422.6, unit="GFLOP/s", source="measured",
+                op="gemm.square", dtype="bf16")
+    assert candidate_rows(rows, "compute", "bf16.vector", {}, line, sweep=False).empty
+    assert len(candidate_rows(rows, "compute", "bf16", {}, gemm, sweep=False)) == 1
