@@ -156,9 +156,11 @@ def test_pools_are_released_when_no_later_point_needs_them():
 # ---- a whole quick stream run, in a subprocess, under a small budget ------------------------
 
 BUDGET = 160 * MiB
-# what the interpreter, torch, numpy, pandas and matplotlib (the charts) hold by themselves,
-# measured at 300-320 MiB with a budget of 1 MiB (nothing but the smallest points made)
-ALLOWANCE = 450 * MiB
+# What a run holds beyond its budgeted pools, inputs and references (allocator slack, more
+# rows for the charts): the baseline itself (interpreter, torch, numpy, pandas, matplotlib;
+# 300-450 MiB depending on the installed versions) is measured in the same environment by a
+# run with a 1 MiB budget, so the verdict does not depend on which wheels are installed.
+MARGIN = 96 * MiB
 
 SIMULATED = textwrap.dedent("""
     import dataclasses, sys
@@ -183,14 +185,19 @@ PARENT = textwrap.dedent("""
 def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(tmp_path):
     """Issue 22: --quick was killed by the OOM killer in the stream family (8x a 300 MiB L3:
     2.4 GiB working sets, pools at twice their size, inputs made for points then cut short)."""
-    args = ["--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.05",
-            "--max-memory", f"{BUDGET // MiB}MiB", "--out", str(tmp_path)]
-    out = subprocess.run([sys.executable, "-c", PARENT, SIMULATED, *args], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600)
-    last = out.stdout.strip().splitlines()[-1].split()
-    rc, peak = int(last[1]), int(last[3]) * 1024  # ru_maxrss is in KiB on Linux
-    assert rc == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert peak < BUDGET + ALLOWANCE, f"peak RSS {peak / MiB:.0f} MiB"
+    def run(budget_mib: int, out_dir):
+        args = ["--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.05",
+                "--max-memory", f"{budget_mib}MiB", "--out", str(out_dir)]
+        out = subprocess.run([sys.executable, "-c", PARENT, SIMULATED, *args], cwd=ROOT, capture_output=True,
+                             text=True, timeout=600)
+        last = out.stdout.strip().splitlines()[-1].split()
+        rc, peak = int(last[1]), int(last[3]) * 1024  # ru_maxrss is in KiB on Linux
+        assert rc == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return peak
+
+    baseline = run(1, tmp_path.parent / f"{tmp_path.name}-baseline")
+    peak = run(BUDGET // MiB, tmp_path)
+    assert peak < baseline + BUDGET + MARGIN, f"peak RSS {peak / MiB:.0f} MiB, baseline {baseline / MiB:.0f} MiB"
     (run_dir,) = tmp_path.iterdir()
     df = pd.read_csv(run_dir / "measurements.csv")
     assert (df["status"] == "ok").any()
