@@ -147,6 +147,19 @@ INTERPRETER_CONFIG = TileConfig(64, 64, 32, 4, 4, 1)
 
 
 @triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Return (pid_m, pid_n), the C tile of program pid in grouped order: GROUP_M row-blocks
+    walked down a column of C before moving right, so the programs in flight at once reuse
+    the same B columns and A rows from L2."""
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * grid_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = min(grid_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % rows, (pid % per_group) // rows
+
+
+@triton.jit
 def matmul_kernel(a_ptr,  # (M, K) input
                   b_ptr,  # (K, N) input
                   c_ptr,  # (M, N) output: C = scale * (A @ B)
@@ -161,16 +174,7 @@ def matmul_kernel(a_ptr,  # (M, K) input
                   INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for fp32 inputs
                   HAS_SCALE: tl.constexpr,
                   EVEN_K: tl.constexpr = False):  # K % BLOCK_K == 0: the K loop needs no mask
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped ordering: walk GROUP_M row-blocks down a column of C before moving right,
-    # so the programs in flight at once reuse the same B columns and A rows from L2.
-    per_group = GROUP_M * grid_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = min(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemm import TileConfig
+from kernels.gemm import TileConfig, grouped_tile
 
 # e2m1 code -> value (codes 8-15 are the negatives of 0-7)
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -134,14 +134,7 @@ def fp4_matmul_kernel(a_ptr, a_scale_ptr,  # (M, K/2) packed e2m1, (M, K/GROUP) 
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, GROUP: tl.constexpr):
     # K % BLOCK_K == 0 (the launcher checks): the K loop needs no mask
-    pid = tl.program_id(0)
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * grid_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = min(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rows_a = (offs_m % M).to(tl.int64)
