@@ -68,6 +68,14 @@ TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape",
                 "bound_roof", "layout"]
 
 
+def text_column(df: pd.DataFrame, name: str) -> pd.Series:
+    """Return df's text column name as strings, "" where empty or where df lacks the column
+    (a frame built from rows whose every value is None holds it as float NaN)."""
+    if name not in df:
+        return pd.Series("", index=df.index, dtype=object)
+    return df[name].astype(object).where(df[name].notna(), "").astype(str)
+
+
 def axis_columns(point: dict) -> dict:
     """Return the AXIS_COLUMNS a point fills by itself: its scalar axes of those names, and a
     3-tuple "shape" axis as m, n, k. An op whose axes hold more (a GEMV layer's N and K, an
@@ -390,7 +398,7 @@ def load_measurements(path: Path) -> pd.DataFrame:
         if c not in df.columns:
             df[c] = None
     for c in TEXT_COLUMNS:
-        df[c] = df[c].fillna("")
+        df[c] = text_column(df, c)
     bad = df.index[~df["status"].isin(STATUSES)]
     if len(bad):
         raise ResultsError(f"{path} line {bad[0] + 2} has status '{df.at[bad[0], 'status']}' (expected "

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
-from bench.results import LEVEL_BYTE_COLUMNS, Run  # noqa: E402
+from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
 from roofs.model import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 
 
@@ -256,7 +256,7 @@ def _caches(run: Run) -> list[tuple[str, int]]:
 
 def _column(df: pd.DataFrame, name: str) -> pd.Series:
     """Return a text column, empty strings where the run predates it."""
-    return df[name].fillna("").astype(str) if name in df else pd.Series("", index=df.index)
+    return text_column(df, name)
 
 
 def _points(df: pd.DataFrame) -> pd.DataFrame:

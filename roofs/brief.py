@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from bench.results import ResultsError, load_run
+from bench.results import ResultsError, load_run, text_column
 from bench.util import fmt_num, plural
 from roofs.checks import roof_notes, unbounded
 from roofs.report import point_rate, validation
@@ -58,7 +58,7 @@ def brief(run_dir) -> str:
     if not errors.empty:
         lines.append(f"\n{len(errors)} errors; first ones:")
         lines += [f"  {r.point_id}: {r.reason}" for r in errors.head(8).itertuples()]
-    flagged = df[df["flag"].fillna("") != ""] if "flag" in df else df.iloc[0:0]
+    flagged = df[text_column(df, "flag") != ""]
     lines.append(f"\n{fmt_num(len(flagged))} of {plural(len(ok), 'ok point')} flagged (above their bound, or measured while busy)")
     missing = unbounded(df)
     if missing:

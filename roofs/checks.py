@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 
+from bench.results import text_column
 from roofs.derive import BUSY_PREFIX, JUMP_PREFIX, TRUST_SPREAD
 from bench.util import fmt_num, plural
 from roofs.model import Roofline
@@ -17,7 +18,7 @@ def above_bound(df: pd.DataFrame) -> tuple[int, int]:
     """Return (ok rows flagged above their attainable bound, ok rows with a bound)."""
     ok = df[df["status"] == "ok"]
     bounded = ok[ok["attainable_gflops"].notna()] if "attainable_gflops" in ok else ok.iloc[0:0]
-    flags = bounded["flag"].fillna("").astype(str) if "flag" in bounded else pd.Series(dtype=str)
+    flags = text_column(bounded, "flag")
     return int(flags.str.startswith("above its attainable").sum()), len(bounded)
 
 
@@ -42,7 +43,7 @@ def warnings(run) -> list[str]:
                        f"({r.name} inputs convert exactly to {via})")
         elif via:
             out.append(f"{r.name} has no unit measured here: its roof is {via}'s ({r.name} inputs convert exactly to {via})")
-    flags = df["flag"].fillna("").astype(str) if "flag" in df else pd.Series(dtype=str)
+    flags = text_column(df, "flag")
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:
         notes = roof_notes(run)
@@ -103,5 +104,5 @@ def unbounded(df: pd.DataFrame) -> dict[str, int]:
     ok = df[df["status"] == "ok"]
     if "attainable_gflops" not in ok or "bound_note" not in ok:
         return {}
-    none = ok[ok["attainable_gflops"].isna() & (ok["bound_note"].fillna("") != "")]
+    none = ok[ok["attainable_gflops"].isna() & (text_column(ok, "bound_note") != "")]
     return none["bound_note"].astype(str).str.split(":").str[0].value_counts().to_dict()

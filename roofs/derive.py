@@ -42,6 +42,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from bench.results import text_column
 from roofs.levels import level_sizes, measured_edge, measured_reach, plateau
 from roofs.model import DIRECTIONS, INTEGER_PRECISIONS, Roof, Roofline, direction_of
 from roofs.probes import launch_roofs, with_launch_notes
@@ -95,11 +96,11 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
     ok = rows["status"] == "ok"
     if "stop" in rows.columns:
         samples = rows["samples"].fillna(0).astype(float) if "samples" in rows.columns else 0
-        converged = rows["stop"].fillna("") == "converged"
+        converged = text_column(rows, "stop") == "converged"
         steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
         ok = ok & (converged | steady)
     if "flag" in rows.columns:
-        ok = ok & ~rows["flag"].fillna("").astype(str).map(is_runner_flag)
+        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
     return ok
 
 
@@ -175,6 +176,26 @@ def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extr
     return roofs, notes
 
 
+def cache_edges(env_warm: pd.DataFrame, caches, tol: float) -> dict:
+    """Return {cache name: measured edge in bytes, or None}: each cache's window starts clear
+    of the inner level's reported size (the inner level's transition lies between its edge
+    and there) and ends at its own edge (roofs.levels.measured_edge)."""
+    return {name: measured_edge(env_warm, CLEAR_FACTOR * (caches[i - 1][1] if i else 0), FIT_FRACTION * size,
+                                size, tol, MIN_SIZES) for i, (name, size) in enumerate(caches)}
+
+
+def offchip_window(rows: pd.DataFrame, caches, rel_tol: float = REL_TOL) -> tuple[int, int | None]:
+    """Return (start, llc_edge) for a run's stream rows: the smallest working set that may set
+    the off-chip roof (offchip_start) and the last-level cache's measured edge (None when the
+    sweep shows none), as bandwidth_roofs computes them."""
+    stream = rows[rows["family"] == "stream"] if "family" in rows else rows
+    good = stream[trusted(stream)]
+    warm = good[good["mode"] == "warm"]
+    caches = [(str(n), int(b)) for n, b in caches]
+    edges = cache_edges(envelope(warm), caches, max(rel_tol, CACHE_REL_TOL))
+    return offchip_start(good, envelope(warm), caches, edges, rel_tol), edges[caches[-1][0]]
+
+
 def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dict, rel_tol: float = REL_TOL) -> int:
     """Return the smallest working set that may set the off-chip roof (ARCHITECTURE.md, rule
     11): DRAM_FACTOR x the last-level cache's reported size when no edge was measured; with a
@@ -211,10 +232,7 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     warm = good[good["mode"] == "warm"] if not good.empty else good
     env_warm = envelope(warm)
     tol = max(rel_tol, CACHE_REL_TOL)
-    # each cache's measured edge: its window starts clear of the inner level's reported size
-    # (the inner level's transition lies between its edge and there) and ends at its own edge
-    edges = {name: measured_edge(env_warm, CLEAR_FACTOR * (caches[i - 1][1] if i else 0), FIT_FRACTION * size,
-                                 size, tol, MIN_SIZES) for i, (name, size) in enumerate(caches)}
+    edges = cache_edges(env_warm, caches, tol)
     if not caches:
         notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
         mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \
@@ -366,7 +384,7 @@ def untrusted_text(rows: pd.DataFrame) -> str:
     remedy: not converged within the budget (a larger --budget), measured while the machine
     was busy or whose time jumped (a quiet machine)."""
     ok = rows[rows["status"] == "ok"]
-    flags = ok["flag"].fillna("").astype(str) if "flag" in ok else pd.Series("", index=ok.index)
+    flags = text_column(ok, "flag")
     noisy = flags.map(is_runner_flag)
     unsteady = ~trusted(ok.assign(flag="")) if not ok.empty else noisy
     parts = []
@@ -383,7 +401,7 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     roofs = []
     comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     if not comm.empty:
-        pairs = comm["pair"].fillna("") if "pair" in comm else [""] * len(comm)
+        pairs = text_column(comm, "pair")
         comm = comm.assign(key=[op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)],
                            rate=comm["bus_gbps"].fillna(comm["gbps"]))
         for key, g in comm.groupby("key", sort=False):

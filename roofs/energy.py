@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bench.results import text_column
+
 
 def fit_energy(rows: pd.DataFrame) -> tuple[dict | None, str]:
     """Return ({e_flop_pj, e_byte_pj, static_w, points, r2}, "") or (None, why not)."""
@@ -141,7 +143,7 @@ def fit_groups(rows: pd.DataFrame, roof_rates: dict, limit_w: float | None = Non
         fit = dict(fit_group(g, "flops"), group=str(precision), per="FLOP")
         out.append(dict(fit, failed=checks(fit, roof_rates.get(str(precision)), limit_w, idle_w)))
     levels = d[stream]
-    for level, g in levels.groupby(levels["boundary"].fillna("").replace("", "unbounded"), sort=False):
+    for level, g in levels.groupby(text_column(levels, "boundary").replace("", "unbounded"), sort=False):
         fit = dict(fit_group(g, "bytes"), group=str(level), per="byte")
         out.append(dict(fit, failed=checks(fit, roof_rates.get(str(level)), limit_w, idle_w)))
     return out

@@ -16,7 +16,7 @@ import math
 
 import pandas as pd
 
-from bench.results import LEVEL_BYTE_COLUMNS
+from bench.results import LEVEL_BYTE_COLUMNS, text_column
 from roofs.model import Roofline
 
 
@@ -70,7 +70,7 @@ def triton_binding_table(df: pd.DataFrame, model: Roofline) -> pd.DataFrame:
     ok = ok[pd.to_numeric(ok["gflops"], errors="coerce") > 0]
     if ok.empty:
         return pd.DataFrame()
-    best = ok.loc[ok.assign(_p=ok["precision"].fillna("")).groupby(["op", "impl", "_p"])["gflops"].idxmax()]
+    best = ok.loc[ok.assign(_p=text_column(ok, "precision")).groupby(["op", "impl", "_p"])["gflops"].idxmax()]
     rows = []
     for _, r in best.iterrows():
         b = level_bounds(r, model)

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from bench.results import Run  # noqa: E402
+from bench.results import Run, text_column  # noqa: E402
 from roofs.model import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 from roofs.probes import floor_for, is_launch_bound, launch_floors  # noqa: E402
 from roofs._plotkit import (  # noqa: E402
@@ -75,7 +75,7 @@ def draw_fma(run: Run):
     if pts.empty:
         return None
     model = Roofline(run.roofs)
-    level = next((b for b in pts.get("boundary", pd.Series(dtype=str)).fillna("") if b), "")
+    level = next((b for b in text_column(pts, "boundary") if b), "")
     fig, ax = plt.subplots(figsize=(11, 7), dpi=DPI)
     placer = LabelPlacer(fig)
     xs = np.concatenate([pts["intensity"].to_numpy(), [1e-1, 1e4]])

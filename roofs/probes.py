@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.results import text_column
 from roofs.model import Roof
 
 LAUNCH_OP = "probe.launch"
@@ -91,7 +92,7 @@ def launch_note(median_ms, backend: str, timer: str, floors: dict, op: str = "")
 def with_launch_notes(rows: pd.DataFrame, roofs) -> pd.Series:
     """Return rows' bound_note with the launch-bound note appended ("; "-joined) where it applies."""
     floors = launch_floors(roofs)
-    notes = rows["bound_note"].fillna("").astype(str) if "bound_note" in rows else pd.Series("", index=rows.index)
+    notes = text_column(rows, "bound_note")
     if not floors or rows.empty:
         return notes
     col = lambda name: rows[name] if name in rows else pd.Series("", index=rows.index)  # noqa: E731
@@ -107,4 +108,4 @@ def is_launch_bound(rows: pd.DataFrame) -> pd.Series:
     """Return, per row, whether bound_note calls it launch-bound."""
     if "bound_note" not in rows:
         return pd.Series(False, index=rows.index)
-    return rows["bound_note"].fillna("").astype(str).str.contains(LAUNCH_PREFIX)
+    return text_column(rows, "bound_note").str.contains(LAUNCH_PREFIX)

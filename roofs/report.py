@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import load_run
+from bench.results import load_run, text_column
 from roofs import specs
 from roofs.checks import roof_notes, warnings
 from roofs.derive import DRAM_FACTOR, device_levels
@@ -161,7 +161,7 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         r, ridge = model.compute(p), model.ridge(p)
         if r and ridge:
             out.append(f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
-    flagged = df[df.get("flag", pd.Series(dtype=str)).fillna("") != ""] if "flag" in df else df.iloc[0:0]
+    flagged = df[text_column(df, "flag") != ""]
     if not flagged.empty:
         out.append(f"{len(flagged)} points sit above their attainable roof beyond their own spread (see 'Points above their roofs').")
     held = throttled(df)
@@ -241,7 +241,7 @@ def best_points(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
 def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
     """Return the "Points above their roofs" sections: how many per op, then every flagged
     point, grouped by op (none left out: the findings count them all)."""
-    flagged = df[df["flag"].fillna("") != ""] if "flag" in df else df.iloc[0:0]
+    flagged = df[text_column(df, "flag") != ""]
     title = "Points above their roofs"
     if flagged.empty:
         return [(title, ["none: every measured point is under its attainable bound within its own spread"])]
@@ -348,7 +348,7 @@ def summary(run) -> str:
         lines += ["\ncopies and links, best point per impl:",
                   t.rename(columns={"gbps": "best GB/s"}).to_string(index=False, float_format=lambda v: f"{v:,.4g}")]
     lines += gemv_summary(df, model)
-    flagged = df[df["flag"].fillna("") != ""]
+    flagged = df[text_column(df, "flag") != ""]
     if not flagged.empty:
         lines.append(f"\n{fmt_num(len(flagged))} points are flagged (above their attainable roof, or measured while the "
                      "machine was busy): every one is in report.md (Flagged points) and in measurements.csv, column flag.")

@@ -29,6 +29,7 @@ import dataclasses
 
 import pandas as pd
 
+from bench.results import text_column
 from roofs.derive import (CACHE_REL_TOL, CLEAR_FACTOR, DRAM_FACTOR, FIT_FRACTION, MIN_SIZES, REL_TOL, SUSTAINED_MODE,
                           TRUST_MIN_SAMPLES, TRUST_SPREAD, device_levels, is_runner_flag, row_spread, size_bin)
 from roofs.model import INTEGER_PRECISIONS, Roof
@@ -116,7 +117,7 @@ def targets(roofs, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, st
 
 
 def _steady(rows: pd.DataFrame) -> pd.Series:
-    flagged = rows["flag"].fillna("").astype(str).map(is_runner_flag) if "flag" in rows else False
+    flagged = text_column(rows, "flag").map(is_runner_flag)
     return (rows["samples"].fillna(0) >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD) & ~flagged
 
 
@@ -133,7 +134,7 @@ def _best(rows: pd.DataFrame, kind: str):
     """Return (the best usable sustained row, its steadiness) or (None, why)."""
     if rows.empty:
         return None, "none of its candidates ran a sustained window (failed or skipped; see the sustained rows)"
-    busy = rows["flag"].fillna("").astype(str).map(is_runner_flag) if "flag" in rows else pd.Series(False, index=rows.index)
+    busy = text_column(rows, "flag").map(is_runner_flag)
     usable = rows[~busy]
     if usable.empty:
         return None, f"its {len(rows)} sustained window(s) ran while the machine was busy"
@@ -197,7 +198,7 @@ def _unsteady_why(rows: pd.DataFrame) -> str:
     """Return why none of a level's or precision's sustained windows was steady."""
     if rows.empty:
         return "no sustained window ran in its window (failed, skipped or not a candidate)"
-    busy = int(rows["flag"].fillna("").astype(str).map(is_runner_flag).sum()) if "flag" in rows else 0
+    busy = int(text_column(rows, "flag").map(is_runner_flag).sum())
     if busy == len(rows):
         return f"its {len(rows)} sustained window(s) ran while the machine was busy"
     return (f"none of its {len(rows)} sustained window(s) was steady ({TRUST_MIN_SAMPLES}+ samples, spread under "
