@@ -189,9 +189,11 @@ def offchip_window(rows: pd.DataFrame, caches, rel_tol: float = REL_TOL) -> tupl
     the off-chip roof (offchip_start) and the last-level cache's measured edge (None when the
     sweep shows none), as bandwidth_roofs computes them."""
     stream = rows[rows["family"] == "stream"] if "family" in rows else rows
+    caches = [(str(n), int(b)) for n, b in caches]
+    if stream.empty:
+        return int(DRAM_FACTOR * caches[-1][1]), None
     good = stream[trusted(stream)]
     warm = good[good["mode"] == "warm"]
-    caches = [(str(n), int(b)) for n, b in caches]
     edges = cache_edges(envelope(warm), caches, max(rel_tol, CACHE_REL_TOL))
     return offchip_start(good, envelope(warm), caches, edges, rel_tol), edges[caches[-1][0]]
 

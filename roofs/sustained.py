@@ -31,7 +31,8 @@ import pandas as pd
 
 from bench.results import text_column
 from roofs.derive import (CACHE_REL_TOL, CLEAR_FACTOR, DRAM_FACTOR, FIT_FRACTION, MIN_SIZES, REL_TOL, SUSTAINED_MODE,
-                          TRUST_MIN_SAMPLES, TRUST_SPREAD, device_levels, is_runner_flag, row_spread, size_bin)
+                          TRUST_MIN_SAMPLES, TRUST_SPREAD, device_levels, is_runner_flag, offchip_window, row_spread,
+                          size_bin)
 from roofs.model import INTEGER_PRECISIONS, Roof
 
 PER_ROOF = 3   # the best candidates of each roof that run a sustained window
@@ -45,13 +46,19 @@ def split(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows[~sus], rows[sus]
 
 
-def level_window(name: str, caches, memory_level: str) -> tuple[float, float]:
+def level_window(name: str, caches, memory_level: str, sweep_rows: pd.DataFrame | None = None) -> tuple[float, float]:
     """Return the working-set window (lo, hi bytes) of a level (rule 11): the off-chip
-    level from DRAM_FACTOR x the last-level cache up; a cache from CLEAR_FACTOR x the next
-    inner level's capacity to FIT_FRACTION x its own."""
+    level from where derive starts it (offchip_window: DRAM_FACTOR x the last-level cache's
+    measured edge in sweep_rows, or past the LLC's reach; DRAM_FACTOR x its reported size
+    without sweep rows); a cache from CLEAR_FACTOR x the next inner level's capacity to
+    FIT_FRACTION x its own."""
     caches = list(caches)
     if name == memory_level:
-        return (DRAM_FACTOR * caches[-1][1] if caches else 0.0), float("inf")
+        if not caches:
+            return 0.0, float("inf")
+        if sweep_rows is not None and not sweep_rows.empty:
+            return float(offchip_window(sweep_rows, caches)[0]), float("inf")
+        return float(DRAM_FACTOR * caches[-1][1]), float("inf")
     for i, (cname, size) in enumerate(caches):
         if cname == name:
             inner = caches[i - 1][1] if i > 0 else 0
@@ -60,11 +67,12 @@ def level_window(name: str, caches, memory_level: str) -> tuple[float, float]:
 
 
 def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof: Roof | None = None,
-                   sweep: bool = True) -> pd.DataFrame:
+                   sweep: bool = True, sweep_rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Return the ok rows that may stand for a roof: a compute roof's rows of the op family
     and dtype that set it (GEMMs; FMA chains for a vector roof; its `via` precision when it
     borrows one); a level's stream (and probe.l1) rows on its plateau (or, for a roof not
-    set, in its level's window), warm only for a cache in the sweeps."""
+    set, in its level's window, placed by the sweep's rows: rows themselves when sweep,
+    else sweep_rows), warm only for a cache in the sweeps."""
     ok = rows[rows["status"] == "ok"]
     if kind == "compute":
         dtype = roof.dtype if roof is not None and roof.dtype else name
@@ -77,7 +85,7 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
     if roof is not None and roof.plateau_bytes:
         lo, hi = roof.plateau_bytes
     else:
-        lo, hi = level_window(name, caches, memory)
+        lo, hi = level_window(name, caches, memory, rows if sweep else sweep_rows)
     sel = ((ok["family"] == "stream") | (ok["op"] == "probe.l1")) & ok["gbps"].notna() & (ok["working_set_bytes"] >= lo) \
         & (ok["working_set_bytes"] <= hi)
     if sweep and name != memory:
@@ -175,7 +183,7 @@ def _settle(roofs, notes, sweep, sus, device) -> tuple[list[Roof], list[str]]:
     for kind, name, _ in targets([r for r in roofs if r.source == "measured"], sweep, device):
         if (kind, name) in have:
             continue
-        rows = candidate_rows(sus, kind, name, device, sweep=False)
+        rows = candidate_rows(sus, kind, name, device, sweep=False, sweep_rows=sweep)
         steady = rows[_steady(rows)] if not rows.empty else rows
         roof, why = (_settle_compute(name, steady) if kind == "compute"
                      else _settle_level(name, steady, roofs, caches, memory))

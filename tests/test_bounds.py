@@ -170,6 +170,25 @@ def test_cpu_vm_l3_ends_where_dram_speed_begins():
         "reported_bytes": 300 * MiB, "edge_bytes": 32 * MiB, "reach_bytes": 64 * MiB}
 
 
+def test_offchip_window_is_the_one_the_sustained_phase_settles_an_unset_roof_in():
+    # the VM above: 4x the 32 MiB measured edge = 128 MiB (past the 64 MiB reach), not 4x the
+    # reported 300 MiB; the sustained phase's window for a DRAM roof the sweep left unset is
+    # the same, so it never runs (or keeps) windows that derive would call in-cache
+    from roofs.derive import offchip_window
+    from roofs.sustained import candidate_rows, level_window
+    caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 300 * MiB)]
+    device = {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]}
+    rows = cpu_vm_rows()
+    assert offchip_window(rows, caches) == (128 * MiB, 32 * MiB)
+    assert level_window("dram", caches, "dram", rows) == (128 * MiB, float("inf"))
+    assert level_window("dram", caches, "dram") == (1200 * MiB, float("inf"))  # no sweep rows: the reported size
+    assert offchip_window(rows.iloc[0:0], caches) == (1200 * MiB, None)
+    got = candidate_rows(rows, "bandwidth", "dram", device)
+    assert sorted(got["working_set_bytes"]) == [128 * MiB, 256 * MiB, 512 * MiB, 1 * GiB, int(2.4 * GiB)]
+    sus = rows.assign(mode="sustained", point_id=rows["point_id"].str.replace("@warm", "@sustained"))
+    assert len(candidate_rows(sus, "bandwidth", "dram", device, sweep=False, sweep_rows=rows)) == 5
+
+
 def test_edge_needs_a_measured_fall():
     env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8], "gbps": [100, 101, 99, 100]})
     assert measured_edge(env, 0, 6, 8, 0.15) is None  # flat to the reported size: no fall seen

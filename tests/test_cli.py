@@ -68,13 +68,16 @@ def test_quick_run_end_to_end(tmp_path):
         assert dram[0]["plateau_bytes"][0] >= start
     else:
         [note] = [n for n in derived["notes"] if n.startswith("dram:")]
-        big = df[(df["backend"] == "torch") & (df["working_set_bytes"] >= start)]
-        # the points in its window were cut short, or too unsteady (or too busy) to set a
-        # roof: fewer than the two sizes an off-chip roof needs are left, or the steady
-        # sizes left differ by more than a plateau's 10%
+        sweep = df[df["mode"] != "sustained"]
+        big = sweep[(sweep["backend"] == "torch") & (sweep["working_set_bytes"] >= start)]
+        # the sweep's points in its window were cut short, or too unsteady (or too busy) to
+        # set a roof: fewer than the two sizes an off-chip roof needs are left, or the steady
+        # sizes left differ by more than a plateau's 10%; and the sustained phase, when it ran
+        # windows there, says why they could not settle it either
         steady = big[trusted(big)]
         assert not big.empty
         assert size_bin(steady["working_set_bytes"]).nunique() < 2 or "no plateau" in note, note
+        assert "could not settle it" in note or meta_sustain_off(run_dir), note
     assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "complete" and meta["software"]["torch"] and meta["device"]["caches"]
@@ -94,6 +97,10 @@ def test_quick_run_end_to_end(tmp_path):
     import re
     assert re.search(r"^\[\d+/\d+ [\d:]+, ~[\d:]+ left\] stream\.copy/torch", r.stdout, re.M)
     assert len(re.findall(r"^\[.*\] stream: \d+ points SKIPPED \(copy/triton, triad/triton\)", r.stdout, re.M)) == 1
+
+
+def meta_sustain_off(run_dir):
+    return json.loads((run_dir / "run.json").read_text())["options"].get("sustain") == 0
 
 
 def _llc(run_dir):
