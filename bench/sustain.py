@@ -27,12 +27,13 @@ from bench.results import Measurement
 from bench.runner import Plan, Runner, Task, describe
 from bench.telemetry import Sampler, make_source
 from bench.timing import TimerConfig
-from roofs.derive import SUSTAINED_MODE, derive
+from roofs.derive import SUSTAINED_MODE, TRUST_MIN_SAMPLES, derive
 from roofs.sustained import PER_ROOF, candidate_rows, pick, targets
 
 WINDOW_S = 1.0        # a full run's sustained window per candidate
 QUICK_WINDOW_S = 0.25  # a quick run's
 IDLE_MIN_S = 0.25      # the idle reading lasts the sensor's period, at least this long
+LONG_CALL_S = 4.0      # budget beyond the window for TRUST_MIN_SAMPLES samples of a long call
 
 
 def default_window(quick: bool) -> float:
@@ -41,11 +42,14 @@ def default_window(quick: bool) -> float:
 
 def sustained_timer(window_s: float, base: TimerConfig | None = None) -> TimerConfig:
     """Return the timer of a sustained window: samples back to back until they span
-    window_s (TimerConfig.window_s), a short warm-up (the sweeps and the previous window
-    left the device running), and a budget that only stops a window gone wrong."""
+    window_s (TimerConfig.window_s) and number at least TRUST_MIN_SAMPLES (so a call of
+    half a second, a large CPU GEMM, still gives a window that can be judged steady), a
+    short warm-up (the sweeps and the previous window left the device running), and a
+    budget that only stops a window gone wrong (or a call too long for LONG_CALL_S)."""
     base = base or TimerConfig()
-    return dataclasses.replace(base, window_s=window_s, warmup_s=min(0.05, window_s / 5), min_samples=1,
-                               max_samples=10_000_000, budget_s=2 * window_s + 1.0, rel_spread=0.0, min_time_s=0.0)
+    return dataclasses.replace(base, window_s=window_s, warmup_s=min(0.05, window_s / 5), min_samples=TRUST_MIN_SAMPLES,
+                               max_samples=10_000_000, budget_s=2 * window_s + 1.0 + LONG_CALL_S, rel_spread=0.0,
+                               min_time_s=0.0)
 
 
 def candidates(measurements: list[Measurement], device: devmod.DeviceInfo,

@@ -155,8 +155,8 @@ def should_stop(samples, config: TimerConfig, elapsed_s: float, ordered=None,
     kept sorted as they come (bisect.insort), so the check costs no sort per sample.
     """
     n = len(samples)
-    if config.window_s > 0:  # a sustained window: its span decides, not its spread
-        if n >= 1 and span_s is not None and span_s >= config.window_s:
+    if config.window_s > 0:  # a sustained window: its span and min_samples decide, not its spread
+        if n >= max(1, config.min_samples) and span_s is not None and span_s >= config.window_s:
             return "window"
         if n >= config.max_samples:
             return "max_samples"

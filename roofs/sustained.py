@@ -162,7 +162,10 @@ def merge_sustained(roofs, notes, rows: pd.DataFrame, device: dict) -> tuple[lis
             out.append(r)
             continue
         extra = dict(r.extra, burst=r.value)
-        if sus.empty:
+        if (r.extra or {}).get("line_of"):  # an extra line of rule 10: targets() runs no window for it
+            extra.update(sustained=None, sustained_why=f"an extra line beside the {r.extra['line_of']} roof, not a "
+                         "roof: the sustained phase runs windows for roofs only")
+        elif sus.empty:
             extra.update(sustained=None, sustained_why="no sustained phase in this run (--sustain 0, or a run before it)")
         else:
             best, steady = _best(candidate_rows(sus, r.kind, r.name, device, r, sweep=False), r.kind)

@@ -126,6 +126,10 @@ def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
 def test_the_sustained_timer_samples_a_window():
     cfg = sustained_timer(0.25, TimerConfig(target_sample_s=5e-4))
     assert cfg.window_s == 0.25 and cfg.budget_s >= 0.5 and cfg.target_sample_s == 5e-4 and cfg.max_samples >= 1e6
+    # enough samples to be judged steady (roofs.sustained._steady), whatever a call takes, up
+    # to LONG_CALL_S beyond the window: 5 calls of 0.9 s still fit a 1 s window's budget
+    from roofs.derive import TRUST_MIN_SAMPLES
+    assert cfg.min_samples == TRUST_MIN_SAMPLES and sustained_timer(1.0).budget_s >= TRUST_MIN_SAMPLES * 0.9
 
 
 def toy_gemm() -> Registry:
@@ -243,3 +247,21 @@ def test_a_vector_line_never_takes_a_gemms_sustained_window():
                 op="gemm.square", dtype="bf16")
     assert candidate_rows(rows, "compute", "bf16.vector", {}, line, sweep=False).empty
     assert len(candidate_rows(rows, "compute", "bf16", {}, gemm, sweep=False)) == 1
+
+
+def test_an_extra_line_says_it_runs_no_sustained_window():
+    # on a CPU the torch FMA chains are lines under the GEMM roof (rule 10); no window runs for them
+    from roofs.model import Roof
+    line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
+                op="fma.chains", dtype="bf16", extra={"unit": "vector", "line_of": "bf16"})
+    gemm = Roof(kind="compute", name="bf16", value=430.0, unit="GFLOP/s", source="measured",
+                op="gemm.square", dtype="bf16")
+    rows = pd.DataFrame([row("gemm.square", "torch", "bf16", 8 * MiB, 430.0, kind="gemm"),
+                         row("gemm.square", "torch", "bf16", 8 * MiB, 428.0, "sustained", kind="gemm")])
+    from roofs.sustained import merge_sustained, targets
+    assert [n for _, n, _ in targets([line, gemm], rows, CPUDEV)][:1] == ["bf16"]
+    out, _ = merge_sustained([line, gemm], [], rows, CPUDEV)
+    got = {r.name: r.extra for r in out}
+    assert got["bf16.vector"]["sustained"] is None and got["bf16.vector"]["burst"] == 12.4
+    assert got["bf16.vector"]["sustained_why"].startswith("an extra line beside the bf16 roof")
+    assert got["bf16"]["sustained"]["value"] == 428.0

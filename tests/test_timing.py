@@ -1,5 +1,6 @@
 """The timer's statistics and stopping rules on synthetic samples, and its CPU path on
 callables whose duration is known."""
+import dataclasses
 import math
 import time
 
@@ -313,12 +314,16 @@ def test_a_sustained_window_samples_for_its_span_whatever_the_spread():
     noise = iter([1.0, 1.3] * 100_000)
     orig = dev.elapsed_s
     dev.elapsed_s = lambda a, b: orig(a, b) * next(noise)
-    cfg = TimerConfig(budget_s=2.0, warmup_s=0.001, max_samples=1_000_000, window_s=0.25)
+    cfg = TimerConfig(budget_s=2.0, warmup_s=0.001, min_samples=1, max_samples=1_000_000, window_s=0.25)
     t = time_device(dev.fn, dev, "warm", cfg)
     assert t.stop == "window"
     sample_wall = t.sampling_s / len(t.samples_s)
     assert 0.25 <= t.sampling_s <= 0.25 + 10 * sample_wall + 1e-3
     assert should_stop([1.0], cfg, 0.1, span_s=0.3) == "window" and should_stop([1.0, 9.0] * 9, cfg, 0.1, span_s=0.2) is None
+    # a window of long calls goes on past its span until it holds min_samples (or its budget ends)
+    five = dataclasses.replace(cfg, min_samples=5, budget_s=3.0)
+    assert should_stop([0.5] * 4, five, 2.1, span_s=2.0) is None and should_stop([0.5] * 5, five, 2.6, span_s=2.5) == "window"
+    assert should_stop([0.9] * 3, five, 2.99, span_s=2.7) is None and should_stop([0.9] * 3, five, 3.01, span_s=2.7) == "budget"
 
 
 def test_cold_points_of_a_few_microseconds_record_the_dispatch_floor():
