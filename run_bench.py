@@ -10,7 +10,7 @@
 
 Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file). This file
 only parses, dispatches and prints: running a plan is bench/session.py, checking options
-bench/options.py, summaries roofs/report.py, models bench/models.py (see ARCHITECTURE.md).
+bench/options.py, summaries roofs/summary.py, models bench/models.py (see ARCHITECTURE.md).
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def refuse(e) -> int:
 
 def report_main(argv) -> int:
     """python run_bench.py report RUN_DIR: re-derive roofs, redraw, rewrite the report, from the run's files."""
-    from roofs.report import summary
+    from roofs.summary import summary
     p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files")
     p.add_argument("run_dir", type=Path)
     args = p.parse_args(argv)

@@ -83,7 +83,7 @@ class Result:
     @property
     def boundary(self) -> str:
         """Return the memory level whose roof bounds this point (the suite's rule,
-        roofs.derive.boundary_level), "" when that level has no roof among the roofs given."""
+        roofs.bounds.boundary_level), "" when that level has no roof among the roofs given."""
         return self._bound()[0]
 
     @property
@@ -93,7 +93,7 @@ class Result:
         return self._bound()[2]
 
     def _bound(self):
-        from roofs.derive import point_bound
+        from roofs.bounds import point_bound
         level = "hbm" if self.device.startswith("cuda") else "dram"
         return point_bound(Roofline(self.roofs), self.bytes, self.mode, self.intensity, self.precision,
                            list(self.caches), level)

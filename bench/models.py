@@ -166,7 +166,7 @@ def best_times(measurements) -> dict:
 def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from: str) -> str:
     """Return the likely causes of an op measured faster than its roofline bound even at its
     slow end (the p80 time): a cache-resident working set, roofs lower than this machine
-    reaches now, or a count that is too high (as roofs/derive.above_roof_causes does for a run)."""
+    reaches now, or a count that is too high (as roofs/bounds.above_roof_causes does for a run)."""
     causes = []
     if llc_bytes and working_set <= 2 * llc_bytes and lo.phase == "prefill":
         causes.append(f"its working set ({fmt_bytes(working_set)}) fits beside the {fmt_bytes(llc_bytes)} "
@@ -185,7 +185,7 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
     Each op is bounded by the roof of the memory level its bytes cross (ARCHITECTURE.md,
     rule 12: prefill is timed warm, decode cold), given the device's caches
     ([(name, total bytes)], innermost first); without caches, by the off-chip roof."""
-    from roofs.derive import point_bound
+    from roofs.bounds import point_bound
     from roofs.model import Roofline
     _require_model_ops()
     model = Roofline(roofs)

@@ -211,7 +211,7 @@ def finish(run_dir: Path) -> list[str]:
 def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | None = None) -> int:
     """Run plan (by default the one args select: only, dtype, mode, max_ws, quick) on device
     into run_dir, finish the folder and print its summary; return the exit code."""
-    from roofs.report import summary
+    from roofs.summary import summary
     if plan is None:
         plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     timer = timer_config(args.quick, args.budget, args.min_time)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.results import ResultsError, load_run, rewrite_measurements, write_roofs
-from roofs.derive import annotate, derive
+from roofs.derive import derive
+from roofs.bounds import annotate
 from roofs.model import Roof
 from roofs.plot import plot_run
 from roofs.report import reference_roofs_for, write_report

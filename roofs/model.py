@@ -132,7 +132,7 @@ class Roofline:
         """Return a point's attainable bound (ARCHITECTURE.md, rule 12): min(P_precision,
         BW_level x I) when its precision has a compute roof, BW_level x I when it has none,
         and None when the level (default: the off-chip memory) has no roof. Which level a
-        point's bytes cross is roofs.derive.boundary_level's rule."""
+        point's bytes cross is roofs.bounds.boundary_level's rule."""
         bw = self.bandwidth(level)
         if bw is None:
             return None

@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.results import load_run, text_column
 from roofs import specs
-from roofs.checks import roof_notes, warnings
+from roofs.checks import is_above, roof_notes, warnings
 from roofs.derive import DRAM_FACTOR, device_levels
 from roofs.energy import fit_energy, fit_groups
 from roofs.hierarchy import triton_binding_table
@@ -161,9 +161,9 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         r, ridge = model.compute(p), model.ridge(p)
         if r and ridge:
             out.append(f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
-    flagged = df[text_column(df, "flag") != ""]
-    if not flagged.empty:
-        out.append(f"{len(flagged)} points sit above their attainable roof beyond their own spread (see 'Points above their roofs').")
+    above = int(is_above(text_column(df, "flag")).sum())
+    if above:
+        out.append(f"Points above their attainable roof beyond their own spread: {fmt_num(above)} (see 'Flagged points').")
     held = throttled(df)
     if held.any():
         out.append(f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).")
@@ -239,17 +239,31 @@ def best_points(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
 
 
 def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
-    """Return the "Points above their roofs" sections: how many per op, then every flagged
-    point, grouped by op (none left out: the findings count them all)."""
-    flagged = df[text_column(df, "flag") != ""]
-    title = "Points above their roofs"
+    """Return the "Flagged points" sections: the points above their attainable bound, how
+    many per op and then every one grouped by op (none left out: the findings count them
+    all); then the points the runner flagged as measured while the machine was busy or
+    whose time jumped (they set no roof; they need not be above anything)."""
+    flags = text_column(df, "flag")
+    flagged, up = df[flags != ""], is_above(flags)
+    above, runner = df[up], df[(flags != "") & ~up]
+    title = "Flagged points"
     if flagged.empty:
-        return [(title, ["none: every measured point is under its attainable bound within its own spread"])]
-    groups = flagged.groupby("op", sort=False)
-    out = [(title, [f"{len(flagged)} points in {groups.ngroups} ops, every one listed below: "
-                    + ", ".join(f"{op} {len(g)}" for op, g in groups) + "."])]
+        return [(title, ["none: every measured point is under its attainable bound within its own spread, "
+                         "and none was measured while the machine was busy"])]
+    groups = above.groupby("op", sort=False)
+    head = (f"{plural(len(above), 'point')} above their attainable bound beyond their spread, in {plural(groups.ngroups, 'op')}, "
+            "every one listed below: " + ", ".join(f"{op} {len(g)}" for op, g in groups) + "." if len(above) else
+            "none above its attainable bound beyond its spread.")
+    if len(runner):
+        head += (f" {plural(len(runner), 'more point')} measured while the machine was busy or whose time jumped "
+                 "(they set no roof), listed last.")
+    out = [(title, [head])]
+    columns = ["point_id", "gflops", "gbps", "attainable_gflops", "flag"]
     for op, g in groups:
-        out.append((f"### {op}: {len(g)} points", g[["point_id", "gflops", "attainable_gflops", "flag"]]))
+        out.append((f"### {op}: {plural(len(g), 'point')} above the bound", g[[c for c in columns if c in g]]))
+    if len(runner):
+        out.append((f"### measured while busy or whose time jumped: {plural(len(runner), 'point')}",
+                    runner[[c for c in columns if c in runner]]))
     return out
 
 
@@ -272,128 +286,6 @@ def charts(run) -> list[str]:
     names = [n for n, _ in PICTURES
              if not (n.startswith("roofline") and kind == "comm") and not (n == "bandwidth.png" and not has_stream)]
     return [n for n in names if (run.dir / n).exists()]
-
-
-def ridge_text(model: Roofline, roof: Roof) -> str:
-    """Return a roof's ridge point for the summary: a compute roof's P / BW against the
-    off-chip roof (else the outermost measured level, named); a bandwidth roof's against
-    the highest compute roof (named)."""
-    bws = [r for r in model.roofs if r.kind == "bandwidth" and r.source == "measured"
-           and not r.name.startswith(("link.", "host."))]
-    if roof.kind == "compute":
-        off = model.bandwidth()
-        bw = off or (bws[0] if bws else None)  # bandwidth roofs are derived outermost first
-        if bw is None:
-            return "no bandwidth roof"
-        return f"{fmt_num(roof.value / bw.value, 3)}" + ("" if off else f" (vs {bw.name})")
-    peak = model.compute()
-    if peak is None or roof.name.startswith(("link.", "host.")):
-        return "no compute roof" if peak is None else "-"
-    return f"{fmt_num(peak.value / roof.value, 3)} ({peak.name})"
-
-
-def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
-    """Return (one summary row per measured roof, with its datasheet or computed reference
-    beside it and its ridge point; the reference roofs no measured roof matches)."""
-    refs = [r for r in model.roofs if r.source != "measured" and r.source in ("datasheet", "computed")]
-    used, rows = set(), []
-    for r in model.roofs:
-        if r.source != "measured":
-            continue
-        name = "memory" if r.name in ("dram", "hbm") else r.name
-        ref = next((x for x in refs if x.kind == r.kind and (x.name == r.name or x.name == name
-                                                             or (name == "memory" and x.name in ("dram", "hbm")))), None)
-        if ref is not None:
-            used.add(id(ref))
-        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({plural(r.plateau_points, 'size')})"
-                 if r.plateau_bytes else r.shape)
-        rows.append({"roof": r.name, "value": f"{fmt_num(r.value)} {r.unit}",
-                     "reference": f"{fmt_num(ref.value)} {ref.source} ({100 * r.value / ref.value:.0f}%)" if ref else "",
-                     "from": f"{r.impl} {r.dtype}" + (f" (via {r.extra['via']})" if (r.extra or {}).get("via") else ""),
-                     "plateau or shape": where, "ridge FLOP/B": ridge_text(model, r)})
-    return rows, [r for r in refs if id(r) not in used]
-
-
-def summary(run) -> str:
-    """Return the end-of-run text: row counts; the roofs with their ridge points, and why a
-    level has none; each kernel's best point; the decode GEMV lines; the points above their
-    roofs and every error (the first 20 printed, the rest counted and pointed to)."""
-    from bench.util import fmt_bytes, fmt_num, plural
-    df = run.measurements
-    fmt = lambda v: f"{v:,.1f}"  # noqa: E731
-    lines = [f"\n{plural(len(df), 'row')}: " + ", ".join(f"{fmt_num(v)} {k}" for k, v in df["status"].value_counts().items())]
-    model = Roofline(run.roofs)
-    rows, refs = roof_rows(model)
-    lines.append("\nroofs: measured, each beside its datasheet or computed reference")
-    lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
-    if refs:
-        lines.append("references with no measured roof: " + ", ".join(
-            f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
-    lines += [f"no roof: {n}" for n in roof_notes(run)]
-    ok = df[df["status"] == "ok"]
-    stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]
-    moved = ok[(ok["family"] != "stream") & (ok["flops"] == 0)]
-    if not stream.empty:
-        t = best_points(stream, ["impl", "dtype", "mode", "gbps", "working_set_bytes"])
-        t["working_set_bytes"] = t["working_set_bytes"].map(lambda n: fmt_bytes(float(n)))
-        lines += ["\nstream, best point per kernel:", t.rename(columns={
-            "gbps": "best GB/s", "working_set_bytes": "at working set"}).to_string(index=False, float_format=fmt)]
-    if not counted.empty:
-        t = best_points(counted, ["impl", "dtype", "mode", "shape", "gflops", "gbps", "intensity", "pct_of_attainable"])
-        lines += ["\ncompute kernels, best point per impl and precision:", t.rename(columns={
-            "gflops": "best GFLOP/s", "gbps": "GB/s", "intensity": "FLOP/B", "pct_of_attainable": "% attainable"}
-        ).to_string(index=False, float_format=fmt)]
-    if not moved.empty:
-        t = best_points(moved, ["impl", "dtype", "mode", "shape", "gbps"])
-        lines += ["\ncopies and links, best point per impl:",
-                  t.rename(columns={"gbps": "best GB/s"}).to_string(index=False, float_format=lambda v: f"{v:,.4g}")]
-    lines += gemv_summary(df, model)
-    flagged = df[text_column(df, "flag") != ""]
-    if not flagged.empty:
-        lines.append(f"\n{fmt_num(len(flagged))} points are flagged (above their attainable roof, or measured while the "
-                     "machine was busy): every one is in report.md (Flagged points) and in measurements.csv, column flag.")
-    lines += ["\nwarnings:"] + [f"  {w}" for w in warnings(run)]
-    errors = df[df["status"] == "error"]
-    if not errors.empty:
-        lines += [f"\n{plural(len(errors), 'error')}:"] + [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
-        if len(errors) > 20:
-            lines.append(f"  and {len(errors) - 20} more, in measurements.csv, column reason.")
-    return "\n".join(lines)
-
-
-def gemv_summary(df: pd.DataFrame, model: Roofline) -> list[str]:
-    """Return the decode lines: measured batch-1 points as % of the memory roof (best impl
-    per format and layer), and the batch of the sweep at which each format's intensity (a
-    formula, so every planned row counts) crosses its ridge point. Reads the batch, n and k
-    columns (a run written before they existed gets no decode lines)."""
-    g = df[(df["family"] == "gemv") & df["batch"].notna() & df["n"].notna()].drop_duplicates("point_id")
-    bw = model.bandwidth()
-    if g.empty or bw is None:
-        return []
-    g = g.assign(layer_nk=[f"{int(n)}x{int(k)}" for n, k in zip(g["n"], g["k"])], batch=g["batch"].astype(int))
-    b1 = g[(g["batch"] == 1) & (g["status"] == "ok")]
-    lines = []
-    if not b1.empty:
-        best = b1.loc[b1.groupby(["dtype", "layer_nk"])["gbps"].idxmax()]
-        t = best[["dtype", "layer_nk", "impl", "gbps", "pct_of_bw_roof", "pct_of_attainable"]].rename(
-            columns={"layer_nk": "layer NxK", "gbps": "GB/s", "pct_of_bw_roof": f"% of {bw.name}",
-                     "pct_of_attainable": "% of attainable"})
-        lines += [f"\ndecode GEMV at batch 1 against the measured {bw.name} roof ({bw.value:,.1f} GB/s):",
-                  t.to_string(index=False, float_format=lambda v: f"{v:,.1f}")]
-    rows = []
-    for (dtype, layer_nk), sub in g.groupby(["dtype", "layer_nk"]):
-        ridge = model.ridge(sub["precision"].iloc[0] or None)
-        if ridge is None:
-            continue
-        sub = sub.sort_values("batch")
-        over = sub[sub["intensity"] >= ridge]
-        rows.append({"format": dtype, "layer NxK": layer_nk, "ridge FLOP/B": f"{ridge:.3g}",
-                     "crosses at batch": int(over["batch"].iloc[0]) if not over.empty else f"> {sub['batch'].max()}",
-                     "intensity at batch 1": f"{sub['intensity'].iloc[0]:.3g}"})
-    if rows:
-        lines += ["\ndecode GEMV: where each format crosses its ridge point (intensity >= P / BW):",
-                  pd.DataFrame(rows).to_string(index=False)]
-    return lines
 
 
 def plot_energy(run, model: dict, path: Path) -> Path:

@@ -4,7 +4,8 @@ runs with known answers: the H200's HBM by direction, its 60 MiB L2 whose platea
 import pandas as pd
 import pytest
 
-from roofs.derive import annotate, bandwidth_roofs, boundary_level, derive, measured_levels, point_bound
+from roofs.derive import bandwidth_roofs, derive, measured_levels
+from roofs.bounds import annotate, boundary_level, point_bound
 from roofs.levels import level_sizes, measured_edge, measured_reach
 from roofs.model import Roof, Roofline, direction_of
 
@@ -252,7 +253,7 @@ def test_a_run_written_before_the_new_columns_loads_and_is_bounded_by_direction(
     stream = out[(out["family"] == "stream") & (out["boundary"] != "")]
     # stream rows of an old run are classed by their op: copy-like rows meet read+write or copy roofs
     assert set(stream["bound_roof"]) and all("." in b or b in ("dram", "l1", "l2", "l3") for b in stream["bound_roof"])
-    from roofs.derive import direction_bytes
+    from roofs.bounds import direction_bytes
     r = pd.Series({"op": "stream.triad", "bytes": 300.0, "read_bytes": float("nan"), "write_bytes": float("nan")})
     assert direction_bytes(r) == (200.0, 100.0)
     assert direction_bytes(pd.Series({"op": "gemm.square", "bytes": 300.0})) == (None, None)

@@ -158,14 +158,14 @@ def test_via_rule_is_the_same_on_every_machine():
     (1, "cold", "dram"), (16 * MiB, "cold", "dram"),
 ])
 def test_boundary_rule_band_edges(ws, mode, level):
-    from roofs.derive import boundary_level
+    from roofs.bounds import boundary_level
     caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 32 * MiB)]
     assert boundary_level(ws, mode, caches, "dram") == level
     assert boundary_level(ws, mode, [], "hbm") == "hbm"  # no cache sizes known: the off-chip level
 
 
 def test_annotate_bounds_each_point_by_its_boundary_and_leaves_roofless_levels_empty():
-    from roofs.derive import annotate
+    from roofs.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l2", 200.0, "GB/s"),
              Roof("compute", "fp32", 1000.0, "GFLOP/s")]
     dev = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 96 * KiB}, {"name": "l2", "total_bytes": 2 * MiB},
@@ -246,7 +246,7 @@ def test_kernels_rounded_from_one_target_size_share_a_bin():
 
 
 def test_annotate_percent_of_roofs_hand_worked():
-    from roofs.derive import annotate
+    from roofs.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "bf16", 1000.0, "GFLOP/s")]
     df = pd.DataFrame([
         # GEMV, bf16, I = 1 FLOP/B: attainable min(1000, 50 x 1) = 50; 40 GFLOP/s is 80%; 40 GB/s is 80% of BW
@@ -266,7 +266,7 @@ def test_annotate_percent_of_roofs_hand_worked():
 
 
 def test_points_above_their_roof_are_flagged_with_causes():
-    from roofs.derive import annotate
+    from roofs.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", plateau_values=(40.0, 50.0)),
              Roof("compute", "bf16", 1000.0, "GFLOP/s")]
     base = {"status": "ok", "precision": "bf16", "mode": "cold", "working_set_bytes": 1 * MiB}
@@ -293,7 +293,7 @@ def test_points_above_their_roof_are_flagged_with_causes():
 
 
 def test_an_unconverged_point_above_its_bound_says_it_was_not_steady():
-    from roofs.derive import annotate
+    from roofs.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s")]
     df = pd.DataFrame([{"status": "ok", "precision": "", "mode": "cold", "working_set_bytes": 1 * MiB,
                         "family": "stream", "flops": 0, "bytes": 10**8, "intensity": 0.0, "gflops": 0.0, "gbps": 90.0,

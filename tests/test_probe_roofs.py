@@ -3,7 +3,8 @@ launch-bound note (roofs/probes.py), the L1 probe's roof (roofs/derive.py)."""
 import pandas as pd
 import pytest
 
-from roofs.derive import annotate, derive
+from roofs.derive import derive
+from roofs.bounds import annotate
 from roofs.model import Roof
 from roofs.probes import floor_for, launch_floors, launch_note, launch_roofs
 

@@ -161,10 +161,30 @@ def test_report_lists_every_flagged_point_grouped_by_op(run_a):
     df.to_csv(run_a / "measurements.csv", index=False)
     write_report(run_a)
     md = (run_a / "report.md").read_text()
-    assert len(ok) > 50 and f"{len(ok)} points sit above their attainable roof" in md
+    assert len(ok) > 50 and f"Points above their attainable roof beyond their own spread: {len(ok)}" in md
     for op, n in df.loc[ok, "op"].value_counts().items():
-        assert f"### {op}: {n} points" in md
+        assert f"### {op}: {n} points above the bound" in md
     assert all(pid in md for pid in df.loc[ok, "point_id"])
+
+
+def test_a_busy_point_under_its_bound_is_not_listed_as_above_it(run_a):
+    """A runner flag (busy, a time jump) alone is not 'above the roof': the report lists it
+    apart, and the findings' count of points above their bound leaves it out."""
+    from roofs.report import write_report
+    df = pd.read_csv(run_a / "measurements.csv", dtype={"flag": str})
+    ok = df.index[df["status"] == "ok"]
+    busy, above, both = ok[0], ok[1], ok[2]
+    df.loc[busy, "flag"] = "measured while the machine was busy: other processes used 23% of its 2 cores"
+    df.loc[above, "flag"] = "above its attainable 10 GFLOP/s even at p80 (11): a test flag"
+    df.loc[both, "flag"] = "measured while the machine was busy: load 3; above its attainable 10 GFLOP/s even at p80 (12)"
+    df.to_csv(run_a / "measurements.csv", index=False)
+    write_report(run_a)
+    md = (run_a / "report.md").read_text()
+    assert "Points above their attainable roof beyond their own spread: 2 (see 'Flagged points')" in md
+    assert "2 points above their attainable bound beyond their spread" in md
+    assert "1 more point measured while the machine was busy or whose time jumped" in md
+    section = md.split("### measured while busy or whose time jumped: 1 point", 1)[1]
+    assert df.at[busy, "point_id"] in section and df.at[above, "point_id"] not in section
 
 
 def test_compare_text_names_its_runs_and_warns_on_method_and_simd(tmp_path, capsys):
@@ -199,7 +219,7 @@ def test_cpu_findings_compare_software_paths_not_units():
 
 def test_summary_lists_roof_notes_and_counts_what_it_cuts(run_a):
     from bench.results import load_run
-    from roofs.report import summary
+    from roofs.summary import summary
     text = summary(load_run(run_a))
     assert "roofs:" in text and "stream, best point per kernel" in text
     assert "decode GEMV" in text  # the batch, n and k columns give the decode lines
@@ -212,7 +232,8 @@ def test_numbers_printed_as_people_write_them(run_a):
 
     from bench.results import load_run
     from bench.util import fmt_num, plural
-    from roofs.report import findings, summary, throttled, validation, write_report
+    from roofs.report import findings, throttled, validation, write_report
+    from roofs.summary import summary
     assert [fmt_num(v) for v in (21890.4, 0.09375, 12.3456, 3.0, None, float("nan"))] == \
         ["21,890", "0.09375", "12.35", "3", "", ""]
     assert (plural(1, "token"), plural(21890, "row")) == ("1 token", "21,890 rows")
