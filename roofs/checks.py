@@ -31,6 +31,17 @@ def above_bound(df: pd.DataFrame) -> tuple[int, int]:
     return int(is_above(text_column(bounded, "flag")).sum()), len(bounded)
 
 
+def others_load(load: dict, compute_units=None) -> tuple[float | None, int | None]:
+    """Return (the load other processes put on the machine, the cores): the larger of the
+    1-minute load average when the run started and when it ended less the run's own share
+    (run.json's load "own": the cores it kept busy on average; a run that busies both cores
+    of a 2-core machine ends at a load near 2 by itself)."""
+    cores = load.get("cores") or compute_units
+    start, end = load.get("start"), load.get("end")
+    readings = ([start[0]] if start else []) + ([max(0.0, end[0] - (load.get("own") or 0.0))] if end else [])
+    return (max(readings) if readings else None), cores
+
+
 def warnings(run) -> list[str]:
     """Return the warning lines for a loaded run (bench.results.Run)."""
     df, out = run.measurements, []
@@ -61,11 +72,10 @@ def warnings(run) -> list[str]:
         out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
                    + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
                       "; every roof still rests on steady rows"))
-    load = run.meta.get("load") or {}
-    cores = load.get("cores") or run.device.get("compute_units")
-    worst = max((v[0] for v in (load.get("start"), load.get("end")) if v), default=None)
+    worst, cores = others_load(run.meta.get("load") or {}, run.device.get("compute_units"))
     if worst is not None and cores and worst > cores:
-        out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores)")
+        out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores, "
+                   "the run's own threads left out)")
     n_above, n_bounded = above_bound(df)
     out.append(f"{fmt_num(n_above)} of {plural(n_bounded, 'bounded point')} sit above their attainable bound beyond "
                "their spread" + (" (each listed with its causes)" if n_above else ""))

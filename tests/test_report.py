@@ -1,7 +1,9 @@
 """The report and compare commands, built from recorded run folders in tests/data alone."""
 import json
+import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -248,3 +250,26 @@ def test_numbers_printed_as_people_write_them(run_a):
     md = (run_a / "report.md").read_text()
     assert "l1 96 KiB, l2 2 MiB, l3 32 MiB" in md and "23.5 GiB" in md
     assert "0.09375" not in md and "170 rows: 93 skipped, 77 ok" in text
+
+
+def test_the_loaded_machine_warning_leaves_out_the_runs_own_threads():
+    """A run that kept both cores of a 2-core machine busy ends at a load average near 2 by
+    itself: only the load of other processes makes the machine 'loaded'."""
+    from roofs.checks import others_load
+    assert others_load({"cores": 2, "start": [0.3, 0, 0], "end": [2.04, 0, 0], "own": 1.95}) == (pytest.approx(0.3), 2)
+    assert others_load({"cores": 2, "start": [0.3, 0, 0], "end": [4.1, 0, 0], "own": 1.9}) == (pytest.approx(2.2), 2)
+    assert others_load({"cores": 2, "start": [2.5, 0, 0], "end": [1.0, 0, 0], "own": 1.9})[0] == 2.5
+    # runs written before "own" was recorded: the end reading as it was
+    assert others_load({"start": [0.1, 0, 0], "end": [2.04, 0, 0]}, 2) == (2.04, 2)
+    assert others_load({}, 2) == (None, 2)
+
+
+def test_a_run_records_its_own_share_of_the_load(tmp_path):
+    from bench.results import RunWriter
+    w = RunWriter(tmp_path / "run", {"device": {}})
+    t = time.process_time() + 0.2
+    while time.process_time() < t:  # one core busy for 0.2 s
+        pass
+    w.finish()
+    own = json.loads((tmp_path / "run" / "run.json").read_text())["load"]["own"]
+    assert 0 < own <= (os.cpu_count() or 1) + 0.5
