@@ -107,20 +107,28 @@ CONFIGS_TF32_SM8X = (
     TileConfig(16, 128, 32, 1, 4, 4),
     TileConfig(64, 64, 32, 8, 4, 3),
 )
+# AMD (modelled as sm_80, bench/ops/_tune.py): fp8's skinny 32x64x256 tile needs 321 VGPRs
+# on gfx942 and spills 636 B at occupancy 1; K 128 halves its operand fragments
+CONFIGS_FP8_AMD = tuple(TileConfig(32, 64, 128, 1, 4, 3) if (c.block_m, c.block_n, c.block_k) == (32, 64, 256) else c
+                        for c in CONFIGS_8BIT_SM8X)
 CONFIGS = {"fp32": CONFIGS_FP32, "tf32": CONFIGS_TF32, "fp16": CONFIGS_16BIT, "bf16": CONFIGS_16BIT,
            "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_8BIT}
 CONFIGS_SM8X = dict(CONFIGS, tf32=CONFIGS_TF32_SM8X, fp16=CONFIGS_16BIT_SM8X, bf16=CONFIGS_16BIT_SM8X,
                     fp8e4m3=CONFIGS_8BIT_SM8X, fp8e5m2=CONFIGS_8BIT_SM8X, int8=CONFIGS_8BIT_SM8X)
 
 
-def candidates(precision: str, quick: bool = False, cc: int | None = None) -> tuple:
+def candidates(precision: str, quick: bool = False, cc: int | None = None, amd: bool = False) -> tuple:
     """Return the tile candidates for a precision ("fp32", "tf32", "bf16", ...), best first,
-    for a GPU of compute capability cc x 10 (80 for sm_80; None: Hopper's lists).
+    for a GPU of compute capability cc x 10 (80 for sm_80; None: Hopper's lists); amd: an
+    AMD GPU (cc is then the model's, 80).
     (The caller prunes those over the device's shared memory, and in quick runs keeps 3.)"""
-    if cc is not None and cc >= 100 and precision == "int8":
+    if amd and precision in ("fp8e4m3", "fp8e5m2"):
+        return CONFIGS_FP8_AMD
+    if cc is not None and cc >= 100 and precision in ("int8", "tf32"):
         # Blackwell (triton 3.9): the wide Hopper int8 tiles bring their int32 accumulators
-        # back to 254 registers and spill 208-304 B per thread; Ampere's int8 list does not spill
-        return CONFIGS_8BIT_SM8X
+        # back to 254 registers and spill 208-304 B per thread, and tf32 128x256x32 spills
+        # 128 B at 254 (182 registers, no spill, on sm_90); Ampere's lists do not spill
+        return CONFIGS_SM8X[precision]
     return (CONFIGS_SM8X if cc is not None and cc < 90 else CONFIGS)[precision]
 
 

@@ -140,3 +140,23 @@ def test_compute_roofs_best_per_precision_over_impls_and_shapes():
     assert roofs["fp32"].value == 240.0 and roofs["fp32"].impl == "gemm.square/numpy"  # the error row is ignored
     assert roofs["int8"].unit == "GOP/s" and roofs["bf16"].unit == "GFLOP/s"
     assert "2 impl(s) and 2 shape(s)" in roofs["bf16"].note
+
+
+def test_tile_lists_leave_out_the_tiles_that_spill_on_their_target():
+    """What the ahead-of-time compiles found (python -m bench.aot --arch A, full plans):
+    sm_100 spills Hopper's wide int8 tiles (208-304 B) and tf32 128x256x32 (128 B at 254
+    registers), so Blackwell takes Ampere's lists there; gfx942 spills fp8 32x64x256 (636 B
+    at 321 VGPRs), so AMD's fp8 skinny tile is K 128; and sm_100's block-scaled fp4 MMA takes
+    128-row tiles (a 64-row one staged 144,912 B and spilled). The launcher passes what a
+    device is (bench/ops/gemm.py)."""
+    from kernels import gemm as k
+    from kernels import gemm_fp4 as kf
+    shapes = lambda cfgs: {(c.block_m, c.block_n, c.block_k) for c in cfgs}  # noqa: E731
+    assert (128, 256, 32) in shapes(k.candidates("tf32", cc=90)) and (128, 256, 32) not in shapes(k.candidates("tf32", cc=100))
+    assert k.candidates("int8", cc=100) == k.candidates("int8", cc=80)
+    assert (32, 64, 256) in shapes(k.candidates("fp8e4m3", cc=80))
+    for p in ("fp8e4m3", "fp8e5m2"):
+        amd = shapes(k.candidates(p, cc=80, amd=True))
+        assert (32, 64, 256) not in amd and (32, 64, 128) in amd and len(amd) == len(k.candidates(p, cc=80))
+    assert k.candidates("int8", cc=80, amd=True) == k.candidates("int8", cc=80)
+    assert min(c.block_m for c in kf.CANDIDATES) == 128

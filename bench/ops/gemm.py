@@ -348,7 +348,8 @@ def _triton_tuning(x, ctx) -> Tuning:
     precision = ctx.point["dtype"]
     p, cc = PRECISIONS[precision], compute_capability(ctx)
     return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
-                  k.candidates(precision, ctx.quick, cc), k.INTERPRETER_CONFIG,
+                  k.candidates(precision, ctx.quick, cc, amd=getattr(ctx.device, "vendor", None) == "amd"),
+                  k.INTERPRETER_CONFIG,
                   lambda c: _triton_call(x, precision, c),
                   smem=lambda c: k.smem_bytes(c, itemsize(p.storage), cc, fma=precision == "fp32",
                                               out_bytes=itemsize(p.out)))
