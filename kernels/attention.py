@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.gemm import LDS_ALL_STAGES  # AMD targets that keep every stage's LDS buffer, padded
+
 LOG2E = 1.4426950408889634
 
 # Configurations to tune over on a GPU, best guesses first (a quick run times the first
@@ -44,6 +46,14 @@ PREFILL_CANDIDATES = {
 # Tried only when none of the above fits the GPU's shared memory (AMD's 64 KiB of LDS at
 # D = 128): 64 query rows, a single K/V buffer.
 PREFILL_FALLBACK = ((64, 64, 4, 2, False), (64, 32, 4, 2, False))
+
+
+def dot_precision(dtype) -> str:
+    """Return the kernels' tl.dot input_precision for inputs of dtype: "ieee", exact fp32
+    products for fp32 inputs (the float64 gate), and for 16-bit inputs, where the option does
+    not apply, the one value every backend accepts (gfx950's compiler rejects "tf32": CDNA4
+    has no xf32 MMA)."""
+    return "ieee"
 
 
 def prefill_candidates(head_dim, cc=None):
@@ -182,13 +192,19 @@ def _buffers(num_stages, rows, cc):
     return num_stages - 1 if cc is not None and (cc < 90 or rows < 64) else num_stages
 
 
-def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc=None, tma=False):
+def prefill_smem_bytes(block_m, block_n, head_dim, element_bytes, num_stages, cc=None, tma=False, gfx=None):
     """Return the shared memory of attn_fwd_kernel (never below the compiler's figure): the
     pipeline buffers of the K and V tiles (BLOCK_N x D each) and the Q tile (BLOCK_M x D),
     plus, off the warpgroup-MMA path when D > BLOCK_M (the second dot then spreads its
     warps along D, so P is reshaped through shared memory), the P tile (BLOCK_M x BLOCK_N).
     The TMA form (sm_90+) keeps num_stages K/V buffers and adds 1 KiB of barriers; its O
-    store reuses the Q tile's buffer."""
+    store reuses the Q tile's buffer. An AMD gfx in LDS_ALL_STAGES (gfx950) keeps num_stages
+    K/V buffers, the Q tile and a P tile, padded: counted x 17/16, an upper bound of its
+    compiler's figures (59,184-134,832 B compiled, 69,632-156,672 modelled; the D128 64x128 tile's
+    220,592 B, modelled 243,712, is pruned against 160 KiB)."""
+    if gfx in LDS_ALL_STAGES:
+        tiles = num_stages * 2 * block_n * head_dim + block_m * head_dim + block_m * block_n
+        return tiles * element_bytes * 17 // 16
     if tma:
         return (num_stages * 2 * block_n * head_dim + block_m * head_dim) * element_bytes + 1024
     p = block_m * block_n if _buffers(2, block_m, cc) == 1 and head_dim > block_m else 0
@@ -247,7 +263,7 @@ def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_s
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2))
     kwargs = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-                  PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+                  PRECISION=dot_precision(q.dtype),
                   USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
     if use_tma:
         from kernels.gemm_tma import descriptor_allocator
@@ -349,7 +365,7 @@ def decode(q, k, v, o, workspace, block_n=64, num_warps=4):
     m, l, acc = workspace
     splits = m.shape[-1]
     chunk = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
-    prec = "ieee" if q.dtype == torch.float32 else "tf32"
+    prec = dot_precision(q.dtype)
     decode_split_kernel[(B * Hkv, splits)](
         q, k, v, m, l, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),

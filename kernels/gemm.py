@@ -132,8 +132,13 @@ def candidates(precision: str, quick: bool = False, cc: int | None = None, amd: 
     return (CONFIGS_SM8X if cc is not None and cc < 90 else CONFIGS)[precision]
 
 
+# AMD targets whose Triton pipeliner keeps num_stages LDS buffers (not num_stages - 1) and
+# pads them by up to 1/32 (gfx950, triton 3.9: 99,808 B for 3 x 98,304 / 3; fp32 unpadded)
+LDS_ALL_STAGES = ("gfx950",)
+
+
 def smem_bytes(config: TileConfig, element_bytes: int, cc: int | None = None, fma: bool = False,
-               out_bytes: int | None = None) -> int:
+               out_bytes: int | None = None, gfx: str | None = None) -> int:
     """Return the shared memory of a tile: pipeline buffers x (BLOCK_M + BLOCK_N) x BLOCK_K x
     element size (the A and B tiles of each buffer), or on Hopper's warpgroup MMA the C tile
     (BLOCK_M x BLOCK_N x out_bytes) staged for the store when that is larger. Hopper and later
@@ -142,7 +147,11 @@ def smem_bytes(config: TileConfig, element_bytes: int, cc: int | None = None, fm
     num_stages - 1 and stage no C tile; Blackwell (cc >= 100) adds 16 bytes of barriers to
     the wide tiles. This equals the compiler's own figure on sm_80, sm_90 and sm_100 with
     Triton 3.9, and on gfx942 modelled as sm_80 (tests/test_aot.py checks it); an unknown
-    arch (cc None) gets the larger, Hopper figure."""
+    arch (cc None) gets the larger, Hopper figure. gfx (an AMD target) in LDS_ALL_STAGES
+    keeps every stage's buffer, padded: num_stages x the A and B tiles x 33/32, an upper
+    bound of the compiler's figure."""
+    if gfx in LDS_ALL_STAGES:
+        return config.num_stages * (config.block_m + config.block_n) * config.block_k * element_bytes * 33 // 32
     wgmma = cc is None or (cc >= 90 and not fma and config.block_m >= 64)
     buffers = config.num_stages if wgmma else max(1, config.num_stages - 1)
     pipeline = buffers * (config.block_m + config.block_n) * config.block_k * element_bytes

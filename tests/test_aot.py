@@ -1,4 +1,4 @@
-"""Ahead-of-time compiles for sm_90, sm_80, sm_100 (Blackwell) and gfx942 (AMD MI300X) without
+"""Ahead-of-time compiles for sm_90, sm_80, sm_100 (Blackwell), gfx942 (AMD MI300X) and gfx950 (MI355X) without
 a GPU (bench/aot.py): every
 configuration a quick run launches fits shared memory, the shared-memory models agree with
 the compiler (GEMM exactly, the others never below), nothing chosen spills more than
@@ -31,7 +31,7 @@ SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
 MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
             "decode_combine_kernel", "fp4_matmul_kernel"}
-ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942")
+ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,9 @@ def test_shared_memory_models_match_the_compiler(outcomes, arch):
             continue
         model, compiled = r.model_smem, r.result["shared"]
         assert model is not None, (r.kernel, r.dtype, r.config)
-        if r.kernel == "matmul_kernel":
+        if r.kernel == "matmul_kernel" and arch == "gfx950":  # every stage, padded: an upper bound within 1/32
+            assert compiled <= model <= compiled * 33 / 32 + 64, (r.dtype, r.config, model, compiled)
+        elif r.kernel == "matmul_kernel":
             assert model == compiled, (r.dtype, r.config, model, compiled)
         else:
             assert model >= compiled, (r.kernel, r.dtype, r.config, model, compiled)
@@ -268,3 +270,21 @@ def test_unknown_arch_is_refused_with_the_list(capsys):
     assert aot.main(["--arch", "gfx1100"]) == 2
     err = capsys.readouterr().err
     assert "gfx1100" in err and "gfx942" in err and "sm_100" in err
+
+
+def test_gfx950_keeps_every_lds_stage_and_has_no_tf32(outcomes):
+    # CDNA4 (MI350X/MI355X): Triton 3.9 keeps num_stages LDS buffers there (gfx942: num_stages - 1),
+    # so the models count every stage, padded; a bf16 128x128x128 s3 GEMM tile (199,648 B
+    # compiled) no longer passes for 131,072 against its 160 KiB
+    plan = outcomes["gfx950"].plan
+    assert aot.ARCHS["gfx950"].smem_limit == 163840
+    from kernels.gemm import TileConfig, smem_bytes
+    assert smem_bytes(TileConfig(128, 128, 128, 8, 8, 3), 2, 80, gfx="gfx950") == 3 * 256 * 128 * 2 * 33 // 32 > 163840
+    assert smem_bytes(TileConfig(128, 128, 128, 8, 8, 3), 2, 80, gfx="gfx942") == 2 * 256 * 128 * 2
+    assert {j["target"] for r in plan.by_status("ok") for j in r.jobs.values()} == {("hip", "gfx950", 64)}
+    # fp4: mxfp4 on its scaled MFMA; tf32: no xf32 instructions, skipped with the reason
+    assert {r.dtype for r in plan.by_status("ok") if r.kernel == "fp4_matmul_kernel"} == {"mxfp4"}
+    from bench.ops.gemm import point_skip
+    why = point_skip({"dtype": "tf32"}, aot.fake_device("gfx950"))
+    assert why and "xf32" in why and "gfx950" in why
+    assert point_skip({"dtype": "tf32"}, aot.fake_device("gfx942")) is None

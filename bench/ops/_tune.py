@@ -47,6 +47,12 @@ LDS_LIMIT = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
 # models against the AMD compiler's LDS figures).
 AMD_MODEL_CC = 80
 
+def amd_gfx(ctx) -> str | None:
+    """Return the gfx target ("gfx942") of the AMD GPU a launch context's point runs on, else None."""
+    device = getattr(ctx, "device", None)
+    return (getattr(device, "extra", None) or {}).get("gfx") if getattr(device, "vendor", None) == "amd" else None
+
+
 def compute_capability(ctx) -> int | None:
     """Return the compute capability x 10 (90 for sm_90) of the GPU a launch context's point
     runs on (an AMD GPU: AMD_MODEL_CC), or None when it is not a GPU or unknown

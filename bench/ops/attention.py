@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.inputs import tiled_normal
-from bench.ops._tune import Tuning, compute_capability, run_tuning
+from bench.ops._tune import Tuning, amd_gfx, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.traffic import decode_level_bytes, prefill_level_bytes
 from bench.util import itemsize
@@ -158,7 +158,8 @@ def _prefill_tuning(x, ctx=None) -> Tuning:
     d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
     key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
     return Tuning(key, prefill_candidates(d, cc), INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
-                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4]), fallback=PREFILL_FALLBACK)
+                  smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4], gfx=amd_gfx(ctx)),
+                  fallback=PREFILL_FALLBACK)
 
 
 def _prefill_triton(x, ctx=None):

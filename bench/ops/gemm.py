@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.ops._tune import Tuning, compute_capability, run_tuning
+from bench.ops._tune import Tuning, amd_gfx, compute_capability, run_tuning
 from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
 from bench.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize
@@ -204,10 +204,18 @@ def reference(x):
     return ref
 
 
+# AMD targets with no tf32 (xf32) matrix instructions: CDNA2, and CDNA4, which dropped CDNA3's
+# xf32 (Triton 3.9's gfx950 backend accepts input_precision ieee, bf16x3 and bf16x6 only)
+NO_TF32_GFX = ("gfx90a", "gfx950")
+
+
 def point_skip(point, device):
     p = PRECISIONS[point["dtype"]]
     if device.kind == "cpu" and p.cpu_reason:
         return p.cpu_reason
+    gfx = (device.extra or {}).get("gfx") if getattr(device, "vendor", None) == "amd" else None
+    if p.name == "tf32" and gfx in NO_TF32_GFX:
+        return f"tf32 needs xf32 matrix instructions, which {gfx} lacks (its fp32 GEMMs run at the fp32 rate)"
     if device.kind == "cuda" and p.min_cc:
         cc = tuple(int(v) for v in device.compute_capability.split("."))
         if cc < p.min_cc:
@@ -348,11 +356,11 @@ def _triton_tuning(x, ctx) -> Tuning:
     precision = ctx.point["dtype"]
     p, cc = PRECISIONS[precision], compute_capability(ctx)
     return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
-                  k.candidates(precision, ctx.quick, cc, amd=getattr(ctx.device, "vendor", None) == "amd"),
+                  k.candidates(precision, ctx.quick, cc, amd=amd_gfx(ctx) is not None),
                   k.INTERPRETER_CONFIG,
                   lambda c: _triton_call(x, precision, c),
                   smem=lambda c: k.smem_bytes(c, itemsize(p.storage), cc, fma=precision == "fp32",
-                                              out_bytes=itemsize(p.out)))
+                                              out_bytes=itemsize(p.out), gfx=amd_gfx(ctx)))
 
 
 def _triton_launcher(x, ctx):
