@@ -88,11 +88,15 @@ def spec_device(name: str) -> DeviceInfo:
                          f"choose one of: {', '.join(p.part for p in parts)}.")
     p = hits[0]
     amd = p.part.startswith("AMD")
+    from bench.aot_targets import ARCHS
+    # an AMD part's gfx target from the compute capability ROCm torch reports (9.4: gfx942)
+    gfx = next((a.gfx for a in ARCHS.values() if a.gfx and f"{a.cc // 10}.{a.cc % 10}" == p.compute_capability),
+               None) if amd else None
     return DeviceInfo(kind="cuda", torch_device="cuda:0", name=p.part, memory_bytes=int(p.memory_gb * 1e9),
                       compute_units=p.sms, compute_unit_kind="CUs" if amd else "SMs",
                       caches=(CacheLevel("l3" if amd else "l2", int(p.llc_mib * 2**20), 1),),
                       max_clock_mhz=p.boost_clock_mhz, compute_capability=p.compute_capability,
-                      extra={"spec": p.part}, vendor="amd" if amd else "nvidia")
+                      extra={"spec": p.part, **({"gfx": gfx} if gfx else {})}, vendor="amd" if amd else "nvidia")
 
 
 @dataclass
@@ -200,9 +204,19 @@ def pool_seconds(compiles: list, workers: int) -> float:
     return POOL_START_S + max(max(compiles), sum(compiles) / max(1, workers))
 
 
+def lazy_compiles(device: DeviceInfo) -> bool:
+    """Return whether a run on device compiles its Triton kernels at their first launch, one
+    after another (AMD: bench/precompile.py fills Triton's cache for CUDA targets only; the
+    HIP backend specializes each pointer on whether its buffer is within 2 GiB, which the
+    precompile's jobs do not record), rather than in the precompile pool."""
+    return getattr(device, "vendor", None) == "amd"
+
+
 def host_workers(device: DeviceInfo) -> int:
     """Return the compile workers of a run on device: HOST_CORES for a datasheet part (no
-    host to ask), else this machine's cores."""
+    host to ask), else this machine's cores; 1 where the run compiles lazily."""
+    if lazy_compiles(device):
+        return 1
     return HOST_CORES if (device.extra or {}).get("spec") else (os.cpu_count() or 1)
 
 
@@ -355,8 +369,10 @@ def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool =
         jobs = c["compile_list"]
     workers = host_workers(device)
     sustained, windows = sustain_seconds(plan, device, quick, sustain_s)
-    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), pool_seconds(jobs, workers), c["tune_s"],
-                      len(jobs), c["tuning_keys"], c["load_s"], workers, sustained, windows)
+    lazy = lazy_compiles(device)  # a lazy compile is the first launch: nothing then loads from a cache
+    compile_s = sum(jobs) if lazy else pool_seconds(jobs, workers)
+    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), compile_s, c["tune_s"],
+                      len(jobs), c["tuning_keys"], 0.0 if lazy else c["load_s"], workers, sustained, windows)
 
 
 def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
@@ -366,7 +382,10 @@ def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
              f"{pred.rows} rows planned, {pred.skipped} skipped by rules before running"]
     for fam, s in sorted(pred.seconds_by_family.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {fam:<10} {s:8.1f} s")
-    if pred.compiles:
+    if pred.compiles and lazy_compiles(device):
+        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles, each at its first launch, "
+                     "one after another: no precompile on AMD)")
+    elif pred.compiles:
         lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles before measuring, "
                      f"{pred.workers} processes)")
         lines.append(f"  loading    {pred.load_s:8.1f} s  (first launches, from the cache)")

@@ -42,3 +42,25 @@ def test_fp4_rows_run_only_where_a_unit_exists(spec, runs):
     assert planned == runs
     pred = pr.predict(plan, device, TimerConfig(), quick=True)
     assert pred.skipped == 2 * (2 - len(runs))   # two quick shapes per format skipped
+
+
+def test_amd_parts_compile_lazily_and_know_their_gfx():
+    # an AMD run compiles each Triton variant at its first launch, one after another (no
+    # precompile pool): the dry run charges the sum of the compiles and no cache loads
+    mi = pr.spec_device("mi300x")
+    assert mi.extra["gfx"] == "gfx942" and pr.spec_device("mi355x").extra["gfx"] == "gfx950"
+    assert "gfx" not in pr.spec_device("h200").extra
+    plan = make_plan(REG, mi, only=["stream.copy", "gemm.square"], quick=True)
+    pred = pr.predict(plan, mi, TimerConfig(), quick=True)
+    rows, counts = pr.row_seconds(plan, mi, TimerConfig(), True)
+    assert pred.compiles == counts["compiles"] > 0 and pred.workers == 1 and pred.load_s == 0
+    assert pred.compile_s == pytest.approx(sum(counts["compile_list"]))
+    assert "no precompile on AMD" in pr.describe(pred, mi, True)
+    h200 = pr.spec_device("h200")
+    hp = pr.predict(make_plan(REG, h200, only=["stream.copy"], quick=True), h200, TimerConfig(), quick=True)
+    assert hp.workers == pr.HOST_CORES and hp.load_s > 0
+    # gfx950 has no tf32: the GEMM's tf32 points are skipped before running
+    mi355 = pr.spec_device("mi355x")
+    full = make_plan(REG, mi355, only=["gemm.square"], quick=False)
+    tf32 = [t for t in full.tasks if t.point["dtype"] == "tf32"]
+    assert tf32 and all(t.op.skip(t.point, mi355) for t in tf32)
