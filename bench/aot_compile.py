@@ -99,6 +99,8 @@ def compile_job(job: dict) -> dict:
     names = list(fn.arg_names)
     constexprs = {(names.index(k),): v for k, v in job["constexprs"].items()}
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k in job["aligned"]}
+    for k in job.get("ptr32", ()):  # ROCm: a buffer within 2 GiB, as the JIT specializes it
+        attrs.setdefault((names.index(k),), []).append(["tt.pointer_range", 32])
     out = io.StringIO()
     t0, c0 = time.perf_counter(), _cpu_seconds()
     try:

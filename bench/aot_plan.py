@@ -119,7 +119,8 @@ def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict
         params = inspect.signature(getattr(kernel, "fn", kernel)).parameters
         for n in missing:
             values[n] = params[n].default
-    signature, constexprs, aligned, specialized = {}, {}, [], []
+    signature, constexprs, aligned, specialized, ptr32 = {}, {}, [], [], []
+    hip = bool(target) and target[0] == "hip"
     for n in names:
         v = values[n]
         if n in declared:
@@ -127,6 +128,8 @@ def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict
         elif isinstance(v, torch.Tensor):
             signature[n] = "*" + TRITON_TYPE[v.dtype]
             aligned.append(n)  # allocations are 256-byte aligned; the suite passes no offset views
+            if hip and hip_buffer_ops() and v.untyped_storage().nbytes() <= PTR32_MAX:
+                ptr32.append(n)  # ROCm's JIT specializes it ("S": tt.pointer_range 32, buffer loads)
         elif isinstance(v, bool):
             signature[n] = "i1"
         elif isinstance(v, int):
@@ -141,9 +144,25 @@ def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict
             signature[n] = "fp32"
         else:
             raise TypeError(f"{launch.kernel}: argument {n} is a {type(v).__name__}, which the AOT compile cannot type")
-    return {"module": launch.module, "kernel": launch.kernel, "signature": signature, "constexprs": constexprs,
-            "aligned": aligned, "specialized": specialized, "options": options, "cc": cc,
-            "target": tuple(target) if target else ("cuda", cc, 32)}
+    job = {"module": launch.module, "kernel": launch.kernel, "signature": signature, "constexprs": constexprs,
+           "aligned": aligned, "specialized": specialized, "options": options, "cc": cc,
+           "target": tuple(target) if target else ("cuda", cc, 32)}
+    if ptr32:
+        job["ptr32"] = ptr32
+    return job
+
+
+PTR32_MAX = 2**31 - 1  # a buffer ROCm's Triton addresses with 32-bit offsets (HIPBackend.is_within_2gb)
+
+
+def hip_buffer_ops() -> bool:
+    """Return whether ROCm's Triton specializes pointers on their buffer's size (its
+    AMDGCN_USE_BUFFER_OPS knob, on by default)."""
+    try:
+        from triton import knobs
+        return bool(knobs.amd.use_buffer_ops)
+    except Exception:  # an older triton without the knob
+        return False
 
 
 def config_label(job: dict) -> str:
@@ -161,7 +180,7 @@ def config_label(job: dict) -> str:
 def spec_key(job: dict) -> tuple:
     """Return what makes two jobs of one configuration separate compiles."""
     return (tuple(sorted(job["signature"].items())), tuple(sorted(job["aligned"])),
-            tuple(sorted((k, repr(v)) for k, v in job["constexprs"].items())))
+            tuple(sorted((k, repr(v)) for k, v in job["constexprs"].items())), tuple(sorted(job.get("ptr32", ()))))
 
 
 # ---- the plan --------------------------------------------------------------------------------

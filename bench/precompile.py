@@ -48,11 +48,14 @@ def cache_dir() -> str:
 
 
 def arch_of(device) -> str | None:
-    """Return the aot target of a CUDA device ("sm_90" for compute capability 9.0), or None
-    when it is not a GPU aot knows."""
+    """Return the aot target of a GPU ("sm_90" for compute capability 9.0; an AMD GPU's gfx
+    target, "gfx942"), or None when it is not a GPU aot knows."""
     cc = getattr(device, "compute_capability", None)
     if getattr(device, "kind", None) != "cuda" or not cc:
         return None
+    if getattr(device, "vendor", None) == "amd":
+        gfx = (device.extra or {}).get("gfx")
+        return gfx if gfx in aot.ARCHS else None
     major, minor = cc.split(".")[:2]
     arch = f"sm_{major}{minor}"
     return arch if arch in aot.ARCHS else None
@@ -76,22 +79,28 @@ def plan_jobs(arch: str, quick: bool, only: list | None = None, device=None) -> 
 
 class _Pointer:
     """Stands in for a tensor argument: its dtype, at a 16-aligned address (as the suite's
-    allocations are); picklable, no memory."""
+    allocations are), and for ROCm the size of its buffer (ptr_range: within 2 GiB or not,
+    as the job recorded); picklable, no memory."""
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, small: bool = False):
         self.dtype = dtype
+        self.small = small
 
     def data_ptr(self) -> int:
         return 0
 
+    def ptr_range(self) -> int:
+        return 2**20 if self.small else 2**32
+
 
 class _Target:
     """Stands in for Triton's active driver in a compile worker: it names the target GPU
-    (compute capability x 10, warp size 32) and never touches a device."""
+    (a job's target, ("cuda", compute capability x 10, 32) or ("hip", "gfx942", 64); a
+    bare cc means CUDA) and never touches a device."""
 
-    def __init__(self, cc: int):
+    def __init__(self, target):
         from triton.backends.compiler import GPUTarget
-        self.target = GPUTarget("cuda", cc, 32)
+        self.target = GPUTarget(*(("cuda", target, 32) if isinstance(target, int) else tuple(target)))
 
     def get_current_target(self):
         return self.target
@@ -124,7 +133,7 @@ def launch_args(job: dict) -> dict:
         if ty == "constexpr":
             out[name] = job["constexprs"][name]
         elif ty.startswith("*"):
-            out[name] = _Pointer(types[ty[1:]])
+            out[name] = _Pointer(types[ty[1:]], name in job.get("ptr32", ()))
         elif ty in ("i32", "i64"):
             base = 16 if ty == "i32" else 2**32
             out[name] = base if name in aligned else base + 1
@@ -150,9 +159,10 @@ def compile_launch(job: dict) -> dict:
     os.environ.pop("TRITON_DUMP_PTXAS_LOG", None)  # aot's workers print ptxas's report; a run needs none
     t0 = time.perf_counter()
     try:
-        if _DRIVER.get("cc") != job["cc"]:
-            driver.set_active(_Target(job["cc"]))
-            _DRIVER["cc"] = job["cc"]
+        target = tuple(job.get("target") or ("cuda", job["cc"], 32))
+        if _DRIVER.get("target") != target:
+            driver.set_active(_Target(target))
+            _DRIVER["target"] = target
         kernel = getattr(importlib.import_module(job["module"]), job["kernel"])
         kernel.run(grid=(1,), warmup=True, **launch_args(job))
     except Exception as e:  # noqa: BLE001

@@ -206,10 +206,10 @@ def pool_seconds(compiles: list, workers: int) -> float:
 
 def lazy_compiles(device: DeviceInfo) -> bool:
     """Return whether a run on device compiles its Triton kernels at their first launch, one
-    after another (AMD: bench/precompile.py fills Triton's cache for CUDA targets only; the
-    HIP backend specializes each pointer on whether its buffer is within 2 GiB, which the
-    precompile's jobs do not record), rather than in the precompile pool."""
-    return getattr(device, "vendor", None) == "amd"
+    after another, rather than in the precompile pool: a GPU with no aot target
+    (bench/precompile.arch_of: e.g. sm_75, gfx90a)."""
+    from bench import precompile
+    return device.kind == "cuda" and precompile.arch_of(device) is None
 
 
 def host_workers(device: DeviceInfo) -> int:
@@ -384,7 +384,7 @@ def describe(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
         lines.append(f"  {fam:<10} {s:8.1f} s")
     if pred.compiles and lazy_compiles(device):
         lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles, each at its first launch, "
-                     "one after another: no precompile on AMD)")
+                     "one after another: no precompile for this GPU's arch)")
     elif pred.compiles:
         lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles before measuring, "
                      f"{pred.workers} processes)")

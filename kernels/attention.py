@@ -56,13 +56,17 @@ def dot_precision(dtype) -> str:
     return "ieee"
 
 
-def prefill_candidates(head_dim, cc=None):
+def prefill_candidates(head_dim, cc=None, amd=False):
     """Return prefill's (BLOCK_M, BLOCK_N, num_warps, num_stages, tma) candidates for a head
     dim on a GPU of compute capability cc x 10 (None: unknown, all of them), best first:
-    the TMA forms only from sm_90 on, and only where this Triton has tensor descriptors."""
+    the TMA forms only from sm_90 on, and only where this Triton has tensor descriptors. On
+    AMD (amd) no 128-wide key block: with buffer loads the causal kernel's 128-wide score
+    tiles spill on gfx950 (176 B at 128x128 on 8 waves, 352 B at 64x128 on 4)."""
     cands = next(PREFILL_CANDIDATES[d] for d in sorted(PREFILL_CANDIDATES) if head_dim <= d)
     if (cc is not None and cc < 90) or not hasattr(tl, "make_tensor_descriptor"):
         cands = tuple(c for c in cands if not c[4])
+    if amd:
+        cands = tuple(c for c in cands if c[1] <= 64)
     return cands
 
 

@@ -157,7 +157,8 @@ def _prefill_tuning(x, ctx=None) -> Tuning:
     q = x["q"]
     d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
     key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
-    return Tuning(key, prefill_candidates(d, cc), INTERPRETER_PREFILL, lambda c: _prefill_triton_call(x, c),
+    return Tuning(key, prefill_candidates(d, cc, amd=amd_gfx(ctx) is not None), INTERPRETER_PREFILL,
+                  lambda c: _prefill_triton_call(x, c),
                   smem=lambda c: prefill_smem_bytes(c[0], c[1], d, w, c[3], cc, tma=c[4], gfx=amd_gfx(ctx)),
                   fallback=PREFILL_FALLBACK)
 
