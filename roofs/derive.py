@@ -197,14 +197,22 @@ def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dic
     11): DRAM_FACTOR x the last-level cache's reported size when no edge was measured; with a
     measured edge, the larger of DRAM_FACTOR x the edge and the LLC's reach against the
     sweep's tail (the median of its largest MIN_SIZES sizes), so no size still in the
-    transition after the edge sets it."""
+    transition after the edge sets it. A reach never lies past DRAM_FACTOR x the reported
+    size (capped_reach): no cache serves a working set that large, and a VM's memory that
+    slows as the working set grows (364 MiB at 0.6x of 128 MiB) would otherwise push the
+    window past all but one size."""
     name, size = caches[-1]
     edge = edges.get(name)
     if not edge:
         return int(DRAM_FACTOR * size)
     tail = float(envelope(good).tail(MIN_SIZES)["gbps"].median())
-    reach = measured_reach(env_warm, edge, tail, rel_tol)
+    reach = capped_reach(measured_reach(env_warm, edge, tail, rel_tol), size)
     return int(max(DRAM_FACTOR * edge, reach or 0))
+
+
+def capped_reach(reach: int | None, reported: int) -> int | None:
+    """Return a cache's measured reach, at most BAND_FACTOR x its reported size (None stays None)."""
+    return None if reach is None else int(min(reach, BAND_FACTOR * reported))
 
 
 def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
@@ -262,8 +270,8 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
                 note += f" (its plateau ends at {edges[name] / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
             notes.append(note)
             continue
-        reach = measured_reach(env_warm, edges[name], outer.extra.get("plateau_median", outer.value), rel_tol) \
-            if edges[name] and outer is not None else None
+        reach = capped_reach(measured_reach(env_warm, edges[name], outer.extra.get("plateau_median", outer.value),
+                                            rel_tol), size) if edges[name] and outer is not None else None
         sizes = {"capacity_bytes": size, "edge_bytes": edges[name], "reach_bytes": reach}
         roof = replace(roof, extra={**roof.extra, **sizes})
         own, why = _direction_roofs(name, in_window(warm), tol, {})

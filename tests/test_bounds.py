@@ -190,6 +190,23 @@ def test_offchip_window_is_the_one_the_sustained_phase_settles_an_unset_roof_in(
     assert len(candidate_rows(sus, "bandwidth", "dram", device, sweep=False, sweep_rows=rows)) == 5
 
 
+def test_a_reach_never_lies_past_four_times_the_reported_cache():
+    # a VM whose memory slows as the working set grows (the reference run of this session):
+    # the L3 (reported 32 MiB) measured an edge of 5.66 MiB; against the sweep's slow tail
+    # the reach would land at 362 MiB and leave the DRAM window one size; capped at 4 x 32 MiB
+    from roofs.derive import capped_reach, offchip_window
+    curve = {2 * MiB: 190, 4 * MiB: 192, 5.66 * MiB: 190, 8 * MiB: 150, 16 * MiB: 120, 32 * MiB: 90,
+             64 * MiB: 61, 90.5 * MiB: 55, 128 * MiB: 50.9, 181 * MiB: 49.2, 256 * MiB: 45.1, 362 * MiB: 31.0}
+    rows = pd.DataFrame([row("stream.reread", int(ws), v, read=int(ws), write=0) for ws, v in curve.items()])
+    caches = [("l2", 2 * MiB), ("l3", 32 * MiB)]
+    start, edge = offchip_window(rows, caches)
+    assert edge == int(5.66 * MiB) and start == 128 * MiB
+    roofs, _ = derive(rows, {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]})
+    dram = next(r for r in roofs if r.name == "dram")
+    assert dram.value == 50.9 and dram.plateau_bytes == (128 * MiB, int(181 * MiB))
+    assert capped_reach(None, 32 * MiB) is None and capped_reach(64 * MiB, 300 * MiB) == 64 * MiB
+
+
 def test_edge_needs_a_measured_fall():
     env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8], "gbps": [100, 101, 99, 100]})
     assert measured_edge(env, 0, 6, 8, 0.15) is None  # flat to the reported size: no fall seen
