@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
+from roofs.checks import is_above  # noqa: E402
 from roofs.model import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 
 
@@ -265,7 +266,7 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0) & (df["intensity"] > 0)].copy()
     prec = _column(ok, "precision")
     ok["fmt"] = prec.where(prec != "", ok["dtype"].map(lambda d: ELEMENT_PRECISION.get(d, d)))
-    ok["flagged"] = _column(ok, "flag") != ""
+    ok["flagged"] = is_above(_column(ok, "flag"))  # a busy flag alone is not drawn red
     ok["boundary"] = _column(ok, "boundary")
     return ok
 

@@ -449,3 +449,13 @@ def test_overview_leaves_off_and_names_a_best_point_far_under_its_bound(syntheti
         assert "square/torch_best fp8e4m3 at 0.001 GFLOP/s" in notes[0]
     finally:
         plt.close(fig)
+
+
+def test_a_busy_point_is_not_drawn_as_above_its_bound():
+    # red rings mean "above its attainable bound"; a runner flag alone (busy, a time jump) is not that
+    from roofs._plotkit import _points
+    df = pd.DataFrame({"status": ["ok"] * 3, "flops": [1e9] * 3, "gflops": [10.0] * 3, "intensity": [1.0] * 3,
+                       "dtype": ["float32"] * 3, "precision": ["fp32"] * 3,
+                       "flag": ["measured while the machine was busy: load 3", "", "measured while the machine was busy: "
+                                "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
+    assert list(_points(df)["flagged"]) == [False, False, True]
