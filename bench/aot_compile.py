@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bench.aot_plan import Plan
 from bench.aot_targets import ARCHS
+from bench.util import cpu_seconds
 
 # ---- compiling ------------------------------------------------------------------------------
 
@@ -80,13 +81,6 @@ def _resources(kernel, log: str) -> tuple:
     return (int(m.group(1)), int(m.group(2)), int(m.group(2))) if m else (None, None, None)
 
 
-def _cpu_seconds() -> float:
-    """Return this process's CPU time plus its finished children's (ptxas)."""
-    import resource
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def compile_job(job: dict) -> dict:
     """Compile one job for its target (no GPU needed) and return status, seconds, the
     compiler's shared memory, registers, spills, and the IR named in job["keep"]."""
@@ -102,7 +96,7 @@ def compile_job(job: dict) -> dict:
     for k in job.get("ptr32", ()):  # ROCm: a buffer within 2 GiB, as the JIT specializes it
         attrs.setdefault((names.index(k),), []).append(["tt.pointer_range", 32])
     out = io.StringIO()
-    t0, c0 = time.perf_counter(), _cpu_seconds()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     try:
         src = ASTSource(fn, dict(job["signature"]), constexprs, attrs)
         with contextlib.redirect_stdout(out):
@@ -110,8 +104,8 @@ def compile_job(job: dict) -> dict:
                                options=dict(job["options"]))
     except Exception as e:
         return {"status": "failed", "error": _error_line(e), "seconds": time.perf_counter() - t0,
-                "cpu_seconds": _cpu_seconds() - c0}
-    seconds, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+                "cpu_seconds": cpu_seconds() - c0}
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     res = {"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "shared": int(k.metadata.shared),
            "ir": {key: k.asm[key] for key in job.get("keep", ())}}
     if "amdgcn" in k.asm:  # AMD: registers and spills as counts of 4-byte registers; spill B = 4 x spilled

@@ -22,7 +22,6 @@ import gzip
 import json
 import math
 import os
-import resource
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.util import git_commit
+from bench.util import cpu_seconds, git_commit
 
 SCHEMA_VERSION = 1
 # The version of the measuring method (ARCHITECTURE.md, rule 13). Bump it with any change
@@ -177,12 +176,6 @@ class Measurement:
         return {c: row[c] for c in COLUMNS}
 
 
-def _cpu_seconds() -> float:
-    """Return the CPU seconds this process and its waited-for children have used."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def _loadavg() -> list | None:
     """Return the 1, 5 and 15-minute load averages, or None where the OS has none."""
     return list(os.getloadavg()) if hasattr(os, "getloadavg") else None
@@ -231,7 +224,7 @@ class RunWriter:
                          start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
-        self._t0, self._cpu0 = time.monotonic(), _cpu_seconds()
+        self._t0, self._cpu0 = time.monotonic(), cpu_seconds()
         self._csv_file = open(self.dir / "measurements.csv", "w", newline="")
         self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
         self._csv.writeheader()
@@ -259,7 +252,7 @@ class RunWriter:
         # the run's own share of that load: the cores it kept busy on average (its CPU
         # seconds over its wall time), so a reader can tell other processes' load from its own
         wall = time.monotonic() - self._t0
-        load["own"] = round((_cpu_seconds() - self._cpu0) / wall, 2) if wall > 0 else None
+        load["own"] = round((cpu_seconds() - self._cpu0) / wall, 2) if wall > 0 else None
         self.meta["point_count"] = len(self.measurements)
         self.meta["samples_file"] = compress_samples(self.dir).name
         _write_json(self.dir / "run.json", _clean(self.meta))

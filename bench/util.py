@@ -79,6 +79,14 @@ def first_line(e: BaseException, limit: int = 200) -> str:
     return f"{type(e).__name__}: {text[0][:limit] if text else ''}".strip().rstrip(":")
 
 
+def cpu_seconds() -> float:
+    """Return the CPU seconds this process and its waited-for children (ptxas, a pool's
+    workers once joined) have used."""
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def triton_interpreting() -> bool:
     """Return whether Triton kernels run under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "") == "1"

@@ -48,12 +48,10 @@ PREFILL_CANDIDATES = {
 PREFILL_FALLBACK = ((64, 64, 4, 2, False), (64, 32, 4, 2, False))
 
 
-def dot_precision(dtype) -> str:
-    """Return the kernels' tl.dot input_precision for inputs of dtype: "ieee", exact fp32
-    products for fp32 inputs (the float64 gate), and for 16-bit inputs, where the option does
-    not apply, the one value every backend accepts (gfx950's compiler rejects "tf32": CDNA4
-    has no xf32 MMA)."""
-    return "ieee"
+# The kernels' tl.dot input_precision: exact fp32 products for fp32 inputs (the float64
+# gate), and for 16-bit inputs, where the option does not apply, the one value every backend
+# accepts (gfx950's compiler rejects "tf32": CDNA4 has no xf32 MMA).
+DOT_PRECISION = "ieee"
 
 
 def prefill_candidates(head_dim, cc=None, amd=False):
@@ -267,7 +265,7 @@ def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_s
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2))
     kwargs = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-                  PRECISION=dot_precision(q.dtype),
+                  PRECISION=DOT_PRECISION,
                   USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
     if use_tma:
         from kernels.gemm_tma import descriptor_allocator
@@ -369,11 +367,10 @@ def decode(q, k, v, o, workspace, block_n=64, num_warps=4):
     m, l, acc = workspace
     splits = m.shape[-1]
     chunk = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
-    prec = dot_precision(q.dtype)
     decode_split_kernel[(B * Hkv, splits)](
         q, k, v, m, l, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
-        D=D, BLOCK_H=decode_block_h(group), BLOCK_N=block_n, PRECISION=prec, num_warps=num_warps)
+        D=D, BLOCK_H=decode_block_h(group), BLOCK_N=block_n, PRECISION=DOT_PRECISION, num_warps=num_warps)
     decode_combine_kernel[(B * Hq,)](m, l, acc, o, splits, o.stride(1), D=D,
                                      BLOCK_S=max(2, triton.next_power_of_2(splits)))
     return o

@@ -255,19 +255,14 @@ def _caches(run: Run) -> list[tuple[str, int]]:
     return [(str(c["name"]), int(c["total_bytes"])) for c in run.device.get("caches", []) if c.get("total_bytes")]
 
 
-def _column(df: pd.DataFrame, name: str) -> pd.Series:
-    """Return a text column, empty strings where the run predates it."""
-    return text_column(df, name)
-
-
 def _points(df: pd.DataFrame) -> pd.DataFrame:
     """Return the successful rows that do FLOPs (the ones a roofline can place), with
     `fmt`: the precision, or the element type for rows without one."""
     ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0) & (df["intensity"] > 0)].copy()
-    prec = _column(ok, "precision")
+    prec = text_column(ok, "precision")
     ok["fmt"] = prec.where(prec != "", ok["dtype"].map(lambda d: ELEMENT_PRECISION.get(d, d)))
-    ok["flagged"] = is_above(_column(ok, "flag"))  # a busy flag alone is not drawn red
-    ok["boundary"] = _column(ok, "boundary")
+    ok["flagged"] = is_above(text_column(ok, "flag"))  # a busy flag alone is not drawn red
+    ok["boundary"] = text_column(ok, "boundary")
     return ok
 
 
@@ -277,7 +272,7 @@ def best_points(df: pd.DataFrame) -> pd.DataFrame:
     pts = _points(df)
     if pts.empty:
         return pts
-    key = _column(pts, "precision")
+    key = text_column(pts, "precision")
     idx = pts.assign(_key=key).groupby(["op", "impl", "_key"])["gflops"].idxmax()
     return pts.loc[idx].reset_index(drop=True)
 
@@ -547,7 +542,7 @@ FAR_UNDER_BOUND = 1e-3
 def far_under_bound(pts: pd.DataFrame) -> pd.Series:
     """Return which rows run under FAR_UNDER_BOUND of their attainable bound (rows without
     a bound: never)."""
-    bound = pd.to_numeric(_column(pts, "attainable_gflops"), errors="coerce")
+    bound = pd.to_numeric(text_column(pts, "attainable_gflops"), errors="coerce")
     return (bound > 0) & (pts["gflops"] < bound * FAR_UNDER_BOUND)
 
 

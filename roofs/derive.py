@@ -178,18 +178,26 @@ def cache_edges(env_warm: pd.DataFrame, caches, tol: float) -> dict:
                                 size, tol, MIN_SIZES) for i, (name, size) in enumerate(caches)}
 
 
+def _stream_levels(rows: pd.DataFrame, caches, rel_tol: float):
+    """Return what bandwidth_roofs and offchip_window derive from: (the stream rows, the
+    trustworthy ones, their warm ones, the warm rows' size envelope, caches as [(name,
+    bytes)], each cache's measured edge)."""
+    stream = rows[rows["family"] == "stream"] if "family" in rows else rows
+    good = stream[trusted(stream)] if not stream.empty else stream
+    warm = good[good["mode"] == "warm"] if not good.empty else good
+    env_warm = envelope(warm)
+    caches = [(str(n), int(b)) for n, b in caches]
+    return stream, good, warm, env_warm, caches, cache_edges(env_warm, caches, max(rel_tol, CACHE_REL_TOL))
+
+
 def offchip_window(rows: pd.DataFrame, caches, rel_tol: float = REL_TOL) -> tuple[int, int | None]:
     """Return (start, llc_edge) for a run's stream rows: the smallest working set that may set
     the off-chip roof (offchip_start) and the last-level cache's measured edge (None when the
     sweep shows none), as bandwidth_roofs computes them."""
-    stream = rows[rows["family"] == "stream"] if "family" in rows else rows
-    caches = [(str(n), int(b)) for n, b in caches]
+    stream, good, _, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
     if stream.empty:
         return int(DRAM_FACTOR * caches[-1][1]), None
-    good = stream[trusted(stream)]
-    warm = good[good["mode"] == "warm"]
-    edges = cache_edges(envelope(warm), caches, max(rel_tol, CACHE_REL_TOL))
-    return offchip_start(good, envelope(warm), caches, edges, rel_tol), edges[caches[-1][0]]
+    return offchip_start(good, env_warm, caches, edges, rel_tol), edges[caches[-1][0]]
 
 
 def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dict, rel_tol: float = REL_TOL) -> int:
@@ -227,16 +235,11 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     and "reach_bytes" (measured, or None). Cache roofs use warm rows only (a cold row was
     flushed out of every cache); only trustworthy rows count (see trusted()).
     """
-    stream = rows[rows["family"] == "stream"] if "family" in rows else rows
-    good = stream[trusted(stream)] if not stream.empty else stream
+    stream, good, warm, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
+    tol = max(rel_tol, CACHE_REL_TOL)
     roofs, notes = [], []
     if not stream.empty and (stream["status"] == "ok").sum() > len(good):
         notes.append(f"stream rows that set no roof: {untrusted_text(stream)}")
-    caches = [(str(n), int(b)) for n, b in caches]
-    warm = good[good["mode"] == "warm"] if not good.empty else good
-    env_warm = envelope(warm)
-    tol = max(rel_tol, CACHE_REL_TOL)
-    edges = cache_edges(env_warm, caches, tol)
     if not caches:
         notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
         mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \

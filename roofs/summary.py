@@ -87,7 +87,8 @@ def summary(run) -> str:
                   t.rename(columns={"gbps": "best GB/s"}).to_string(index=False, float_format=lambda v: f"{v:,.4g}")]
     lines += gemv_summary(df, model)
     flags = text_column(df, "flag")
-    above, runner = int(is_above(flags).sum()), int(((flags != "") & ~is_above(flags)).sum())
+    up = is_above(flags)
+    above, runner = int(up.sum()), int(((flags != "") & ~up).sum())
     if above or runner:
         lines.append(f"\nflagged: {plural(above, 'point')} above their attainable roof, {fmt_num(runner)} more measured while "
                      "the machine was busy or whose time jumped; every one is in report.md (Flagged points) and in "

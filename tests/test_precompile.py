@@ -38,8 +38,7 @@ if __name__ == "__main__":
             with aot.recording(log):
                 impl.launcher(x, LaunchContext(point, dev, "warm", True))()
     from triton.runtime import driver
-    a = aot.ARCHS[arch]
-    driver.set_active(pc._Target(("hip", a.gfx, 64) if a.gfx else ("cuda", a.cc, 32)))
+    driver.set_active(pc._Target(aot.ARCHS[arch].target))
     with pc.JitCounter() as run:
         for l in log:
             getattr(importlib.import_module(l.module), l.kernel).run(*l.args, grid=(1,), warmup=True, **l.kwargs)

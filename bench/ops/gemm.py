@@ -363,13 +363,20 @@ def _triton_tuning(x, ctx) -> Tuning:
                                               out_bytes=itemsize(p.out), gfx=amd_gfx(ctx)))
 
 
-def _triton_launcher(x, ctx):
-    fn, cfg = run_tuning(x["a"], _triton_tuning(x, ctx), ctx)
-    fn.detail = f"tile {cfg}"
-    (m, k), n = x["a"].shape, x["b"].shape[1]
+def _tuned_launch(x, tuning: Tuning, ctx, n: int, what: str):
+    """Return the tuned GEMM call with its detail (what, the tile) and the bytes its tiles
+    move through L2 (bench/traffic.py: each program's A rows and B columns once per tile, C
+    once; the persistent TMA kernel's tiles cross L2 as the pointer-load kernel's do)."""
+    fn, cfg = run_tuning(x["a"], tuning, ctx)
+    fn.detail = f"{what}tile {cfg}"
+    m, k = x["a"].shape
     fn.level_bytes = gemm_level_bytes(m, n, k, x["a"].element_size(), x["c"].element_size(),
                                       cfg.block_m, cfg.block_n, cfg.num_warps)
     return fn
+
+
+def _triton_launcher(x, ctx):
+    return _tuned_launch(x, _triton_tuning(x, ctx), ctx, x["b"].shape[1], "")
 
 
 def triton_skip(point, device):
@@ -400,14 +407,7 @@ def _tma_tuning(x, ctx) -> Tuning:
 
 
 def _tma_launcher(x, ctx):
-    fn, cfg = run_tuning(x["a"], _tma_tuning(x, ctx), ctx)
-    fn.detail = f"persistent TMA, tile {cfg}"
-    (m, k), n = x["a"].shape, x["b_nk"].shape[0]
-    # the same tiles cross L2 as the pointer-load kernel's (bench/traffic.py): each program's
-    # A rows and B columns once per tile, C once
-    fn.level_bytes = gemm_level_bytes(m, n, k, x["a"].element_size(), x["c"].element_size(),
-                                      cfg.block_m, cfg.block_n, cfg.num_warps)
-    return fn
+    return _tuned_launch(x, _tma_tuning(x, ctx), ctx, x["b_nk"].shape[0], "persistent TMA, ")
 
 
 # The TMA GEMM is registered on gemm.square only, and a GPU run times it at bf16, fp8e4m3
