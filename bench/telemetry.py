@@ -66,6 +66,24 @@ class _Source:
     def energy_j(self) -> float | None:
         return None
 
+    def _read_each(self, readers, lib: str, skip_none: bool = False) -> dict:
+        """Return {key: reader()} over readers [(key, reader)]; a reader that raises is left
+        out and recorded once in the note ("<lib> <key> unreadable (<error>)"), never
+        silently dropped; with skip_none, a reader's None is left out too."""
+        failed = self.__dict__.setdefault("_failed", set())
+        out = {}
+        for key, fn in readers:
+            try:
+                v = fn()
+            except Exception as e:  # noqa: BLE001  any sensor error: recorded, the others still read
+                if key not in failed:
+                    failed.add(key)
+                    self.note = "; ".join(filter(None, [self.note, f"{lib} {key} unreadable ({type(e).__name__})"]))
+                continue
+            if v is not None or not skip_none:
+                out[key] = v
+        return out
+
 
 def nvml_handle(nv, index: int, uuid: str | None):
     """Return the NVML handle of the GPU with this UUID ("GPU-..."), else of this index."""
@@ -127,19 +145,11 @@ class NvmlSource(_Source):
 
     def read(self):
         nv, h = self.nv, self.h
-        out = {}
-        for key, fn in (("clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
-                        ("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
-                        ("power_w", self._power_w),
-                        ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                        ("reasons", lambda: self._reasons(h))):
-            try:
-                out[key] = fn()
-            except Exception as e:  # recorded once in the note, never silently dropped
-                if key not in self._failed:
-                    self._failed.add(key)
-                    self.note = "; ".join(filter(None, [self.note, f"NVML {key} unreadable ({type(e).__name__})"]))
-        return out
+        return self._read_each((("clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
+                                ("mem_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)),
+                                ("power_w", self._power_w),
+                                ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                                ("reasons", lambda: self._reasons(h))), "NVML")
 
     def energy_j(self):
         try:

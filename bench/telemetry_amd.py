@@ -33,21 +33,12 @@ class AmdSmiSource(_Source):
 
     def read(self):
         smi, h = self.smi, self.h
-        out = {}
-        for key, fn in (("clock_mhz", lambda: smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.GFX)["clk"]),
-                        ("mem_clock_mhz", lambda: smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.MEM)["clk"]),
-                        ("power_w", self._power),
-                        ("temp_c", lambda: smi.amdsmi_get_temp_metric(h, smi.AmdSmiTemperatureType.HOTSPOT,
-                                                                      smi.AmdSmiTemperatureMetric.CURRENT))):
-            try:
-                v = fn()
-                if v is not None:
-                    out[key] = v
-            except Exception as e:  # recorded once in the note, never silently dropped
-                if key not in self._failed:
-                    self._failed.add(key)
-                    self.note = "; ".join(filter(None, [self.note, f"amdsmi {key} unreadable ({type(e).__name__})"]))
-        return out
+        return self._read_each((("clock_mhz", lambda: smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.GFX)["clk"]),
+                                ("mem_clock_mhz", lambda: smi.amdsmi_get_clock_info(h, smi.AmdSmiClkType.MEM)["clk"]),
+                                ("power_w", self._power),
+                                ("temp_c", lambda: smi.amdsmi_get_temp_metric(h, smi.AmdSmiTemperatureType.HOTSPOT,
+                                                                              smi.AmdSmiTemperatureMetric.CURRENT))),
+                               "amdsmi", skip_none=True)
 
     def energy_j(self):
         try:
