@@ -2,15 +2,15 @@
 """roofbench: measure this device's roofs and place kernels under them.
 
     python run_bench.py                 measure the first CUDA GPU, else the CPU (all ops)
-    python run_bench.py --quick         a short pass (about a minute on the README's 2-core Zen 5 VM)
+    python run_bench.py --quick         a short pass (a minute or two on a 2-core CPU VM)
     python run_bench.py --list          ops, impls and their axes on this device
     python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
     python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points
     python run_bench.py model NAME --batch 1,8 --prompt 2048 --context 8192   a model on the roofline
 
-Writes results/<device-slug>-<UTC timestamp>/ (see the README for every file). This file
-only parses, dispatches and prints: running a plan is bench/session.py, checking options
-bench/options.py, summaries roofs/summary.py, models bench/models.py (see ARCHITECTURE.md).
+Writes results/<device-slug>-<UTC timestamp>/ (REFERENCE.md, "What a run writes", lists every file). This file
+only parses, dispatches and prints: running a plan is bench/run/session.py, checking options
+bench/run/options.py, summaries roofs/reports/summary.py, models bench/models.py (see ARCHITECTURE.md).
 """
 from __future__ import annotations
 
@@ -22,14 +22,29 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are never installed
     sys.path.insert(0, str(ROOT))
 
-from bench import device as devmod  # noqa: E402
-from bench import options as opt  # noqa: E402
-from bench import session  # noqa: E402
-from bench.registry import RegistryError  # noqa: E402
-from bench.results import ResultsError, load_run, utc_stamp  # noqa: E402
-from bench.timing import MODES  # noqa: E402
-from bench.util import precision_name  # noqa: E402
+import signal
 
+from bench import models as mdl
+from bench.aot import predict
+from bench.api import quick_roofs, roofs_from
+from bench.hw import detect
+from bench.hw import device as devmod  # noqa: E402
+from bench.measure.memory import run_budget  # noqa: E402
+from bench.measure.registry import (
+    RegistryError,  # noqa: E402
+    load_all,
+)
+from bench.measure.runner import make_plan
+from bench.measure.skip import backend_reason
+from bench.measure.timing import MODES, timer_config  # noqa: E402
+from bench.results import ResultsError, load_run, utc_stamp  # noqa: E402
+from bench.run import distributed as distrib
+from bench.run import options as opt  # noqa: E402
+from bench.run import session  # noqa: E402
+from bench.run.distributed import worker_argv
+from bench.util import precision_name  # noqa: E402
+from roofs.reports.compare import compare
+from roofs.reports.summary import summary
 
 SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
@@ -60,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sustain", type=opt.seconds_or_zero,
                    help="seconds of each roof candidate's sustained window after the sweeps (default 1, quick 0.25; 0: off)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
-    p.add_argument("--max-memory", type=opt.memory_budget,
+    p.add_argument("--max-memory", type=opt.memory_limit,
                    help="memory the run may hold: a size (8GiB) or a share of what is available at start (50%%; the default)")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
@@ -80,7 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_list(registry, device) -> None:
-    from bench.runner import backend_skip
     print(f"device: {device.torch_device} ({device.name})")
     for op in registry.ordered():
         print(f"\n{op.name}  [{op.family}]  {op.doc}")
@@ -90,7 +104,7 @@ def print_list(registry, device) -> None:
             print(f"  axis {axis.name}: {vals}" + (f"  (quick: {len(quick)} values)" if quick != full else "")
                   + (f"  -- {axis.doc}" if axis.doc else ""))
         for impl in registry.impls_of(op.name):
-            why = backend_skip(impl, {}, device)
+            why = backend_reason(impl, {}, device)
             print(f"  impl {impl.id}  ({impl.backend}){'  skipped here: ' + why if why else ''}")
 
 
@@ -101,7 +115,6 @@ def refuse(e) -> int:
 
 def report_main(argv) -> int:
     """python run_bench.py report RUN_DIR: re-derive roofs, redraw, rewrite the report, from the run's files."""
-    from roofs.summary import summary
     p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files")
     p.add_argument("run_dir", type=Path)
     args = p.parse_args(argv)
@@ -118,7 +131,6 @@ def report_main(argv) -> int:
 
 def compare_main(argv) -> int:
     """python run_bench.py compare RUN_A RUN_B [...] [--out DIR]."""
-    from roofs.compare import compare
     p = Parser(prog="run_bench.py compare", description="overlay the roofs and points of several runs")
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--out", type=Path, help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
@@ -140,8 +152,6 @@ def compare_main(argv) -> int:
 
 def model_main(argv) -> int:
     """python run_bench.py model NAME --batch 1,8,64 --prompt 2048 --context 8192 [--roofs RUN_DIR]."""
-    from bench import models as mdl
-    from bench.api import quick_roofs, roofs_from
     p = Parser(prog="run_bench.py model", description="a model's prefill and decode on the roofline")
     p.add_argument("name", help="a preset: " + ", ".join(mdl.load_models()))
     p.add_argument("--batch", type=opt.whole_numbers, default=[1], help="comma-separated batch sizes (default 1)")
@@ -157,7 +167,7 @@ def model_main(argv) -> int:
     try:
         cfg = mdl.get_model(args.name)
         per_batch = mdl.layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
-        device = devmod.resolve(args.device)
+        device = detect.resolve(args.device)
         roofs = roofs_from(args.roofs) if args.roofs else None
         warned = [w for w in [mdl.foreign_roofs(load_run(args.roofs).device, device)] if w] if args.roofs else []
     except (mdl.ModelError, devmod.DeviceError, ResultsError) as e:
@@ -179,26 +189,24 @@ def model_main(argv) -> int:
 
 
 def dry_run(args, device=None, plan=None) -> int:
-    """Print the planned points per family and the predicted wall time (bench/predict.py),
+    """Print the planned points per family and the predicted wall time (bench/aot/predict.py),
     for this machine or for a datasheet part (--device-spec)."""
-    from bench import predict
-    from bench.registry import load_all
-    from bench.runner import make_plan
     try:
         if device is None:
             device = predict.spec_device(args.device_spec)
             plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     except (ValueError, RegistryError) as e:
         return refuse(e)
-    timer = session.timer_config(args.quick, args.budget, args.min_time)
-    print(predict.describe(predict.predict(plan, device, timer, args.quick), device, args.quick))
+    timer = timer_config(args.quick, args.budget, args.min_time)
+    budget = run_budget(device, args.max_memory)
+    print(predict.prediction_text(predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget),
+                           device, args.quick))
     return 0
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
-        from bench.distributed import worker_argv
         argv = worker_argv() or argv
     commands = {"model": model_main, "report": report_main, "compare": compare_main}
     if argv[:1] and argv[0] in commands:
@@ -208,7 +216,6 @@ def main(argv=None) -> int:
         return refuse("--device-spec plans a run that cannot happen here: use it with --dry-run.")
     if args.dry_run and args.device_spec:
         return dry_run(args)
-    from bench import distributed as distrib
     if (args.all_devices or args.comm) and distrib.in_worker():
         return distrib.worker(args)  # the launcher checked the options before starting the workers
     try:  # every option, before anything is measured or launched
@@ -226,7 +233,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import signal
     # A shell starts background jobs with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt: Ctrl-C or `kill -INT` (the device check's time limit) must still
     # stop the run and keep what it measured.

@@ -20,20 +20,28 @@ itself a CUDA graph's replay works the same. Under Triton's interpreter a Triton
 """
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+import pandas as pd
 import torch
 
-from bench import device as devmod
-from bench.gate import check
-from bench.registry import relative_norm_error
-from bench.results import Measurement, load_run
-from bench.timing import stats, time_fn
-from bench.util import first_line, triton_interpreting
-from roofs.model import Roof, Roofline
+from bench.hw import detect
+from bench.measure.gate import check
+from bench.measure.registry import load_all, relative_norm_error
+from bench.measure.runner import Runner, Task
+from bench.measure.timing import make_flush, stats, time_fn, timer_config
+from bench.ops.gemm import PRECISIONS
+from bench.results import COLUMNS, Measurement, append_samples, load_run, rewrite_measurements
+from bench.util import first_line, precision_name, triton_interpreting
+from roofs.analysis.bounds import point_bound
+from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
+from roofs.analysis.roofline import Roof, Roofline
+from roofs.reports.finish import finish_run
 
 
 class APIError(ValueError):
@@ -83,7 +91,7 @@ class Result:
     @property
     def boundary(self) -> str:
         """Return the memory level whose roof bounds this point (the suite's rule,
-        roofs.bounds.boundary_level), "" when that level has no roof among the roofs given."""
+        roofs.analysis.bounds.boundary_level), "" when that level has no roof among the roofs given."""
         return self._bound()[0]
 
     @property
@@ -93,7 +101,6 @@ class Result:
         return self._bound()[2]
 
     def _bound(self):
-        from roofs.bounds import point_bound
         level = "hbm" if self.device.startswith("cuda") else "dram"
         return point_bound(Roofline(self.roofs), self.bytes, self.mode, self.intensity, self.precision,
                            list(self.caches), level)
@@ -152,7 +159,6 @@ def roofs_from(run_dir) -> Roofs:
     """Return the roofs of a run folder (measured, datasheet and computed); `missing` holds
     roofs.json's notes on the levels and precisions that got none."""
     run = load_run(run_dir)
-    import json
     path = Path(run_dir) / "roofs.json"
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
     return Roofs([Roof.from_dict(r) for r in run.roofs], notes)
@@ -164,16 +170,11 @@ QUICK_PRECISIONS = ("fp32", "bf16")
 def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
     """Measure roofs on the spot: the memory roof from stream copy and read at working sets
     4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; about 15 s on the README's 2-core AMD EPYC (Zen 5) VM.
+    GEMMs (torch). Seconds on a GPU; tens of seconds on a 2-core CPU VM.
     A roof it could not set (rows that did not converge on a busy machine, a precision the
     device lacks) is named in the result's `missing`, with why, and warned of (RoofWarning)."""
-    import warnings
-    import pandas as pd
 
-    from bench.registry import load_all
-    from bench.runner import Runner, Task
-    from roofs.derive import bandwidth_roofs, compute_roofs, untrusted_text
-    info = devmod.resolve(device)
+    info = detect.resolve(device)
     reg = load_all()
     llc = info.llc_bytes
     tasks = [Task(reg.ops[f"stream.{k}"], {"dtype": "float32", "ws_bytes": f * llc}, (reg.impls[f"stream.{k}/torch"],))
@@ -181,7 +182,6 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
     sizes = (1024, 2048) if info.kind == "cpu" else (4096, 8192)
     tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
               for p in ("fp32", "bf16") for n in sizes]
-    from bench.session import timer_config
     runner = Runner(info, timer_config(False, budget_s, warmup_s=0.01))
     rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
     roofs, notes = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
@@ -206,8 +206,6 @@ def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
 def check_precision(precision: str, roofs=()) -> str:
     """Return precision's short name ("float32" -> "fp32"); raise APIError with one sentence
     for an unknown precision, or for one without a compute roof among roofs (when given)."""
-    from bench.ops.gemm import PRECISIONS
-    from bench.util import precision_name
     if not precision:
         return ""
     p = precision_name(precision)
@@ -226,7 +224,6 @@ def check_precision(precision: str, roofs=()) -> str:
 def tolerance_of(precision: str) -> float:
     """Return the gate's tolerance for a precision: the suite's per-precision table (the GEMM
     precisions, bench/ops/gemm.py); "" counts as fp32. Raises APIError for an unknown one."""
-    from bench.ops.gemm import PRECISIONS
     p = PRECISIONS.get(precision or "fp32")
     if p is None:
         raise APIError(f"no tolerance is known for precision '{precision}': use one of {', '.join(PRECISIONS)}, "
@@ -250,7 +247,7 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     and a wrong result is an error, never timed. Raises APIError for bad input or a
     callable that raises (one sentence)."""
     precision = check_precision(precision, roofs := tuple(roofs))
-    info = devmod.resolve(device)
+    info = detect.resolve(device)
     f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
                 caches=tuple((c.name, c.total_bytes) for c in info.caches),
@@ -270,9 +267,7 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
                       reason="checked under Triton's interpreter; interpreter timings are never reported")
     flush = None
     if mode == "cold":
-        from bench.timing import make_flush
         flush = make_flush(info.torch_device, info.llc_bytes)
-    from bench.session import timer_config
     t = time_fn(fn, info.torch_device, mode, timer_config(False, budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
     return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=gate.error)
 
@@ -299,7 +294,7 @@ class Kernel:
         the sweep goes on, so nothing already measured is lost."""
         roofs = tuple(roofs)
         check_precision(self.precision, roofs)  # the caller's mistake: stops the sweep before it starts
-        info = devmod.resolve(device)
+        info = detect.resolve(device)
         out = []
         for shape in self.shapes:
             # bad counts are the caller's mistake and stop the sweep; a failing call does not
@@ -327,10 +322,7 @@ def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str 
 def add_to_run(run_dir, results: Iterable[Result]) -> Path:
     """Append results to a run folder's measurements (family "user"), then re-derive its
     roofs, pictures and report: the points appear on its roofline. Returns the folder."""
-    import pandas as pd
 
-    from bench.results import COLUMNS, append_samples, rewrite_measurements
-    from roofs.finish import finish_run
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     ms = [r.measurement() for r in results]

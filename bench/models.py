@@ -32,8 +32,16 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.registry import REGISTRY, load_all
+import pandas as pd
+
+from bench.measure.registry import REGISTRY, load_all
+from bench.measure.runner import Plan, Task
+from bench.measure.timing import timer_config
+from bench.results import utc_stamp
+from bench.run.session import execute, failing, finish, mark_failed, run_meta
 from bench.util import fmt_bytes, fmt_num, plural
+from roofs.analysis.bounds import point_bound
+from roofs.analysis.roofline import Roofline
 
 MODELS = Path(__file__).with_name("models.json")
 
@@ -110,7 +118,7 @@ MODEL_OPS = (("gemm.square", "model.gemm"), ("attention.prefill", "model.attenti
 def register_model_ops() -> None:
     """Register the model.* ops in the registry (after every family: load_all): the GEMM and
     attention ops without sweeps, for a model's own shapes, with their impls but numpy.
-    Called explicitly by the model command (and the tests) before plan() and predict();
+    Called explicitly by the model command (and the tests) before plan() and place_model();
     a second call changes nothing."""
     load_all()
     if MODEL_OPS[0][1] in REGISTRY.ops:
@@ -137,7 +145,6 @@ def key(lo: LayerOp) -> tuple:
 def plan(op_lists):
     """Return the Plan measuring every distinct op of the given LayerOp lists once: prefill
     timed warm, decode cold (a decode step reads each layer's weights from memory once)."""
-    from bench.runner import Plan, Task
     _require_model_ops()
     tasks, seen = [], set()
     for ops in op_lists:
@@ -177,7 +184,7 @@ def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from
     return "faster than its roofline bound even at p80: " + "; ".join(causes)
 
 
-def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "",
+def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "",
             caches=(), memory_level: str = "dram") -> dict:
     """Return per phase: each op's bound and measured time (flagged when it beats the bound
     even at its p80 time) and the totals per layer, per step and in tokens per second,
@@ -185,8 +192,6 @@ def predict(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None 
     Each op is bounded by the roof of the memory level its bytes cross (ARCHITECTURE.md,
     rule 12: prefill is timed warm, decode cold), given the device's caches
     ([(name, total bytes)], innermost first); without caches, by the off-chip roof."""
-    from roofs.bounds import point_bound
-    from roofs.model import Roofline
     _require_model_ops()
     model = Roofline(roofs)
     out = {}
@@ -261,7 +266,6 @@ def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report
     machine), then per batch and phase each op's bound and measured time, the totals per
     layer and per step, tokens per second, and every flag. A phase whose ops lack a roof
     says which roof is missing instead of a bound."""
-    import pandas as pd
     out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
            f"FFN {cfg.ffn}" + (f", {cfg.experts} experts (top {cfg.top_k})" if cfg.experts > 1 else "")
            + f"; prompt {prompt}, context {context}, {dtype}\n"]
@@ -314,8 +318,6 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
     model.md (warnings, such as roofs of another machine, first), finish the folder; return
     (status, run folder, the model's text). An error after the measuring marks the folder
     failed and propagates."""
-    from bench.results import utc_stamp
-    from bench.session import execute, failing, finish, mark_failed, run_meta, timer_config
     register_model_ops()
     run_dir = Path(out) / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
     timer = timer_config(False, budget_s, warmup_s=0.02)
@@ -324,7 +326,7 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)
     with failing(run_dir):  # a model that cannot be placed marks its folder failed, never complete
         best = best_times(measured)
-        report = {b: predict(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
+        report = {b: place_model(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
                              [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
                   for b, ops in per_batch.items()}
         (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,

@@ -11,7 +11,7 @@ A run folder <device-slug>-<UTC timestamp>/ holds
                       samples file: no raw samples, so it stays small (folders written before
                       this kept every point's samples in run.json under "points"; load_samples
                       reads both)
-    roofs.json        the roofs derived from the measurements (written by roofs.derive)
+    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive)
 Rows are appended and flushed as each point finishes, so an interrupted run leaves a
 readable folder.
 """
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.util import cpu_seconds, git_commit
@@ -36,6 +37,9 @@ SCHEMA_VERSION = 1
 # to how points are counted, checked or timed or how roofs are derived, so that two runs
 # made by different rules can be told apart: run.json records it (with the roofbench
 # commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.
+# The flags the runner sets while measuring (the `flag` column; roof flags are added later).
+BUSY_PREFIX = "measured while the machine was busy"
+JUMP_PREFIX = "time jumped"
 METHOD_VERSION = 4
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
@@ -48,7 +52,7 @@ AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "he
 # A point's bytes by direction and by level (ARCHITECTURE.md, rules 1 and 12): read_bytes +
 # write_bytes = bytes (the compulsory, off-chip traffic; Op.write_bytes); l2_bytes and
 # l1_bytes are what a Triton kernel's tiles move through L2 and read from L1/shared memory
-# (bench/traffic.py). Empty where unknown, and in runs written before they existed.
+# (bench/ops/traffic.py). Empty where unknown, and in runs written before they existed.
 TRAFFIC_COLUMNS = ["read_bytes", "write_bytes", "l2_bytes", "l1_bytes"]
 LEVEL_BYTE_COLUMNS = {"l2": "l2_bytes", "l1": "l1_bytes"}
 COLUMNS = [
@@ -133,7 +137,6 @@ class Measurement:
         return f"{self.impl}[{axes}]@{self.mode}"
 
     def _stat(self, q):
-        import numpy as np
         return float(np.percentile(self.samples_s, q)) if self.samples_s else math.nan
 
     @property

@@ -2,7 +2,9 @@
 (fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, and the roofbench commit."""
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import subprocess
 from pathlib import Path
 
@@ -82,7 +84,6 @@ def first_line(e: BaseException, limit: int = 200) -> str:
 def cpu_seconds() -> float:
     """Return the CPU seconds this process and its waited-for children (ptxas, a pool's
     workers once joined) have used."""
-    import resource
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
@@ -125,3 +126,29 @@ def is_fatal(e: BaseException) -> bool:
     """Return whether e is a CUDA error that poisons the context (see FATAL_MARKERS)."""
     text = f"{type(e).__name__}: {e}".lower()
     return any(m in text for m in FATAL_MARKERS)
+
+
+@contextlib.contextmanager
+def swapped(obj, **values):
+    """Set obj's attributes to values for the duration of a with block, then restore each
+    (the ahead-of-time plan records kernel launches and makes inputs on the meta device this
+    way; nothing stays changed)."""
+    saved = {name: getattr(obj, name) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(obj, name, value)
+        yield obj
+    finally:
+        for name, value in saved.items():
+            setattr(obj, name, value)
+
+
+@contextlib.contextmanager
+def environ_restored():
+    """Restore os.environ to what it was when the with block began."""
+    saved = dict(os.environ)
+    try:
+        yield os.environ
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from kernels.gemm import LDS_ALL_STAGES  # AMD targets that keep every stage's LDS buffer, padded
+from kernels.gemm_tma import descriptor_allocator
 
 LOG2E = 1.4426950408889634
 
@@ -268,7 +269,6 @@ def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_s
                   PRECISION=DOT_PRECISION,
                   USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
     if use_tma:
-        from kernels.gemm_tma import descriptor_allocator
         with descriptor_allocator(q.device):
             attn_fwd_kernel[grid](*args, **kwargs)
     else:

@@ -222,7 +222,7 @@ def descriptor_allocator(device):
     for their global scratch at launch. Served from one cached buffer per device (no
     allocation per call, the same address in a CUDA graph's replays); the allocator in
     force before is restored on exit (it is a context variable in Triton 3.6 to 3.9)."""
-    from triton.runtime import _allocation
+    from triton.runtime import _allocation  # deferred: Triton is optional, and this API moves between its versions
     var = getattr(_allocation, "_allocator", None)
     alloc = lambda size, alignment, stream: _scratch(size, alignment, device)  # noqa: E731
     if var is not None and hasattr(var, "reset"):

@@ -1,7 +1,7 @@
 """A tiny op family for testing the runner and results without real kernels."""
 import torch
 
-from bench.registry import Axis, Impl, Op, Registry
+from bench.measure.registry import Axis, Impl, Op, Registry
 
 
 def toy_registry(impls=None, working_set=lambda p: p["n"] * 4, skip=None) -> Registry:

@@ -12,7 +12,7 @@ DATA = Path(__file__).parent / "data"
 
 def run_without_dram(dest: Path, max_ws: int = 64 * 2**20) -> Path:
     """Return dest, a copy of run_a measured as if with --max-ws max_ws, its roofs re-derived."""
-    from roofs.finish import finish_run
+    from roofs.reports.finish import finish_run
     dest = Path(dest)
     shutil.copytree(DATA / "run_a", dest)
     df = pd.read_csv(dest / "measurements.csv")

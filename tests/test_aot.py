@@ -1,5 +1,5 @@
 """Ahead-of-time compiles for sm_90, sm_80, sm_100 (Blackwell), gfx942 (AMD MI300X) and gfx950 (MI355X) without
-a GPU (bench/aot.py): every
+a GPU (bench/aot/table.py): every
 configuration a quick run launches fits shared memory, the shared-memory models agree with
 the compiler (GEMM exactly, the others never below), nothing chosen spills more than
 SPILL_LIMIT_BYTES, and what cannot compile for an arch is skipped before it is compiled.
@@ -17,8 +17,11 @@ from collections import Counter
 import pytest
 import torch
 
-from bench import aot
-from bench.aot_compile import amd_resources
+from bench.aot import plan as aot_plan
+from bench.aot import pool as aot_pool
+from bench.aot import table as aot
+from bench.aot import targets as aot_targets
+from bench.aot.pool import amd_resources
 from bench.ops._tune import QUICK_CANDIDATES, launched, prune
 from kernels.gemm import TileConfig, smem_bytes
 
@@ -36,14 +39,14 @@ ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 
 @pytest.fixture(scope="module")
 def outcomes():
-    plans = [aot.build_plan(arch, quick=True) for arch in ARCHES]
-    return dict(zip(ARCHES, aot.compile_plans(plans)))
+    plans = [aot_plan.build_plan(arch, quick=True) for arch in ARCHES]
+    return dict(zip(ARCHES, aot_pool.compile_plans(plans)))
 
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_quick_plan_compiles_and_fits_shared_memory(outcomes, arch):
     out = outcomes[arch]
-    limit = aot.ARCHS[arch].smem_limit
+    limit = aot_targets.ARCHS[arch].smem_limit
     failed = [(r.kernel, r.dtype, r.config, r.reason) for r in out.plan.rows if r.status == "failed"]
     assert not failed, failed
     ok = out.plan.by_status("ok")
@@ -156,7 +159,7 @@ def test_prune_hand_worked():
 def test_integer_specialization_matches_triton():
     from triton.runtime.jit import mangle_type
     for v in (1, 2, 16, 17, 4096, 2**31 - 16, 2**31, 2**31 + 16, -16, 2**40):
-        t, div16 = aot.int_spec(v)
+        t, div16 = aot_plan.int_spec(v)
         assert t == mangle_type(v, True), v
         assert div16 == (t != "constexpr" and v % 16 == 0)
 
@@ -189,17 +192,17 @@ def test_offsets_are_64_bit_where_products_pass_2_31():
     w = torch.empty(128256, 16384, **meta)
     x1, x16 = torch.empty(1, 16384, **meta), torch.empty(16, 16384, **meta)
     log = []
-    with aot.recording(log):
+    with aot_plan.recording(log):
         ka.decode(q, k, v, torch.empty_like(q), ka.decode_workspace(q, 4))
         ka.prefill(qp, qp, qp, qp, causal=True)
         kv.gemv_rows(x1, w, None, torch.empty(1, 128256, **meta))
         kv.gemv_tile(x16, w, None, torch.empty(16, 128256, **meta))
-    kernels = aot._kernels()
-    jobs = [dict(aot.job_of(launch, kernels[(launch.module, launch.kernel)], 90), keep=("ttir",)) for launch in log]
+    kernels = aot_plan._kernels()
+    jobs = [dict(aot_plan.job_of(launch, kernels[(launch.module, launch.kernel)], 90), keep=("ttir",)) for launch in log]
     assert [j["kernel"] for j in jobs] == ["decode_split_kernel", "decode_combine_kernel", "attn_fwd_kernel",
                                            "gemv_rows_kernel", "gemv_tile_kernel"]
     assert jobs[0]["signature"]["skb"] == "i32"  # 2**26 itself fits 32 bits: the product is the risk
-    results, _ = aot.compile_jobs(jobs)
+    results, _ = aot_pool.compile_jobs(jobs)
     checked = {"decode_split_kernel": ("q_ptr", "k_ptr", "v_ptr", "m_ptr", "l_ptr", "acc_ptr"),
                "decode_combine_kernel": ("m_ptr", "l_ptr", "acc_ptr", "o_ptr"),
                "attn_fwd_kernel": ("q_ptr", "k_ptr", "v_ptr", "o_ptr"),
@@ -213,7 +216,7 @@ def test_offsets_are_64_bit_where_products_pass_2_31():
 
 def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
     plan = outcomes["gfx942"].plan
-    assert aot.ARCHS["gfx942"].smem_limit == 65536
+    assert aot_targets.ARCHS["gfx942"].smem_limit == 65536
     pruned = plan.by_status("pruned")
     assert pruned and all(r.model_smem > 65536 for r in pruned)
     # attention at head dim 128 and the GEMV tile at batch 256: no regular candidate fits,
@@ -231,7 +234,7 @@ def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
 
 def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
     # sm_100 has Hopper's 227 KiB per block: the same tiles fit; only the sweeps' SM count and L2 differ
-    assert aot.ARCHS["sm_100"].smem_limit == aot.ARCHS["sm_90"].smem_limit
+    assert aot_targets.ARCHS["sm_100"].smem_limit == aot_targets.ARCHS["sm_90"].smem_limit
     ok100 = {(r.kernel, r.dtype, r.config) for r in outcomes["sm_100"].plan.by_status("ok")}
     assert {("matmul_kernel", "bf16")} <= {k[:2] for k in ok100}
     assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok") for j in r.jobs.values()} == {("cuda", 100, 32)}
@@ -277,7 +280,7 @@ def test_gfx950_keeps_every_lds_stage_and_has_no_tf32(outcomes):
     # so the models count every stage, padded; a bf16 128x128x128 s3 GEMM tile (199,648 B
     # compiled) no longer passes for 131,072 against its 160 KiB
     plan = outcomes["gfx950"].plan
-    assert aot.ARCHS["gfx950"].smem_limit == 163840
+    assert aot_targets.ARCHS["gfx950"].smem_limit == 163840
     from kernels.gemm import TileConfig, smem_bytes
     assert smem_bytes(TileConfig(128, 128, 128, 8, 8, 3), 2, 80, gfx="gfx950") == 3 * 256 * 128 * 2 * 33 // 32 > 163840
     assert smem_bytes(TileConfig(128, 128, 128, 8, 8, 3), 2, 80, gfx="gfx942") == 2 * 256 * 128 * 2
@@ -285,6 +288,6 @@ def test_gfx950_keeps_every_lds_stage_and_has_no_tf32(outcomes):
     # fp4: mxfp4 on its scaled MFMA; tf32: no xf32 instructions, skipped with the reason
     assert {r.dtype for r in plan.by_status("ok") if r.kernel == "fp4_matmul_kernel"} == {"mxfp4"}
     from bench.ops.gemm import point_skip
-    why = point_skip({"dtype": "tf32"}, aot.fake_device("gfx950"))
+    why = point_skip({"dtype": "tf32"}, aot_targets.fake_device("gfx950"))
     assert why and "xf32" in why and "gfx950" in why
-    assert point_skip({"dtype": "tf32"}, aot.fake_device("gfx942")) is None
+    assert point_skip({"dtype": "tf32"}, aot_targets.fake_device("gfx942")) is None

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import INTERPRETING
 
 from bench import api
-from conftest import INTERPRETING
-from roofs.model import Roof
+from roofs.analysis.roofline import Roof
 
 ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l1", 300.0, "GB/s"),
          Roof("compute", "fp32", 200.0, "GFLOP/s")]

@@ -5,10 +5,11 @@ import math
 
 import pytest
 import torch
-
-from bench.ops import attention as a
-from bench.registry import load_all
 from conftest import INTERPRETING
+
+from bench.hw import detect
+from bench.measure.registry import load_all
+from bench.ops import attention as a
 from kernels import attention as ka
 
 REG = load_all()
@@ -109,10 +110,9 @@ def test_triton_attention_bf16_on_gpu(causal):
 
 
 def test_torch_impls_pass_the_gate_and_record_the_sdpa_backend():
-    from bench import device as devmod
-    from bench.runner import Runner, Task
-    from bench.timing import TimerConfig
-    cpu = devmod.resolve("cpu")
+    from bench.measure.runner import Runner, Task
+    from bench.measure.timing import TimerConfig
+    cpu = detect.resolve("cpu")
     r = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001))
     pre = REG.ops["attention.prefill"]
     ms = r.run_task(Task(pre, {"dtype": "bf16", "causal": True, "head_dim": 64, "heads": (1, 4, 2), "seq": 200},

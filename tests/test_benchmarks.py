@@ -12,7 +12,7 @@ ROOT = Path(__file__).parent.parent
 @pytest.mark.slow
 def test_benchmarks_record_rates(tmp_path):
     out = tmp_path / "b.json"
-    r = subprocess.run([sys.executable, "-m", "pytest", "bench/", "-q", "--benchmark-enable", "-k",
+    r = subprocess.run([sys.executable, "-m", "pytest", "tests/bench_ops.py", "-q", "--benchmark-enable", "-k",
                         "stream.copy/torch and float32", f"--benchmark-json={out}", "-p", "no:cacheprovider"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:]

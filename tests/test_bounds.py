@@ -4,10 +4,10 @@ runs with known answers: the H200's HBM by direction, its 60 MiB L2 whose platea
 import pandas as pd
 import pytest
 
-from roofs.derive import bandwidth_roofs, derive, measured_levels
-from roofs.bounds import annotate, boundary_level, point_bound
-from roofs.levels import level_sizes, measured_edge, measured_reach
-from roofs.model import Roof, Roofline, direction_of
+from roofs.analysis.bounds import annotate, boundary_level, point_bound
+from roofs.analysis.derive import bandwidth_roofs, derive, measured_levels
+from roofs.analysis.levels import level_sizes, measured_edge, measured_reach
+from roofs.analysis.roofline import Roof, Roofline, direction_of
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 H200 = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 60 * MiB}]}
@@ -175,8 +175,8 @@ def test_offchip_window_is_the_one_the_sustained_phase_settles_an_unset_roof_in(
     # the VM above: 4x the 32 MiB measured edge = 128 MiB (past the 64 MiB reach), not 4x the
     # reported 300 MiB; the sustained phase's window for a DRAM roof the sweep left unset is
     # the same, so it never runs (or keeps) windows that derive would call in-cache
-    from roofs.derive import offchip_window
-    from roofs.sustained import candidate_rows, level_window
+    from roofs.analysis.derive import offchip_window
+    from roofs.analysis.sustained import candidate_rows, level_window
     caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 300 * MiB)]
     device = {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]}
     rows = cpu_vm_rows()
@@ -194,7 +194,7 @@ def test_a_reach_never_lies_past_four_times_the_reported_cache():
     # a VM whose memory slows as the working set grows (the reference run of this session):
     # the L3 (reported 32 MiB) measured an edge of 5.66 MiB; against the sweep's slow tail
     # the reach would land at 362 MiB and leave the DRAM window one size; capped at 4 x 32 MiB
-    from roofs.derive import capped_reach, offchip_window
+    from roofs.analysis.derive import capped_reach, offchip_window
     curve = {2 * MiB: 190, 4 * MiB: 192, 5.66 * MiB: 190, 8 * MiB: 150, 16 * MiB: 120, 32 * MiB: 90,
              64 * MiB: 61, 90.5 * MiB: 55, 128 * MiB: 50.9, 181 * MiB: 49.2, 256 * MiB: 45.1, 362 * MiB: 31.0}
     rows = pd.DataFrame([row("stream.reread", int(ws), v, read=int(ws), write=0) for ws, v in curve.items()])
@@ -227,7 +227,7 @@ def test_a_level_without_a_measured_edge_keeps_its_reported_band():
 
 
 def test_old_runs_without_direction_columns_use_op_names():
-    from roofs.derive import stream_direction
+    from roofs.analysis.derive import stream_direction
     df = pd.DataFrame({"op": ["stream.read", "stream.reread", "stream.write", "stream.triad", "gemm.square"]})
     assert list(stream_direction(df)) == ["read", "read", "write", "copy", ""]
     roofs, _ = bandwidth_roofs(h200_rows().drop(columns=["read_bytes", "write_bytes"]), [("l2", 60 * MiB)], "hbm")
@@ -238,7 +238,7 @@ def test_binding_level_of_a_triton_gemm_is_l2_at_its_tile_intensity():
     """The issue's case: the 256x128 bf16 GEMM at 8192^3 moves 194 n^2 bytes through L2 (84.45
     FLOP per byte, C included), so the measured 7,546 GB/s L2 roof bounds it at 637 TFLOP/s,
     below bf16's 797 TFLOP/s and far below its HBM bound (2,731 FLOP per compulsory byte)."""
-    from roofs.hierarchy import binding_level, level_bounds, triton_binding_table
+    from roofs.analysis.hierarchy import binding_level, level_bounds, triton_binding_table
     n = 8192
     model = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s"), Roof("bandwidth", "l2", 7546, "GB/s"),
                       Roof("compute", "bf16", 797_000, "GFLOP/s")])
@@ -260,6 +260,7 @@ def test_binding_level_of_a_triton_gemm_is_l2_at_its_tile_intensity():
 
 def test_a_run_written_before_the_new_columns_loads_and_is_bounded_by_direction():
     from pathlib import Path
+
     from bench.results import load_run
     run = load_run(Path(__file__).parent / "data" / "run_a")
     df = run.measurements
@@ -270,7 +271,7 @@ def test_a_run_written_before_the_new_columns_loads_and_is_bounded_by_direction(
     stream = out[(out["family"] == "stream") & (out["boundary"] != "")]
     # stream rows of an old run are classed by their op: copy-like rows meet read+write or copy roofs
     assert set(stream["bound_roof"]) and all("." in b or b in ("dram", "l1", "l2", "l3") for b in stream["bound_roof"])
-    from roofs.bounds import direction_bytes
+    from roofs.analysis.bounds import direction_bytes
     r = pd.Series({"op": "stream.triad", "bytes": 300.0, "read_bytes": float("nan"), "write_bytes": float("nan")})
     assert direction_bytes(r) == (200.0, 100.0)
     assert direction_bytes(pd.Series({"op": "gemm.square", "bytes": 300.0})) == (None, None)

@@ -60,7 +60,7 @@ def test_quick_run_end_to_end(tmp_path):
     # rule 11: the off-chip window starts at DRAM_FACTOR x the last-level cache's measured edge
     # (its reported size when the sweep shows none), or further out where the sweep is still in
     # the transition; the edge itself depends on this machine, so it is read back, not assumed
-    from roofs.derive import DRAM_FACTOR, offchip_window, size_bin, trusted
+    from roofs.analysis.derive import DRAM_FACTOR, offchip_window, size_bin, trusted
     caches = [(c["name"], c["total_bytes"]) for c in json.loads((run_dir / "run.json").read_text())["device"]["caches"]]
     start, edge = offchip_window(df, caches)
     assert start >= DRAM_FACTOR * (edge or _llc(run_dir)) and start > (edge or _llc(run_dir))
@@ -179,7 +179,7 @@ def test_every_bad_option_is_refused_before_anything_runs(args, expect, capsys, 
 ])
 def test_dtype_names_accept_both_spellings(args, kept):
     """Issue 24, item 8: fp32/float32, bf16/bfloat16, fp16/float16, fp64/float64 are aliases."""
-    from bench import options as opt
+    from bench.run import options as opt
     a = run_bench.build_parser().parse_args(args + ["--quick"])
     _, _, plan = opt.check_run(a)
     assert {t.point["dtype"] for t in plan.tasks} == kept

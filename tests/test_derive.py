@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
-from roofs.derive import bandwidth_roofs, derive, envelope, plateau
-from roofs.model import Roof, Roofline
+from roofs.analysis.derive import bandwidth_roofs, derive, envelope, plateau
+from roofs.analysis.roofline import Roof, Roofline
 
 KiB, MiB = 2**10, 2**20
 
@@ -92,7 +92,7 @@ def test_unconverged_rows_set_no_roof():
 
 
 def test_compute_roof_is_each_precisions_own_unit():
-    from roofs.derive import compute_roofs
+    from roofs.analysis.derive import compute_roofs
     row = lambda fam, op, d, g, prec="": {  # noqa: E731
         "family": fam, "op": op, "impl": f"{op}/torch", "dtype": d, "shape": "1024x1024x1024", "precision": prec or d,
         "point_id": f"p-{op}-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g}
@@ -121,7 +121,7 @@ def test_via_rule_is_the_same_on_every_machine():
     via bf16; on the AMX VM they were too slow to converge, so fp8 had no steady row of its
     own and got no roof. The rule now looks at every precision the device ran: both machines
     bound fp8 by bf16, and a precision that never ran (tf32 on a CPU, skipped) gets none."""
-    from roofs.derive import compute_notes, compute_roofs
+    from roofs.analysis.derive import compute_notes, compute_roofs
 
     def gemm(d, g, stop="converged", samples=50, status="ok"):
         return {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "shape": "512x512x512",
@@ -158,14 +158,14 @@ def test_via_rule_is_the_same_on_every_machine():
     (1, "cold", "dram"), (16 * MiB, "cold", "dram"),
 ])
 def test_boundary_rule_band_edges(ws, mode, level):
-    from roofs.bounds import boundary_level
+    from roofs.analysis.bounds import boundary_level
     caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 32 * MiB)]
     assert boundary_level(ws, mode, caches, "dram") == level
     assert boundary_level(ws, mode, [], "hbm") == "hbm"  # no cache sizes known: the off-chip level
 
 
 def test_annotate_bounds_each_point_by_its_boundary_and_leaves_roofless_levels_empty():
-    from roofs.bounds import annotate
+    from roofs.analysis.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l2", 200.0, "GB/s"),
              Roof("compute", "fp32", 1000.0, "GFLOP/s")]
     dev = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 96 * KiB}, {"name": "l2", "total_bytes": 2 * MiB},
@@ -246,7 +246,7 @@ def test_kernels_rounded_from_one_target_size_share_a_bin():
 
 
 def test_annotate_percent_of_roofs_hand_worked():
-    from roofs.bounds import annotate
+    from roofs.analysis.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "bf16", 1000.0, "GFLOP/s")]
     df = pd.DataFrame([
         # GEMV, bf16, I = 1 FLOP/B: attainable min(1000, 50 x 1) = 50; 40 GFLOP/s is 80%; 40 GB/s is 80% of BW
@@ -266,7 +266,7 @@ def test_annotate_percent_of_roofs_hand_worked():
 
 
 def test_points_above_their_roof_are_flagged_with_causes():
-    from roofs.bounds import annotate
+    from roofs.analysis.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", plateau_values=(40.0, 50.0)),
              Roof("compute", "bf16", 1000.0, "GFLOP/s")]
     base = {"status": "ok", "precision": "bf16", "mode": "cold", "working_set_bytes": 1 * MiB}
@@ -293,7 +293,7 @@ def test_points_above_their_roof_are_flagged_with_causes():
 
 
 def test_an_unconverged_point_above_its_bound_says_it_was_not_steady():
-    from roofs.bounds import annotate
+    from roofs.analysis.bounds import annotate
     roofs = [Roof("bandwidth", "dram", 50.0, "GB/s")]
     df = pd.DataFrame([{"status": "ok", "precision": "", "mode": "cold", "working_set_bytes": 1 * MiB,
                         "family": "stream", "flops": 0, "bytes": 10**8, "intensity": 0.0, "gflops": 0.0, "gbps": 90.0,
@@ -303,7 +303,7 @@ def test_an_unconverged_point_above_its_bound_says_it_was_not_steady():
 
 
 def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
-    from roofs.derive import link_roofs
+    from roofs.analysis.derive import link_roofs
     df = pd.DataFrame([
         {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 2.0, "bus_gbps": 2.0,
          "bytes": 2**20, "impl": "comm.all_reduce/gloo", "point_id": "a"},
@@ -321,7 +321,7 @@ def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
 
 
 def test_transfer_bytes_are_the_size_copied():
-    from bench.registry import load_all
+    from bench.measure.registry import load_all
     op = load_all().ops["transfer.h2d"]
     assert op.bytes({"memory": "pinned", "bytes": 4096}) == 4096 and op.flops({"memory": "pinned", "bytes": 4096}) == 0
     assert op.skip({"memory": "pinned", "bytes": 4096}, type("D", (), {"kind": "cpu"})()) == "host-device copies need a GPU"
@@ -331,8 +331,8 @@ def test_a_cpu_without_a_unit_for_a_precision_bounds_it_by_the_exact_wider_path(
     """Rule 10: a precision's roof is its own unit's, but a CPU without AVX512-FP16 has no fp16
     unit (torch's fp16 GEMM converts), and no CPU has an fp8 unit: their roofs are the exact
     wider paths, labelled via, with their own best kept beside them."""
-    from roofs.derive import compute_roofs
-    from roofs.specs import cpu_missing_units
+    from roofs.analysis.derive import compute_roofs
+    from roofs.analysis.specs import cpu_missing_units
 
     def gemm(d, g):
         return {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "precision": d,

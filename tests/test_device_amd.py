@@ -7,11 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from bench import device as devmod
-from bench import device_amd as amd
-from bench import telemetry as tm
-from bench.device import DeviceInfo
-from roofs import specs
+from bench.hw import amd, detect, nvidia
+from bench.hw.device import DeviceInfo
+from roofs.analysis import specs
 
 MI300X = SimpleNamespace(name="AMD Instinct MI300X", total_memory=205_822_885_888, multi_processor_count=304,
                          gcnArchName="gfx942:sramecc+:xnack-", L2_cache_size=4 * 2**20, shared_memory_per_block=65536,
@@ -88,7 +86,7 @@ def test_rocm_torch_takes_the_amd_path(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: MI300X)
     monkeypatch.setattr(amd, "amdsmi_info", lambda i: {})
-    info = devmod._cuda_info(0)
+    info = detect.gpu_info(0)
     assert info.vendor == "amd" and info.name == "AMD Instinct MI300X" and info.software["hip_runtime"] == "6.2.41133"
     # the tuner models an AMD GPU as sm_80 (register-fed MFMA, num_stages - 1 LDS buffers)
     # and, where torch reports no opt-in limit, takes the gfx target's LDS
@@ -102,13 +100,13 @@ def test_amd_telemetry_through_amdsmi_never_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", fake)
     monkeypatch.setitem(sys.modules, "pynvml", None)      # NVML must not be needed
     gpu = DeviceInfo("cuda", "cuda:1", "AMD Instinct MI300X", 2**37, 304, "CUs", (), vendor="amd")
-    src = tm.make_source(gpu)
+    src = detect.make_source(gpu)
     assert src.name == "amdsmi" and src.h == "h1"
     assert src.read() == {"clock_mhz": 2005, "mem_clock_mhz": 1300, "power_w": 612.0, "temp_c": 71}
     e0, e1 = src.energy_j(), src.energy_j()
     assert e1 - e0 == pytest.approx(500_000 * 15.3 / 1e6)  # 7.65 J between two reads
     monkeypatch.setitem(sys.modules, "amdsmi", None)
-    src = tm.make_source(gpu)
+    src = detect.make_source(gpu)
     assert src.name == "none" and "amdsmi unavailable" in src.note and "NVML" not in src.note
 
 
@@ -166,7 +164,7 @@ class FakeNvml:
 
 def test_nvml_board_state_each_field_guarded(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    out = devmod._nvml_info(0, "GPU-1234")
+    out = nvidia.nvml_info(0, "GPU-1234")
     assert out["driver"] == "570.86" and out["max_sm_clock_mhz"] == 1980 and out["power_limit_w"] == 700.0
     assert out["state"] == {"ecc_mode": {"current": True, "pending": True}, "persistence_mode": True,
                             "mig_mode": None,   # this board does not support MIG: None, not a crash
@@ -174,7 +172,7 @@ def test_nvml_board_state_each_field_guarded(monkeypatch):
                             "app_sm_clock_mhz": 1980, "app_mem_clock_mhz": 3201,
                             "power_limit_w": 700.0, "default_power_limit_w": 700.0}
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert devmod._nvml_info(0) == {}
+    assert nvidia.nvml_info(0) == {}
 
 
 def test_nvidia_device_record_carries_the_board_state(monkeypatch):
@@ -183,7 +181,7 @@ def test_nvidia_device_record_carries_the_board_state(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", None, raising=False)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
-    record = devmod._cuda_info(0).to_dict()          # what run.json's "device" holds
+    record = detect.gpu_info(0).to_dict()          # what run.json's "device" holds
     assert record["vendor"] == "nvidia" and record["extra"]["nvml"] is True
     state = record["extra"]["state"]
     assert (state["pcie_gen"], state["pcie_width"], state["pcie_width_max"]) == (5, 8, 16)

@@ -1,11 +1,11 @@
 """The device check (.ci/device-check): it parses, its dry mode prints the plan of a run that
-fits its call, and its limits agree with the predictor's (bench/predict.py CHECK_STEPS)."""
+fits its call, and its limits agree with the predictor's (bench/aot/predict.py CHECK_STEPS)."""
 import os
 import re
 import subprocess
 from pathlib import Path
 
-from bench import predict as pr
+from bench.aot import predict as pr
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "device-check"
@@ -37,7 +37,7 @@ def test_its_limits_are_the_predictors():
 def test_dry_mode_prints_a_full_check_that_fits_nine_minutes():
     out = _run("--dry")
     assert out.returncode == 0, out.stderr
-    assert "precompile (bench.precompile, background) | pytest -m gpu" in out.stdout
+    assert "precompile (bench.aot.precompile, background) | pytest -m gpu" in out.stdout
     total = re.search(r"total\s+limit\s+(\d+)\s+predicted\s+(\d+)", out.stdout)
     assert int(total.group(1)) == 530 and int(total.group(2)) <= 530
     run = re.search(r"run \(full\) \+ finish\s+limit\s+(\d+)\s+predicted\s+(\d+)", out.stdout)

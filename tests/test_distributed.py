@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.comm import bus_factor
+from bench.run.comm import bus_factor
 
 ROOT = Path(__file__).parent.parent
 
@@ -96,7 +96,7 @@ def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path):
 
 
 def test_device_table_flags_a_slow_card():
-    from roofs.devices import device_table
+    from roofs.reports.devices import device_table
     data = ROOT / "tests" / "data"
     table, flags = device_table([data / "run_a", data / "run_b"], outlier_pct=0.0)
     assert {"kind", "roof", "median", "spread %"} <= set(table.columns)

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from roofs.energy import fit_energy, flops_per_joule
+from roofs.analysis.energy import fit_energy, flops_per_joule
 
 
 def test_fit_recovers_known_coefficients():
@@ -31,7 +31,8 @@ def test_fit_recovers_a_static_power_beside_huge_flop_counts():
     # GPU-sized columns: FLOPs up to 1e13, times of microseconds; E = 1 pJ/FLOP + 100 pJ/B + 300 W x T
     import numpy as np
     import pandas as pd
-    from roofs.energy import fit_energy
+
+    from roofs.analysis.energy import fit_energy
     rng = np.random.default_rng(0)
     flops = rng.uniform(0, 1e13, 200)
     nbytes = rng.uniform(1e6, 1e10, 200)
@@ -45,7 +46,7 @@ def test_fit_recovers_a_static_power_beside_huge_flop_counts():
 
 # ---- fits per precision and per level from the sustained windows, with physical checks ----
 
-from roofs.energy import MIN_RATE_SPAN, checks, fit_group, fit_groups  # noqa: E402
+from roofs.analysis.energy import MIN_RATE_SPAN, checks, fit_group, fit_groups  # noqa: E402
 
 
 def _group_rows(rng, n, family, precision, boundary, e_op, p0, rate_lo, rate_hi, work):

@@ -4,9 +4,9 @@ it (Triton under the interpreter at small k)."""
 import pytest
 import torch
 
-from bench.device import CacheLevel, DeviceInfo
-from bench.gate import check
-from bench.registry import LaunchContext, load_all
+from bench.hw.device import CacheLevel, DeviceInfo
+from bench.measure.gate import check
+from bench.measure.registry import LaunchContext, load_all
 
 REG = load_all()
 OP = REG.ops["fma.chains"]

@@ -3,19 +3,19 @@ that are not multiples of its tile, skip reasons, and the compute-roof derivatio
 import pandas as pd
 import pytest
 import torch
-
-from bench import device as devmod
-from bench.device import DeviceInfo
-from bench.gate import poison
-from bench.ops import gemm as g
-from bench.registry import load_all
-from bench.runner import Runner, make_plan
-from bench.timing import TimerConfig
 from conftest import INTERPRETING
-from roofs.derive import compute_roofs
+
+from bench.hw import detect
+from bench.hw.device import DeviceInfo
+from bench.measure.gate import poison
+from bench.measure.registry import load_all
+from bench.measure.runner import Runner, make_plan
+from bench.measure.timing import TimerConfig
+from bench.ops import gemm as g
+from roofs.analysis.derive import compute_roofs
 
 REG = load_all()
-CPU = devmod.resolve("cpu")
+CPU = detect.resolve("cpu")
 
 
 def test_flops_and_bytes_hand_worked():

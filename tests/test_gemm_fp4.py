@@ -4,12 +4,12 @@ Triton's interpreter against the float64 product of the stored values; the formu
 where each format is skipped, with the reason."""
 import pytest
 import torch
-
-from bench.aot_targets import fake_device
-from bench.gate import poison
-from bench.ops import gemm_fp4 as f
-from bench.registry import load_all
 from conftest import INTERPRETING
+
+from bench.aot.targets import fake_device
+from bench.measure.gate import poison
+from bench.measure.registry import load_all
+from bench.ops import gemm_fp4 as f
 from kernels import gemm_fp4 as k
 
 REG = load_all()
@@ -102,16 +102,16 @@ def test_where_each_format_runs_and_why_not():
         reason = f.fp4_unit(fmt, fake_device(arch))
         assert (reason is None) if why is None else (why in reason), (arch, fmt, reason)
     # the interpreter cannot check nvfp4 (it reads every scale as e8m0)
-    from bench.device import resolve
+    from bench.hw.detect import resolve
     reason = f.triton_skip(dict(point, dtype="nvfp4"), resolve("cpu"))
     assert (reason is not None and "e8m0" in reason) if INTERPRETING else True
     assert f.triton_skip(dict(point, dtype="mxfp4"), resolve("cpu")) is None
 
 
 def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
-    from bench.device import resolve
-    from bench.runner import Runner, make_plan
-    from bench.timing import TimerConfig
+    from bench.hw.detect import resolve
+    from bench.measure.runner import Runner, make_plan
+    from bench.measure.timing import TimerConfig
     cpu = resolve("cpu")
     plan = make_plan(REG, cpu, only=["gemm.fp4"], quick=True, max_ws_bytes=100_000)  # 128^3 only
     ms = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)

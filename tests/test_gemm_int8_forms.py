@@ -5,9 +5,9 @@ faster (checked by the gpu-marked test)."""
 import pytest
 import torch
 
-from bench.gate import poison
+from bench.measure.gate import poison
+from bench.measure.registry import LaunchContext
 from bench.ops import gemm as g
-from bench.registry import LaunchContext
 
 
 @pytest.mark.parametrize("form", g.INT8_FORMS)

@@ -4,20 +4,20 @@ zero-filled edges and clipped stores), every C split, several tiles per program,
 reasons, its shared-memory model on hand-worked tiles, and the gate through the registry."""
 import pytest
 import torch
-
-from bench import device as devmod
-from bench.device import DeviceInfo
-from bench.gate import poison
-from bench.ops import gemm as g
-from bench.registry import load_all
-from bench.runner import Runner, make_plan
-from bench.timing import TimerConfig
-from bench.util import itemsize
 from conftest import INTERPRETING
+
+from bench.hw import detect
+from bench.hw.device import DeviceInfo
+from bench.measure.gate import poison
+from bench.measure.registry import load_all
+from bench.measure.runner import Runner, make_plan
+from bench.measure.timing import TimerConfig
+from bench.ops import gemm as g
+from bench.util import itemsize
 from kernels import gemm_tma as kt
 
 REG = load_all()
-CPU = devmod.resolve("cpu")
+CPU = detect.resolve("cpu")
 SM90_SMEM = 232448
 
 
@@ -162,8 +162,8 @@ def test_tma_gemm_on_gpu(precision):
 def test_dry_run_charges_the_tma_compiles_on_hopper_only():
     from dataclasses import replace
 
-    from bench import predict as pr
-    from bench.runner import Plan, Task
+    from bench.aot import predict as pr
+    from bench.measure.runner import Plan, Task
     h200 = pr.spec_device("h200")
     a100 = replace(h200, compute_capability="8.0")
     op, impl = REG.ops["gemm.square"], REG.impls["gemm.square/triton_tma"]

@@ -3,11 +3,11 @@ int4 packing round trips, and every Triton GEMV variant against the float64 prod
 dequantized weights under the interpreter."""
 import pytest
 import torch
-
-from bench import device as devmod
-from bench.ops import gemv as v
-from bench.registry import load_all
 from conftest import INTERPRETING
+
+from bench.hw import detect
+from bench.measure.registry import load_all
+from bench.ops import gemv as v
 from kernels import gemv as kv
 
 REG = load_all()
@@ -106,10 +106,9 @@ def test_triton_gemv_bf16_activations_on_gpu(fmt):
 
 
 def test_torch_impls_pass_the_gate_on_cpu():
-    from bench import device as devmod
-    from bench.runner import Runner, Task
-    from bench.timing import TimerConfig
-    cpu = devmod.resolve("cpu")
+    from bench.measure.runner import Runner, Task
+    from bench.measure.timing import TimerConfig
+    cpu = detect.resolve("cpu")
     op = REG.ops["gemv.decode"]
     impls = (REG.impls["gemv.decode/torch"], REG.impls["gemv.decode/torch_best"])
     r = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001))
@@ -121,14 +120,14 @@ def test_torch_impls_pass_the_gate_on_cpu():
 
 
 def test_row_kernel_is_batch_one_only():
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     assert v.rows_skip({"batch": 1, "dtype": "bf16"}, cpu) is None
     assert "batch 1" in v.rows_skip({"batch": 2, "dtype": "bf16"}, cpu)
 
 
 def test_fp8_weights_skip_triton_before_sm89_before_compiling():
     from dataclasses import replace
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     gpu = lambda cc: replace(cpu, kind="cuda", compute_capability=cc)  # noqa: E731
     for skip in (v.triton_skip, v.rows_skip):
         assert "8.9" in skip({"batch": 1, "dtype": "fp8"}, gpu("8.0"))

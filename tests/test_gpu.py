@@ -3,10 +3,10 @@ Marked `gpu`: skipped without CUDA (conftest.py)."""
 import pytest
 import torch
 
-from bench import device as devmod
-from bench.registry import load_all
-from bench.runner import Runner, make_plan
-from bench.timing import TimerConfig, make_flush, time_fn
+from bench.hw import detect
+from bench.measure.registry import load_all
+from bench.measure.runner import Runner, make_plan
+from bench.measure.timing import TimerConfig, make_flush, time_fn
 
 pytestmark = pytest.mark.gpu
 
@@ -17,7 +17,7 @@ def test_cuda_timer_warm_uses_a_graph_and_cold_flushes():
     cfg = TimerConfig(budget_s=0.2, warmup_s=0.02)
     warm = time_fn(lambda: y.copy_(x), "cuda:0", "warm", cfg)
     assert warm.method == "cuda_graph" and warm.reps > 1 and warm.stats.median_s > 0
-    info = devmod.resolve("cuda")
+    info = detect.resolve("cuda")
     cold = time_fn(lambda: y.copy_(x), "cuda:0", "cold", cfg, flush=make_flush("cuda:0", info.llc_bytes))
     assert cold.method == "cuda_event" and cold.reps == 1
     # a cold copy of 8 MiB cannot be faster than the warm one by much
@@ -33,7 +33,7 @@ def test_cuda_timer_measures_known_work():
 
 
 def test_runner_on_gpu_checks_and_times_triton_and_torch_stream():
-    info = devmod.resolve("cuda")
+    info = detect.resolve("cuda")
     plan = make_plan(load_all(), info, only=["stream.triad", "stream.read"], quick=True, max_ws_bytes=64 * 2**20)
     ms = Runner(info, TimerConfig(budget_s=0.05, warmup_s=0.01)).run(plan)
     assert ms and all(m.status == "ok" for m in ms), [m.reason for m in ms if m.status != "ok"]
@@ -42,7 +42,7 @@ def test_runner_on_gpu_checks_and_times_triton_and_torch_stream():
 
 
 def test_runner_on_gpu_autotunes_the_triton_gemm():
-    info = devmod.resolve("cuda")
+    info = detect.resolve("cuda")
     plan = make_plan(load_all(), info, only=["gemm.square/triton"], dtypes=["bf16", "int8"], quick=True,
                      max_ws_bytes=30 * 2**20)
     ms = Runner(info, TimerConfig(budget_s=0.1, warmup_s=0.01), quick=True).run(plan)
@@ -53,9 +53,9 @@ def test_runner_on_gpu_autotunes_the_triton_gemm():
 def test_reread_reads_l2_faster_than_hbm():
     # the cache-roof kernel on a buffer well inside L2 and one 8x past it, checked against its
     # reference by the runner; inside L2 it must beat the off-chip bandwidth it sees outside
-    info = devmod.resolve("cuda")
+    info = detect.resolve("cuda")
     reg = load_all()
-    from bench.runner import Task
+    from bench.measure.runner import Task
     op, impl = reg.ops["stream.reread"], reg.impls["stream.reread/triton"]
     small = {"dtype": "float32", "ws_bytes": 8 * 2**20, "call_bytes": 2**30}
     big = dict(small, ws_bytes=8 * info.llc_bytes)

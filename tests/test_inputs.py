@@ -1,7 +1,7 @@
-"""bench/inputs.py: large operands filled at copy speed, without values a wrong index could hit."""
+"""bench/measure/inputs.py: large operands filled at copy speed, without values a wrong index could hit."""
 import torch
 
-from bench import inputs
+from bench.measure import inputs
 
 
 def test_tiled_values_repeat_only_at_the_period(monkeypatch):

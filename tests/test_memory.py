@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import memory
-from bench.memory import Budget, BudgetError, parse_budget
+from bench.hw import detect
+from bench.measure import memory
+from bench.measure.memory import Budget, BudgetError, parse_budget
 from bench.ops import stream
 from bench.ops.stream import offchip_settled
 
@@ -48,7 +49,7 @@ def test_budget_counts_held_pools_growth_and_releases_other_pools():
     memory.pool(("stream", "float32"), 4 * MiB // 4, lambda n: torch.empty(n, dtype=torch.float32))
     memory.pool(("stream", "bfloat16"), 2 * MiB // 2, lambda n: torch.empty(n, dtype=torch.bfloat16))
     assert memory.held() == {("stream", "float32"): 4 * MiB, ("stream", "bfloat16"): 2 * MiB}
-    from bench.inputs import cached_bytes
+    from bench.measure.inputs import cached_bytes
     base = cached_bytes()
     b = Budget(base + 10 * MiB)
     # 6 held + 1 of growth (the fp32 pool from 4 to 5 MiB) + 3 of its own = 10: fits, nothing released
@@ -101,8 +102,8 @@ def test_not_settled_while_falling_or_noisy_or_inside_the_caches():
 
 
 def test_sweep_planned_to_a_fixed_cap_not_8x_the_cache():
-    from bench import device as devmod
-    cpu = devmod.resolve("cpu")
+    from bench.hw import device as devmod
+    cpu = detect.resolve("cpu")
     big = dataclasses.replace(cpu, caches=(devmod.CacheLevel("l3", 300 * MiB),))
     sizes = stream.ws_sweep(big, True)
     assert sizes[0] == 16 * 2**10 and sizes[-1] == stream.STREAM_CAP_BYTES["cpu"] == stream.ws_sweep(cpu, True)[-1]
@@ -115,12 +116,11 @@ def _boom(point, device):
 
 
 def test_runner_skips_what_does_not_fit_before_making_inputs():
-    from bench import device as devmod
-    from bench.registry import load_all
-    from bench.runner import Runner, Task
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Runner, Task
     reg = load_all()
     op = dataclasses.replace(reg.ops["stream.triad"], make_inputs=_boom)
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     point = {"dtype": "float32", "ws_bytes": 3 * 64 * MiB}
     rows = Runner(cpu, budget=Budget(32 * MiB)).run_task(Task(op, point, tuple(reg.impls_of(op.name))), ("warm",))
     torch_row = [m for m in rows if m.impl == "stream.triad/torch"][0]
@@ -129,11 +129,10 @@ def test_runner_skips_what_does_not_fit_before_making_inputs():
 
 
 def test_pools_are_released_when_no_later_point_needs_them():
-    from bench import device as devmod
-    from bench.registry import load_all
-    from bench.runner import Plan, Runner, Task, pools_used_later
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Plan, Runner, Task, pools_used_later
     reg = load_all()
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     copy, triad, square = reg.ops["stream.copy"], reg.ops["stream.triad"], reg.ops["gemm.square"]
     torch_of = lambda op: (reg.impls[f"{op.name}/torch"],)  # noqa: E731
     tasks = [Task(copy, {"dtype": "float32", "ws_bytes": 64 * 2**10}, torch_of(copy)),
@@ -164,13 +163,13 @@ MARGIN = 96 * MiB
 
 SIMULATED = textwrap.dedent("""
     import dataclasses, sys
-    from bench import device as devmod
-    real = devmod._cpu_info
+    from bench.hw import device as devmod
+    real = devmod.cpu_info
     def simulated():  # the issue's VM: a last-level cache that reads 300 MiB
         return dataclasses.replace(real(), caches=(devmod.CacheLevel("l1", 48 * 2**10, 2),
                                                   devmod.CacheLevel("l2", 2**20, 2),
                                                   devmod.CacheLevel("l3", 300 * 2**20, 1)))
-    devmod._cpu_info = simulated
+    devmod.cpu_info = simulated
     import run_bench
     sys.exit(run_bench.main(sys.argv[1:]))
 """)
@@ -210,11 +209,10 @@ def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(tmp_path):
 
 
 def test_an_ops_caches_go_after_its_last_point():
-    from bench import device as devmod
-    from bench.registry import load_all
-    from bench.runner import Plan, Runner, Task
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Plan, Runner, Task
     reg = load_all()
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     released = []
     copy = dataclasses.replace(reg.ops["stream.copy"], release=lambda: released.append(len(seen)))
     torch_copy = (reg.impls["stream.copy/torch"],)

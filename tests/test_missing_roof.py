@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from noroof import DATA, run_without_dram
 
 import run_bench
 from bench import api
+from bench.hw import detect
+from bench.measure.timing import timer_config
 from bench.results import load_run
-from noroof import DATA, run_without_dram
 
 ROOT = Path(run_bench.__file__).parent
 
@@ -34,7 +36,7 @@ def test_report_and_brief_say_which_roof_is_missing(nodram, capsys):
     # the option that removed the roof is named, and the points it leaves unbounded are counted
     assert "no roof: dram:" in out and "--max-ws 64 MiB" in out
     assert "no bound" in out and "Traceback" not in out
-    from roofs.brief import brief
+    from roofs.reports.brief import brief
     text = brief(nodram)
     assert "dram" in text and "no bound" in text
 
@@ -83,9 +85,8 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
 
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
-    from bench import device as devmod
     from bench import models
-    here = devmod.resolve("cpu")
+    here = detect.resolve("cpu")
     other = dict(load_run(DATA / "run_a").device, name="Some Other CPU", compute_units=96)
     w = models.foreign_roofs(other, here)
     assert w.startswith("the roofs were measured on another machine (Some Other CPU, 96 cores)")
@@ -96,14 +97,13 @@ def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
 
 
 def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
-    from bench import device as devmod
     from bench import models
     cfg = models.get_model("tiny")
     per_batch = models.layers_per_batch(cfg, [1], 8, 16, "bf16")
     monkeypatch.setattr(models, "summary_text", lambda *a, **k: 1 / 0)
-    monkeypatch.setattr(models, "plan", lambda op_lists: __import__("bench.runner").runner.Plan([]))
+    monkeypatch.setattr(models, "plan", lambda op_lists: __import__("bench.measure.runner").measure.runner.Plan([]))
     with pytest.raises(ZeroDivisionError):
-        models.measure_model(cfg, per_batch, devmod.resolve("cpu"), api.roofs_from(DATA / "run_a"), "given",
+        models.measure_model(cfg, per_batch, detect.resolve("cpu"), api.roofs_from(DATA / "run_a"), "given",
                              0.02, tmp_path, {}, 8, 16, "bf16")
     [run_dir] = list(tmp_path.iterdir())
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed: ZeroDivisionError: division by zero"
@@ -112,12 +112,11 @@ def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
 
 def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     """Issue 24, item 3: an error inside the measuring loop leaves run.json saying failed."""
-    from bench import device as devmod
-    from bench import session
-    from bench.runner import Plan, Runner
+    from bench.measure.runner import Plan, Runner
+    from bench.run import session
     monkeypatch.setattr(Runner, "run", lambda self, plan, rows=None: {}["boom"])
-    info = devmod.resolve("cpu")
-    timer = session.timer_config(True)
+    info = detect.resolve("cpu")
+    timer = timer_config(True)
     with pytest.raises(KeyError):
         session.execute(tmp_path / "run", session.run_meta(info, {}, "device", timer), info, Plan([]), timer)
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
@@ -139,7 +138,7 @@ def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path):
 def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
     """Issue 24, item 2: on a machine where nothing converges, quick_roofs returns what it
     has and names each missing roof with its reason (and warns)."""
-    from bench.runner import Runner
+    from bench.measure.runner import Runner
 
     def too_slow(self, task, modes):
         return [self._base(task.op, task.impls[0], task.point, "warm", status="skipped", reason="cut short: slow")]

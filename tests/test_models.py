@@ -55,14 +55,14 @@ def test_unknown_model_and_bad_settings_are_one_sentence():
 
 
 def test_prediction_sums_bounds_per_layer_and_step():
-    from roofs.model import Roof
+    from roofs.analysis.roofline import Roof
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
     roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
     m.register_model_ops()
     rows = {o: {"median_s": 1e-3, "impl": "x", "reason": ""} for o in ops}
-    pred = m.predict(ops, rows, roofs, cfg.layers)["decode"]
-    from bench.registry import REGISTRY
+    pred = m.place_model(ops, rows, roofs, cfg.layers)["decode"]
+    from bench.measure.registry import REGISTRY
     expect = 0.0
     for o in [o for o in ops if o.phase == "decode" and o.per_layer]:
         f, b = REGISTRY.ops[o.op].flops(o.point), REGISTRY.ops[o.op].bytes(o.point)
@@ -74,13 +74,13 @@ def test_prediction_sums_bounds_per_layer_and_step():
 
 def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
     """Issue 15, item 6: "at most 2,831 tokens/s by the roofs, 2,878 measured" with no flag."""
-    from roofs.model import Roof
+    from roofs.analysis.roofline import Roof
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
     m.register_model_ops()
     roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
     fast = {o: {"median_s": 1e-9, "p80_s": 1e-9, "impl": "x", "reason": ""} for o in ops}
-    pred = m.predict(ops, fast, roofs, cfg.layers, llc_bytes=32 * 2**20, roofs_from="of RUN (given with --roofs)")
+    pred = m.place_model(ops, fast, roofs, cfg.layers, llc_bytes=32 * 2**20, roofs_from="of RUN (given with --roofs)")
     pre = pred["prefill"]
     assert pre["tokens_per_s_measured"] > pre["tokens_per_s_bound"] and "faster than the roofs allow" in pre["flag"]
     qkv = next(line for line in pre["ops"] if line["op"] == "qkv")
@@ -88,7 +88,7 @@ def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
     text = m.summary_text(cfg, 16, 32, "bf16", {1: pred})
     assert "FLAG: measured" in text and "FLAG qkv: faster than its roofline bound even at p80" in text
     slow = {o: {"median_s": 1.0, "p80_s": 1.0, "impl": "x", "reason": ""} for o in ops}
-    calm = m.predict(ops, slow, roofs, cfg.layers)
+    calm = m.place_model(ops, slow, roofs, cfg.layers)
     assert not any(p["flag"] or any(line["flag"] for line in p["ops"]) for p in calm.values())
 
 
@@ -127,8 +127,8 @@ def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
     """Issue 11: the model command applies the boundary rule: warm prefill ops that fit in a
     cache take that cache's roof, cold decode ops the off-chip roof; a level without a roof
     gives no bound at all."""
-    from bench.registry import REGISTRY
-    from roofs.model import Roof
+    from bench.measure.registry import REGISTRY
+    from roofs.analysis.roofline import Roof
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
     m.register_model_ops()
@@ -137,11 +137,11 @@ def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
     roofs = [dram, l2, Roof("compute", "bf16", 1e6, "GFLOP/s")]
     caches = [("l2", 64 * 2**20)]   # the tiny model's working sets all fit
     rows = {o: {"median_s": 1.0, "p80_s": 1.0, "impl": "x", "reason": ""} for o in ops}
-    pred = m.predict(ops, rows, roofs, cfg.layers, caches=caches, memory_level="dram")
+    pred = m.place_model(ops, rows, roofs, cfg.layers, caches=caches, memory_level="dram")
     for phase, bw in (("prefill", 40.0), ("decode", 10.0)):
         for o, line in zip([o for o in ops if o.phase == phase], pred[phase]["ops"]):
             f, b = REGISTRY.ops[o.op].flops(o.point), REGISTRY.ops[o.op].bytes(o.point)
             assert line["bound_us"] == pytest.approx(f / (bw * f / b * 1e9) * 1e6), (phase, line["op"])
     # no L2 roof: the warm prefill ops have no bound (never silently DRAM's)
-    bare = m.predict(ops, rows, [dram, roofs[2]], cfg.layers, caches=caches, memory_level="dram")
+    bare = m.place_model(ops, rows, [dram, roofs[2]], cfg.layers, caches=caches, memory_level="dram")
     assert all(line["bound_us"] is None for line in bare["prefill"]["ops"])

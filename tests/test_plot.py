@@ -16,8 +16,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from bench.results import COLUMNS, load_run  # noqa: E402
-from roofs import plot  # noqa: E402
-from roofs.derive import bandwidth_roofs  # noqa: E402
+from roofs.analysis.derive import bandwidth_roofs  # noqa: E402
+from roofs.charts import plot  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -160,7 +160,7 @@ def synthetic_rows() -> pd.DataFrame:
     for c in COLUMNS + EXTRA:
         if c not in df:
             df[c] = None
-    # the Triton points' tile traffic (bench/traffic.py): drawn again at their L2 (and L1) intensity
+    # the Triton points' tile traffic (bench/ops/traffic.py): drawn again at their L2 (and L1) intensity
     tiled = (df["backend"] == "triton") & df["op"].isin(["gemm.square", "gemm.search", "attention.prefill"])
     df.loc[tiled, "l2_bytes"] = df.loc[tiled, "flops"] / 80
     df.loc[tiled & (df["family"] == "gemm"), "l1_bytes"] = df.loc[tiled & (df["family"] == "gemm"), "flops"] / 60
@@ -274,7 +274,7 @@ def test_overview_roofs_points_and_legend(synthetic):
         assert "flat:bf16:datasheet" in gids and not any(g.endswith("datasheet@clock") for g in gids)
         texts = [t.get_text() for t in ax.texts]
         assert any("fp32, fp16 (via fp32)" in t for t in texts)  # the borrowed roof shares fp32's line, labelled so
-        best = plot.best_points(run.measurements)
+        best = plot.roofline_points(run.measurements)
         assert len(best) == len(best.drop_duplicates(["op", "impl", "precision"]))
         assert len([t for t in ax.texts if t.get_gid() == "label:point"]) == len(best)  # each best point labelled
         assert any(t.startswith("prefill/triton fp16") and "above its bound" in t for t in texts)
@@ -327,7 +327,7 @@ def test_gemv_chart_joins_each_layers_batch_walk(synthetic):
 def test_triton_points_are_drawn_at_each_level_they_cross(synthetic):
     """Each point with l2_bytes (and l1_bytes) is drawn again at FLOPs / those bytes, at the
     same GFLOP/s, joined to its compulsory-intensity point by a thin line."""
-    from roofs.plot_families import draw_gemm_roofline
+    from roofs.charts.families import draw_gemm_roofline
     run = load_run(synthetic)
     fig = draw_gemm_roofline(run)
     try:
@@ -367,7 +367,7 @@ def test_label_placer_separates_labels_at_one_point():
 
 
 def test_report_embeds_the_family_charts(synthetic, tmp_path):
-    from roofs.report import write_report
+    from roofs.reports.report import write_report
     d = Path(shutil.copytree(synthetic, tmp_path / "run"))
     paths = plot.plot_run(d)
     assert {p.name for p in paths} == set(plot.CHARTS)
@@ -395,7 +395,8 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_
     """Issue 24, item 7: every run in the legend (one without an off-chip roof too), and the
     right-edge labels of equal roofs of several runs never overprint."""
     from noroof import run_without_dram
-    from roofs.compare import figure_compare
+
+    from roofs.reports.compare import figure_compare
     runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(run_without_dram(tmp_path / "nodram"))]
     fig = figure_compare(runs)
     try:
@@ -414,7 +415,7 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_
 def test_compare_chart_of_runs_without_any_roof():
     """Issue 22, item 2: runs with no roof and no FLOP-counted point (a busy machine's quick
     stream run) still give a compare chart: nothing to scale, so it says so."""
-    from roofs.compare import figure_compare
+    from roofs.reports.compare import figure_compare
     run = load_run(DATA / "run_a")
     run.roofs = []
     run.measurements = run.measurements[run.measurements["family"] == "stream"].assign(flops=0)
@@ -453,7 +454,7 @@ def test_overview_leaves_off_and_names_a_best_point_far_under_its_bound(syntheti
 
 def test_a_busy_point_is_not_drawn_as_above_its_bound():
     # red rings mean "above its attainable bound"; a runner flag alone (busy, a time jump) is not that
-    from roofs._plotkit import _points
+    from roofs.charts.kit import _points
     df = pd.DataFrame({"status": ["ok"] * 3, "flops": [1e9] * 3, "gflops": [10.0] * 3, "intensity": [1.0] * 3,
                        "dtype": ["float32"] * 3, "precision": ["fp32"] * 3,
                        "flag": ["measured while the machine was busy: load 3", "", "measured while the machine was busy: "

@@ -1,4 +1,4 @@
-"""Precompiling into Triton's cache (bench/precompile.py) and tuning once per shape class
+"""Precompiling into Triton's cache (bench/aot/precompile.py) and tuning once per shape class
 (bench/ops/_tune.py). The cache test compiles two small kernels for sm_90 on the CPU (no GPU):
 seconds, most of them the pool's start."""
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import precompile as pc
+from bench.aot import precompile as pc
 from bench.ops import _tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,21 +24,21 @@ import importlib, json, os, sys, tempfile
 cache = tempfile.mkdtemp(prefix="rb-precompile-test-")
 os.environ["TRITON_CACHE_DIR"] = cache
 if __name__ == "__main__":
-    from bench import aot, precompile as pc
-    from bench.registry import LaunchContext, load_all
+    from bench.aot import plan as aot_plan, precompile as pc, targets as aot_targets
+    from bench.measure.registry import LaunchContext, load_all
     arch = sys.argv[1]
     rec = pc.precompile(arch, True, ["stream.copy"], workers=2, cache=cache)
     reg = load_all()
     op, impl = reg.ops["stream.copy"], reg.impls["stream.copy/triton"]
-    dev = aot.fake_device(arch)
+    dev = aot_targets.fake_device(arch)
     log = []
-    with aot.meta_inputs():
+    with aot_plan.meta_inputs():
         for point in op.points(dev, True):
             x = op.make_inputs(point, "meta")
-            with aot.recording(log):
+            with aot_plan.recording(log):
                 impl.launcher(x, LaunchContext(point, dev, "warm", True))()
     from triton.runtime import driver
-    driver.set_active(pc._Target(aot.ARCHS[arch].target))
+    driver.set_active(pc._Target(aot_targets.ARCHS[arch].target))
     with pc.JitCounter() as run:
         for l in log:
             getattr(importlib.import_module(l.module), l.kernel).run(*l.args, grid=(1,), warmup=True, **l.kwargs)
@@ -98,7 +98,8 @@ def test_launch_args_reproduce_the_specialization_of_a_job():
 
 def test_arch_and_the_plan_of_a_run():
     import dataclasses
-    from bench.aot import fake_device
+
+    from bench.aot.targets import fake_device
     gpu = fake_device("sm_90")
     cpu = dataclasses.replace(gpu, kind="cpu", torch_device="cpu", compute_capability=None)
     assert pc.arch_of(gpu) == "sm_90" and pc.arch_of(cpu) is None
@@ -120,13 +121,12 @@ def test_ranks_on_one_host_share_its_cores(monkeypatch):
 
 
 def test_a_run_takes_a_record_made_before_or_skips_when_told(monkeypatch, tmp_path):
-    import bench.runner
-    from bench.aot import fake_device
-    from bench.registry import load_all
-    from bench.runner import make_plan
+    from bench.aot.targets import fake_device
+    from bench.measure.registry import load_all
+    from bench.measure.runner import make_plan
     gpu = fake_device("sm_90")
     plan = make_plan(load_all(), gpu, only=["stream.copy"], quick=True)
-    monkeypatch.setattr(bench.runner, "triton_interpreting", lambda: False)
+    monkeypatch.setattr(pc, "triton_interpreting", lambda: False)
     monkeypatch.setattr(pc, "precompile", lambda *a, **k: pytest.fail("must not compile"))
     monkeypatch.setenv("ROOFBENCH_PRECOMPILE", "0")
     assert pc.before_run(gpu, plan, True, say=lambda s: None) == {"arch": "sm_90", "skipped": "ROOFBENCH_PRECOMPILE=0"}
@@ -207,11 +207,12 @@ import json, os, tempfile
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="rb-precompile-gpu-")
 if __name__ == "__main__":
     import torch
-    from bench import device as devmod, precompile as pc
-    from bench.registry import load_all
-    from bench.runner import Runner, make_plan
-    from bench.timing import TimerConfig
-    info = devmod.resolve("cuda")
+    from bench.hw import device as devmod
+    from bench.aot import precompile as pc
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Runner, make_plan
+    from bench.measure.timing import TimerConfig
+    info = detect.resolve("cuda")
     plan = make_plan(load_all(), info, only=["stream.copy", "gemm.square/triton"], dtypes=["float32", "bf16"],
                      quick=True, max_ws_bytes=64 * 2**20)
     rec = pc.before_run(info, plan, True, say=lambda s: None)

@@ -1,10 +1,11 @@
-"""The dry run's prediction (bench/predict.py) on hand-worked cases, for a datasheet H200."""
+"""The dry run's prediction (bench/aot/predict.py) on hand-worked cases, for a datasheet H200."""
 import pytest
 
-from bench import predict as pr
-from bench.registry import load_all
-from bench.runner import Plan, Task
-from bench.timing import TimerConfig
+from bench.aot import predict as pr
+from bench.measure import skip
+from bench.measure.registry import load_all
+from bench.measure.runner import Plan, Task
+from bench.measure.timing import TimerConfig
 
 REG = load_all()
 H200 = pr.spec_device("h200")
@@ -63,7 +64,7 @@ def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to
     # the sustained phase: one roof (bf16), 3 windows of 0.25 s (quick) + 0.3 s, after 1 s idle
     assert p.windows == 3 and p.sustain_s == pytest.approx(1.0 + 3 * 0.55)
     assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.65)
-    text = pr.describe(p, H200, True)
+    text = pr.prediction_text(p, H200, True)
     assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
 
 
@@ -103,8 +104,8 @@ def test_the_device_check_plan_fits_its_call():
 
 
 def test_the_sustained_phase_is_a_window_per_candidate_of_each_roof():
-    from bench.registry import load_all
-    from bench.runner import make_plan
+    from bench.measure.registry import load_all
+    from bench.measure.runner import make_plan
     reg = load_all()
     # GEMMs at bf16 and fp8e4m3, and a stream op: 2 compute roofs + the H200's L2 and HBM =
     # 4 roofs, 3 candidates each: 12 windows of 1 s (full) + 0.3 s each, after 1 s of idle
@@ -147,9 +148,9 @@ def test_rows_an_impl_skips_cost_a_skip_and_probes_of_an_absent_device_count_as_
     # torch's int8 GEMM is probed on the device; an H200 that is not here cannot be probed,
     # so the row is charged
     point = {"dtype": "int8", "shape": (1024, 1024, 1024)}
-    assert pr.impl_skip(torch_impl, point, H200) is None
+    assert skip.own_reason(torch_impl, point, H200) is None
     # M <= 16 is a static rule of torch._int_mm on CUDA: skipped
-    assert pr.impl_skip(torch_impl, {"dtype": "int8", "shape": (16, 1024, 1024)}, H200).startswith("torch._int_mm")
+    assert skip.own_reason(torch_impl, {"dtype": "int8", "shape": (16, 1024, 1024)}, H200).startswith("torch._int_mm")
 
 
 def test_the_tuning_class_of_a_point_rounds_its_sizes_to_octaves():
@@ -166,13 +167,13 @@ def test_the_tuning_class_of_a_point_rounds_its_sizes_to_octaves():
 
 
 def test_the_full_h200_plan_fits_nine_minutes_and_the_quick_two():
-    from bench.registry import load_all
-    from bench.runner import make_plan
-    from bench.session import timer_config
+    from bench.measure.registry import load_all
+    from bench.measure.runner import make_plan
+    from bench.measure.timing import timer_config
     for quick, limit in ((False, 9 * 60), (True, 2 * 60)):
         plan = make_plan(load_all(), H200, quick=quick)
         p = pr.predict(plan, H200, timer_config(quick), quick)
-        assert p.total_s <= limit, pr.describe(p, H200, quick)
+        assert p.total_s <= limit, pr.prediction_text(p, H200, quick)
 
 
 def test_a_point_samples_for_the_minimum_span_within_its_budget():

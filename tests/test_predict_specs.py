@@ -3,10 +3,10 @@ right part is found, AMD parts plan as AMD GPUs, fp4 points run only where a uni
 and an fp4 call is timed at its own roof (hand-worked)."""
 import pytest
 
-from bench import predict as pr
-from bench.registry import load_all
-from bench.runner import make_plan
-from bench.timing import TimerConfig
+from bench.aot import predict as pr
+from bench.measure.registry import load_all
+from bench.measure.runner import make_plan
+from bench.measure.timing import TimerConfig
 
 REG = load_all()
 
@@ -58,7 +58,7 @@ def test_amd_parts_precompile_and_know_their_gfx():
     lazy = pr.predict(plan, old, TimerConfig(), quick=True)
     rows, counts = pr.row_seconds(plan, old, TimerConfig(), True)
     assert lazy.workers == 1 and lazy.load_s == 0 and lazy.compile_s == pytest.approx(sum(counts["compile_list"]))
-    assert "no precompile for this GPU's arch" in pr.describe(lazy, old, True)
+    assert "no precompile for this GPU's arch" in pr.prediction_text(lazy, old, True)
     # gfx950 has no tf32: the GEMM's tf32 points are skipped before running
     mi355 = pr.spec_device("mi355x")
     full = make_plan(REG, mi355, only=["gemm.square"], quick=False)

@@ -1,12 +1,12 @@
 """Roofs from the probes on synthetic rows with known answers: the launch floors and the
-launch-bound note (roofs/probes.py), the L1 probe's roof (roofs/derive.py)."""
+launch-bound note (roofs/analysis/launch_floor.py), the L1 probe's roof (roofs/analysis/derive.py)."""
 import pandas as pd
 import pytest
 
-from roofs.derive import derive
-from roofs.bounds import annotate
-from roofs.model import Roof
-from roofs.probes import floor_for, launch_floors, launch_note, launch_roofs
+from roofs.analysis.bounds import annotate
+from roofs.analysis.derive import derive
+from roofs.analysis.launch_floor import floor_for, launch_floors, launch_note, launch_roofs
+from roofs.analysis.roofline import Roof
 
 KiB, MiB = 2**10, 2**20
 
@@ -92,8 +92,8 @@ def test_l1_probe_and_a_size_window_roof_the_faster_stands():
 
 
 def test_fma_knee_and_corner_hand_worked():
-    from roofs.model import Roofline
-    from roofs.plot_probes import corner, knee, vector_roof
+    from roofs.analysis.roofline import Roofline
+    from roofs.charts.fma import corner, knee, vector_roof
     # a sweep: 4,000 GB/s at I = 2 (8,000 GFLOP/s), flat at 60,000 GFLOP/s from I = 32
     rows = pd.DataFrame({"gflops": [8000.0, 30000.0, 60000.0, 60000.0], "gbps": [4000.0, 3750.0, 1875.0, 117.0]})
     assert knee(rows) == (15.0, 60000.0)                 # 60,000 / 4,000
@@ -107,7 +107,7 @@ def test_fma_knee_and_corner_hand_worked():
 
 
 def test_sustained_candidates_of_a_vector_roof_are_fma_chains():
-    from roofs.sustained import candidate_rows
+    from roofs.analysis.sustained import candidate_rows
     rows = pd.DataFrame([{"family": f, "op": op, "dtype": "fp32", "status": "ok", "gflops": g, "point_id": op}
                          for f, op, g in (("gemm", "gemm.square", 50.0), ("fma", "fma.chains", 60.0))])
     vector = Roof("compute", "fp32", 60.0, "GFLOP/s", op="fma.chains", dtype="fp32", extra={"unit": "vector"})

@@ -2,11 +2,11 @@
 kernels against exact sums under TRITON_INTERPRET=1, and the launch floor's op."""
 import pytest
 import torch
-
-from bench.device import CacheLevel, DeviceInfo
-from bench.gate import check, poison
-from bench.registry import LaunchContext, load_all
 from conftest import HAS_CUDA
+
+from bench.hw.device import CacheLevel, DeviceInfo
+from bench.measure.gate import check, poison
+from bench.measure.registry import LaunchContext, load_all
 
 REG = load_all()
 H200 = DeviceInfo("cuda", "cuda:0", "NVIDIA H200", 2**37, 132, "SMs", (CacheLevel("l2", 60 * 2**20),))
@@ -114,7 +114,7 @@ def test_launch_impls_pass_the_gate(dev):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_launch_form_refuses_graph_capture_so_the_timer_launches_each_call():
-    from bench.timing import _capture_graph
+    from bench.measure.timing import _capture_graph
     op = REG.ops["probe.launch"]
     for form, capturable in (("launch", False), ("graph", True)):
         x = op.make_inputs({"form": form}, "cuda")

@@ -2,7 +2,7 @@
 and a time-left estimate that does not jump."""
 from types import SimpleNamespace
 
-from bench.progress import Ticker, reason_key, time_left
+from bench.measure.progress import Ticker, reason_key, time_left
 
 TRITON = "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1"
 

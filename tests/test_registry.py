@@ -1,8 +1,8 @@
 import pytest
 import torch
-
-from bench.registry import REGISTRY, Axis, Impl, RegistryError, geometric, load_all
 from helpers import toy_registry
+
+from bench.measure.registry import REGISTRY, Axis, Impl, RegistryError, geometric, load_all
 
 
 def test_duplicate_op_and_impl_ids_are_errors():

@@ -57,8 +57,8 @@ def as_h200(run_dir: Path) -> Path:
 
 def test_report_of_a_gpu_run_validates_against_the_datasheet_at_the_observed_clock(run_a):
     from bench.results import load_run
-    from roofs.finish import finish_run
-    from roofs.report import validation
+    from roofs.reports.finish import finish_run
+    from roofs.reports.report import validation
     finish_run(as_h200(run_a))
     table, origin = validation(load_run(run_a))
     assert origin.startswith("datasheet: NVIDIA H200 SXM 141GB")
@@ -82,7 +82,7 @@ def test_compare_two_runs(tmp_path, capsys):
 
 
 def test_ratio_table_hand_worked():
-    from roofs.compare import ratio_table
+    from roofs.reports.compare import ratio_table
 
     class R:
         def __init__(self, roofs):
@@ -156,7 +156,7 @@ def test_compare_reads_its_runs_only(run_a, tmp_path):
 
 def test_report_lists_every_flagged_point_grouped_by_op(run_a):
     """Issue 15, item 4: the findings' count and the listing agree; nothing is cut at 50 rows."""
-    from roofs.report import write_report
+    from roofs.reports.report import write_report
     df = pd.read_csv(run_a / "measurements.csv", dtype={"flag": str})
     ok = df.index[df["status"] == "ok"]
     df.loc[ok, "flag"] = "above its attainable bound (a test flag)"
@@ -172,7 +172,7 @@ def test_report_lists_every_flagged_point_grouped_by_op(run_a):
 def test_a_busy_point_under_its_bound_is_not_listed_as_above_it(run_a):
     """A runner flag (busy, a time jump) alone is not 'above the roof': the report lists it
     apart, and the findings' count of points above their bound leaves it out."""
-    from roofs.report import write_report
+    from roofs.reports.report import write_report
     df = pd.read_csv(run_a / "measurements.csv", dtype={"flag": str})
     ok = df.index[df["status"] == "ok"]
     busy, above, both = ok[0], ok[1], ok[2]
@@ -207,8 +207,8 @@ def test_compare_text_names_its_runs_and_warns_on_method_and_simd(tmp_path, caps
 
 
 def test_cpu_findings_compare_software_paths_not_units():
-    from roofs.model import Roof, Roofline
-    from roofs.report import precision_ratios
+    from roofs.analysis.roofline import Roof, Roofline
+    from roofs.reports.report import precision_ratios
     model = Roofline([Roof("compute", "bf16", 100.0, "GFLOP/s"), Roof("compute", "fp8e4m3", 454.0, "GFLOP/s"),
                       Roof("compute", "int8", 300.0, "GOP/s")])
     plain = precision_ratios(model, {"kind": "cpu", "cpu_flags": ["avx2", "fma"]})
@@ -221,7 +221,7 @@ def test_cpu_findings_compare_software_paths_not_units():
 
 def test_summary_lists_roof_notes_and_counts_what_it_cuts(run_a):
     from bench.results import load_run
-    from roofs.summary import summary
+    from roofs.reports.summary import summary
     text = summary(load_run(run_a))
     assert "roofs:" in text and "stream, best point per kernel" in text
     assert "decode GEMV" in text  # the batch, n and k columns give the decode lines
@@ -234,8 +234,8 @@ def test_numbers_printed_as_people_write_them(run_a):
 
     from bench.results import load_run
     from bench.util import fmt_num, plural
-    from roofs.report import findings, throttled, validation, write_report
-    from roofs.summary import summary
+    from roofs.reports.report import findings, throttled, validation, write_report
+    from roofs.reports.summary import summary
     assert [fmt_num(v) for v in (21890.4, 0.09375, 12.3456, 3.0, None, float("nan"))] == \
         ["21,890", "0.09375", "12.35", "3", "", ""]
     assert (plural(1, "token"), plural(21890, "row")) == ("1 token", "21,890 rows")
@@ -255,7 +255,7 @@ def test_numbers_printed_as_people_write_them(run_a):
 def test_the_loaded_machine_warning_leaves_out_the_runs_own_threads():
     """A run that kept both cores of a 2-core machine busy ends at a load average near 2 by
     itself: only the load of other processes makes the machine 'loaded'."""
-    from roofs.checks import others_load
+    from roofs.analysis.checks import others_load
     assert others_load({"cores": 2, "start": [0.3, 0, 0], "end": [2.04, 0, 0], "own": 1.95}) == (pytest.approx(0.3), 2)
     assert others_load({"cores": 2, "start": [0.3, 0, 0], "end": [4.1, 0, 0], "own": 1.9}) == (pytest.approx(2.2), 2)
     assert others_load({"cores": 2, "start": [2.5, 0, 0], "end": [1.0, 0, 0], "own": 1.9})[0] == 2.5

@@ -4,8 +4,17 @@ import math
 
 import pytest
 
-from bench.results import (AXIS_COLUMNS, COLUMNS, METHOD_VERSION, Measurement, ResultsError, RunWriter, load_run,
-                           write_roofs)
+from bench.hw import detect
+from bench.results import (
+    AXIS_COLUMNS,
+    COLUMNS,
+    METHOD_VERSION,
+    Measurement,
+    ResultsError,
+    RunWriter,
+    load_run,
+    write_roofs,
+)
 
 
 def meas(status="ok", samples=(0.001, 0.002, 0.003), **kw):
@@ -96,10 +105,9 @@ def test_axis_values_are_columns_and_shape_is_for_display():
 
 
 def test_registered_ops_fill_their_axis_columns():
-    from bench import device as devmod
-    from bench.registry import load_all
-    from bench.runner import Runner
-    cpu, reg = devmod.resolve("cpu"), load_all()
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Runner
+    cpu, reg = detect.resolve("cpu"), load_all()
     runner = Runner(cpu)
     rows = {}
     for op in reg.ordered():

@@ -4,14 +4,14 @@ import dataclasses
 import time
 
 import torch
-
-from bench import device as devmod
-from bench.registry import load_all
-from bench.runner import Runner, make_plan
-from bench.timing import TimerConfig
 from helpers import toy_registry
 
-CPU = devmod.resolve("cpu")
+from bench.hw import detect
+from bench.measure.registry import load_all
+from bench.measure.runner import Runner, make_plan
+from bench.measure.timing import TimerConfig
+
+CPU = detect.resolve("cpu")
 FAST = TimerConfig(budget_s=0.02, warmup_s=0.001, min_samples=3)
 
 
@@ -53,7 +53,7 @@ def test_point_that_does_not_fit_is_skipped_before_allocation():
     reg = toy_registry(working_set=lambda p: 2**60)
     ms = run(reg, quick=True)  # the default budget: half the memory available (rule 16)
     assert ms[0].status == "skipped" and "does not fit the memory budget" in ms[0].reason
-    from bench.memory import Budget
+    from bench.measure.memory import Budget
     unlimited = Runner(CPU, FAST, budget=Budget(None)).run(make_plan(reg, CPU, quick=True))
     assert unlimited[0].status == "skipped" and "is free on cpu" in unlimited[0].reason
 
@@ -95,7 +95,7 @@ def test_mode_override_and_filters():
 
 
 def test_busy_machine_flags_cpu_points_only():
-    from bench.runner import busy_flag
+    from bench.measure.runner import busy_flag
     gpu = type(CPU)(**{**CPU.__dict__, "kind": "cuda"})
     assert busy_flag({"others_cpu": 0.1, "load1": 0.5}, CPU) == ""
     flag = busy_flag({"others_cpu": 0.95, "load1": 3.9}, CPU)
@@ -123,14 +123,15 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     assert "time jumped" in second.flag and "measured twice" in second.flag
     # a jumped row sets no roof
     import pandas as pd
-    from roofs.derive import trusted
+
+    from roofs.analysis.derive import trusted
     df = pd.DataFrame([second.row()])
     assert not trusted(df).iloc[0]
 
 
 def test_launchers_leave_global_state_as_they_found_it():
     """Issue 14: no global state changed without being restored (TF32 mode, torch's RNG)."""
-    from bench.registry import LaunchContext
+    from bench.measure.registry import LaunchContext
     reg = load_all()
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("medium")
@@ -150,7 +151,7 @@ def test_launchers_leave_global_state_as_they_found_it():
 
 
 def test_the_next_sweep_is_not_a_jump():
-    from bench.runner import sweep_key
+    from bench.measure.skip import sweep_key
     reg = load_all()
     impl = reg.impls["gemv.decode/torch"]
     a = sweep_key(impl, {"dtype": "bf16", "layer": "llama8b.down", "batch": 256}, "cold")
@@ -160,7 +161,7 @@ def test_the_next_sweep_is_not_a_jump():
 
 
 def test_a_short_point_on_a_loaded_machine_is_judged_by_the_load_average():
-    from bench.runner import busy_flag
+    from bench.measure.runner import busy_flag
     # 20 ms is too short for /proc/stat's ticks: the load average against the cores decides
     two = dataclasses.replace(CPU, compute_units=2)  # the verdict is load against cores: fix the cores
     assert busy_flag({"others_cpu": None, "load1": 4.0, "others_cpu_from_loadavg": True}, two).startswith(

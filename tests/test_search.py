@@ -6,11 +6,11 @@ import dataclasses
 import pytest
 import torch
 
-from bench import device as devmod
+from bench.hw import detect
 from bench.ops import gemm
 from bench.ops.gemm import search_stop, search_verdict
 
-CPU = devmod.resolve("cpu")
+CPU = detect.resolve("cpu")
 
 
 def test_stops_two_sizes_after_the_plateau_and_reports_the_best():
@@ -80,10 +80,11 @@ def test_gemm_memory_by_hand():
 
 def test_runner_skips_sizes_past_the_plateau_without_inputs(monkeypatch):
     """A toy search whose rate is a known curve: the runner stops two sizes past its plateau."""
-    from bench.memory import Budget
-    from bench.registry import Registry
-    from bench.runner import Plan, Runner, Task
     from helpers import toy_registry
+
+    from bench.measure.memory import Budget
+    from bench.measure.registry import Registry
+    from bench.measure.runner import Plan, Runner, Task
     reg: Registry = toy_registry()
     base = reg.ops["toy.double"]
     sizes = [1000, 2000, 4000, 8000, 16000, 32000]

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from roofs import specs
-from roofs.model import Roof
+from roofs.analysis import specs
+from roofs.analysis.roofline import Roof
 
 
 def dev(name, sms, mem_gib):

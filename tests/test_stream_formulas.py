@@ -1,7 +1,7 @@
 """Byte and FLOP formulas of the stream family, on hand-worked cases."""
 import pytest
 
-from bench.registry import load_all
+from bench.measure.registry import load_all
 
 REG = load_all()
 
@@ -39,7 +39,7 @@ def test_intensities_match_stream_arithmetic():
 
 
 def test_sweep_spans_first_cache_to_four_times_llc():
-    from bench.device import CacheLevel, DeviceInfo
+    from bench.hw.device import CacheLevel, DeviceInfo
     cpu = DeviceInfo("cpu", "cpu", "test", 2**34, 2, "cores",
                      (CacheLevel("l1", 48 * 2**10, 2), CacheLevel("l3", 32 * 2**20, 1)))
     sizes = REG.ops["stream.copy"].axes[1].expand(cpu, quick=True)

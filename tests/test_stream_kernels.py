@@ -2,11 +2,11 @@
 multiple of the block (masked tails), under TRITON_INTERPRET=1 on a CPU."""
 import pytest
 import torch
-
-from bench.registry import load_all
-from bench.ops.stream import KINDS as STREAM_KINDS
-from bench.gate import poison
 from conftest import HAS_CUDA, INTERPRETING
+
+from bench.measure.gate import poison
+from bench.measure.registry import load_all
+from bench.ops.stream import KINDS as STREAM_KINDS
 
 REG = load_all()
 KINDS = [k.name for k in STREAM_KINDS]
@@ -69,8 +69,8 @@ def test_interpreter_is_on_without_cuda():
 def test_reread_kernel_reads_every_block_every_pass(dtype, dev):
     # 5 passes over 3 blocks and a masked tail, on 2 programs: pass r sends each program to
     # other blocks, so a block skipped or read twice changes the sum
-    from kernels import stream as k
     from bench.ops.stream import reread_error, reread_reference
+    from kernels import stream as k
     n = 2 * 1024 + 320
     a = (torch.randint(-1000, 1001, (n,), dtype=torch.int32, device=dev) if dtype == "int32"
          else torch.randn(n, device=dev))
@@ -85,7 +85,7 @@ def test_reread_kernel_reads_every_block_every_pass(dtype, dev):
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
 def test_reread_torch_impl_matches_its_reference(dtype):
     # the suite's own torch impl, at a real point: 64 KiB read 4096 times (2**28 bytes)
-    from bench.registry import LaunchContext
+    from bench.measure.registry import LaunchContext
     op = REG.ops["stream.reread"]
     point = {"dtype": dtype, "ws_bytes": 64 * 2**10, "call_bytes": 2**28}
     x = op.make_inputs(point, "cpu")
@@ -100,7 +100,7 @@ def test_reread_torch_impl_matches_its_reference(dtype):
 def test_cheap_gate_still_catches_one_wrong_or_unwritten_element(kind, dtype):
     # the gate checks copy and write exactly and the others in fp32: one element off by a
     # unit (or left at its NaN poison) anywhere in a million must still fail it
-    from bench.registry import LaunchContext
+    from bench.measure.registry import LaunchContext
     op = REG.ops[f"stream.{kind}"]
     point = {"dtype": dtype, "ws_bytes": 2**22}
     x = op.make_inputs(point, "cpu")

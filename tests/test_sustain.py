@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 import torch
 
-from bench import device as devmod
-from bench.registry import Axis, Impl, Op, Registry
+from bench.hw import detect
+from bench.measure.registry import Axis, Impl, Op, Registry
+from bench.measure.runner import make_plan
+from bench.measure.timing import TimerConfig
 from bench.results import load_run
-from bench.runner import make_plan
-from bench.session import execute, run_meta
-from bench.sustain import candidates, sustained_timer
-from bench.timing import TimerConfig
-from roofs.derive import derive
-from roofs.sustained import candidate_rows, merge_sustained, pick
+from bench.run.session import execute, run_meta
+from bench.run.sustain_phase import candidates, sustained_timer
+from roofs.analysis.derive import derive
+from roofs.analysis.sustained import candidate_rows, merge_sustained, pick
 
 MiB = 2**20
 GPU = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]}
@@ -126,9 +126,9 @@ def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
 def test_the_sustained_timer_samples_a_window():
     cfg = sustained_timer(0.25, TimerConfig(target_sample_s=5e-4))
     assert cfg.window_s == 0.25 and cfg.budget_s >= 0.5 and cfg.target_sample_s == 5e-4 and cfg.max_samples >= 1e6
-    # enough samples to be judged steady (roofs.sustained._steady), whatever a call takes, up
+    # enough samples to be judged steady (roofs.analysis.sustained._steady), whatever a call takes, up
     # to LONG_CALL_S beyond the window: 5 calls of 0.9 s still fit a 1 s window's budget
-    from roofs.derive import TRUST_MIN_SAMPLES
+    from roofs.analysis.derive import TRUST_MIN_SAMPLES
     assert cfg.min_samples == TRUST_MIN_SAMPLES and sustained_timer(1.0).budget_s >= TRUST_MIN_SAMPLES * 0.9
 
 
@@ -148,7 +148,7 @@ def toy_gemm() -> Registry:
 
 
 def test_the_phase_runs_after_the_sweeps_into_the_run_folder(tmp_path):
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     torch.matmul(torch.ones(64, 64), torch.ones(64, 64))  # the first matmul's set-up, outside the run
     timer = TimerConfig(budget_s=0.5, warmup_s=0.02, min_samples=3)  # a budget no toy call comes near: none cut short
     plan = make_plan(toy_gemm(), cpu)
@@ -172,7 +172,7 @@ def test_the_phase_runs_after_the_sweeps_into_the_run_folder(tmp_path):
 
 
 def test_sustain_zero_runs_no_phase(tmp_path):
-    cpu = devmod.resolve("cpu")
+    cpu = detect.resolve("cpu")
     timer = TimerConfig(budget_s=0.03, warmup_s=0.002, min_samples=3)
     _, ms = execute(tmp_path / "run", run_meta(cpu, {}, "device", timer), cpu, make_plan(toy_gemm(), cpu), timer,
                     say=lambda line: None)
@@ -184,8 +184,8 @@ def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from roofs._plotkit import LabelPlacer, _draw_roofs
-    from roofs.model import Roof, Roofline
+    from roofs.analysis.roofline import Roof, Roofline
+    from roofs.charts.kit import LabelPlacer, _draw_roofs
     sus = lambda v: {"burst": 1.0, "sustained": {"value": v, "point_id": "x@sustained"}}  # noqa: E731
     model = Roofline([Roof("bandwidth", "hbm", 4669.0, "GB/s", extra=dict(sus(4200.0), burst=4669.0)),
                       Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None}),
@@ -209,8 +209,8 @@ def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
 
 
 def test_the_validation_table_gives_both_figures():
-    from roofs.model import Roof
-    from roofs.report import sustained_columns
+    from roofs.analysis.roofline import Roof
+    from roofs.reports.report import sustained_columns
     ref = Roof("compute", "bf16", 989e3, "GFLOP/s", source="datasheet")
     m = Roof("compute", "bf16", 797e3, "GFLOP/s", extra={"burst": 797e3, "sustained": {
         "value": 673e3, "clock_mhz": 1399.0, "power_w": 691.0, "point_id": "gemm[8192]@sustained", "steady": True}})
@@ -238,8 +238,8 @@ def test_a_roof_the_windows_cannot_settle_says_why():
 
 def test_a_vector_line_never_takes_a_gemms_sustained_window():
     # the bf16.vector line was set by fma.chains; sustained windows ran only for the GEMM
-    from roofs.model import Roof
-    from roofs.sustained import candidate_rows
+    from roofs.analysis.roofline import Roof
+    from roofs.analysis.sustained import candidate_rows
     rows = pd.DataFrame([{"op": "gemm.square", "family": "gemm", "dtype": "bf16", "status": "ok", "gflops": 430.0}])
     line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
                 op="fma.chains", dtype="bf16")
@@ -251,14 +251,14 @@ def test_a_vector_line_never_takes_a_gemms_sustained_window():
 
 def test_an_extra_line_says_it_runs_no_sustained_window():
     # on a CPU the torch FMA chains are lines under the GEMM roof (rule 10); no window runs for them
-    from roofs.model import Roof
+    from roofs.analysis.roofline import Roof
     line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
                 op="fma.chains", dtype="bf16", extra={"unit": "vector", "line_of": "bf16"})
     gemm = Roof(kind="compute", name="bf16", value=430.0, unit="GFLOP/s", source="measured",
                 op="gemm.square", dtype="bf16")
     rows = pd.DataFrame([row("gemm.square", "torch", "bf16", 8 * MiB, 430.0, kind="gemm"),
                          row("gemm.square", "torch", "bf16", 8 * MiB, 428.0, "sustained", kind="gemm")])
-    from roofs.sustained import merge_sustained, targets
+    from roofs.analysis.sustained import merge_sustained, targets
     assert [n for _, n, _ in targets([line, gemm], rows, CPUDEV)][:1] == ["bf16"]
     out, _ = merge_sustained([line, gemm], [], rows, CPUDEV)
     got = {r.name: r.extra for r in out}

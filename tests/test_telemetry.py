@@ -3,15 +3,16 @@ import sys
 
 import pytest
 
-from bench import telemetry as tm
-from bench.device import DeviceInfo
+from bench.hw import detect, nvidia
+from bench.hw import telemetry as tm
+from bench.hw.device import DeviceInfo
 
 GPU = DeviceInfo("cuda", "cuda:0", "NVIDIA H200", 2**37, 132, "SMs", ())
 
 
 def test_nvml_absent_leaves_fields_empty_and_says_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as if the package were missing
-    src = tm.make_source(GPU)
+    src = detect.make_source(GPU)
     assert src.name == "none" and "NVML unavailable" in src.note and "nvidia-ml-py" in src.note
     s = tm.Sampler(src).start().stop()
     assert s["energy_j"] is None and s["clock_mhz"] is None and s["power_w"] is None
@@ -20,7 +21,7 @@ def test_nvml_absent_leaves_fields_empty_and_says_why(monkeypatch):
 
 def test_nvml_without_a_driver_is_a_note_not_a_crash():
     pytest.importorskip("pynvml")
-    src = tm.make_source(GPU)  # no NVIDIA driver here: nvmlInit fails
+    src = detect.make_source(GPU)  # no NVIDIA driver here: nvmlInit fails
     assert src.name in ("none", "nvml")
 
 
@@ -60,7 +61,7 @@ def test_a_counter_that_did_not_move_is_missing_not_zero():
     assert tm.summarize([{"power_w": 300.0}], 0.1, 55.0, 55.0)["energy_j"] == pytest.approx(30.0)
 
 
-class _FakeSource(tm._Source):
+class _FakeSource(tm.Source):
     name = "fake"
 
     def __init__(self):
@@ -94,8 +95,8 @@ def test_nvml_is_found_by_uuid_first():
 
         def nvmlDeviceGetHandleByIndex(self, i):
             return ("index", i)
-    assert tm.nvml_handle(NV(), 0, "GPU-abc") == ("uuid", b"GPU-abc")
-    assert tm.nvml_handle(NV(), 3, None) == ("index", 3)
+    assert nvidia.nvml_handle(NV(), 0, "GPU-abc") == ("uuid", b"GPU-abc")
+    assert nvidia.nvml_handle(NV(), 3, None) == ("index", 3)
 
 
 def test_sweep_samplers_carry_no_energy():
@@ -172,7 +173,7 @@ class FakeNvml:
 def test_nvml_reads_instant_power_where_the_driver_has_it(monkeypatch, instant):
     fake = FakeNvml(instant)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    src = tm.make_source(GPU)
+    src = detect.make_source(GPU)
     assert src.name == "nvml" and src.energy_period_s == 1.0 and src.power_limit_w() == 700.0
     r = src.read()
     assert (186,) in fake.fields_asked and r["clock_mhz"] == 1980 and r["temp_c"] == 61

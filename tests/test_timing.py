@@ -6,9 +6,23 @@ import time
 
 import pytest
 
-from bench.timing import (FIRST_SAMPLE_FACTOR, DeviceClock, SampleSet, TimerConfig, batch_size, estimate_per_call, make_flush, percentile_sorted, reps_for,
-                          should_stop, spread_sorted,
-                          device_floor, stats, time_device, time_fn)
+from bench.measure.timing import (
+    FIRST_SAMPLE_FACTOR,
+    DeviceClock,
+    SampleSet,
+    TimerConfig,
+    batch_size,
+    device_floor,
+    estimate_per_call,
+    make_flush,
+    percentile_sorted,
+    reps_for,
+    should_stop,
+    spread_sorted,
+    stats,
+    time_device,
+    time_fn,
+)
 
 
 def test_stats_hand_worked():
@@ -258,7 +272,7 @@ def test_the_gates_call_counts_toward_the_warm_up():
 
 
 def test_run_timers_span_hand_worked():
-    from bench.session import timer_config
+    from bench.measure.timing import timer_config
     assert timer_config(True).min_time_s == 0.05 and timer_config(False).min_time_s == 0.1
     assert timer_config(True).budget_s == 0.1 and timer_config(False).budget_s == 0.5
     assert timer_config(False, 0.08).min_time_s == 0.04         # at most half a short budget

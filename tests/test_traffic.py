@@ -1,11 +1,18 @@
-"""Bytes per level from tile configurations (bench/traffic.py) and bytes per direction
+"""Bytes per level from tile configurations (bench/ops/traffic.py) and bytes per direction
 (Op.write_bytes), on hand-worked cases."""
 import pytest
 
-from bench.registry import REGISTRY, LaunchContext, load_all
-from bench.runner import direction_columns
-from bench.traffic import (cdiv, decode_level_bytes, gemm_level_bytes, gemv_rows_level_bytes,
-                           gemv_tile_level_bytes, prefill_keys, prefill_level_bytes)
+from bench.measure.registry import REGISTRY, LaunchContext, load_all
+from bench.measure.runner import direction_columns
+from bench.ops.traffic import (
+    cdiv,
+    decode_level_bytes,
+    gemm_level_bytes,
+    gemv_rows_level_bytes,
+    gemv_tile_level_bytes,
+    prefill_keys,
+    prefill_level_bytes,
+)
 
 load_all()
 

@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from bench.timing import TimerConfig, time_fn
+from bench.measure.timing import TimerConfig, time_fn
 from bench.util import DeviceLost, first_line, is_fatal
 
 TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_target_sample_s=2e-4)
@@ -43,7 +43,7 @@ SMEM_LIMIT = {(8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376, (9
 LDS_LIMIT = {"gfx90a": 65536, "gfx942": 65536, "gfx950": 163840}
 # The compute capability AMD GPUs are modelled as: their matrix cores (MFMA) take operands
 # from registers, as Ampere's mma does, and Triton's AMD pipeliner keeps num_stages - 1 LDS
-# buffers, so sm_80's shared-memory models and tile lists fit them (bench/aot.py checks the
+# buffers, so sm_80's shared-memory models and tile lists fit them (bench/aot/table.py checks the
 # models against the AMD compiler's LDS figures).
 AMD_MODEL_CC = 80
 
@@ -85,7 +85,7 @@ class Tuning:
     smem(config) -> the kernel module's shared-memory model in bytes (None: no model), and
     fallback: small configurations tried only when none of the candidates fits (AMD's 64 KiB
     of LDS), so such a GPU still runs the kernel. The launcher hands it to tuned();
-    bench/aot.py compiles the same candidates, pruned the same way, without a GPU."""
+    bench/aot/table.py compiles the same candidates, pruned the same way, without a GPU."""
     key: tuple
     candidates: tuple
     interpreter_config: object

@@ -24,11 +24,12 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
-from bench.inputs import tiled_normal
+from bench.measure.inputs import tiled_normal
+from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.ops._tune import Tuning, amd_gfx, compute_capability, run_tuning
-from bench.registry import REGISTRY, Axis, Impl, Op
-from bench.traffic import decode_level_bytes, prefill_level_bytes
+from bench.ops.traffic import decode_level_bytes, prefill_level_bytes
 from bench.util import itemsize
 
 DTYPES = ("fp16", "bf16")
@@ -114,7 +115,6 @@ def reference(q, k, v, causal=False):
 def sdpa_backend(q, k, v, causal) -> str:
     """Return the name of the SDPA backend torch's dispatcher picks for these inputs."""
     try:
-        from torch.nn.attention import SDPBackend
         choice = torch._fused_sdp_choice(q, k, v, None, 0.0, causal, enable_gqa=q.shape[1] != k.shape[1])
         return SDPBackend(choice).name.lower()
     except Exception as e:  # a private API: its absence must not stop the measurement
@@ -122,7 +122,7 @@ def sdpa_backend(q, k, v, causal) -> str:
 
 
 def _qkv(b, hq, hkv, s_q, s_k, d, dtype, device):
-    """Return q, k and v of normal values (bench/inputs.py: tiled at copy speed, each
+    """Return q, k and v of normal values (bench/measure/inputs.py: tiled at copy speed, each
     operand its own seed, so no two heads or batches hold the same values)."""
     dt = TORCH_DTYPE[dtype]
     return (tiled_normal((b, hq, s_q, d), dt, device, seed=11),
@@ -147,13 +147,17 @@ INTERPRETER_PREFILL = (64, 64, 4, 1, False)
 
 
 def _prefill_triton_call(x, cfg):
-    from kernels.attention import prefill
+    from kernels.attention import prefill  # deferred: kernels/ imports Triton, which is optional (Linux only)
     bm, bn, warps, stages, tma = cfg
     return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages, use_tma=tma)
 
 
 def _prefill_tuning(x, ctx=None) -> Tuning:
-    from kernels.attention import PREFILL_FALLBACK, prefill_candidates, prefill_smem_bytes
+    from kernels.attention import (  # deferred: kernels/ imports Triton, which is optional (Linux only)
+        PREFILL_FALLBACK,
+        prefill_candidates,
+        prefill_smem_bytes,
+    )
     q = x["q"]
     d, w, cc = q.shape[-1], q.element_size(), compute_capability(ctx)
     key = ("prefill", q.dtype, tuple(q.shape), tuple(x["k"].shape), x["causal"])
@@ -230,7 +234,7 @@ INTERPRETER_DECODE = (64, 4, 1)
 def _sms(x, ctx):
     """Return the SM count of the GPU the point runs on (the run's device, else the
     tensors'), or None on a CPU."""
-    from kernels.attention import sm_count
+    from kernels.attention import sm_count  # deferred: kernels/ imports Triton, which is optional (Linux only)
     device = getattr(ctx, "device", None)
     if getattr(device, "kind", None) == "cuda" and device.compute_units:
         return device.compute_units
@@ -238,7 +242,11 @@ def _sms(x, ctx):
 
 
 def _decode_triton_call(x, cfg, ctx=None):
-    from kernels.attention import decode, decode_splits, decode_workspace
+    from kernels.attention import (  # deferred: kernels/ imports Triton, which is optional (Linux only)
+        decode,
+        decode_splits,
+        decode_workspace,
+    )
     bn, warps, factor = cfg
     b, _, _ = x["q"].shape
     splits = decode_splits(b, x["k"].shape[1], x["k"].shape[2], bn, _sms(x, ctx)) * factor
@@ -249,7 +257,11 @@ def _decode_triton_call(x, cfg, ctx=None):
 
 
 def _decode_tuning(x, ctx=None) -> Tuning:
-    from kernels.attention import DECODE_CANDIDATES, decode_block_h, decode_smem_bytes
+    from kernels.attention import (  # deferred: kernels/ imports Triton, which is optional (Linux only)
+        DECODE_CANDIDATES,
+        decode_block_h,
+        decode_smem_bytes,
+    )
     q = x["q"]
     b, hq, d = q.shape
     block_h, w, cc = decode_block_h(hq // x["k"].shape[1]), q.element_size(), compute_capability(ctx)

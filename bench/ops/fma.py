@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.util import TORCH_NAMES, itemsize, triton_interpreting
 
 CHAINS = 8
@@ -103,7 +103,7 @@ def fma_reference(x) -> torch.Tensor:
 
 
 def _fma_triton(x, ctx):
-    from kernels import fma as kf
+    from kernels import fma as kf  # deferred: kernels/ imports Triton, which is optional (Linux only)
     fn = lambda: kf.fma_chains(x["x"], x["coef"], x["y"], x["k"])  # noqa: E731
     fn.detail = f"{CHAINS} chains x k = {x['k']}"
     return fn

@@ -30,12 +30,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from bench.ops._tune import Tuning, amd_gfx, compute_capability, run_tuning
-from bench.registry import REGISTRY, Axis, Impl, LaunchContext, Op
-from bench.traffic import gemm_level_bytes
-from bench.util import first_line, itemsize
+from bench.measure.registry import REGISTRY, Axis, Impl, LaunchContext, Op
+from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
+from bench.ops.traffic import gemm_level_bytes
+from bench.util import first_line, itemsize, triton_interpreting
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,6 @@ def int8_form(x, form):
 
 
 def _int8_launcher(x, ctx):
-    from bench.ops._tune import autotune
     if not x["a"].is_cuda:  # the layout the point stores B in (the search's "nn" has its own rows)
         return int8_form(x, "TN" if x["b"].stride(0) == 1 else "NN")
     key = ("int8_mm", tuple(x["a"].shape), tuple(x["b"].shape))
@@ -329,7 +329,6 @@ def torch_skip(point, device):
 
 
 def _numpy_launcher(x, ctx):
-    import numpy as np
     a, b, c = x["a"].numpy(), x["b"].numpy(), x["c"]
     cn = c.numpy()  # shares memory with c, so the correctness gate sees numpy's result
     return lambda: (np.matmul(a, b, out=cn), c)[1]
@@ -344,7 +343,7 @@ def numpy_skip(point, device):
 
 
 def _triton_call(x, precision, cfg):
-    from kernels import gemm as k
+    from kernels import gemm as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     a, b, c = x["a"], x["b"], x["c"]
     ip = "tf32" if precision == "tf32" else "ieee"
     scales = x.get("scales")
@@ -352,7 +351,7 @@ def _triton_call(x, precision, cfg):
 
 
 def _triton_tuning(x, ctx) -> Tuning:
-    from kernels import gemm as k
+    from kernels import gemm as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     precision = ctx.point["dtype"]
     p, cc = PRECISIONS[precision], compute_capability(ctx)
     return Tuning(("gemm", precision, tuple(x["a"].shape), tuple(x["b"].shape)),
@@ -365,7 +364,7 @@ def _triton_tuning(x, ctx) -> Tuning:
 
 def _tuned_launch(x, tuning: Tuning, ctx, n: int, what: str):
     """Return the tuned GEMM call with its detail (what, the tile) and the bytes its tiles
-    move through L2 (bench/traffic.py: each program's A rows and B columns once per tile, C
+    move through L2 (bench/ops/traffic.py: each program's A rows and B columns once per tile, C
     once; the persistent TMA kernel's tiles cross L2 as the pointer-load kernel's do)."""
     fn, cfg = run_tuning(x["a"], tuning, ctx)
     fn.detail = f"{what}tile {cfg}"
@@ -388,13 +387,13 @@ def triton_skip(point, device):
 
 
 def _tma_call(x, precision, cfg, sms):
-    from kernels import gemm_tma as kt
+    from kernels import gemm_tma as kt  # deferred: kernels/ imports Triton, which is optional (Linux only)
     a, b_nk, c, scales = x["a"], x["b_nk"], x["c"], x.get("scales")
     return lambda: kt.matmul(a, b_nk, c, cfg, scales=scales, sms=sms)
 
 
 def _tma_tuning(x, ctx) -> Tuning:
-    from kernels import gemm_tma as kt
+    from kernels import gemm_tma as kt  # deferred: kernels/ imports Triton, which is optional (Linux only)
     precision = ctx.point["dtype"]
     p, cc = PRECISIONS[precision], compute_capability(ctx)
     device = getattr(ctx, "device", None)
@@ -424,8 +423,7 @@ def tma_skip(point, device):
     """Why the TMA GEMM does not run a point: precisions it lacks, GPUs before Hopper,
     rows TMA cannot address, a Triton without device-side descriptors, bf16 under the
     interpreter."""
-    from bench.util import triton_interpreting
-    from kernels import gemm_tma as kt
+    from kernels import gemm_tma as kt  # deferred: kernels/ imports Triton, which is optional (Linux only)
     p = PRECISIONS[point["dtype"]]
     if p.name not in kt.PRECISIONS:
         return "the TMA GEMM covers fp16, bf16, fp8 and int8 (kernels/gemm.py runs the rest)"
@@ -440,7 +438,7 @@ def tma_skip(point, device):
     if (k * itemsize(p.storage)) % 16 or (n * itemsize(p.out)) % 16:
         return (f"TMA needs 16-byte row strides: K x {itemsize(p.storage)} B and N x {itemsize(p.out)} B must be "
                 f"multiples of 16 (K = {k}, N = {n})")
-    import triton.language as tl
+    import triton.language as tl  # deferred: Triton is optional (Linux only)
     if not hasattr(tl, "make_tensor_descriptor"):
         return "this Triton has no tl.make_tensor_descriptor (Triton 3.6 or newer has)"
     if device.kind == "cuda" and not TMA_SIZES[0] <= max(m, n, k) <= TMA_SIZES[1]:
@@ -456,7 +454,7 @@ def tma_skip(point, device):
 
 def gemm_memory(point) -> int:
     """Return a point's peak bytes: A, B and C as stored, plus the float64 reference's A, B
-    and product, plus the check's float64 copy of C and difference (bench.registry's
+    and product, plus the check's float64 copy of C and difference (bench.measure.registry's
     relative_norm_error); the fp32 normals A and B are drawn from are gone by then."""
     m, n, k = _mnk(point)
     return gemm_bytes(m, n, k, point["dtype"]) + 8 * (m * k + k * n + m * n) + 16 * m * n

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import torch
 
+from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.ops._tune import Tuning, run_tuning
-from bench.registry import REGISTRY, Axis, Impl, Op
 from bench.util import triton_interpreting
 
 FORMATS = ("mxfp4", "nvfp4")
@@ -38,7 +38,7 @@ SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
 
 
 def group(fmt: str) -> int:
-    from kernels.gemm_fp4 import GROUP
+    from kernels.gemm_fp4 import GROUP  # deferred: kernels/ imports Triton, which is optional (Linux only)
     return GROUP[fmt]
 
 
@@ -57,7 +57,7 @@ def square_sweep(device, quick):
 
 
 def make_inputs(point, device):
-    from kernels.gemm_fp4 import quantize
+    from kernels.gemm_fp4 import quantize  # deferred: kernels/ imports Triton, which is optional (Linux only)
     m, n, k = point["shape"]
     fmt = point["dtype"]
     gen = torch.Generator(device=device).manual_seed(2718)
@@ -78,7 +78,7 @@ def make_inputs(point, device):
 
 def reference(x):
     """Return the float64 product of the stored values, dequantized."""
-    from kernels.gemm_fp4 import dequantize
+    from kernels.gemm_fp4 import dequantize  # deferred: kernels/ imports Triton, which is optional (Linux only)
     return dequantize(x["a"], x["a_scale"]) @ dequantize(x["b"], x["b_scale"]).T
 
 
@@ -120,12 +120,12 @@ def triton_skip(point, device):
 
 
 def _call(x, cfg):
-    from kernels.gemm_fp4 import matmul
+    from kernels.gemm_fp4 import matmul  # deferred: kernels/ imports Triton, which is optional (Linux only)
     return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg)
 
 
 def _tuning(x, ctx) -> Tuning:
-    from kernels import gemm_fp4 as k
+    from kernels import gemm_fp4 as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     fmt = ctx.point["dtype"]
     return Tuning(("gemm.fp4", fmt, tuple(x["a"].shape), tuple(x["b"].shape)), k.CANDIDATES, k.INTERPRETER_CONFIG,
                   lambda c: _call(x, c), smem=lambda c: k.smem_bytes(c, group(fmt)))

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.ops._tune import Tuning, compute_capability, run_tuning
-from bench.registry import REGISTRY, Axis, Impl, Op
-from bench.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
+from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
 from bench.util import first_line
 
 GROUP = 128
@@ -151,7 +151,7 @@ def make_weights(n: int, k: int, fmt: str, device: str):
     the stored values times their scales, computed in fp32 (exact there for 16-bit, int4 x
     an fp16 scale and fp8 values; within one fp32 rounding for int8 x an fp32 scale) and
     widened to float64 once per layer and format, for the reference."""
-    from kernels.gemv import pack_int4
+    from kernels.gemv import pack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
     f = FORMATS[fmt]
     w = raw_weights(n, k, device)
     if f.bits == 16:
@@ -236,7 +236,7 @@ def release_caches() -> None:
 
 def dequantize(w, scale, fmt: str, dtype):
     """Return the dense (N, K) weights in dtype, the way a straightforward torch program does."""
-    from kernels.gemv import unpack_int4
+    from kernels.gemv import unpack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
     if fmt == "int4":
         q = unpack_int4(w).to(dtype)
         n, k = q.shape
@@ -260,7 +260,7 @@ def _torch_best(x, ctx=None):
         s16 = s.to(xs.dtype)
         return lambda: torch._weight_int8pack_mm(xs, w, s16)
     if fmt == "int4":  # CPU: torch's own packing, built here, outside the timed region
-        from kernels.gemv import unpack_int4
+        from kernels.gemv import unpack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
         u = (unpack_int4(w).to(torch.int32) + 8)
         packed = torch._convert_weight_to_int4pack_for_cpu(u, 1)
         sz = torch.stack([s.t().to(xs.dtype), torch.zeros_like(s.t(), dtype=xs.dtype)], dim=-1).contiguous()
@@ -296,25 +296,30 @@ INTERPRETER_TILE = (64, 128)
 
 
 def _rows_call(x, cfg):
-    from kernels.gemv import gemv_rows
+    from kernels.gemv import gemv_rows  # deferred: kernels/ imports Triton, which is optional (Linux only)
     bn, bk, sk = cfg
     return lambda: gemv_rows(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk, sk, x["workspace"])
 
 
 def _tile_call(x, cfg):
-    from kernels.gemv import gemv_tile
+    from kernels.gemv import gemv_tile  # deferred: kernels/ imports Triton, which is optional (Linux only)
     bn, bk = cfg
     return lambda: gemv_tile(x["x"], x["w"], x["scale"], x["y"], GROUP, bn, bk)
 
 
 def _rows_tuning(x, ctx=None) -> Tuning:
-    from kernels.gemv import ROW_CANDIDATES
+    from kernels.gemv import ROW_CANDIDATES  # deferred: kernels/ imports Triton, which is optional (Linux only)
     key = ("rows", x["format"], tuple(x["x"].shape), tuple(x["w"].shape))
     return Tuning(key, ROW_CANDIDATES, INTERPRETER_ROW, lambda c: _rows_call(x, c))
 
 
 def _tile_tuning(x, ctx=None) -> Tuning:
-    from kernels.gemv import TILE_FALLBACK, tile_candidates, tile_config, tile_smem_bytes
+    from kernels.gemv import (  # deferred: kernels/ imports Triton, which is optional (Linux only)
+        TILE_FALLBACK,
+        tile_candidates,
+        tile_config,
+        tile_smem_bytes,
+    )
     batch, bits = x["x"].shape[0], FORMATS[x["format"]].bits
     block_b, _ = tile_config(batch)
     cc = compute_capability(ctx)
@@ -324,7 +329,7 @@ def _tile_tuning(x, ctx=None) -> Tuning:
 
 
 def _level_bytes(x, name, cfg) -> dict:
-    """Return the L2 bytes of the chosen tiles (bench/traffic.py)."""
+    """Return the L2 bytes of the chosen tiles (bench/ops/traffic.py)."""
     (b, k), n = x["x"].shape, x["w"].shape[0]
     wb = weight_bytes(n, k, x["format"])
     if name == "rows":

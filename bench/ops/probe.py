@@ -24,7 +24,7 @@ back-to-back stream launches from the host (the callable refuses graph capture, 
 timer launches each call itself), and `graph`, the same call replayed as nodes of a CUDA
 graph (the timer's own replay). On a CPU, form `call`: the torch op's dispatch cost.
 bytes = flops = working set = 0; the figure is the time per call (median_ms), which
-roofs/probes.py turns into the launch-floor roofs (unit us).
+roofs/analysis/launch_floor.py turns into the launch-floor roofs (unit us).
 
 The L2 probe is stream.reread's Triton impl (same op, same formula: R n w bytes), which
 now launches kernels/probes.py l2_reread (many programs, UNROLL independent ".cg" loads in
@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from bench.registry import REGISTRY, Axis, Impl, Op
+from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.ops.stream import resident_sum, wrap_int32
 from bench.util import triton_interpreting
 
@@ -110,7 +110,7 @@ def _l1_torch(x, ctx):
 
 
 def _l1_triton(x, ctx):
-    from kernels import probes as k
+    from kernels import probes as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     span = x["a"].numel() // x["programs"]
     fn = lambda: k.l1_reread(x["a"], x["out"], x["programs"], span, x["passes"])  # noqa: E731
     fn.detail = f"{x['programs']} programs x {span} elements x {x['passes']} passes, L1 (.ca) loads"
@@ -194,7 +194,7 @@ def _launch_torch(x, ctx):
 
 
 def _launch_triton(x, ctx):
-    from kernels import probes as k
+    from kernels import probes as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     form = ctx.point.get("form", "launch")
     fn = _form_guard(lambda: k.empty(x["x"]), form, x["x"].device)
     fn.detail = f"empty Triton kernel, {form}"

@@ -42,10 +42,11 @@ from typing import Callable
 
 import torch
 
-from bench import memory
-from bench.inputs import tiled_normal
-from bench.registry import REGISTRY, Axis, Impl, Op, geometric
-from bench.util import fmt_bytes, itemsize
+from bench.measure import memory
+from bench.measure.inputs import tiled_normal
+from bench.measure.registry import REGISTRY, Axis, Impl, Op, geometric
+from bench.util import fmt_bytes, itemsize, triton_interpreting
+from roofs.analysis.derive import DRAM_FACTOR
 
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
@@ -209,7 +210,6 @@ def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
 def offchip_floor(device) -> int:
     """Return the smallest working set that may count as off-chip: DRAM_FACTOR x the
     last-level cache, the size rule 5 lets set the off-chip roof."""
-    from roofs.derive import DRAM_FACTOR
     return DRAM_FACTOR * device.llc_bytes
 
 
@@ -239,13 +239,13 @@ def _stream_stop(history, device) -> str | None:
 
 def random_pool(n: int, dtype, device) -> torch.Tensor:
     """Return at least n normal values of dtype on device, from a pool held once per
-    (dtype, device) (bench/memory.py) and regrown to exactly n only when a larger sweep point
+    (dtype, device) (bench/measure/memory.py) and regrown to exactly n only when a larger sweep point
     needs more, so a sweep's inputs are not made again for every kernel, size, impl and
     mode; the runner releases it when no later point of the plan uses it (rule 16). The
-    pool is filled at copy speed from a repeated random block (bench/inputs.py): the values
+    pool is filled at copy speed from a repeated random block (bench/measure/inputs.py): the values
     do not change a stream kernel's timing, they are never all zeros, and two arrays sliced
     from it hold other values at every index."""
-    if str(device) == "meta":  # shapes without data (bench/aot.py plans on the meta device)
+    if str(device) == "meta":  # shapes without data (bench/aot/table.py plans on the meta device)
         return torch.empty(n, dtype=dtype, device="meta")
     return memory.pool(pool_key(dtype, device), n, lambda k: tiled_normal((k,), dtype, device, seed=1234))
 
@@ -317,7 +317,7 @@ def _register(kind: Kind):
     ))
 
     def triton_launcher(x, ctx):
-        from kernels import stream as k
+        from kernels import stream as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
         return kind.triton(k, x)
 
     REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x), doc="torch out= ops, one kernel each"))
@@ -420,7 +420,7 @@ def _reread_torch(x, ctx):
 def _reread_triton(x, ctx):
     """The L2 probe (kernels/probes.py l2_reread, issue 20.4): the R x nblocks block-reads
     dealt to a persistent grid, several independent L1-bypassing loads in flight each."""
-    from kernels import probes as k
+    from kernels import probes as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     device = getattr(ctx, "device", None)
     sms = int(device.compute_units or 1) if getattr(device, "kind", "") == "cuda" else None
     programs = k.l2_programs(sms, x["a"].numel(), x["repeats"])
@@ -448,7 +448,6 @@ REGISTRY.add_op(Op(
 REGISTRY.add_impl(Impl("stream.reread", "torch", "torch", _reread_torch,
                        doc="torch.sum over a stride-0 view that repeats each thread's chunk R times"))
 def _reread_triton_skip(point, device):
-    from bench.util import triton_interpreting
     if triton_interpreting():
         return ("its hundreds of MiB per call are far too many for Triton's interpreter; "
                 "tests/test_stream_kernels.py checks the kernel with few passes")

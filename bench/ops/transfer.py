@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.registry import REGISTRY, Axis, Impl, Op, geometric
+from bench.measure.registry import REGISTRY, Axis, Impl, Op, geometric
 
 # One size per octave in full runs too: a copy's rate rises smoothly from its latency to the
 # link's plateau, and the half-octave sizes between added rows, not shape (ARCHITECTURE.md rule 15).

@@ -1,0 +1,199 @@
+"""What the device is: name, memory, caches, cores or SMs, clocks, software versions.
+
+The base of bench/hw: DeviceInfo and CacheLevel, which every vendor module fills, and the
+CPU's own reading (sysfs caches, /proc/cpuinfo flags and clock, MemAvailable). A GPU's is
+read by bench/hw/nvidia.py or bench/hw/amd.py; bench/hw/detect.py picks which.
+Everything here is read, never assumed: a field that cannot be read is None, and the
+results say so instead of guessing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+import platform
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from bench.util import triton_interpreting
+
+
+class DeviceError(ValueError):
+    """A device name the user gave that this machine does not have."""
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One level of the memory hierarchy below DRAM/HBM.
+
+    size_bytes is one instance's capacity; instances is how many the device has, so
+    total_bytes = size_bytes * instances is what a working set spread over every core
+    (or SM) can occupy.
+    """
+    name: str            # "l1", "l2", "l3"
+    size_bytes: int
+    instances: int = 1
+
+    @property
+    def total_bytes(self) -> int:
+        return self.size_bytes * self.instances
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    kind: str                      # "cpu" or "cuda" (torch's device type: a ROCm GPU is "cuda" too)
+    torch_device: str              # what tensors are allocated on: "cpu", "cuda:0"
+    name: str
+    memory_bytes: int | None
+    compute_units: int | None      # CPU cores or GPU SMs
+    compute_unit_kind: str         # "cores" or "SMs"
+    caches: tuple[CacheLevel, ...]  # innermost first; the last one is the last-level cache
+    max_clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    compute_capability: str | None = None
+    cpu_flags: tuple[str, ...] = ()
+    software: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    vendor: str | None = None      # a GPU's maker: "nvidia" or "amd" (None on a CPU, or unknown)
+
+    @property
+    def llc(self) -> CacheLevel | None:
+        """Return the last-level cache (the outermost level), or None when unknown."""
+        return self.caches[-1] if self.caches else None
+
+    @property
+    def llc_bytes(self) -> int:
+        """Return the last-level cache's total capacity in bytes (32 MiB when unknown)."""
+        return self.llc.total_bytes if self.llc else 32 * 2**20
+
+    @property
+    def memory_level(self) -> str:
+        """Return the name of the off-chip memory level: "hbm" on a GPU, "dram" on a CPU."""
+        return "hbm" if self.kind == "cuda" else "dram"
+
+    @property
+    def slug(self) -> str:
+        """Return a file-name-safe short name: "nvidia-h200", "cpu-amd-epyc"."""
+        base = self.name if self.kind == "cuda" else f"cpu-{self.name}"
+        return re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:48] or self.kind
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
+        d["slug"] = self.slug
+        return d
+
+
+def software_versions() -> dict:
+    """Return the versions of python, torch, triton, numpy, pandas (and CUDA/driver where present)."""
+    out = {"python": platform.python_version(), "torch": torch.__version__,
+           "platform": platform.platform()}
+    for pkg in ("triton", "numpy", "pandas", "matplotlib"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = None
+    out["cuda_runtime"] = torch.version.cuda
+    out["hip_runtime"] = getattr(torch.version, "hip", None)
+    out["triton_interpret"] = triton_interpreting()
+    out["torch_threads"] = torch.get_num_threads()
+    return out
+
+
+def _read(path: str | Path) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _parse_size(text: str) -> int:
+    """Return bytes for a sysfs cache size such as "48K", "1024K", "32M"."""
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)", text.strip().upper())
+    if not m:
+        raise ValueError(f"cannot parse cache size {text!r}")
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+
+
+def _cpu_list_len(text: str) -> int:
+    """Return how many CPUs a sysfs list such as "0-3,8" names."""
+    count = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def cpu_caches(sysfs: str | Path = "/sys/devices/system/cpu") -> tuple[CacheLevel, ...]:
+    """Return the data/unified cache levels from sysfs, innermost first.
+
+    Instances = online CPUs / CPUs sharing one instance (a per-core L2 on 2 cores is 2).
+    """
+    base = Path(sysfs) / "cpu0" / "cache"
+    online = _cpu_list_len(_read(Path(sysfs) / "online") or "0")
+    levels = {}
+    for idx in sorted(base.glob("index*")):
+        kind = _read(idx / "type")
+        if kind not in ("Data", "Unified"):
+            continue
+        level = int(_read(idx / "level") or 0)
+        size = _parse_size(_read(idx / "size") or "0")
+        sharing = _cpu_list_len(_read(idx / "shared_cpu_list") or "0") or 1
+        levels[level] = CacheLevel(f"l{level}", size, max(1, online // sharing))
+    return tuple(levels[k] for k in sorted(levels))
+
+
+def _cpuinfo() -> dict:
+    text = _read("/proc/cpuinfo") or ""
+    info = {}
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key = key.strip()
+        if key and key not in info:
+            info[key] = val.strip()
+    return info
+
+
+def _meminfo_bytes(key: str) -> int | None:
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def cpu_info() -> DeviceInfo:
+    ci = _cpuinfo()
+    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    clock = float(max_khz) / 1000 if max_khz else (float(ci["cpu MHz"]) if "cpu MHz" in ci else None)
+    return DeviceInfo(
+        kind="cpu", torch_device="cpu",
+        name=ci.get("model name") or platform.processor() or "cpu",
+        memory_bytes=_meminfo_bytes("MemTotal"),
+        compute_units=os.cpu_count(), compute_unit_kind="cores",
+        caches=cpu_caches(),
+        max_clock_mhz=clock,
+        cpu_flags=tuple(sorted(f for f in ci.get("flags", "").split() if re.match(r"(avx|sse|fma|amx|f16c|neon|sve)", f))),
+        software=software_versions(),
+        extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz"},
+    )
+
+
+def free_memory_bytes(info: DeviceInfo) -> int | None:
+    """Return the bytes that can still be allocated on the device (MemAvailable on a CPU)."""
+    if info.kind == "cuda":
+        free, _total = torch.cuda.mem_get_info(torch.device(info.torch_device))
+        return free
+    return _meminfo_bytes("MemAvailable")
+
+
+COMMAND_ENV = "ROOFBENCH_COMMAND"  # set by the multi-device launcher (bench/run/distributed.py) for its workers
+
+
+def command_line() -> str:
+    """Return the command this run was started with: the launcher's, for a worker it started
+    (whose own arguments are torchrun's), else this process's."""
+    return os.environ.get(COMMAND_ENV) or " ".join([Path(sys.executable).name] + sys.argv)

@@ -1,0 +1,128 @@
+"""Whether a point runs, and why not: the one place that decides it.
+
+The runner, the dry run (bench/aot/predict.py), the ahead-of-time plan (bench/aot/plan.py),
+the up-front option checks (bench/run/options.py), `--list` and the pytest-benchmark module
+all ask here, so a point skipped by one is skipped by all with the same sentence.
+
+The reasons, in the order they are asked (the first that applies is the row's reason):
+
+1. the op's own rule for the point (`Op.skip`: a dtype the device lacks, a shape that
+   cannot exist), which skips every impl of it;
+2. the backend (rule 8: Triton needs a GPU or, for correctness only, its interpreter);
+3. the quick plan (`Impl.quick_dtypes`);
+4. the impl's own rule (`Impl.skip`: a kernel's arch or layout requirement);
+5. the sweep's end (`Op.sweep_stop` on the sizes the same sweep measured: rule 5's settled
+   off-chip rate, the GEMM search's plateau; rule 7);
+6. memory (rule 16): what the point would hold at once against the budget and the
+   device's free memory, decided before any input is made;
+7. time (rule 7): a time per call, extrapolated from a smaller point, beyond the budget.
+
+1-4 are static: they depend on the point, the device and the plan only (`static_reason`).
+5-7 depend on what the run has measured and holds, so the runner passes its state in; the
+dry run asks the same functions with its predicted rates.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+from bench.hw.device import DeviceInfo
+from bench.measure.registry import Impl, Op
+from bench.util import fmt_bytes, triton_interpreting
+
+
+def backend_reason(impl: Impl, point: dict, device: DeviceInfo) -> str | None:
+    """Return why impl's backend cannot be timed on device, or None (ARCHITECTURE.md, rule 8).
+
+    Triton needs a GPU; on a CPU it runs only under its interpreter, whose timings are
+    not performance. Under the interpreter bf16 is silently wrong (upstream triton issue
+    11584), so bf16 Triton points are not even checked there.
+    """
+    if impl.backend != "triton":
+        return None
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed"
+    if device.kind == "cpu" and not triton_interpreting():
+        return ("Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1, whose timings are "
+                "never reported (the tests check its correctness)")
+    if triton_interpreting() and point.get("dtype") == "bfloat16":
+        return "bf16 is silently wrong in Triton's interpreter (triton issue 11584); checked on a GPU only"
+    return None
+
+
+def quick_reason(impl: Impl, point: dict, quick: bool) -> str | None:
+    """Return why a quick run leaves this impl's point out (Impl.quick_dtypes), or None."""
+    if quick and impl.quick_dtypes and point.get("dtype") not in impl.quick_dtypes:
+        return f"quick runs time {impl.id} at {', '.join(impl.quick_dtypes)} only"
+    return None
+
+
+def point_reason(op: Op, point: dict, device: DeviceInfo) -> str | None:
+    """Return why no impl of op can run point on device (the op's own rule), or None."""
+    return (op.skip(point, device) or None) if op.skip is not None else None
+
+
+def own_reason(impl: Impl, point: dict, device: DeviceInfo) -> str | None:
+    """Return the impl's own reason to skip point on device, or None.
+
+    On a datasheet part (a dry run for a device that is not here, `extra.spec`) a rule that
+    probes the device gives a different reason for another device (a probe's error names
+    it): that is undecidable here, so the point counts as run."""
+    if impl.skip is None:
+        return None
+    reason = impl.skip(point, device)
+    if reason and (device.extra or {}).get("spec"):
+        if impl.skip(point, dataclasses.replace(device, torch_device="meta")) != reason:
+            return None
+    return reason or None
+
+
+def impl_reason(impl: Impl, point: dict, device: DeviceInfo, quick: bool) -> str | None:
+    """Return the first static reason (2-4 above) that impl does not run point, or None."""
+    return backend_reason(impl, point, device) or quick_reason(impl, point, quick) or own_reason(impl, point, device)
+
+
+def static_reason(op: Op, impl: Impl, point: dict, device: DeviceInfo, quick: bool) -> str | None:
+    """Return the first of reasons 1-4 that impl does not run point on device, or None."""
+    return point_reason(op, point, device) or impl_reason(impl, point, device, quick)
+
+
+def sweep_key(impl: Impl, point: dict, mode: str) -> tuple:
+    """Return what a point shares with its neighbours in one sweep: the impl, the mode and
+    every axis but the innermost (the size it sweeps: ws_bytes, shape, batch, seq, ...).
+    The first batch of the next GEMV layer is a new sweep, not a 100x drop."""
+    fixed = tuple((k, repr(v)) for k, v in list(point.items())[:-1])
+    return (impl.id, mode) + fixed
+
+
+def sweep_reason(op: Op, history: list, device: DeviceInfo) -> str | None:
+    """Return why a sweep grows no further (Op.sweep_stop on the [(point, rate)] its
+    earlier sizes measured), or None."""
+    if op.sweep_stop is None or not history:
+        return None
+    return op.sweep_stop(history, device) or None
+
+
+def memory_reason(need: int, pools: dict, extra: dict, budget, free: int | None, held: dict,
+                  torch_device: str) -> str | None:
+    """Return why a point does not fit (rule 16), or None: need is its own peak (inputs,
+    outputs, reference), pools the shared pools it would grow, extra other buffers it
+    would add (the cold flush); against the budget, then 90% of the device's free memory
+    (free: None where it cannot be read), counting only the growth of pools already held."""
+    reason = budget.shortfall(need, pools, extra)
+    if reason:
+        return reason
+    growth = sum(max(0, b - held.get(k, 0)) for k, b in pools.items()) + sum(extra.values())
+    if free is not None and need + growth > 0.9 * free:
+        return (f"needs about {fmt_bytes(need + growth)} (inputs, pools and the reference) "
+                f"but {fmt_bytes(free)} is free on {torch_device}")
+    return None
+
+
+def time_reason(predicted_s: float, budget_s: float, basis_s: float | None = None) -> str | None:
+    """Return why a point is cut short before it runs (rule 7): one call predicted to take
+    longer than the whole point budget; basis_s, the time per call it was scaled from."""
+    if predicted_s <= budget_s:
+        return None
+    basis = f" (from {basis_s:.3g} s at a smaller size)" if basis_s is not None else ""
+    return f"cut short: predicted {predicted_s:.3g} s per call{basis} exceeds the {budget_s:g} s point budget"

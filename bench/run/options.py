@@ -1,0 +1,173 @@
+"""The command line's options, checked before anything is measured: a bad one ends the
+command with one sentence that names it (exit code 2), never with a run that measures
+nothing or a bare Python error.
+
+The value types (size, names, whole_numbers, whole_number, seconds, percent) are argparse
+types: argparse puts "argument --NAME:" before their sentence. check_run() checks what
+depends on more than one value: the device, the names in --only, the dtypes the selected ops
+have, the timing modes, the process count, and that something is left to run.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+
+from bench.hw import detect
+from bench.hw import device as devmod
+from bench.measure import skip
+from bench.measure.memory import BudgetError, Limit, read_limit
+from bench.measure.registry import Registry, load_all
+from bench.measure.runner import Plan, make_plan
+from bench.measure.timing import MODES
+from bench.run.distributed import nprocs
+from bench.util import dtype_spellings, fmt_bytes
+
+
+class OptionError(ValueError):
+    """An option whose value cannot run: one sentence naming it."""
+
+
+def size(text: str) -> int:
+    """Return bytes for '64MiB', '1GiB', '512KiB', '4096' (binary units); above zero."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"cannot read size '{text}': write it like 64MiB, 1GiB or 4096")
+    unit = (m.group(2) or "B").upper()[0]
+    n = int(float(m.group(1)) * {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30}[unit])
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"a size must be above zero (got '{text}'): write it like 64MiB or 1GiB")
+    return n
+
+
+def memory_limit(text: str) -> Limit:
+    """Return a --max-memory value ('8GiB', '512MiB', '50%') as a memory.Limit, read here
+    once; the run resolves it against the memory available when it starts."""
+    try:
+        return read_limit(text)
+    except BudgetError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("--max-memory ", "")) from None
+
+
+def names(text: str) -> list[str]:
+    """Return the comma-separated names of text, blanks dropped."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def whole_number(text: str) -> int:
+    """Return text as a whole number of 1 or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number of 1 or more (got '{text}')") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"takes a whole number of 1 or more (got {n})")
+    return n
+
+
+def whole_numbers(text: str) -> list[int]:
+    """Return comma-separated whole numbers of 1 or more ('1,8,64')."""
+    try:
+        values = [int(t) for t in names(text)]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"takes comma-separated whole numbers of 1 or more, like 1,8,64 (got '{text}')")
+    return values
+
+
+def _number(text: str, fits, what: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and fits(v)):
+        raise argparse.ArgumentTypeError(f"takes {what} (got '{text}')")
+    return v
+
+
+def seconds(text: str) -> float:
+    """Return a positive, finite number of seconds."""
+    return _number(text, lambda v: v > 0, "a positive number of seconds, like 0.5")
+
+
+def seconds_or_zero(text: str) -> float:
+    """Return a finite number of seconds, 0 or more."""
+    return _number(text, lambda v: v >= 0, "a number of seconds of 0 or more, like 0.05")
+
+
+def percent(text: str) -> float:
+    """Return a percentage of 0 or more."""
+    return _number(text, lambda v: v >= 0, "a percentage of 0 or more, like 5")
+
+
+def dtypes_of(registry: Registry, only, device, quick: bool) -> list[str]:
+    """Return the dtypes (or precisions) the ops selected by only have on device, in order."""
+    out = []
+    for op, _ in registry.select(only):
+        for axis in op.axes:
+            if axis.name == "dtype":
+                out += [str(v) for v in axis.expand(device, quick) if str(v) not in out]
+    return out
+
+
+def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
+    """Check the options of a measuring command before anything runs; return the registry,
+    the device and the plan. Raises OptionError, DeviceError, RegistryError or
+    distributed.LaunchError with one sentence."""
+    if args.mode and not set(args.mode) <= set(MODES):
+        raise OptionError(f"unknown timing mode in --mode '{','.join(args.mode)}': use {', '.join(MODES)}.")
+    if args.all_devices or args.comm:
+        nprocs(args)
+    elif args.procs is not None:
+        raise OptionError("--procs goes with --all-devices or --comm, which launch that many processes.")
+    elif getattr(args, "run_dir", None) is not None:
+        raise OptionError("--run-dir goes with --all-devices or --comm (a node's run folder); a single-device run "
+                          "is written under --out.")
+    if args.min_time is not None and args.budget is not None and args.min_time >= args.budget:
+        raise OptionError(f"--min-time {args.min_time:g} is not below --budget {args.budget:g}: no point could span "
+                          f"its minimum time within its budget and converge; give a --min-time under half the budget "
+                          f"(e.g. {args.budget / 2:g}) or a larger --budget.")
+    device = detect.resolve(args.device)
+    registry = load_all()
+    if args.dtype:
+        have = dtypes_of(registry, args.only, device, args.quick)
+        # either spelling of a dtype (fp32/float32, bf16/bfloat16, ...) selects it
+        unknown = [d for d in args.dtype if not set(dtype_spellings(d)) & set(have)]
+        if unknown:
+            raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
+                              + f"none of the selected ops has dtype {', '.join(unknown)}"
+                              + (" in a quick run" if args.quick else "") + f"; they have {', '.join(have) or 'no dtype axis'}.")
+        args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
+    plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+    if not plan.tasks and not (args.comm and not args.all_devices) and not args.list:
+        if args.max_ws and make_plan(registry, device, args.only, args.quick, args.dtype, args.mode).tasks:
+            raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} is below every selected working set; "
+                              "give a larger --max-ws (e.g. 64MiB).")
+        raise OptionError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.")
+    why = _all_skipped(plan, device, args.quick)
+    if why and not args.list and not args.dry_run and not (args.comm or args.all_devices):
+        if args.max_ws and not _all_skipped(make_plan(registry, device, args.only, args.quick, args.dtype, args.mode),
+                                            device, args.quick):
+            raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} leaves only points that are skipped "
+                              f"on {device.torch_device} ({why}); give a larger --max-ws (e.g. 64MiB).")
+        raise OptionError(f"nothing to run here: every selected point would be skipped on {device.torch_device} "
+                          f"({why}); select other ops with --only (see --list).")
+    return registry, device, plan
+
+
+def _all_skipped(plan: Plan, device, quick: bool) -> str:
+    """Return the first skip reason when no (point, impl) of plan can run on device (the
+    op's, the backend's or the impl's own rule), else ""."""
+    first = ""
+    for task in plan.tasks:
+        reason = skip.point_reason(task.op, task.point, device)
+        if reason:
+            first = first or reason
+            continue
+        for impl in task.impls:
+            reason = skip.impl_reason(impl, task.point, device, quick)
+            if not reason:
+                return ""
+            first = first or reason
+    return first

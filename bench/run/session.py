@@ -1,0 +1,203 @@
+"""Running a plan into a run folder: what the CLI, the model command and each rank of a
+multi-device run (bench/run/distributed.py) share.
+
+    meta = run_meta(device, options, kind, timer)        what run.json records up front
+    status, rows = execute(run_dir, meta, device, plan, timer)
+                      rows written as they finish; Ctrl-C stops the run and keeps them
+    measure_into(run_dir, args, device, plan)             execute, then finish the folder
+                      (roofs, pictures, report: roofs/reports/finish.py) and print its summary
+
+Exit codes: 0 complete, 130 interrupted (Ctrl-C), 1 failed (a device whose context died).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from bench.aot import precompile, predict
+from bench.hw import device as devmod
+from bench.measure import memory
+from bench.measure.registry import load_all
+from bench.measure.runner import Plan, Runner, make_plan
+from bench.measure.timing import TimerConfig, default_window, timer_config
+from bench.results import RunWriter, load_run
+from bench.run.sustain_phase import run_phase
+from bench.util import DeviceLost, first_line
+from roofs.reports.finish import finish_run
+from roofs.reports.summary import summary
+
+UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}
+RUN_KINDS = ("device", "comm", "model")  # which charts and report sections a run gets
+
+
+def options_record(args) -> dict:
+    """Return a command's options as run.json records them (paths as text)."""
+    return {k: (str(v) if isinstance(v, Path) else v.text if isinstance(v, memory.Limit) else v)
+            for k, v in vars(args).items()}
+
+
+def run_meta(device: devmod.DeviceInfo, options: dict, kind: str = "device", timer: TimerConfig | None = None,
+             **extra) -> dict:
+    """Return what run.json records before the first point: the device, software, the full
+    command line and options, the kind of run (RUN_KINDS), the timer, the units and extra.
+    (RunWriter adds the schema and method versions, the roofbench commit and the times.)"""
+    if kind not in RUN_KINDS:
+        raise ValueError(f"unknown run kind '{kind}': use {', '.join(RUN_KINDS)}.")
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "options": options, "run_kind": kind, "units": UNITS}
+    if timer is not None:
+        meta["timer"] = dataclasses.asdict(timer)
+    return {**meta, **extra}
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: bool,
+              budget: memory.Budget | None = None) -> list[float] | None:
+    """Return the dry run's predicted seconds per row of plan (bench/aot/predict.py), or None
+    when it cannot predict this device: a prediction never stops a measurement."""
+    try:
+        return [sec for _, sec in predict.row_seconds(plan, device, timer, quick, budget)[0]]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
+            quick: bool = False, say: Callable[[str], None] = _say, sustain_s: float = 0.0,
+            budget: memory.Budget | None = None) -> tuple[str, list]:
+    """Run plan on device into a new run folder, each row written as it finishes; Ctrl-C
+    stops it and keeps them. The progress lines carry the time left (the dry run's
+    prediction, corrected as the run goes), and run.json records the prediction, the wall
+    time spent measuring and how much of it was timed samples. sustain_s > 0: after the
+    sweeps, each roof's best candidates run a sustained window of that many seconds
+    (bench/run/sustain_phase.py), recorded in run.json's "sustain". On a GPU the plan's Triton kernels
+    are compiled first (bench/aot/precompile.py), recorded in run.json's "precompile" with how
+    many launches then loaded them. Return (status, measurements)."""
+    pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
+    budget = budget or memory.run_budget(device)
+    rows = estimates(plan, device, timer, quick, budget)
+    meta = dict(meta, predicted_s=sum(rows) if rows else None, memory_budget_bytes=budget.limit,
+                **({"precompile": pre} if pre else {}))
+    writer = RunWriter(run_dir, meta)
+    say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
+        + (f"; predicted {sum(rows) / 60:.1f} min" if rows else "") + f"; memory budget {budget.describe()}")
+    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget)
+    status, sustained = "complete", {"window_s": 0.0}
+    t0 = time.perf_counter()
+    jit = precompile.JitCounter()
+    try:
+        with jit:
+            runner.run(plan, rows)
+            if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
+                sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
+                                      runner)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
+    except DeviceLost as e:
+        status = f"failed: {e}"
+        print(f"\nroofbench: the device failed ({e}); its context is unusable, so the run stops here. "
+              f"The {len(writer.measurements)} points measured before it are kept in {run_dir}.", file=sys.stderr)
+    except BaseException as e:  # anything else: the folder says failed (never complete), and the error goes on
+        status = f"failed: {first_line(e)}"
+        raise
+    finally:
+        wall = time.perf_counter() - t0
+        if pre is not None and jit.available:  # did the run's launches load what was precompiled?
+            writer.meta["precompile"] = dict(pre, jit=jit.record())
+        writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
+                      sustain=sustained)
+    say(spent_line(writer.meta["time_spent"]))
+    return status, writer.measurements
+
+
+def time_spent(runner: Runner, wall: float) -> dict:
+    """Return where the measuring wall time went, in seconds: timed samples; the timer's
+    other work (warm-up, cold flushes, per-call estimates, synchronizes); the correctness
+    gate (launch, tuning, the checked call, the comparison); inputs and references; and
+    the rest (skipped rows, telemetry, writing rows, freeing memory)."""
+    timed, spent = runner.timed_s, runner.spent
+    out = {"timed": timed, "timer_other": spent.get("timer", 0.0) - timed, "gate": spent.get("gate", 0.0),
+           "inputs": spent.get("inputs", 0.0)}
+    out["other"] = wall - sum(out.values())
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+SPENT_NAMES = {"timed": "timed samples", "timer_other": "warm-up and flushes", "gate": "correctness checks",
+               "inputs": "inputs and references", "other": "other"}
+
+
+def spent_line(spent: dict) -> str:
+    """Return the summary line of where the measuring time went."""
+    wall = sum(spent.values())
+    parts = ", ".join(f"{SPENT_NAMES[k]} {v:.0f} s" for k, v in spent.items() if k != "timed")
+    return (f"roofbench: {wall:.0f} s measuring, {spent['timed']:.0f} s of it ({spent['timed'] / max(wall, 1e-9):.0%}) "
+            f"in timed samples; {parts}")
+
+
+def exit_code(status: str) -> int:
+    return 130 if status == "interrupted" else (1 if status.startswith("failed") else 0)
+
+
+def mark_failed(run_dir: Path, why: str) -> None:
+    """Record in run_dir's run.json that the command failed after measuring (status
+    "failed: <why>"), so no folder whose command died says "complete"."""
+    path = Path(run_dir) / "run.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    meta["status"] = f"failed: {why}"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=1))
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def failing(run_dir: Path):
+    """Mark run_dir failed (mark_failed) when the block raises, then let the error go on."""
+    try:
+        yield
+    except BaseException as e:
+        mark_failed(run_dir, "interrupted while finishing" if isinstance(e, KeyboardInterrupt) else first_line(e))
+        raise
+
+
+def finish(run_dir: Path) -> list[str]:
+    """Derive, annotate, draw and report the run folder (roofs/reports/finish.py); print and return
+    the problems met."""
+    problems = finish_run(run_dir)
+    for p in problems:
+        print(f"roofbench: {p}", file=sys.stderr)
+    return problems
+
+
+def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | None = None) -> int:
+    """Run plan (by default the one args select: only, dtype, mode, max_ws, quick) on device
+    into run_dir, finish the folder and print its summary; return the exit code."""
+    if plan is None:
+        plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+    timer = timer_config(args.quick, args.budget, args.min_time)
+    sustain = getattr(args, "sustain", None)
+    if sustain is None:
+        sustain = default_window(args.quick)
+    status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
+                        args.quick, sustain_s=sustain,
+                        budget=memory.run_budget(device, getattr(args, "max_memory", None)))
+    t0 = time.perf_counter()
+    with failing(run_dir):
+        problems = finish(run_dir)
+        print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")
+        print(summary(load_run(run_dir)))
+    print(f"\nresults: {run_dir}")
+    if problems:
+        mark_failed(run_dir, f"finishing the folder: {problems[0]}")
+        return 1
+    return exit_code(status)

@@ -1,0 +1,178 @@
+"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets.
+
+The memory boundary a point's bytes cross (boundary_level): a cold point crosses the
+off-chip memory; a warm point is served by the innermost cache whose measured reach (or,
+unmeasured, BAND_FACTOR x its capacity) exceeds its working set. At that level, the
+bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
+write_bytes). A level with no measured roof gives no bound: the row's bound stays empty and
+bound_note says why. annotate() writes every row's bound, its percentage of it, and, for a
+point above its bound beyond its spread, a flag naming the likely causes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pandas as pd
+
+from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
+from roofs.analysis.launch_floor import with_launch_notes
+from roofs.analysis.levels import level_sizes
+from roofs.analysis.roofline import Roof, Roofline
+
+
+def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
+    """Return the memory level whose roof bounds a point (ARCHITECTURE.md, rule 12): the
+    off-chip level for a cold point; else the innermost cache whose reach exceeds the
+    working set, a cache's reach being where the sweep measured the next level's speed
+    (reach[name]) or, unmeasured, BAND_FACTOR x its capacity (the band from a level's
+    capacity up to 4x it belongs to that level, not to the next); past every cache's reach,
+    the off-chip level. caches: [(name, capacity)] innermost first, each capacity its
+    measured edge or its reported size (roofs.analysis.levels.level_sizes)."""
+    if mode == "cold" or not caches:
+        return memory_level
+    for name, capacity in caches:
+        if working_set < ((reach or {}).get(name) or BAND_FACTOR * capacity):
+            return name
+    return memory_level
+
+
+def _nan_free(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level,
+                read_bytes=None, write_bytes=None):
+    """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
+    one point: the boundary level from the measured capacities and reaches in the roofs
+    (roofs.analysis.levels.level_sizes) and the reported caches; the bandwidth at that level matching
+    the point's read and write bytes (Roofline.point_bandwidth: the returned roof carries it
+    as its value, and the roof it came from as extra "bound_roof"); attainable = min(P,
+    BW x I). No bound at all when that level has no measured roof; bound_note says why, or
+    why the point is bounded by the level's best rather than its direction's roof."""
+    sizes = level_sizes(model.roofs, caches)
+    level = boundary_level(float(working_set or 0), mode, [(n, c) for n, c, _ in sizes], memory_level,
+                           {n: r for n, _, r in sizes if r})
+    found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
+    if found is None:
+        return "", f"{level}: no measured roof for this level, so no bound", None, None
+    value, label, note = found
+    best = model.bandwidth(level)
+    bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
+    i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
+    peak = model.compute(precision) if precision else None
+    att = min(value * i, peak.value) if peak else value * i
+    return level, note, att, bw
+
+
+# stream kernels' read and written arrays, for runs written before read_bytes and write_bytes
+STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
+                 "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
+
+
+def direction_bytes(r) -> tuple:
+    """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
+    that predates them, bytes split by the kernel's arrays read and written; (None, None)
+    when unknown."""
+    rb, wb = _nan_free(getattr(r, "read_bytes", None)), _nan_free(getattr(r, "write_bytes", None))
+    if rb is not None and wb is not None:
+        return rb, wb
+    arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
+    nbytes = _nan_free(getattr(r, "bytes", None))
+    if arrays is None or nbytes is None:
+        return None, None
+    return nbytes * arrays[0] / sum(arrays), nbytes * arrays[1] / sum(arrays)
+
+
+def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFrame:
+    """Return rows with boundary and bound_note (point_bound), bound_roof (the roof that
+    bounds it: "hbm.read", "l2.read+write", "hbm" for the level's best), attainable_gflops,
+    pct_of_bw_roof = 100 x GB/s / that bandwidth, pct_of_attainable = 100 x GFLOP/s /
+    attainable (for flop-free rows, the bandwidth percentage), and flag: why a point sits
+    above its attainable bound by more than its own spread (even its slow end, the p80
+    time, beats the bound)."""
+    model = Roofline(roofs)
+    caches, level = device_levels(device or {})
+    out = rows.copy()
+    trust = trusted(out) if not out.empty else pd.Series(dtype=bool)
+    keys = ("boundary", "bound_note", "bound_roof", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag")
+    cols = {k: [] for k in keys}
+    for r, good in zip(out.itertuples(index=False), trust):
+        if r.status != "ok":
+            for k in cols:
+                cols[k].append("" if k in ("boundary", "bound_note", "bound_roof", "flag") else None)
+            continue
+        precision = getattr(r, "precision", "") or ""
+        boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
+                                              *direction_bytes(r))
+        pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
+        flops = r.flops if r.flops == r.flops else 0
+        pct_att = (100 * r.gflops / att if flops and att else pct_bw)
+        cols["boundary"].append(boundary)
+        cols["bound_note"].append(note)
+        cols["bound_roof"].append(bw.extra.get("bound_roof", bw.name) if bw is not None else "")
+        cols["attainable_gflops"].append(att)
+        cols["pct_of_bw_roof"].append(pct_bw)
+        cols["pct_of_attainable"].append(pct_att)
+        cols["flag"].append(existing_flag(r) or above_roof_causes(r, model, bw, att, bool(good), caches))
+    for k, v in cols.items():
+        out[k] = v
+    out["bound_note"] = with_launch_notes(out, roofs)  # points within 2x of the launch floor (roofs/analysis/launch_floor.py)
+    return out
+
+
+def existing_flag(r) -> str:
+    """Return a flag the runner set while measuring (a busy machine, a jump), kept through re-annotation."""
+    flag = str(getattr(r, "flag", "") or "")
+    return flag if is_runner_flag(flag) else ""
+
+
+def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_row: bool, caches=()) -> str:
+    """Return "" when the point is under its bound within its spread, else the likely causes.
+
+    A point is judged at its slow end (the p80 time): flop-free points against their
+    bandwidth roof, the others against their attainable GFLOP/s."""
+    p80 = getattr(r, "p80_ms", None)
+    if bw is None or not p80 or p80 != p80:
+        return ""
+    flops = r.flops if r.flops == r.flops else 0
+    if flops:
+        slow, bound, unit = flops / (p80 * 1e-3) / 1e9, attainable, "GFLOP/s"
+    else:
+        slow, bound, unit = getattr(r, "bytes", 0) / (p80 * 1e-3) / 1e9, bw.value, "GB/s"
+    if not bound or slow <= bound:
+        return ""
+    precision = getattr(r, "precision", "") or ""
+    peak = model.compute(precision) if precision else None
+    bandwidth_side = not flops or peak is None or r.intensity * bw.value < peak.value
+    causes = []
+    if not trusted_row:
+        causes.append("its own samples are not steady (not converged): it could not set the roof it beats")
+    if bandwidth_side:
+        used = (bw.extra or {}).get("bound_roof", bw.name)
+        if used != bw.name:
+            causes.append(f"bounded by its direction's roof, {used} ({bw.value:.4g} GB/s): the kernels that set "
+                          f"that roof ran slower than this one")
+        if r.mode == "cold":
+            causes.append(f"timed cold, so its bytes came from {bw.name}: the {used} roof measured too low")
+        else:
+            capacity = dict(caches).get(bw.name)
+            edge = (bw.extra or {}).get("edge_bytes")
+            where = (f"a {r.working_set_bytes / 2**20:.3g} MiB working set beside the {capacity / 2**20:.3g} MiB {bw.name}"
+                     + (f" (plateau measured to {edge / 2**20:.3g} MiB)" if edge else "")
+                     if capacity else f"a {r.working_set_bytes / 2**20:.3g} MiB working set")
+            causes.append(f"timed warm: {where}; the {used} roof measured too low by the kernels that set it")
+            llc = model.bandwidth(caches[-1][0]) if caches and not capacity else None
+            reach = (llc.extra or {}).get("reach_bytes") if llc is not None else None
+            if reach and r.working_set_bytes < 2 * reach:
+                causes.append(f"residual {llc.name} hits: the sweep reaches {bw.name} speed (within {REL_TOL:.0%}) from "
+                              f"{reach / 2**20:.3g} MiB, past the {llc.name} plateau's measured edge of "
+                              f"{llc.extra['edge_bytes'] / 2**20:.3g} MiB")
+        if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:
+            causes.append(f"the {bw.name} roof is noisy: its plateau spans "
+                          f"{bw.plateau_values[0]:.3g} to {bw.plateau_values[1]:.3g} GB/s")
+    else:
+        causes.append(f"this kernel beats the GEMMs that set the {peak.name} roof: the roof was measured too low")
+        causes.append("a clock above the one the roof was measured at")
+    causes.append("a FLOP or byte count that is too high")
+    return f"above its attainable {bound:.4g} {unit} even at p80 ({slow:.4g}): " + "; ".join(causes)

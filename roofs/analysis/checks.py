@@ -1,0 +1,124 @@
+"""What a reader must be warned of before trusting a run's roofs, one line each: roofs that
+rest on few sizes or unsteady rows, precisions bounded by a wider exact path, points
+measured while the machine was busy (and the roofs they could not set), a loaded machine,
+and how many points sit above their bound. Used by the end-of-run summary and the report."""
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
+from bench.util import fmt_bytes, fmt_num, plural
+from roofs.analysis.derive import DRAM_FACTOR, FIT_FRACTION, TRUST_SPREAD, device_levels
+from roofs.analysis.roofline import Roofline
+
+ABOVE_PREFIX = "above its attainable"  # the flag rule 12's check sets (roofs.analysis.derive.point_check)
+
+
+def is_above(flags: pd.Series) -> pd.Series:
+    """Return, per flag text, whether one of its parts (joined by "; ") says the point is
+    above its attainable bound; a runner flag alone (busy, a time jump) does not."""
+    return pd.Series([any(part.startswith(ABOVE_PREFIX) for part in f.split("; ")) for f in flags],
+                     index=flags.index, dtype=bool)
+
+
+def above_bound(df: pd.DataFrame) -> tuple[int, int]:
+    """Return (ok rows flagged above their attainable bound, ok rows with a bound)."""
+    ok = df[df["status"] == "ok"]
+    bounded = ok[ok["attainable_gflops"].notna()] if "attainable_gflops" in ok else ok.iloc[0:0]
+    return int(is_above(text_column(bounded, "flag")).sum()), len(bounded)
+
+
+def others_load(load: dict, compute_units=None) -> tuple[float | None, int | None]:
+    """Return (the load other processes put on the machine, the cores): the larger of the
+    1-minute load average when the run started and when it ended less the run's own share
+    (run.json's load "own": the cores it kept busy on average; a run that busies both cores
+    of a 2-core machine ends at a load near 2 by itself)."""
+    cores = load.get("cores") or compute_units
+    start, end = load.get("start"), load.get("end")
+    readings = ([start[0]] if start else []) + ([max(0.0, end[0] - (load.get("own") or 0.0))] if end else [])
+    return (max(readings) if readings else None), cores
+
+
+def run_warnings(run) -> list[str]:
+    """Return the warning lines for a loaded run (bench.results.Run)."""
+    df, out = run.measurements, []
+    model = Roofline(run.roofs)
+    for r in model.roofs:
+        if r.source != "measured":
+            continue
+        if r.kind == "bandwidth" and not r.name.startswith(("link.", "host.")) and r.plateau_points and r.plateau_points < 2:
+            out.append(f"the {r.name} roof rests on a single working-set size")
+        if r.spread is not None and r.spread >= TRUST_SPREAD:
+            out.append(f"the {r.name} roof rests on an unsteady row (spread {r.spread:.0%})")
+        via, own = (r.extra or {}).get("via"), (r.extra or {}).get("own_gflops")
+        if via and r.extra.get("line_of"):  # the extra line "fp16 via fp32" (rule 10): the roof stays its own unit's
+            name = r.extra["line_of"]
+            out.append(f"{name} runs at {own / r.value:.2f}x {via} here: {name} inputs convert exactly to {via}, "
+                       f"drawn as the line '{r.name}'; {name}'s roof stays its own")
+        elif via and own:
+            out.append(f"{r.name}'s own rows ({own:,.4g} at best) were too unsteady to set a roof: its roof is {via}'s "
+                       f"({r.name} inputs convert exactly to {via})")
+        elif via:
+            out.append(f"{r.name} has no unit measured here: its roof is {via}'s ({r.name} inputs convert exactly to {via})")
+    flags = text_column(df, "flag")
+    busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
+    if busy or jumped:
+        notes = roof_notes(run)
+        refused = [n.split(":")[0] for n in notes if re.match(r"[a-z0-9]+: ", n)
+                   and ("no plateau" in n or "no trustworthy" in n or "no compute roof" in n)]
+        out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
+                   + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
+                      "; every roof still rests on steady rows"))
+    worst, cores = others_load(run.meta.get("load") or {}, run.device.get("compute_units"))
+    if worst is not None and cores and worst > cores:
+        out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores, "
+                   "the run's own threads left out)")
+    n_above, n_bounded = above_bound(df)
+    out.append(f"{fmt_num(n_above)} of {plural(n_bounded, 'bounded point')} sit above their attainable bound beyond "
+               "their spread" + (" (each listed with its causes)" if n_above else ""))
+    missing = unbounded(df)
+    if missing:
+        out.append(f"{plural(sum(missing.values()), 'ok point')} have no bound: "
+                   + ", ".join(f"{fmt_num(n)} because the {level} roof is missing" for level, n in missing.items()))
+    return out
+
+
+def roof_notes(run) -> list[str]:
+    """Return roofs.json's notes: the levels and precisions that got no roof, and why, each
+    naming the option that caused it where one did (option_cause)."""
+    path = run.dir / "roofs.json"
+    notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
+    return [n + option_cause(n, run) for n in notes]
+
+
+def option_cause(note: str, run) -> str:
+    """Return ", because ..." when an option of the run explains a missing roof: a --max-ws
+    below the sizes the off-chip roof needs (two of at least 4x the last-level cache), or
+    below a cache level's window; else ""."""
+    opts = run.meta.get("options") or {}
+    max_ws = opts.get("max_ws")
+    caches, memory = device_levels(run.device)
+    level = note.split(":", 1)[0]
+    if not max_ws or not caches:
+        return ""
+    if level == memory and max_ws < 2 * DRAM_FACTOR * caches[-1][1]:
+        return (f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep before two working sets of "
+                f"{DRAM_FACTOR}x the last-level cache ({fmt_bytes(DRAM_FACTOR * caches[-1][1])}) or more: "
+                f"drop it or give at least {fmt_bytes(2 * DRAM_FACTOR * caches[-1][1])})")
+    size = dict(caches).get(level)
+    if size and max_ws < FIT_FRACTION * size:
+        return f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep inside the {level} window)"
+    return ""
+
+
+def unbounded(df: pd.DataFrame) -> dict[str, int]:
+    """Return, for the ok points that have no bound, how many per reason (the level whose
+    roof is missing: "dram", "l3", ...); flop-free copies and links are not bounded points."""
+    ok = df[df["status"] == "ok"]
+    if "attainable_gflops" not in ok or "bound_note" not in ok:
+        return {}
+    none = ok[ok["attainable_gflops"].isna() & (text_column(ok, "bound_note") != "")]
+    return none["bound_note"].astype(str).str.split(":").str[0].value_counts().to_dict()

@@ -1,0 +1,145 @@
+"""Roof records and the roofline model built from them.
+
+Units: bandwidth roofs in GB/s (1e9 bytes/s), compute roofs in GFLOP/s (1e9 FLOP/s);
+intensity in FLOP/byte, so bandwidth x intensity is directly GFLOP/s.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+MEMORY_LEVELS = ("hbm", "dram")
+CACHE_LEVELS = ("l1", "l2", "l3")
+UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
+INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
+DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<level>.<direction>"
+COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
+
+
+def direction_of(read_bytes, write_bytes) -> str:
+    """Return "read" (nothing written), "write" (nothing read), "mixed" (both), or "" when
+    either count is unknown (None or NaN) or both are zero."""
+    try:
+        r, w = float(read_bytes), float(write_bytes)
+    except (TypeError, ValueError):
+        return ""
+    if r != r or w != w or (r <= 0 and w <= 0):
+        return ""
+    return "read" if w <= 0 else "write" if r <= 0 else "mixed"
+
+
+@dataclass(frozen=True)
+class Roof:
+    kind: str                      # "bandwidth" or "compute"
+    name: str                      # "hbm", "dram", "l2", "l3"; "fp32", "bf16", ...
+    value: float                   # in unit
+    unit: str                      # "GB/s" or "GFLOP/s"
+    source: str = "measured"       # "measured", "datasheet" or "computed"
+    op: str = ""                   # the measurement it came from
+    impl: str = ""
+    dtype: str = ""
+    point_id: str = ""
+    shape: str = ""
+    working_set_bytes: int | None = None
+    plateau_bytes: tuple | None = None   # (smallest, largest) working set of its plateau
+    plateau_points: int = 0
+    plateau_values: tuple | None = None  # (lowest, highest) value over the plateau
+    spread: float | None = None          # (p80 - p20) / median of the row that set it
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Roof":
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        for k in ("plateau_bytes", "plateau_values"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(kw[k])
+        return cls(**kw)
+
+
+class Roofline:
+    """attainable(I) = min(P_roof, BW_roof x I), from a set of roofs."""
+
+    def __init__(self, roofs):
+        self.roofs = [r if isinstance(r, Roof) else Roof.from_dict(r) for r in roofs]
+
+    def bandwidth(self, level: str | None = None, source: str = "measured") -> Roof | None:
+        """Return the bandwidth roof of level (default: the off-chip memory, hbm or dram)."""
+        names = (level,) if level else MEMORY_LEVELS
+        hits = [r for r in self.roofs if r.kind == "bandwidth" and r.name in names and r.source == source]
+        return max(hits, key=lambda r: r.value, default=None)
+
+    def direction(self, level: str, direction: str) -> Roof | None:
+        """Return the measured direction roof "<level>.<direction>" (read, write, copy), or None."""
+        return self.bandwidth(f"{level}.{direction}")
+
+    def point_bandwidth(self, level: str, read_bytes=None, write_bytes=None) -> tuple | None:
+        """Return (GB/s, label, note) of the bandwidth that bounds a point at level from its
+        read and write bytes (ARCHITECTURE.md, rule 12), or None when the level has no roof:
+
+            read only         the level's read roof
+            write only        the level's write roof
+            both              (R + W) / (R / BW_read + W / BW_write), the time the reads and
+                              the writes take one after the other, when both roofs exist; or
+                              the level's copy roof (the best measured mix) when that is
+                              higher and the point writes at least COPY_WRITE_SHARE of its
+                              bytes, as the kernels that set it do (copy 1/2, triad 1/3), or
+                              when it is the only one
+            otherwise         the level's best roof, with a note saying why
+
+        label names the roof used ("hbm.read", "hbm.read+write", "hbm")."""
+        best = self.bandwidth(level)
+        if best is None:
+            return None
+        kind = direction_of(read_bytes, write_bytes)
+        if kind in ("read", "write"):
+            own = self.direction(level, kind)
+            if own is not None:
+                return own.value, own.name, ""
+            return best.value, best.name, f"no {level}.{kind} roof: bounded by the level's best"
+        if kind == "mixed":
+            r, w = float(read_bytes), float(write_bytes)
+            rd, wr, cp = (self.direction(level, d) for d in DIRECTIONS)
+            options = []
+            if rd is not None and wr is not None:
+                options.append(((r + w) / (r / rd.value + w / wr.value), f"{level}.read+write"))
+            if cp is not None and (w / (r + w) >= COPY_WRITE_SHARE - 1e-9 or not options):
+                options.append((cp.value, cp.name))
+            if options:
+                value, label = max(options)
+                return value, label, ""
+            return best.value, best.name, f"no {level}.copy roof, nor both {level}.read and {level}.write: bounded by the level's best"
+        return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
+
+    def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
+        """Return the compute roof of precision, or the highest compute roof when precision is None."""
+        hits = [r for r in self.roofs if r.kind == "compute" and r.source == source
+                and (precision is None or r.name == precision)]
+        return max(hits, key=lambda r: r.value, default=None)
+
+    def attainable_gflops(self, intensity: float, precision: str | None = None,
+                          level: str | None = None) -> float:
+        """Return min(P, BW x I) in GFLOP/s; a missing roof imposes no limit (inf)."""
+        bw, peak = self.bandwidth(level), self.compute(precision)
+        bound = bw.value * intensity if bw else math.inf
+        return min(bound, peak.value) if peak else bound
+
+    def bound_gflops(self, intensity: float, precision: str | None = None, level: str | None = None) -> float | None:
+        """Return a point's attainable bound (ARCHITECTURE.md, rule 12): min(P_precision,
+        BW_level x I) when its precision has a compute roof, BW_level x I when it has none,
+        and None when the level (default: the off-chip memory) has no roof. Which level a
+        point's bytes cross is roofs.analysis.bounds.boundary_level's rule."""
+        bw = self.bandwidth(level)
+        if bw is None:
+            return None
+        peak = self.compute(precision) if precision else None
+        return min(bw.value * intensity, peak.value) if peak else bw.value * intensity
+
+    def ridge(self, precision: str | None = None, level: str | None = None) -> float | None:
+        """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
+        bw, peak = self.bandwidth(level), self.compute(precision)
+        return peak.value / bw.value if bw and peak else None

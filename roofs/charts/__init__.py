@@ -1,0 +1,1 @@
+"""Every picture, drawn from a run folder's files only."""

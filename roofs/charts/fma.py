@@ -1,0 +1,162 @@
+"""The probes' pictures, from a run folder's files.
+
+fma.png   The FMA-chain sweep (fma.chains): GFLOP/s against FLOP/byte as k grows, one line
+          per (impl, precision), k written along it. Over each precision: its vector roof
+          (the precision's roof where its vector unit is it, else "<p>.vector") as a flat,
+          and the bandwidth roof of the level the sweep's bytes cross (its `boundary`) as a
+          slope. Two marks per line: the roofline's corner (open diamond: vector roof /
+          bandwidth roof) and the measured knee (filled diamond: where the line's own
+          flat, its best GFLOP/s, meets its own slope, its best GB/s: knee intensity =
+          best GFLOP/s / best GB/s). A knee right of the corner means the sweep reached its
+          roof late (too little in flight at middling k); left, the bytes came from a faster
+          level than the one assumed.
+
+The launch floor on the roofline charts (draw_launch_floor): a time floor is not a line in
+FLOP/byte, so it is drawn per point: a point of F FLOPs can reach at most F / t_floor
+(its kernel taking no time at all), and that ceiling is a short grey dash above each
+point within 8x of its floor (the others' dashes are far off the chart). Points within
+2x of it (launch-bound, roofs/analysis/launch_floor.py) get a grey square; the chart's footnote gives
+the floors.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from bench.results import Run, text_column  # noqa: E402
+from roofs.analysis.launch_floor import floor_for, is_launch_bound, launch_floors  # noqa: E402
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
+from roofs.charts.kit import (  # noqa: E402
+    DPI,
+    PRECISION_COLORS,
+    PRECISION_MARKERS,
+    LabelPlacer,
+    _finish_axes,
+    _fmt_rate,
+    _impl_name,
+    _title,
+)
+
+FMA_OP = "fma.chains"
+CEILING_SPAN = 8.0   # dashes for points within this factor of their launch floor
+
+
+def vector_roof(model: Roofline, precision: str) -> Roof | None:
+    """Return the precision's vector-unit roof: the precision's own roof when its unit is
+    the vector one, else "<precision>.vector"; None without either."""
+    own = model.compute(precision)
+    if own is not None and (own.extra or {}).get("unit") == "vector":
+        return own
+    return model.compute(f"{precision}.vector")
+
+
+def knee(rows: pd.DataFrame) -> tuple[float, float] | None:
+    """Return (intensity, GFLOP/s) where a sweep's own flat (its best GFLOP/s) meets its own
+    slope (its best GB/s): intensity = best GFLOP/s / best GB/s; None without both."""
+    g, b = rows["gflops"].max(), rows["gbps"].max()
+    if not (g > 0 and b > 0):
+        return None
+    return float(g / b), float(g)
+
+
+def corner(model: Roofline, precision: str, level: str) -> tuple[float, float] | None:
+    """Return (intensity, GFLOP/s) of the roofline's corner: vector roof / the level's bandwidth roof."""
+    peak, bw = vector_roof(model, precision), model.bandwidth(level or None)
+    if peak is None or bw is None:
+        return None
+    return peak.value / bw.value, peak.value
+
+
+def _sweeps(df: pd.DataFrame) -> pd.DataFrame:
+    ok = df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)].copy()
+    return ok.sort_values("intensity")
+
+
+def draw_fma(run: Run):
+    """Return fma.png's figure, or None without FMA-chain rows."""
+    pts = _sweeps(run.measurements)
+    if pts.empty:
+        return None
+    model = Roofline(run.roofs)
+    level = next((b for b in text_column(pts, "boundary") if b), "")
+    fig, ax = plt.subplots(figsize=(11, 7), dpi=DPI)
+    placer = LabelPlacer(fig)
+    xs = np.concatenate([pts["intensity"].to_numpy(), [1e-1, 1e4]])
+    lo_x, hi_x = xs.min() / 2, xs.max() * 2
+    lines = []
+    for (impl, dtype), g in pts.groupby(["impl", "dtype"], sort=True):
+        color = PRECISION_COLORS.get(dtype, "0.3")
+        ax.plot(g["intensity"], g["gflops"], color=color, marker=PRECISION_MARKERS.get(dtype, "o"), ms=5,
+                ls="-" if _impl_name(impl) == "triton" else "--", lw=1.2, zorder=3, gid=f"sweep:{impl}:{dtype}")
+        for r in (g.iloc[[0, len(g) // 2, -1]] if len(g) > 2 else g).itertuples():
+            placer.add(ax, r.intensity, r.gflops, f"k={int(r.k)}", sides=("se", "s", "e"), color=color, gap=5)
+        kn = knee(g)
+        if kn:
+            ax.plot(*kn, marker="D", ms=9, color=color, zorder=5, gid=f"knee:{impl}:{dtype}")
+        cn = corner(model, dtype, level)
+        if cn:
+            ax.plot(*cn, marker="D", ms=11, mfc="none", mec=color, mew=1.6, zorder=5, gid=f"corner:{dtype}")
+        peak = vector_roof(model, dtype)
+        if peak is not None:
+            ax.hlines(peak.value, lo_x, hi_x, color=color, lw=0.9, alpha=0.8, zorder=2, gid=f"flat:{peak.name}")
+            placer.add(ax, hi_x / 1.05, peak.value, f"{peak.name} {_fmt_rate(peak.value, peak.unit)}",
+                       sides=("nw", "sw"), leader=False, near=1.5, color=color)
+        lines.append(f"{dtype} {_impl_name(impl)}: knee {kn[0]:.3g} FLOP/B" + (f", corner {cn[0]:.3g}" if cn else "")
+                     if kn else f"{dtype} {_impl_name(impl)}")
+    bw = model.bandwidth(level or None)
+    ys = pts["gflops"]
+    peaks = [r.value for r in (vector_roof(model, d) for d in set(pts["dtype"])) if r is not None]
+    lo_y, hi_y = ys.min() / 4, max([ys.max()] + peaks) * 3
+    if bw is not None:
+        ax.plot([lo_x, hi_x], [bw.value * lo_x, bw.value * hi_x], color="black" if bw.name in MEMORY_LEVELS else "0.4",
+                lw=1.6, zorder=2, gid=f"slope:{bw.name}")
+        xa = min(max(lo_x * 1.5, 4 * lo_y / bw.value), hi_x / 2)
+        placer.add(ax, xa, bw.value * xa, f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')}",
+                   sides=("nw", "se"), leader=False, near=1.5, color="0.2")
+    _finish_axes(ax, (lo_x, hi_x, lo_y, hi_y))
+    ax.set_xlabel("arithmetic intensity (FLOP/byte): 2 k C n / ((2 n + C + 1) w)")
+    ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
+    ax.set_title(_title(run, "Vector units: FMA chains, k swept"))
+    handles = [Line2D([], [], marker="D", ls="none", color="0.3", ms=8, label="measured knee (own best GFLOP/s / best GB/s)"),
+               Line2D([], [], marker="D", ls="none", mfc="none", mec="0.3", ms=9, label="roofline corner (vector roof / bandwidth roof)"),
+               Line2D([], [], ls="-", color="0.3", label="triton"), Line2D([], [], ls="--", color="0.3", label="torch")]
+    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    placer.avoid(ax, pts["intensity"], pts["gflops"])
+    text = "Each element loaded once, k FMAs in each of 8 chains, one result stored."
+    for i in range(0, len(lines), 3):
+        text += "\n" + "; ".join(lines[i:i + 3])
+    fig.text(0.01, 0.012, text, fontsize=7, color="dimgray", va="bottom")
+    fig.tight_layout(rect=(0, 0.02 + 0.018 * (1 + (len(lines) + 2) // 3), 1, 1))
+    placer.place()
+    return fig
+
+
+def draw_launch_floor(ax, pts: pd.DataFrame, roofs) -> str:
+    """Draw the launch floor over pts (rows a roofline places: intensity, gflops, flops,
+    median_ms, backend, timer): a grey dash at each point's ceiling F / t_floor when its
+    time is within CEILING_SPAN x its floor, a grey square on launch-bound points. Return
+    the footnote naming the floors ("" when the run has none)."""
+    floors = launch_floors(roofs)
+    if not floors or pts.empty or "median_ms" not in pts:
+        return ""
+    xs, ys = [], []
+    for r in pts.itertuples():
+        hit = floor_for(str(getattr(r, "backend", "")), str(getattr(r, "timer", "")), floors)
+        if hit is None or not r.median_ms or 1e3 * r.median_ms > CEILING_SPAN * hit[0]:
+            continue
+        xs.append(r.intensity)
+        ys.append(r.flops / (hit[0] * 1e-6) / 1e9)
+    if xs:
+        ax.scatter(xs, ys, marker="_", s=120, color="0.45", lw=1.4, zorder=3, gid="launch-ceiling")
+    bound = pts[is_launch_bound(pts)]
+    if not bound.empty:
+        ax.scatter(bound["intensity"], bound["gflops"], marker="s", s=110, facecolors="none", edgecolors="0.45",
+                   lw=1.2, zorder=3, gid="launch-bound")
+    names = ", ".join(f"{b} {f} {us:.3g} us" for (b, f), us in sorted(floors.items()))
+    return (f"Launch floor ({names}): grey dashes are the ceiling F / t_floor of points within {CEILING_SPAN:g}x of it; "
+            f"grey squares, points within 2x (launch-bound).")

@@ -1,0 +1,383 @@
+"""Pictures of a run. Reads only the run folder's files; never runs a kernel.
+
+roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: each measured
+                        bandwidth roof (the off-chip memory and each cache level) as a slope
+                        that runs up to the highest compute roof, so it meets every
+                        precision's roof; one flat per measured precision from its ridge with
+                        the fastest level (a roof borrowed from a wider precision is labelled
+                        "fp16 (via fp32)"); datasheet and computed roofs dashed; interconnect
+                        and host links dotted. Points: the best point of each (op, impl,
+                        precision), labelled; colour = family, marker = precision (a stream
+                        point's: its element type); one legend.
+roofline-stream.png     Every stream point that does FLOPs, coloured by the smallest memory
+                        level its working set fits in, under the slopes of those levels.
+roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
+                        it; each sweep (square, skinny) joined in order.
+roofline-gemv.png       Every decode GEMV point, one panel per weight format: each layer's batch
+                        walk (B = 1, 2, ... 256, from the "BxNxK" shape) joined by a line, the
+                        batch marked along the top.
+roofline-attention.png  Every attention point, coloured by op and impl.
+                        A family chart is drawn only when the run has points of that family.
+bandwidth.png           GB/s against working-set size, one panel per dtype: a line per kernel,
+                        the cache sizes, the sizes of at least 4x the last-level cache (the
+                        only ones the off-chip roof comes from) shaded, the roofs derived from
+                        that dtype's rows alone (roofs.analysis.derive.bandwidth_roofs) over their
+                        plateaus, and the run's overall roof of each level thin and grey.
+gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
+                        sweep beside its attainable bound min(P, BW x I).
+links.png               Interconnect and host-link GB/s against message size (runs with such rows).
+fma.png                 The FMA-chain sweep against each vector roof: measured knee and roofline
+                        corner (roofs/charts/fma.py). The overview marks the launch floor per
+                        point: a grey dash at F / t_floor near the floor, a grey square when
+                        launch-bound (within 2x of it).
+
+In every chart a colour means one thing (its legend says which), and red is kept for
+points above their attainable bound beyond their spread (the flag column): ringed, and
+labelled so on the overview. Rows may carry `boundary` (the memory level whose roof bounds
+the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
+written before that column draw all the same.
+
+No two texts overprint: LabelPlacer puts each label by its point or roof and moves it
+(vertically, or to the point's other side) until its box, measured in display coordinates
+after a canvas draw, meets no other text. `figures(run)` returns the charts unsaved, and
+`drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
+`plot_run` draws the charts of a run folder in forked worker processes, one per core
+(the charts are independent and the measuring is over): the files are the same bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from bench.results import Run, load_run  # noqa: E402
+from bench.util import plural  # noqa: E402
+from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
+from roofs.analysis.roofline import Roofline  # noqa: E402
+from roofs.charts.families import (  # noqa: E402
+    draw_attention_roofline,
+    draw_gemm_roofline,
+    draw_gemv_roofline,
+    draw_stream_roofline,
+)
+from roofs.charts.fma import draw_fma, draw_launch_floor  # noqa: E402
+from roofs.charts.kit import (  # noqa: E402
+    DPI,
+    FAMILY_COLORS,
+    FLAG_COLOR,
+    IMPL_MARKERS,
+    IMPL_STYLES,
+    OP_COLORS,
+    PRECISION_COLORS,
+    PRECISION_MARKERS,
+    LabelPlacer,
+    _bandwidth,
+    _bottom_legend,
+    _caches,
+    _draw_roofs,
+    _finish_axes,
+    _flag_handle,
+    _fmt_bytes,
+    _fmt_rate,
+    _impl_name,
+    _limits,
+    _links,
+    _marker_handles,
+    _memory_level,
+    _order,
+    _points,
+    _ring_flagged,
+    _short,
+    _title,
+    drawn_texts,  # noqa: E402,F401  (re-exported: tests draw through roofs.charts.plot)
+    far_under_bound,
+    roofline_points,
+)
+
+
+def _under_note(under) -> str:
+    """Return the overview's footnote for the best points it leaves off (FAR_UNDER_BOUND)."""
+    slowest = under.sort_values("gflops").iloc[0]
+    return (f"{plural(len(under), 'best point')} at under 0.1% of its bound left off, the slowest "
+            f"{_short(slowest.op)}/{_impl_name(slowest.impl)} {slowest.precision or slowest.dtype} at "
+            f"{slowest.gflops:.3g} GFLOP/s (report.md lists every point).")
+
+
+def draw_roofline(run: Run):
+    """Return the overview roofline figure (see the module docstring)."""
+    model = Roofline(run.roofs)
+    best = roofline_points(run.measurements)
+    fig, ax = plt.subplots(figsize=(12.5, 7.5), dpi=DPI)
+    placer = LabelPlacer(fig)
+    far = far_under_bound(best)
+    under, best = best[far], best[~far]  # left off, and named in the footnote
+    lims = _limits(best, model)
+    _draw_roofs(ax, placer, model, *lims, links=True)
+    for (family, fmt), g in best.groupby(["family", "fmt"]):
+        ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
+                   marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
+                   gid=f"points:{family}:{fmt}")
+    _ring_flagged(ax, best)
+    floor_note = draw_launch_floor(ax, best, model.roofs)
+    placer.avoid(ax, best["intensity"], best["gflops"])
+    for r in best.sort_values("gflops", ascending=False).itertuples():
+        label = f"{_short(r.op)}/{_impl_name(r.impl)}"
+        if r.precision:
+            label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
+        placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),
+                   color=FLAG_COLOR if r.flagged else FAMILY_COLORS.get(r.family, "tab:gray"), gid="label:point", gap=7)
+    _finish_axes(ax, lims)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
+    ax.set_title(_title(run, "Roofline"))
+    handles = [Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
+    handles += _marker_handles(best["fmt"].unique())
+    if best["flagged"].any():
+        handles.append(_flag_handle())
+    if handles:
+        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="colour: family\n"
+                  "marker: precision", title_fontsize=8, alignment="left")
+    flagged = int(_points(run.measurements)["flagged"].sum())
+    fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every stream, GEMM, GEMV and attention point "
+             "is in roofline-<family>.png. "
+             "Solid: measured roofs (slopes: bandwidth of each level, up to every compute roof); dashed: datasheet "
+             "or computed" + ("; dotted: links" if _links(model) else "") + ".\ncopy and write do no FLOPs "
+             "(see bandwidth.png). "
+             + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
+                "is a best point, and in the family charts." if flagged else "")
+             + (f"\n{floor_note}" if floor_note else "")
+             + (f"\n{_under_note(under)}" if len(under) else ""),
+             fontsize=7, color="dimgray", va="bottom")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    placer.place()
+    return fig
+
+
+
+def draw_bandwidth(run: Run):
+    """Return bandwidth.png's figure: one panel per dtype (see the module docstring)."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()]
+    stream = df[df["family"] == "stream"]
+    dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
+    caches, memory = _caches(run), _memory_level(run)
+    llc = caches[-1][1] if caches else None
+    overall = {r.name: r for r in _bandwidth(Roofline(run.roofs))}
+    ncol = min(3, len(dtypes))
+    nrow = -(-len(dtypes) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 5 * nrow + 1.0), dpi=DPI, sharey=True, squeeze=False)
+    placer = LabelPlacer(fig)
+    top_y = max([ok["gbps"].max() if not ok.empty else 1] + [r.value for r in overall.values()]) * 1.3
+    lo_b = ok["working_set_bytes"].min() / 1.5 if not ok.empty else 2**14
+    hi_b = ok["working_set_bytes"].max() * 1.5 if not ok.empty else 2**30
+    if llc:
+        hi_b = max(hi_b, DRAM_FACTOR * llc * 1.5)
+    ops, impls, modes = set(), set(), set()
+    for ax, dtype in zip(axes.flat, dtypes):
+        sub = ok[ok["dtype"] == dtype]
+        for (op, impl, mode), g in sub.groupby(["op", "impl", "mode"]):
+            g = g.sort_values("working_set_bytes")
+            name = _impl_name(impl)
+            ops.add(_short(op))
+            impls.add(name)
+            modes.add(mode)
+            ax.plot(g["working_set_bytes"], g["gbps"], color=OP_COLORS.get(_short(op), "0.4"),
+                    ls=IMPL_STYLES.get(name, "--"), lw=1.2, marker="o" if mode == "warm" else "x", ms=2.5, zorder=3)
+            placer.avoid(ax, g["working_set_bytes"], g["gbps"], size=3)
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(lo_b, hi_b)
+        ax.set_ylim(-0.03 * top_y, top_y)  # the 0 label clear of the x axis's first label
+        if llc:
+            ax.axvspan(DRAM_FACTOR * llc, hi_b, color="0.93", zorder=0, gid="4xllc")
+            placer.add(ax, DRAM_FACTOR * llc, top_y * 0.97, f">= {DRAM_FACTOR}x LLC ({_fmt_bytes(DRAM_FACTOR * llc)}): "
+                       f"{memory.upper()} roof sizes", sides=("se", "sw"), leader=False, color="0.35", rotation=90)
+        for name, size in caches:
+            ax.axvline(size, color="0.55", ls=":", lw=1, zorder=1)
+            placer.add(ax, size, top_y * 0.9, f"{name.upper()} {_fmt_bytes(size)}", sides=("sw", "se"),
+                       leader=False, color="0.4")
+        for name, r in overall.items():
+            ax.axhline(r.value, color="0.6", lw=0.8, zorder=1, gid=f"overall:{name}")
+            placer.add(ax, lo_b, r.value, f"all dtypes: {name.upper()} {_fmt_rate(r.value, 'GB/s')}",
+                       sides=("ne", "se"), leader=False, near=1.5, color="0.45")
+        own, _ = bandwidth_roofs(stream[stream["dtype"] == dtype], caches, memory)
+        for r in own:
+            if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
+                continue
+            x0, x1 = r.plateau_bytes
+            if x0 == x1:
+                x0, x1 = x0 / 1.15, x1 * 1.15
+            ax.hlines(r.value, x0, x1, color="black", lw=3, alpha=0.75, zorder=4, gid=f"roof:{r.name}")
+            placer.add(ax, np.sqrt(x0 * x1), r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')}",
+                       sides=("n", "s"), leader=False, near=1.5, color="black", fontweight="bold")
+        ax.set_xlabel("working set (bytes, all arrays)")
+        ax.set_title(f"{dtype}: roofs from {dtype} rows", fontsize=10)
+        ax.grid(True, which="major", alpha=0.25)
+    for ax in axes.flat[len(dtypes):]:
+        ax.set_visible(False)
+    for row in axes:
+        row[0].set_ylabel("achieved GB/s (1e9 bytes/s, median)")
+    handles = [Line2D([], [], color=OP_COLORS.get(o, "0.4"), lw=2, label=o) for o in sorted(ops, key=_order(OP_COLORS))]
+    handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
+    if "cold" in modes:
+        handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))
+    handles.append(Line2D([], [], color="black", lw=3, alpha=0.75, label="roof from this dtype, over its plateau"))
+    handles.append(Line2D([], [], color="0.6", lw=0.8, label="the run's roof of each level (all dtypes)"))
+    bottom = _bottom_legend(fig, handles, 6)
+    fig.suptitle(_title(run, "Stream bandwidth"))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    placer.place()
+    return fig
+
+
+def draw_gemm(run: Run):
+    """Return gemm.png's figure (throughput against size per precision: the square sweep by
+    N, the skinny sweep by M with each precision's attainable bound dotted), or None."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()]
+    if ok.empty:
+        return None
+    model = Roofline(run.roofs)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.4), dpi=DPI)
+    for ax, op, axis_name in ((axes[0], "gemm.square", "N (= M = K)"), (axes[1], "gemm.skinny", "M (N = K fixed)")):
+        sub = ok[ok["op"] == op]
+        for (precision, impl), g in sub.groupby(["dtype", "impl"]):
+            dims = g["shape"].str.split("x", expand=True).astype(int)
+            x = dims[0]
+            order = np.argsort(x.values)
+            name = _impl_name(impl)
+            color = PRECISION_COLORS.get(precision, "gray")
+            ax.plot(x.values[order], g["gflops"].values[order], marker=IMPL_MARKERS.get(name, "s"), ms=4,
+                    color=color, ls="-" if name == "torch" else ":", label=f"{precision} ({name})")
+            if op == "gemm.skinny" and name == "torch":
+                bound = [model.attainable_gflops(i, precision) for i in g["intensity"].values[order]]
+                ax.plot(x.values[order], bound, color=color, ls=":", lw=1, alpha=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(axis_name)
+        ax.set_title(op + (" (dotted: attainable min(P, BW x I))" if op == "gemm.skinny" else ""), fontsize=9)
+        ax.grid(True, which="both", alpha=0.25)
+        if not sub.empty:
+            ax.legend(fontsize=7, ncol=2)
+    axes[0].set_ylabel("GFLOP/s (median; GOP/s for int8)")
+    fig.suptitle(_title(run, "GEMM throughput"))
+    fig.tight_layout()
+    return fig
+
+
+def draw_links(run: Run):
+    """Return links.png's figure: bus bandwidth of each collective and send/recv pair, and GB/s
+    of each host-device copy, against message size; None without such rows."""
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & df["family"].isin(["comm", "transfer"])]
+    if ok.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=DPI)
+    for (op, shape), g in ok.groupby(["op", "shape"]):
+        g = g.sort_values("bytes")
+        rate = g["bus_gbps"].fillna(g["gbps"]) if "bus_gbps" in g else g["gbps"]
+        label = f"{_short(op)} {shape}" + (" (bus)" if op.startswith("comm.") and "sendrecv" not in op else "")
+        ax.plot(g["bytes"], rate, marker="o", ms=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("GB/s (bus bandwidth for collectives)")
+    ax.set_title(_title(run, "Interconnect and host links"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+# file name -> the function drawing it (None when the run has nothing for it)
+CHARTS = {
+    "roofline.png": draw_roofline,
+    "roofline-stream.png": draw_stream_roofline,
+    "roofline-gemm.png": draw_gemm_roofline,
+    "roofline-gemv.png": draw_gemv_roofline,
+    "roofline-attention.png": draw_attention_roofline,
+    "bandwidth.png": draw_bandwidth,
+    "gemm.png": draw_gemm,
+    "links.png": draw_links,
+    "fma.png": draw_fma,
+}
+
+
+def figures(run: Run) -> dict:
+    """Return {file name: figure} for every chart the run has data for, unsaved and open
+    (close them with plt.close)."""
+    out = {}
+    for name, draw in CHARTS.items():
+        fig = draw(run)
+        if fig is not None:
+            out[name] = fig
+    return out
+
+
+def _save(fig, path: Path) -> Path | None:
+    if fig is None:
+        return None
+    try:
+        fig.savefig(path, dpi=DPI)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_roofline(run: Run, path: Path) -> Path:
+    return _save(draw_roofline(run), path)
+
+
+def plot_bandwidth(run: Run, path: Path) -> Path:
+    return _save(draw_bandwidth(run), path)
+
+
+def plot_gemm(run: Run, path: Path) -> Path | None:
+    return _save(draw_gemm(run), path)
+
+
+def plot_links(run: Run, path: Path) -> Path | None:
+    return _save(draw_links(run), path)
+
+
+_FORKED_RUN: Run | None = None  # the run plot_run's forked workers inherit (read once, here)
+
+
+def _draw_and_save(name: str, run: Run | None = None) -> Path | None:
+    run = run or _FORKED_RUN
+    return _save(CHARTS[name](run), Path(run.dir) / name)
+
+
+def plot_run(run_dir, workers: int | None = None) -> list[Path]:
+    """Draw every picture the run folder run_dir has data for; return their paths. The run
+    is read once; the charts are independent, so on Linux they are drawn by up to `workers`
+    forked processes (default: one per core, at most 4), which inherit it; one worker, or a
+    pool that cannot start, draws them here one after another."""
+    global _FORKED_RUN
+    run, names = load_run(run_dir), list(CHARTS)
+    # the charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14)
+    run = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
+    workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
+    paths = None
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _FORKED_RUN = run
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                paths = list(pool.map(_draw_and_save, names))
+        except BrokenProcessPool:  # a worker died (out of memory, a signal): draw them here
+            paths = None
+        finally:
+            _FORKED_RUN = None
+    if paths is None:
+        paths = [_draw_and_save(name, run) for name in names]
+    return [p for p in paths if p is not None]

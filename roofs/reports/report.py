@@ -1,0 +1,493 @@
+"""The run report: report.md and report.html (its pictures linked, the PNGs beside it in the
+run folder, so the page stays small), built from a run folder's files alone (measurements.csv, run.json, roofs.json and the pictures).
+
+Sections: the device and software; the validation table (each measured roof beside the
+datasheet or computed roof, that roof corrected to the clock observed during the run, and
+measured as a percentage of each); the top findings; every picture that has something to
+show; the best points per op, impl and dtype; each Triton kernel's binding level; every point
+above its roof, grouped by op; why some levels have no roof. An interconnect run's report speaks of its links only; a
+model run's names the roofs it was given. summary() is the same run as terminal text.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from bench.results import load_run, text_column
+from bench.util import fmt_bytes, fmt_num, plural
+from roofs.analysis import specs
+from roofs.analysis.checks import is_above, roof_notes, run_warnings
+from roofs.analysis.derive import DRAM_FACTOR, device_levels
+from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
+from roofs.analysis.hierarchy import triton_binding_table
+from roofs.analysis.roofline import Roof, Roofline
+
+# every picture a run folder may hold, in the report's order, with its section title
+PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
+            ("roofline-gemm.png", "Roofline: GEMM"), ("roofline-gemv.png", "Roofline: decode GEMV"),
+            ("roofline-attention.png", "Roofline: attention"), ("bandwidth.png", "Bandwidth"),
+            ("gemm.png", "Gemm"), ("links.png", "Links"), ("fma.png", "Vector units: FMA chains"),
+            ("energy.png", "Energy"))
+
+
+def observed_clock(df: pd.DataFrame, point_id: str) -> float | None:
+    """Return the mean clock (MHz) recorded while the given point was timed, or None."""
+    if "clock_mhz" not in df:
+        return None
+    hit = df.loc[df["point_id"] == point_id, "clock_mhz"].dropna()
+    return float(hit.iloc[0]) if not hit.empty else None
+
+
+def sustained_columns(m: Roof, ref: Roof | None) -> dict:
+    """Return a roof's sustained figure for the validation table (ARCHITECTURE.md, rule 14):
+    the window's median, clock and power, its share of the reference, and the row it came
+    from, or why the roof has none."""
+    extra = m.extra or {}
+    sus = extra.get("sustained")
+    if not sus:
+        return {"sustained": None, "sustained clock MHz": None, "sustained W": None, "% sustained of reference": None,
+                "sustained by": extra.get("sustained_why", "")}
+    note = "" if sus.get("steady", True) else f" (unsteady: spread {sus.get('spread') or 0:.0%})"
+    if extra.get("settled_by") == "sustained":
+        note += " (set the roof: the sweep's rows were not steady)"
+    return {"sustained": sus["value"], "sustained clock MHz": sus.get("clock_mhz"), "sustained W": sus.get("power_w"),
+            "% sustained of reference": 100 * sus["value"] / ref.value if ref else None,
+            "sustained by": sus.get("point_id", "") + note}
+
+
+def validation(run) -> tuple[pd.DataFrame, str]:
+    """Return (one row per measured roof with its reference roofs and percentages, where the
+    reference roofs came from). "measured" is the roof's value: the sweeps' burst figure
+    (or, for a roof the sustained phase settled, its sustained one); the sustained columns
+    give the window's figure beside it (sustained_columns)."""
+    refs, origin = specs.reference_roofs(run.device)
+    by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
+    rows = []
+    for m in Roofline(run.roofs).roofs:
+        if m.source != "measured":
+            continue
+        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in ("dram", "hbm") else m.name))
+        ref = by_name.get(key)
+        clock = observed_clock(run.measurements, m.point_id)
+        fixed = specs.clock_corrected(ref, clock) if ref is not None else None
+        rows.append({
+            "ceiling": m.name, "unit": m.unit, "measured": m.value,
+            "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
+            "at observed clock": fixed.value if fixed else None,
+            "clock MHz": clock,
+            "% of reference": 100 * m.value / ref.value if ref else None,
+            "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
+            "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
+            **sustained_columns(m, ref),
+        })
+    return pd.DataFrame(rows), origin
+
+
+def energy_fits(run) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the energy fit per precision and per level over the sustained windows, one
+    line per failed physical check): roofs/analysis/energy.py's fit_groups, each group checked at its
+    roof's sustained rate (the burst where it has none), against the power limit and the
+    idle power read before the windows."""
+    model = Roofline(run.roofs)
+    rates = {}
+    for r in model.roofs:
+        if r.source == "measured" and r.kind in ("compute", "bandwidth"):
+            sus = (r.extra or {}).get("sustained") or {}
+            rates[r.name] = (sus.get("value") or r.value) * 1e9
+    sustain = run.meta.get("sustain") or {}
+    limit = sustain.get("power_limit_w") or (run.device.get("extra") or {}).get("power_limit_w")
+    fits = fit_groups(run.measurements, rates, limit, sustain.get("idle_w"))
+    rows = [{"group": f["group"], "per": f["per"], "e pJ": f.get("e_pj"), "static W": f.get("static_w"),
+             "R^2": f.get("r2"), "all-in pJ": f["all_in_pj"], "windows": f["points"],
+             "checks": "; ".join(f["failed"]) or ("passed" if "e_pj" in f else f.get("why", ""))} for f in fits]
+    lines = [f"{f['group']} energy fit fails a physical check: {x}." for f in fits for x in f["failed"]]
+    return pd.DataFrame(rows), lines
+
+
+def triton_vs_library(df: pd.DataFrame, memory_bytes_from: float | None) -> list[str]:
+    """Return one line per comparison of a Triton kernel with the library path beside it:
+    each GEMM precision's best GFLOP/s (Triton over torch), and stream copy's best GB/s at
+    off-chip working sets (memory_bytes_from and up). Ratios, not verdicts."""
+    ok = df[df["status"] == "ok"]
+    out = []
+    gemm = ok[ok["family"] == "gemm"]
+    if not gemm.empty:
+        best = gemm.assign(name=gemm["impl"].str.rsplit("/", n=1).str[-1]).groupby(["dtype", "name"])["gflops"].max()
+        for precision in sorted({d for d, _ in best.index}):
+            if (precision, "triton") in best and (precision, "torch") in best:
+                t, v = best[(precision, "triton")], best[(precision, "torch")]
+                out.append(f"Triton {precision} GEMM: best {t / 1e3:,.1f} TFLOP/s, {t / v:.2f}x torch's {v / 1e3:,.1f}.")
+    if memory_bytes_from:
+        copy = ok[(ok["op"] == "stream.copy") & (ok["working_set_bytes"] >= memory_bytes_from)]
+        names = copy["impl"].str.rsplit("/", n=1).str[-1]
+        if {"triton", "torch"} <= set(names):
+            t, v = copy[names == "triton"]["gbps"].max(), copy[names == "torch"]["gbps"].max()
+            out.append(f"Triton stream copy at off-chip sizes: best {t:,.0f} GB/s, {t / v:.2f}x torch's {v:,.0f}.")
+    return out
+
+
+def analyst_notes(run) -> list[str]:
+    """Return the bullet lines of the run folder's notes.md: what a person who examined the
+    run wrote about its gaps (kept beside the files, so report rebuilds keep it)."""
+    path = run.dir / "notes.md"
+    if not path.exists():
+        return []
+    return [line[2:].strip() for line in path.read_text().splitlines() if line.startswith("- ")]
+
+
+def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
+    """Return the report's headline findings, most important first."""
+    out = []
+    model = Roofline(run.roofs)
+    df = run.measurements
+    bw = model.bandwidth()
+    if bw is not None:
+        ref = table[(table["ceiling"] == bw.name)]
+        pct = ref["% of reference"].iloc[0] if not ref.empty else None
+        spread = (f" (its plateau spans {bw.plateau_values[0]:,.1f} to {bw.plateau_values[1]:,.1f} GB/s)"
+                  if bw.plateau_values and bw.plateau_values[1] > 1.05 * bw.plateau_values[0] else "")
+        out.append(f"{bw.name.upper()} bandwidth: {bw.value:,.1f} GB/s by {bw.impl} {bw.dtype}"
+                   + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
+    for r in table.to_dict("records"):
+        pct = r["% of reference"]
+        if pct is not None and pct == pct and pct > 105:
+            out.append(f"{r['ceiling']} measures {r['measured']:,.0f} {r['unit']}, {pct:.0f}% of the "
+                       f"{r['reference source']} roof: the clock ran above the one assumed, or the reference misses a unit.")
+    out += precision_ratios(model, run.device)
+    for p in ("fp32", "bf16"):
+        r, ridge = model.compute(p), model.ridge(p)
+        if r and ridge:
+            out.append(f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
+    above = int(is_above(text_column(df, "flag")).sum())
+    if above:
+        out.append(f"Points above their attainable roof beyond their own spread: {fmt_num(above)} (see 'Flagged points').")
+    held = throttled(df)
+    if held.any():
+        out.append(f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).")
+    if energy:
+        out.append(f"Energy model: {energy['e_flop_pj']:.3g} pJ/FLOP, {energy['e_byte_pj']:.3g} pJ/byte, "
+                   f"{energy['static_w']:.3g} W static (R^2 {energy['r2']:.3f} over {energy['points']} points).")
+    errors = int((df["status"] == "error").sum())
+    if errors:
+        out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
+    caches, _ = device_levels(run.device)
+    out += triton_vs_library(df, DRAM_FACTOR * caches[-1][1] if caches else None)
+    out += [w[0].upper() + w[1:] + "." for w in run_warnings(run)]
+    return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
+
+
+def throttled(df: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether a clock-limiting reason was active (the column holds True,
+    False, 1.0, 0.0, their text, or nothing); no dtype juggling that a later pandas refuses."""
+    if "throttled" not in df:
+        return pd.Series(False, index=df.index)
+    return df["throttled"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
+
+
+# CPU flags of the units behind a precision's speed (bench/hw/device.py keeps these flags)
+CPU_UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
+
+
+def precision_ratios(model: Roofline, device: dict) -> list[str]:
+    """Return the findings comparing fp8 and int8 with bf16. On a GPU they speak of its
+    units; on a CPU, which has no fp8 units and may lack bf16 or int8 ones (its SIMD flags
+    say), of the software paths torch took, so that a ratio is never read as hardware."""
+    bf16, fp8, int8 = (model.compute(p) for p in ("bf16", "fp8e4m3", "int8"))
+    out = []
+    if device.get("kind") != "cpu":
+        if bf16 and fp8:
+            ratio = fp8.value / bf16.value
+            out.append(f"fp8 runs at {ratio:.2f}x bf16" + (", so this part lacks fast fp8." if ratio < 1.3 else "."))
+        if bf16 and int8:
+            out.append(f"int8 runs at {int8.value / bf16.value:.2f}x bf16.")
+        return out
+    flags = set(device.get("cpu_flags") or ())
+
+    def units(precision):
+        have = [f for f in CPU_UNITS[precision] if f in flags]
+        return (f"{precision} units ({', '.join(have)})" if have
+                else f"no {precision} units (no {' or '.join(CPU_UNITS[precision])} flag)")
+    if bf16 and fp8:
+        out.append(f"fp8 GEMMs run at {fp8.value / bf16.value:.2f}x the bf16 GEMMs in this torch build. A CPU has no "
+                   f"fp8 units, and this one has {units('bf16')}: this compares torch's CPU code paths, not hardware.")
+    if bf16 and int8:
+        out.append(f"int8 GEMMs run at {int8.value / bf16.value:.2f}x the bf16 GEMMs; this CPU has {units('int8')} "
+                   f"and {units('bf16')}.")
+    return out
+
+
+BEST_COLUMNS = ["op", "impl", "dtype", "mode", "shape", "gbps", "gflops", "intensity", "pct_of_attainable", "detail"]
+
+
+def point_rate(df: pd.DataFrame) -> pd.Series:
+    """Return each row's rate: GFLOP/s where it does FLOPs, else GB/s."""
+    return df["gflops"].where(df["flops"] > 0, df["gbps"])
+
+
+def best_rows(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
+    """Return the best successful point per op, impl, dtype and mode (by GFLOP/s, or GB/s for
+    points without FLOPs), with the given columns."""
+    ok = df[df["status"] == "ok"].copy()
+    if ok.empty:
+        return ok
+    ok["rate"] = point_rate(ok)
+    best = ok.loc[ok.groupby(["op", "impl", "dtype", "mode"])["rate"].idxmax()]
+    return best[[c for c in columns if c in best]].reset_index(drop=True)
+
+
+def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
+    """Return the "Flagged points" sections: the points above their attainable bound, how
+    many per op and then every one grouped by op (none left out: the findings count them
+    all); then the points the runner flagged as measured while the machine was busy or
+    whose time jumped (they set no roof; they need not be above anything)."""
+    flags = text_column(df, "flag")
+    flagged, up = df[flags != ""], is_above(flags)
+    above, runner = df[up], df[(flags != "") & ~up]
+    title = "Flagged points"
+    if flagged.empty:
+        return [(title, ["none: every measured point is under its attainable bound within its own spread, "
+                         "and none was measured while the machine was busy"])]
+    groups = above.groupby("op", sort=False)
+    head = (f"{plural(len(above), 'point')} above their attainable bound beyond their spread, in {plural(groups.ngroups, 'op')}, "
+            "every one listed below: " + ", ".join(f"{op} {len(g)}" for op, g in groups) + "." if len(above) else
+            "none above its attainable bound beyond its spread.")
+    if len(runner):
+        head += (f" {plural(len(runner), 'more point')} measured while the machine was busy or whose time jumped "
+                 "(they set no roof), listed last.")
+    out = [(title, [head])]
+    columns = ["point_id", "gflops", "gbps", "attainable_gflops", "flag"]
+    for op, g in groups:
+        out.append((f"### {op}: {plural(len(g), 'point')} above the bound", g[[c for c in columns if c in g]]))
+    if len(runner):
+        out.append((f"### measured while busy or whose time jumped: {plural(len(runner), 'point')}",
+                    runner[[c for c in columns if c in runner]]))
+    return out
+
+
+def run_kind(run) -> str:
+    """Return the kind of run: "comm" (interconnect rows only), "model" (a model command's
+    run) or "device" (the suite's own sweeps): run.json's run_kind, else the rows' families."""
+    kind = run.meta.get("run_kind")
+    if kind:
+        return kind
+    families = set(run.measurements["family"])
+    return "comm" if families == {"comm"} else ("model" if "model" in families else "device")
+
+
+def charts(run) -> list[str]:
+    """Return the pictures the report shows for this run, of those drawn: no roofline for
+    interconnect rows alone, no bandwidth chart without stream points (it would be empty)."""
+    df = run.measurements
+    kind = run_kind(run)
+    has_stream = bool(((df["family"] == "stream") & (df["status"] == "ok")).any())
+    names = [n for n, _ in PICTURES
+             if not (n.startswith("roofline") and kind == "comm") and not (n == "bandwidth.png" and not has_stream)]
+    return [n for n in names if (run.dir / n).exists()]
+
+
+def plot_energy(run, model: dict, path: Path) -> Path:
+    """Draw energy.png: FLOP/J against intensity, the points and the fitted model at the
+    attainable rate."""
+
+    df = run.measurements
+    d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    for fam, g in d.groupby("family"):
+        ax.scatter(g["intensity"], g["flops"] / g["joules"], s=14, label=fam)
+    rl = Roofline(run.roofs)
+    xs = np.logspace(-2, 4, 200)
+    ax.plot(xs, flops_per_joule(model, xs, [rl.attainable_gflops(x) for x in xs]), color="black",
+            label="fit: 1 / (e_flop + e_byte / I + P0 / attainable)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("FLOP per joule")
+    ax.set_title(f"Energy roofline: {run.device.get('name', '')}")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+# ---- rendering --------------------------------------------------------------------------
+
+def _fmt(v):
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+def md_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "(none)\n"
+    head = "| " + " | ".join(map(str, df.columns)) + " |\n|" + "---|" * len(df.columns) + "\n"
+    return head + "".join("| " + " | ".join(_fmt(v).replace("|", "/") for v in row) + " |\n"
+                          for row in df.itertuples(index=False))
+
+
+def html_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "<p>(none)</p>"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def sections(run) -> list[tuple[str, object]]:
+    """Return the report as (title, content) pairs; content is text, a list of lines, a
+    DataFrame or a Path to a picture; a title starting with "###" is a sub-section.
+    An interconnect run speaks of its links only; a model run of the roofs it was given."""
+    dev, sw = run.device, run.meta.get("software", {})
+    kind = run_kind(run)
+    env = pd.DataFrame([
+        ("device", f"{dev.get('name')} ({dev.get('torch_device')})"),
+        ("memory", fmt_bytes(dev.get("memory_bytes") or 0)),
+        (dev.get("compute_unit_kind", "units"), dev.get("compute_units")),
+        ("caches", ", ".join(f"{c['name']} {fmt_bytes(c['total_bytes'])}" for c in dev.get("caches", []))),
+        ("max clock", f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"),
+        ("compute capability", dev.get("compute_capability") or "-"),
+        ("software", ", ".join(f"{k} {v}" for k, v in sw.items() if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),
+        ("command", run.meta.get("command", "")),
+        ("roofbench", f"commit {run.meta.get('roofbench_commit', 'not recorded')}, "
+                      f"method version {run.meta.get('method_version', 1)}"),
+        ("run", f"{run.meta.get('start_utc')} to {run.meta.get('end_utc')} UTC, status {run.meta.get('status')}"),
+    ], columns=["", "value"])
+    df = run.measurements
+    if kind == "comm":
+        return [("Device and software", env), ("Link roofs", link_lines(run)), ("", link_table(run)), *_pictures(run),
+                ("Failed points", _error_lines(df))]
+    table, origin = validation(run)
+    energy, energy_why = fit_energy(df)
+    if energy:
+        plot_energy(run, energy, run.dir / "energy.png")
+    out = [("Device and software", env)]
+    if kind == "model":
+        out.append(("Roofs", [f"This model run is placed under the roofs {run.meta.get('roofs_from', 'it was given')}; "
+                              "its own rows set none (see model.md for the per-layer table)."]))
+    out += [("Validation", [f"Reference roofs: {origin}. Percentages are measured / reference; the clock-corrected "
+                            "reference scales the compute peak by the clock observed while the roof's point ran, "
+                            "divided by the clock the peak assumes.", _telemetry_note(run)]),
+            ("", table),
+            ("Findings", findings(run, table, energy)), *_pictures(run)]
+    if not energy:
+        out.append(("Energy", [f"No energy model: {energy_why}."]))
+    groups, failed = energy_fits(run)
+    if not groups.empty:
+        sustain = run.meta.get("sustain") or {}
+        out += [("Energy per precision and level", [
+            "Fitted over the sustained windows only (E = e x work + P0 x T per group); checked against the power "
+            f"limit ({sustain.get('power_limit_w') or 'unknown'} W) and the idle power "
+            f"({sustain.get('idle_w') if sustain.get('idle_w') is not None else 'unknown'} W); power read as "
+            f"{sustain.get('power_kind') or 'no power sensor'}.", *failed]), ("", groups)]
+    out += [("Best points per op, impl and dtype", best_rows(df)), *binding_section(df, Roofline(run.roofs)),
+            *flagged_sections(df)]
+    if kind != "model":
+        out.append(("Levels without a roof", roof_notes(run) or ["every level of the sweep produced a roof"]))
+    return out
+
+
+def binding_section(df: pd.DataFrame, model: Roofline) -> list[tuple[str, object]]:
+    """Return the "Binding level of each Triton kernel" section (roofs/analysis/hierarchy.py), or
+    nothing when no Triton point was measured."""
+    table = triton_binding_table(df, model)
+    if table.empty:
+        return []
+    return [("Binding level of each Triton kernel",
+             ["Each Triton kernel's fastest point, bounded at each level by that level's roof times its intensity "
+              "there (FLOPs over the bytes its tiles move through the level: the l2_bytes and l1_bytes columns; "
+              "the boundary level uses the compulsory bytes). The binding level is the lowest bound; \"compute\" "
+              "means the precision's roof is lower than every level's."]), ("", table)]
+
+
+def link_lines(run) -> list[str]:
+    """Return the sentences above an interconnect run's link table."""
+    df = run.measurements
+    ranks = run.meta.get("ranks") or (int(df["ranks"].dropna().max()) if df["ranks"].notna().any() else "?")
+    return [f"{ranks} ranks over {run.meta.get('backend', df['backend'].iloc[0] if len(df) else '?')}; every result "
+            "was checked on every rank before it was timed.",
+            "Collectives give bus bandwidth (algorithm bandwidth x the collective's factor, nccl-tests' "
+            "convention); send/recv gives the bandwidth of one ordered pair. Each value is the best over message sizes."]
+
+
+def link_table(run) -> pd.DataFrame:
+    """Return one row per link roof: its value with significant digits, the message size it
+    was reached at and the measurement behind it."""
+    rows = [{"link": r.name, "GB/s": f"{r.value:.4g}", "at message size": fmt_bytes(r.working_set_bytes or 0),
+             "kind": r.note, "measured by": r.point_id}
+            for r in Roofline(run.roofs).roofs if r.kind == "bandwidth" and r.name.startswith(("link.", "host."))]
+    return pd.DataFrame(rows)
+
+
+def _pictures(run) -> list[tuple[str, Path]]:
+    titles = dict(PICTURES)
+    return [(titles[name], run.dir / name) for name in charts(run)]
+
+
+def _error_lines(df: pd.DataFrame) -> list[str]:
+    errors = df[df["status"] == "error"]
+    return [f"{r.point_id}: {r.reason}" for r in errors.itertuples()] or ["none"]
+
+
+def _telemetry_note(run) -> str:
+    notes = {p.get("telemetry", {}).get("note") for p in run.points if p.get("telemetry")}
+    notes.discard(None)
+    notes.discard("")
+    return "Telemetry: " + ("; ".join(sorted(notes)) if notes else "recorded with every timed point.")
+
+
+def write_report(run_dir) -> tuple[Path, Path]:
+    """Write report.md and report.html into run_dir from its files; return both paths."""
+    run = load_run(run_dir)
+    parts = sections(run)
+    title = f"roofbench report: {run.device.get('name', '?')}, {run.meta.get('start_utc', '')} UTC"
+    md, body = [f"# {title}\n"], []
+    for name, content in parts:
+        if name.startswith("### "):
+            md.append(f"\n{name}\n")
+            body.append(f"<h3>{html.escape(name[4:])}</h3>")
+        elif name:
+            md.append(f"\n## {name}\n")
+            body.append(f"<h2>{html.escape(name)}</h2>")
+        if isinstance(content, pd.DataFrame):
+            md.append(md_table(content))
+            body.append(html_table(content))
+        elif isinstance(content, Path):
+            md.append(f"![{name}]({content.name})\n")
+            # linked, not inlined: a run's pictures are MBs of base64 (report.html sits beside them)
+            src = html.escape(content.name, quote=True)
+            body.append(f'<a href="{src}"><img alt="{html.escape(name)}" src="{src}"></a>')
+        else:
+            lines = content if isinstance(content, list) else [content]
+            md.append("".join(f"- {line}\n" for line in lines))
+            body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
+    d = Path(run_dir)
+    (d / "report.md").write_text("".join(md))
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
+             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}img{max-width:100%}")
+    (d / "report.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+                                   f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
+                                   + "".join(body) + "</body></html>")
+    return d / "report.md", d / "report.html"
+
+
+def reference_roofs_for(device: dict, measured, rows: pd.DataFrame) -> list[Roof]:
+    """Return the device's datasheet (or computed) roofs, and each compute one corrected to
+    the clock observed while the matching measured roof's point ran."""
+    refs, _ = specs.reference_roofs(device)
+    by_name = {r.name: r for r in measured if r.kind == "compute"}
+    out = list(refs)
+    for ref in refs:
+        m = by_name.get(ref.name)
+        fixed = specs.clock_corrected(ref, observed_clock(rows, m.point_id)) if m else None
+        if fixed and abs(fixed.value - ref.value) > 1e-9 * ref.value:  # the same clock adds nothing
+            out.append(fixed)
+    return out
