@@ -3,6 +3,7 @@ fits its call, and its limits agree with the predictor's (bench/aot/predict.py C
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from bench.aot import predict as pr
@@ -13,6 +14,7 @@ SCRIPT = ROOT / ".ci" / "device-check"
 
 def _run(*args, **env):
     e = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    e["PYTHON"] = sys.executable  # the script's steps run the interpreter the tests run in, however pytest was started
     e.update(env)
     return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=300)
 
