@@ -275,3 +275,33 @@ def test_a_run_written_before_the_new_columns_loads_and_is_bounded_by_direction(
     r = pd.Series({"op": "stream.triad", "bytes": 300.0, "read_bytes": float("nan"), "write_bytes": float("nan")})
     assert direction_bytes(r) == (200.0, 100.0)
     assert direction_bytes(pd.Series({"op": "gemm.square", "bytes": 300.0})) == (None, None)
+
+
+def _cpu_levels_model(l2_reach):
+    """A CPU VM's roofs: L2 230 GB/s read (edge 256 KiB, reach l2_reach), L3 190 GB/s read,
+    DRAM 40 GB/s; caches as reported: L1 64 KiB, L2 2 MiB, L3 32 MiB in all."""
+    return Roofline([Roof("bandwidth", "dram", 40, "GB/s"), Roof("bandwidth", "dram.read", 40, "GB/s"),
+                     Roof("bandwidth", "l3", 190, "GB/s", extra={"capacity_bytes": 32 * MiB}),
+                     Roof("bandwidth", "l3.read", 190, "GB/s"),
+                     Roof("bandwidth", "l2", 230, "GB/s",
+                          extra={"capacity_bytes": 2 * MiB, "edge_bytes": 256 * KiB, "reach_bytes": l2_reach}),
+                     Roof("bandwidth", "l2.read", 230, "GB/s")])
+
+
+def test_a_point_at_l2_speed_past_l2s_measured_reach_is_bounded_by_l2_not_the_l3_roof_it_beats():
+    """Issue 28: the reread points at 0.5-1 MiB ran 220-230 GB/s (L2 speed) on a core pair whose
+    L2 totals 2 MiB, past an L2 reach measured at 384 KiB; they were bounded by L3 (190) and
+    flagged. A faster level whose band (4x its reported size) holds them and whose speed
+    explains them (within 10%) bounds them instead."""
+    model = _cpu_levels_model(384 * KiB)
+    caches = [("l1", 64 * KiB), ("l2", 2 * MiB), ("l3", 32 * MiB)]
+    level, note, att, bw = point_bound(model, 768 * KiB, "warm", 0.25, "", caches, "dram", 768 * KiB, 0, gbps=225)
+    assert level == "l2" and bw.value == 230 and "runs at l2 speed" in note
+    # at 180 GB/s L3's roof explains it: it stays L3's
+    assert point_bound(model, 768 * KiB, "warm", 0.25, "", caches, "dram", 768 * KiB, 0, gbps=180)[0] == "l3"
+    # beating L2 by more than 10% too: no faster level explains it, it stays L3's (and is flagged)
+    assert point_bound(model, 768 * KiB, "warm", 0.25, "", caches, "dram", 768 * KiB, 0, gbps=260)[0] == "l3"
+    # past L2's band (4 x 2 MiB): never L2's, however fast
+    assert point_bound(model, 12 * MiB, "warm", 0.25, "", caches, "dram", 12 * MiB, 0, gbps=225)[0] == "l3"
+    # a cold point crosses DRAM whatever its speed
+    assert point_bound(model, 768 * KiB, "cold", 0.25, "", caches, "dram", 768 * KiB, 0, gbps=225)[0] == "dram"

@@ -44,9 +44,15 @@ def test_sweep_spans_first_cache_to_four_times_llc():
                      (CacheLevel("l1", 48 * 2**10, 2), CacheLevel("l3", 32 * 2**20, 1)))
     sizes = REG.ops["stream.copy"].axes[1].expand(cpu, quick=True)
     assert sizes[0] == 16 * 2**10 and sizes[-1] >= 4 * 32 * 2**20
-    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))  # one per octave in quick runs
+    # one per octave in quick runs, plus 0.5x, 0.75x, 1x, 1.5x and 2x of each cache's total
+    # (l1: 2 x 48 KiB = 96 KiB -> 48, 72, 96, 144, 192 KiB; l3: 32 MiB -> 16, 24, 32, 48, 64 MiB)
+    kib = {s // 2**10 for s in sizes}
+    assert {48, 72, 96, 144, 192} <= kib and {16 * 1024, 24 * 1024, 32 * 1024, 48 * 1024, 64 * 1024} <= kib
+    octaves = [s for s in sizes if s & (s - 1) == 0]
+    assert all(b == 2 * a for a, b in zip(octaves, octaves[1:])) and octaves[-1] == sizes[-1]
+    assert {s // 2**10 for s in sizes if s not in octaves} == {48, 72, 96, 144, 192, 24 * 1024, 48 * 1024}
     full = REG.ops["stream.copy"].axes[1].expand(cpu, quick=False)
-    assert len(full) == 2 * (len(sizes) - 1) + 1
+    assert len([s for s in full if s not in kib]) >= len(full) - len(sizes)
     gpu = DeviceInfo("cuda", "cuda:0", "gpu", 2**37, 132, "SMs", (CacheLevel("l2", 50 * 2**20),))
     assert REG.ops["stream.copy"].axes[1].expand(gpu, quick=True)[-1] >= 2**30
 

@@ -78,6 +78,8 @@ class Runner:
     quick: bool = False                            # launchers tune over fewer candidates
     timed_s: float = 0.0                           # seconds inside timed regions so far (samples x reps)
     spent: dict = field(default_factory=dict)      # seconds per phase: inputs, gate, timer (session.time_spent)
+    family_s: dict = field(default_factory=dict)   # wall seconds per family, its skipped rows and releases included
+    family_spent: dict = field(default_factory=dict)  # family -> phase -> seconds (the split of `spent`)
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
@@ -87,6 +89,7 @@ class Runner:
     _sampler: Sampler | None = None
     budget: memory.Budget | None = None             # the memory budget (rule 16); None: half the memory available
     _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
+    _family: str = ""                               # the family of the task running now
 
     def memory_budget(self) -> memory.Budget:
         if self.budget is None:
@@ -123,6 +126,7 @@ class Runner:
         last = {task.op.name: i for i, task in enumerate(plan.tasks)}
         try:
             for i, task in enumerate(plan.tasks):
+                t_task, self._family = time.perf_counter(), task.op.family
                 for m in self.run_task(task, plan.modes_of(task)):
                     done += 1
                     out.append(m)
@@ -133,6 +137,7 @@ class Runner:
                 if last[task.op.name] == i and task.op.release is not None:
                     task.op.release()
                     _free(self.device)
+                self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_task
         finally:
             ticker.close()
             memory.release()
@@ -265,7 +270,10 @@ class Runner:
         if tel.get("energy_j") is not None and tel["window_s"] > 0:
             # mean power over the timed samples x time per call: the energy of one call
             tel["joules_per_call"] = tel["energy_j"] / tel["window_s"] * t.stats.median_s
-        self.timed_s += sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
+        timed = sum(t.samples_s) * t.reps  # the timed regions alone (no flush, no sync)
+        self.timed_s += timed
+        by = self.family_spent.setdefault(self._family, {})
+        by["timed"] = by.get("timed", 0.0) + timed
         if t.dropped_s:  # the first-sample rule's warm-up sample (bench/measure/timing.py), kept with the point
             tel["first_sample_dropped_s"] = t.dropped_s[0]
         if t.floor_s is not None:  # a cold point of a few microseconds: the timer's dispatch floor
@@ -274,7 +282,10 @@ class Runner:
         return t, tel
 
     def _spend(self, phase: str, since: float) -> None:
-        self.spent[phase] = self.spent.get(phase, 0.0) + time.perf_counter() - since
+        dt = time.perf_counter() - since
+        self.spent[phase] = self.spent.get(phase, 0.0) + dt
+        by = self.family_spent.setdefault(self._family, {})
+        by[phase] = by.get(phase, 0.0) + dt
 
     def _machine_load(self) -> dict:
         """Return how busy the rest of the machine was since the last point ended (its inputs,

@@ -182,6 +182,33 @@ FLAT = 0.10                   # sizes past the knee "agree" when their rates are
 AGREE = 2                     # ... and at least this many of them do
 
 
+CACHE_NEIGHBOURS = (0.5, 0.75, 1.0, 1.5, 2.0)  # sizes placed around every reported cache (rule 11's edges)
+NEAR_OCTAVE = 0.15   # an extra size this close (in octaves) to a swept one adds nothing
+
+
+def around_caches(device, lo: int, hi: int) -> list[int]:
+    """Return working sets at CACHE_NEIGHBOURS x each cache's reported total (4 KiB-rounded),
+    within [lo, hi]: whatever the sweep's density, a level's measured edge and reach rest on
+    points beside its reported size."""
+    out = set()
+    for c in getattr(device, "caches", ()):
+        for f in CACHE_NEIGHBOURS:
+            v = int(round(f * c.total_bytes / 4096)) * 4096
+            if lo <= v <= hi:
+                out.add(v)
+    return sorted(out)
+
+
+def with_sizes(sizes: list[int], extra: list[int]) -> list[int]:
+    """Return sizes with extra merged in, sorted, leaving out an extra size within NEAR_OCTAVE
+    of one already there (a two-per-octave sweep already stands beside it)."""
+    out = list(sizes)
+    for v in extra:
+        if all(abs(math.log2(v / s)) > NEAR_OCTAVE for s in out):
+            out.append(v)
+    return sorted(out)
+
+
 def ws_sweep(device, quick: bool) -> list[int]:
     """Return working sets from 16 KiB (inside any L1; GPU_MIN_WS on a GPU) up to the fixed
     cap STREAM_CAP_BYTES (4 GiB on a CPU, 2 GiB on a GPU); one size per octave in quick runs,
@@ -196,7 +223,7 @@ def ws_sweep(device, quick: bool) -> list[int]:
     if device.kind == "cuda" and not quick:
         past = [s for s in sizes if s >= 4 * llc]
         sizes = [s for s in sizes if s < 4 * llc] + sorted(set(past[::2] + past[-1:]))
-    return sizes
+    return with_sizes(sizes, around_caches(device, lo, sizes[-1])) if device.kind != "cuda" else sizes
 
 
 def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
@@ -350,8 +377,9 @@ def reread_sweep(device, quick: bool) -> list[int]:
     the last-level cache, two per octave in quick runs too (a point costs a tenth of a
     second, and a cache's window holds only a few octaves): every cache level's plateau and
     the first step past the last one."""
-    lo = 2**20 if device.kind == "cuda" else 16 * 2**10  # on a GPU the L1 is probe.l1's: reread starts in L2
-    return geometric(lo, 2 * device.llc_bytes, 2)
+    lo = 2**20 if device.kind == "cuda" else 8 * 2**10  # on a GPU the L1 is probe.l1's: reread starts in L2
+    sizes = geometric(lo, 2 * device.llc_bytes, 2)
+    return with_sizes(sizes, around_caches(device, lo, sizes[-1]))
 
 
 def reread_inputs(point, device) -> dict:

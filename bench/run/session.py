@@ -92,12 +92,15 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
     jit = precompile.JitCounter()
+    phases = {}  # wall seconds of the sweeps and of the sustained phase
     try:
         with jit:
             runner.run(plan, rows)
+            phases["sweeps"] = time.perf_counter() - t0
             if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
                 sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
                                       runner)
+                phases["sustained"] = time.perf_counter() - t0 - phases["sweeps"]
     except KeyboardInterrupt:
         status = "interrupted"
         say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
@@ -113,7 +116,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
         if pre is not None and jit.available:  # did the run's launches load what was precompiled?
             writer.meta["precompile"] = dict(pre, jit=jit.record())
         writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
-                      sustain=sustained)
+                      sustain=sustained, time_by_family=time_by_family(runner, phases))
     say(spent_line(writer.meta["time_spent"]))
     return status, writer.measurements
 
@@ -128,6 +131,21 @@ def time_spent(runner: Runner, wall: float) -> dict:
            "inputs": spent.get("inputs", 0.0)}
     out["other"] = wall - sum(out.values())
     return {k: round(v, 3) for k, v in out.items()}
+
+
+def time_by_family(runner: Runner, phases: dict) -> dict:
+    """Return each family's wall seconds in the sweeps with its split (timed samples, the
+    timer's other work, gate, inputs), and the sustained phase's wall seconds: what the next
+    dry run on this machine learns its per-family rates from (bench/aot/learned.py)."""
+    out = {}
+    for fam, wall in runner.family_s.items():
+        spent = runner.family_spent.get(fam, {})
+        out[fam] = {"wall": round(wall, 3), "timed": round(spent.get("timed", 0.0), 3),
+                    "timer_other": round(spent.get("timer", 0.0) - spent.get("timed", 0.0), 3),
+                    "gate": round(spent.get("gate", 0.0), 3), "inputs": round(spent.get("inputs", 0.0), 3)}
+    if "sustained" in phases:
+        out["sustained"] = {"wall": round(phases["sustained"], 3)}
+    return out
 
 
 SPENT_NAMES = {"timed": "timed samples", "timer_other": "warm-up and flushes", "gate": "correctness checks",

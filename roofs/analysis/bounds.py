@@ -41,22 +41,53 @@ def _nan_free(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
+def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, read_bytes=None,
+                 write_bytes=None) -> str | None:
+    """Return the cache inside `level` that explains a warm point running faster than
+    level's roof, or None (ARCHITECTURE.md, rule 12): the nearest inner cache whose band
+    (BAND_FACTOR x its reported size) holds the working set and whose roof for the point's
+    direction the point does not beat by more than REL_TOL. A point at L2 speed just past
+    L2's measured reach is L2's, not bounded by the L3 roof it beats."""
+    names = [n for n, _ in caches]
+    if gbps is None or gbps != gbps:
+        return None
+    found = model.point_bandwidth(level, read_bytes, write_bytes)
+    if found is None or gbps <= found[0]:
+        return None
+    inner = names[:names.index(level)] if level in names else names
+    for name, size in reversed([(n, s) for n, s in caches if n in inner]):
+        own = model.point_bandwidth(name, read_bytes, write_bytes)
+        if own is not None and working_set < BAND_FACTOR * size and gbps <= own[0] * (1 + REL_TOL):
+            return name
+    return None
+
+
 def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level,
-                read_bytes=None, write_bytes=None):
+                read_bytes=None, write_bytes=None, gbps=None):
     """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
     one point: the boundary level from the measured capacities and reaches in the roofs
     (roofs.analysis.levels.level_sizes) and the reported caches; the bandwidth at that level matching
     the point's read and write bytes (Roofline.point_bandwidth: the returned roof carries it
     as its value, and the roof it came from as extra "bound_roof"); attainable = min(P,
     BW x I). No bound at all when that level has no measured roof; bound_note says why, or
-    why the point is bounded by the level's best rather than its direction's roof."""
+    why the point is bounded by the level's best rather than its direction's roof. gbps (the
+    point's measured rate): a warm point faster than its level's roof that an inner cache's
+    speed explains is bounded by that cache (faster_level)."""
     sizes = level_sizes(model.roofs, caches)
     level = boundary_level(float(working_set or 0), mode, [(n, c) for n, c, _ in sizes], memory_level,
                            {n: r for n, _, r in sizes if r})
+    served = None
+    if mode != "cold":
+        served = faster_level(model, level, float(working_set or 0), _nan_free(gbps), caches,
+                              _nan_free(read_bytes), _nan_free(write_bytes))
+    if served:
+        level = served
     found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
     if found is None:
         return "", f"{level}: no measured roof for this level, so no bound", None, None
     value, label, note = found
+    if served:
+        note = "; ".join(x for x in (note, f"runs at {served} speed past its measured reach: bounded by {served}") if x)
     best = model.bandwidth(level)
     bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
     i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
@@ -104,7 +135,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
             continue
         precision = getattr(r, "precision", "") or ""
         boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
-                                              *direction_bytes(r))
+                                              *direction_bytes(r), gbps=getattr(r, "gbps", None))
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
         flops = r.flops if r.flops == r.flops else 0
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
