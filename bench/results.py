@@ -63,7 +63,7 @@ COLUMNS = [
     "precision", "boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable",
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
     *AXIS_COLUMNS,
-    *TRAFFIC_COLUMNS, "bound_roof",
+    *TRAFFIC_COLUMNS, "bound_roof", "pass",
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
 ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag",
@@ -126,6 +126,7 @@ class Measurement:
     flag: str = ""                 # set while measuring: the machine was busy (the roof flags come later)
     columns: dict = field(default_factory=dict)  # axis columns beyond axis_columns(point) (Op.columns), and
                                                  # TRAFFIC_COLUMNS where known
+    pass_no: int = 1               # 1: the sweep; 2, 3, ...: a revisit of an off-chip size (rule 11)
 
     @property
     def dtype(self) -> str:
@@ -134,7 +135,7 @@ class Measurement:
     @property
     def point_id(self) -> str:
         axes = ",".join(f"{k}={v}" for k, v in self.point.items())
-        return f"{self.impl}[{axes}]@{self.mode}"
+        return f"{self.impl}[{axes}]@{self.mode}" + (f"#pass{self.pass_no}" if self.pass_no > 1 else "")
 
     def _stat(self, q):
         return float(np.percentile(self.samples_s, q)) if self.samples_s else math.nan
@@ -174,6 +175,7 @@ class Measurement:
             "throttled": self.telemetry.get("throttled") if self.telemetry else None,
             "bus_gbps": self.gbps * self.bus_factor if self.bus_factor else None,
             **{c: None for c in AXIS_COLUMNS + TRAFFIC_COLUMNS}, **axis_columns(self.point), **self.columns,
+            "pass": self.pass_no,
         }
         row["flag"] = self.flag or None
         return {c: row[c] for c in COLUMNS}

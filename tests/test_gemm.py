@@ -108,7 +108,7 @@ def test_probe_turns_a_missing_op_into_a_reason(monkeypatch):
 
 
 def test_runner_gates_every_cpu_precision_against_float64():
-    plan = make_plan(REG, CPU, only=["gemm.square/torch", "gemm.square/numpy"], quick=True, max_ws_bytes=400_000)  # 128^3 only
+    plan = make_plan(REG, CPU, only=["gemm.square/torch", "gemm.square/numpy"], max_ws_bytes=400_000)  # 128^3 only
     ms = Runner(CPU, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
     by = {(m.impl.split("/")[1], m.dtype): m for m in ms if m.shape == "128x128x128"}
     for precision in ("fp64", "fp32", "fp16", "bf16", "int8"):

@@ -61,9 +61,9 @@ def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to
     assert p.tune_s == pytest.approx(tune[0] + tune[2])
     # 3 compiles of 1.6 s in 16 processes: 8 s start + max(1.6, 4.8 / 16) = 9.6 s
     assert p.compiles == 3 and p.workers == 16 and p.compile_s == pytest.approx(8.0 + 1.6)
-    # the sustained phase: one roof (bf16), 3 windows of 0.25 s (quick) + 0.3 s, after 1 s idle
-    assert p.windows == 3 and p.sustain_s == pytest.approx(1.0 + 3 * 0.55)
-    assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.65)
+    # the sustained phase: one roof (bf16), 2 windows (a quick run's per roof) of 0.25 s + 0.3 s, after 1 s idle
+    assert p.windows == 2 and p.sustain_s == pytest.approx(1.0 + 2 * 0.55)
+    assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.1)
     text = pr.prediction_text(p, H200, True)
     assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
 
@@ -111,8 +111,8 @@ def test_the_sustained_phase_is_a_window_per_candidate_of_each_roof():
     # 4 roofs, 3 candidates each: 12 windows of 1 s (full) + 0.3 s each, after 1 s of idle
     plan = make_plan(reg, H200, only=["gemm.square", "stream.copy"], dtypes=["bf16", "fp8e4m3", "float32"])
     assert pr.sustain_seconds(plan, H200, quick=False) == (pytest.approx(1.0 + 12 * 1.3), 12)
-    # quick: 0.25 s windows; --sustain 0: no phase
-    assert pr.sustain_seconds(plan, H200, quick=True) == (pytest.approx(1.0 + 12 * 0.55), 12)
+    # quick: 2 candidates a roof, 0.25 s windows; --sustain 0: no phase
+    assert pr.sustain_seconds(plan, H200, quick=True) == (pytest.approx(1.0 + 8 * 0.55), 8)
     assert pr.sustain_seconds(plan, H200, quick=False, window_s=0) == (0.0, 0)
     # fp64 GEMMs only: no stream, one roof
     plan = make_plan(reg, H200, only=["gemm.square/torch"], dtypes=["fp64"])

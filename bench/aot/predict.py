@@ -56,7 +56,7 @@ from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
 from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
 from roofs.analysis import specs
-from roofs.analysis.sustained import PER_ROOF
+from roofs.analysis.sustained import per_roof
 
 EFFICIENCY = 0.8          # share of a datasheet roof a good kernel reaches
 L2_FACTOR = 2.5           # L2 bandwidth / off-chip bandwidth, where no L2 figure is known
@@ -303,14 +303,15 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool, budget=None) -> tu
                 call = call_seconds(op, point, mode, device, rates)
                 # the runner's own skips before any input (skip.py's order: static, the sweep's end, time)
                 cut = skip.sweep_reason(op, history, device) or skip.time_reason(
-                    call, max(timer.budget_s, op.min_budget_s))
+                    call, max(timer.budget_s, op.budget_floor(quick)))
                 if own or cut:
                     counts["skipped"] += 1
                     rows.append((op.family, SKIP_S))
                     counts["measure_s"][op.family] += SKIP_S
                     continue
                 history.append((point, (op.flops(point) or op.bytes(point)) / call))
-                op_timer = timer if op.min_budget_s <= timer.budget_s else dataclasses.replace(timer, budget_s=op.min_budget_s)
+                floor = op.budget_floor(quick)
+                op_timer = timer if floor <= timer.budget_s else dataclasses.replace(timer, budget_s=floor)
                 measure = point_seconds(op, point, mode, device, rates, op_timer)
                 counts["measure_s"][op.family] += measure
                 sec = measure
@@ -344,7 +345,7 @@ def sustain_seconds(plan, device: DeviceInfo, quick: bool, window_s: float | Non
     precisions = {t.op.precision(t.point) for t in plan.tasks if t.op.family == "gemm"
                   and not (t.op.skip and t.op.skip(t.point, device))}
     levels = len(device.caches) + 1 if any(t.op.family == "stream" for t in plan.tasks) else 0
-    windows = PER_ROOF * (len(precisions) + levels)
+    windows = per_roof(quick) * (len(precisions) + levels)
     if not windows:
         return 0.0, 0
     return SUSTAIN_IDLE_S[device.kind] + windows * (window + SUSTAIN_OVERHEAD_S), windows

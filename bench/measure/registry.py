@@ -74,12 +74,18 @@ class Op:
                                                 # once no later point of the plan is this op's (rule 16)
     min_budget_s: float = 0.0                   # a point's budget is at least this (a search whose large
                                                 # points need more than a quick run's 0.1 s)
+    quick_min_budget_s: float | None = None     # ... in a quick run (None: min_budget_s)
     sweep_stop: Callable | None = None          # (history [(point, rate)], device) -> why the sweep grows no
                                                 # further, or None: later sizes of that sweep are skipped
     cost_group: str = ""                        # ops whose times predict each other (default: the family)
     columns: Callable | None = None             # (point) -> {axis column: value} beyond bench.results.axis_columns
     write_bytes: Callable | None = None         # (point) -> int: the part of bytes that is written (the
                                                 # outputs); the rest is read (ARCHITECTURE.md, rule 12)
+
+    def budget_floor(self, quick: bool) -> float:
+        """Return the least budget one of this op's points gets (min_budget_s, or
+        quick_min_budget_s in a quick run where given)."""
+        return self.quick_min_budget_s if quick and self.quick_min_budget_s is not None else self.min_budget_s
 
     def peak_bytes(self, point) -> int:
         """Return the bytes a point holds at its peak beyond shared pools (ARCHITECTURE.md, rule 16)."""

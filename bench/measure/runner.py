@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import pandas as pd
 import torch
 
 from bench.hw import device as devmod
@@ -25,6 +26,7 @@ from bench.measure.timing import TimerConfig, make_flush, time_fn
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
+from roofs.analysis.derive import offchip_window
 
 
 def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
@@ -90,6 +92,8 @@ class Runner:
     budget: memory.Budget | None = None             # the memory budget (rule 16); None: half the memory available
     _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
     _family: str = ""                               # the family of the task running now
+    revisits: int = 0                               # passes over the off-chip stream sizes after the sweep (rule 11)
+    _pass: int = 1                                  # the pass being measured: 1 the sweep, 2... a revisit
 
     def memory_budget(self) -> memory.Budget:
         if self.budget is None:
@@ -124,6 +128,9 @@ class Runner:
         t0 = time.perf_counter()
         later = pools_used_later(plan, self.device.torch_device)
         last = {task.op.name: i for i, task in enumerate(plan.tasks)}
+        stops = revisit_stops(plan, self.revisits)
+        ops = {t.op.name: t.op for t in plan.tasks}
+        impls = {i.id: i for t in plan.tasks for i in t.impls}
         try:
             for i, task in enumerate(plan.tasks):
                 t_task, self._family = time.perf_counter(), task.op.family
@@ -138,9 +145,34 @@ class Runner:
                     task.op.release()
                     _free(self.device)
                 self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_task
+                for pass_no in stops.get(i, ()):  # the off-chip sizes again, between later families (rule 11)
+                    t_pass = time.perf_counter()
+                    for m in self.revisit(out, pass_no, ops, impls):
+                        out.append(m)
+                        self.sink(m)
+                    memory.release([k for k in memory.held() if k not in later[i]])
+                    self.family_s["stream"] = self.family_s.get("stream", 0.0) + time.perf_counter() - t_pass
         finally:
             ticker.close()
             memory.release()
+        return out
+
+    def revisit(self, rows: list[Measurement], pass_no: int, ops: dict, impls: dict) -> list[Measurement]:
+        """Return the rows of revisit pass pass_no (ARCHITECTURE.md, rule 11): for each direction
+        (read, write, copy) the stream sweep whose off-chip rows ran fastest, at its
+        REVISIT_SIZES smallest off-chip sizes (from derive's off-chip start on the rows so far),
+        measured again warm through the gate and the timer; a neighbour's traffic only ever
+        slows a read, so derive keeps each size's best pass."""
+        picks = revisit_picks(rows, self.device)
+        out = []
+        self._pass, self._family = pass_no, "stream"
+        try:
+            for op, impl, point in picks:
+                for m in self.run_task(Task(ops[op], point, (impls[impl],), ("warm",)), ("warm",)):
+                    self.progress(f"[revisit {pass_no}] {progress_line(m)}")
+                    out.append(m)
+        finally:
+            self._pass = 1
         return out
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
@@ -152,7 +184,7 @@ class Runner:
                            point=dict(point), size=size, shape=shape,
                            working_set_bytes=op.working_set(point), flops=op.flops(point),
                            bytes=nbytes, mode=mode, precision=op.precision(point),
-                           columns=columns, **kw)
+                           columns=columns, pass_no=self._pass, **kw)
 
     def memory_skip(self, op: Op, point: dict, modes) -> str | None:
         """Return why point does not fit (skip.memory_reason, rule 16), or None: decided before
@@ -172,9 +204,10 @@ class Runner:
         # every reason not to run is found before the inputs are made, in bench/measure/skip.py's
         # order: the impl's static reasons, the sweep's end, then memory (the point as a whole), then time
         runnable, results = [], []
+        # (a revisit repeats a size its sweep measured: the sweep's end does not apply to it)
         reasons = {impl.id: (skip.impl_reason(impl, point, self.device, self.quick)
-                             or skip.sweep_reason(op, self._sweeps.get(skip.sweep_key(impl, point, modes[0]), []),
-                                                  self.device)) for impl in task.impls}
+                             or (skip.sweep_reason(op, self._sweeps.get(skip.sweep_key(impl, point, modes[0]), []),
+                                                   self.device) if self._pass == 1 else None)) for impl in task.impls}
         if any(r is None for r in reasons.values()):
             memory_reason = self.memory_skip(op, point, modes)
             for impl in task.impls:
@@ -206,9 +239,10 @@ class Runner:
         return results
 
     def timer_for(self, op: Op) -> TimerConfig:
-        """Return the timer of op's points: the run's, with the budget raised to op.min_budget_s."""
-        if op.min_budget_s > self.timer.budget_s:
-            return dataclasses.replace(self.timer, budget_s=op.min_budget_s)
+        """Return the timer of op's points: the run's, with the budget raised to op.budget_floor."""
+        floor = op.budget_floor(self.quick)
+        if floor > self.timer.budget_s:
+            return dataclasses.replace(self.timer, budget_s=floor)
         return self.timer
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
@@ -332,6 +366,65 @@ class Runner:
 
 
 JUMP_FACTOR = 10
+REVISIT_PASSES = {"cpu": (3, 2)}   # revisit passes by device kind: (full run, quick run); none on a GPU
+REVISIT_SIZES = 2                  # off-chip sizes per direction a pass revisits: the smallest past the start
+
+
+def revisit_passes(device, quick: bool) -> int:
+    """Return how many times a run revisits its off-chip stream sizes after the sweep: on a
+    CPU, whose memory bandwidth a VM's neighbours move minute to minute, 3 (2 quick); none
+    on a GPU."""
+    full, short = REVISIT_PASSES.get(device.kind, (0, 0))
+    return short if quick else full
+
+
+def revisit_stops(plan: Plan, passes: int) -> dict:
+    """Return {task index: [pass numbers]}: where in plan each revisit pass runs, spread over
+    the ends of the families after stream (the last at the plan's end), so the passes see
+    the machine at different minutes; back to back at the end when fewer families follow."""
+    if passes <= 0 or not any(t.op.family == "stream" for t in plan.tasks):
+        return {}
+    first = next(i for i, t in enumerate(plan.tasks) if t.op.family == "stream")
+    ends = [i for i in range(first, len(plan.tasks))
+            if i == len(plan.tasks) - 1 or plan.tasks[i + 1].op.family != plan.tasks[i].op.family]
+    later = [i for i in ends if plan.tasks[i].op.family != "stream"] or [len(plan.tasks) - 1]
+    out: dict = {}
+    for j in range(passes):
+        at = later[min(len(later) - 1, round((j + 1) * len(later) / passes) - 1)]
+        out.setdefault(at, []).append(j + 2)
+    return out
+
+
+def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
+    """Return [(op, impl, point)] a revisit pass measures: per direction class of the stream
+    kernels (read: nothing written; write: nothing read; copy: both), the (op, impl, dtype)
+    sweep with the fastest warm off-chip row of the sweep's pass, at its REVISIT_SIZES
+    smallest sizes from the off-chip start (roofs.analysis.derive.offchip_window)."""
+    sweep = [m for m in rows if m.family == "stream" and m.op != "stream.reread" and m.mode == "warm"
+             and m.status == "ok" and m.pass_no == 1 and m.samples_s]
+    if not sweep:
+        return []
+    caches = [(c.name, c.total_bytes) for c in device.caches]
+    start = offchip_window(pd.DataFrame([m.row() for m in sweep]), caches)[0] if caches else 0
+    past = [m for m in sweep if m.working_set_bytes >= start]
+    picks = []
+    for direction in ("read", "write", "copy"):
+        mine = [m for m in past if _direction(m) == direction]
+        if not mine:
+            continue
+        best = max(mine, key=lambda m: m.gbps)
+        same = sorted((m for m in mine if (m.op, m.impl, m.dtype) == (best.op, best.impl, best.dtype)),
+                      key=lambda m: m.working_set_bytes)
+        picks += [(m.op, m.impl, m.point) for m in same[:REVISIT_SIZES]]
+    return picks
+
+
+def _direction(m: Measurement) -> str:
+    """Return a stream row's direction class from its read and write bytes."""
+    r, w = m.columns.get("read_bytes"), m.columns.get("write_bytes")
+    if r is None or w is None:
+        return ""
+    return "copy" if r and w else "read" if r else "write" if w else ""
 
 
 def pools_used_later(plan: Plan, torch_device: str) -> list[set]:

@@ -68,6 +68,10 @@ PRECISIONS = {p.name: p for p in (
     Precision("int8", "int8", "int32", 1e-12, doc="int8 in, int32 accumulation and out"),
 )}
 QUICK_PRECISIONS = tuple(PRECISIONS)
+# A quick run on a CPU times the fixed square and skinny sweeps at the precisions its units
+# run natively (the search still measures every precision's roof): fp16 and fp8 go through
+# conversion on most CPUs, at a fraction of the rate, for seconds a point.
+CPU_QUICK_SHAPE_PRECISIONS = ("fp32", "bf16", "int8")
 # A quick run compiles and tunes the Triton GEMM where it is compared with the vendor
 # library's roof that matters most on tensor cores (each precision is another ~20 compiles)
 TRITON_QUICK_PRECISIONS = ("bf16", "fp8e4m3", "int8")
@@ -103,8 +107,9 @@ SEARCH_SIZES = {"cpu": (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 
 SEARCH_LAYOUTS = ("nt", "nn")   # B stored (N, K) and used transposed; B stored (K, N)
 SEARCH_GAIN = 0.03              # a size "gains" when it beats the best before it by 3%
 SEARCH_PATIENCE = 2             # the search stops after this many sizes in a row without a gain
-SEARCH_MIN_BUDGET_S = 0.5       # a search point may take this long even in a quick run (rule 4's
-                                # samples of a large GEMM do not fit 0.1 s)
+SEARCH_MIN_BUDGET_S = 0.5       # a search point may take this long (rule 4's samples of a large
+                                # GEMM do not fit 0.1 s); a quick run's search point, QUICK_SEARCH_BUDGET_S
+QUICK_SEARCH_BUDGET_S = 0.25
 
 
 def square_sweep(device, quick):
@@ -460,8 +465,15 @@ def gemm_memory(point) -> int:
     return gemm_bytes(m, n, k, point["dtype"]) + 8 * (m * k + k * n + m * n) + 16 * m * n
 
 
-def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, **extra):
-    axes = (Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, doc="precision: " + ", ".join(PRECISIONS)),)
+def shape_precisions(device, quick):
+    """Return the precisions of the square and skinny sweeps: every one, but on a CPU's
+    quick run CPU_QUICK_SHAPE_PRECISIONS."""
+    return CPU_QUICK_SHAPE_PRECISIONS if quick and device.kind == "cpu" else QUICK_PRECISIONS if quick else tuple(PRECISIONS)
+
+
+def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, precisions=None, **extra):
+    axes = (Axis("dtype", tuple(PRECISIONS), QUICK_PRECISIONS, sweep=precisions,
+                 doc="precision: " + ", ".join(PRECISIONS)),)
     if layouts:
         axes += (Axis("layout", sweep=layouts, doc="nt: B stored (N, K), used transposed; nn: B stored (K, N)"),)
     op = REGISTRY.add_op(Op(
@@ -495,12 +507,14 @@ def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, **extr
                                "sm_90+"))
 
 
-_register("gemm.square", square_sweep, "square M = N = K", tma=True)
+_register("gemm.square", square_sweep, "square M = N = K", tma=True, precisions=shape_precisions)
 # cold: the small-M points are bandwidth-bound, and their weights must come from DRAM/HBM
 # (flushed before every sample), not from a cache the previous call warmed
-_register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",))
+_register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",),
+          precisions=shape_precisions)
 _register("gemm.search", search_sweep, "squares growing in each layout until the rate stops rising: best sustained "
           "throughput", layouts=search_layouts, sweep_stop=search_stop, min_budget_s=SEARCH_MIN_BUDGET_S,
+          quick_min_budget_s=QUICK_SEARCH_BUDGET_S,
           # its own cost group: its first size always runs, each next one is predicted from the
           # search's previous size (rule 7), not from a 128^3 square dominated by call overhead
           cost_group="gemm.search")

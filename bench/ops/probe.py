@@ -42,7 +42,7 @@ from bench.util import triton_interpreting
 
 L1_CALL_BYTES = {"cpu": 2**28, "cuda": 2**33}
 L1_SPANS = {"cuda": (16, 32, 48, 64, 96, 112), "cpu": (4, 8, 16, 24, 48)}   # KiB per program
-L1_QUICK_SPANS = {"cuda": (32, 64), "cpu": (8, 16)}
+L1_QUICK_SPANS = {"cuda": (32, 64), "cpu": (12, 16, 24)}   # three spans: a plateau needs two within 15%
 L1_PROGRAMS_PER_SM = 2
 # an fp32 sum of R P S / 4 values (tens of millions) loses up to ~1e-3 of R ||a||_2 in its
 # order of adds (seen: 4e-4 on a CPU); a wrong or missed index costs O(1)

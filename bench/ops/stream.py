@@ -51,6 +51,7 @@ from roofs.analysis.derive import DRAM_FACTOR
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
 QUICK_DTYPES = ("float32", "bfloat16")
+CPU_QUICK_DTYPES = ("float32",)   # a CPU's quick run: the same bytes in one type (bf16 moves them alike)
 GPU_DTYPES = ("float32", "bfloat16")  # on a GPU float16 moves the same bytes through the same loads as bfloat16
 GPU_MIN_WS = 4 * 2**20  # below this a GPU stream call lasts under a microsecond or two: the launch floor
 # On a GPU, scale moves copy's bytes in copy's directions (one read, one write; its multiply is
@@ -227,11 +228,15 @@ def ws_sweep(device, quick: bool) -> list[int]:
 
 
 def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
-    """Return the element types: QUICK_DTYPES in quick runs, GPU_DTYPES on a GPU, else DTYPES;
-    none for a kind that repeats another on a GPU (GPU_REPEATS)."""
-    if device.kind == "cuda" and kind in GPU_REPEATS:
+    """Return the element types: QUICK_DTYPES in quick runs (CPU_QUICK_DTYPES on a CPU),
+    GPU_DTYPES on a GPU, else DTYPES;
+    none for a kind that repeats another's traffic class (GPU_REPEATS: scale moves copy's
+    bytes, add triad's) on a GPU or in a quick run."""
+    if (device.kind == "cuda" or quick) and kind in GPU_REPEATS:
         return ()
-    return QUICK_DTYPES if quick else (GPU_DTYPES if device.kind == "cuda" else DTYPES)
+    if quick:
+        return CPU_QUICK_DTYPES if device.kind == "cpu" else QUICK_DTYPES
+    return GPU_DTYPES if device.kind == "cuda" else DTYPES
 
 
 def offchip_floor(device) -> int:
@@ -377,7 +382,7 @@ def reread_sweep(device, quick: bool) -> list[int]:
     the last-level cache, two per octave in quick runs too (a point costs a tenth of a
     second, and a cache's window holds only a few octaves): every cache level's plateau and
     the first step past the last one."""
-    lo = 2**20 if device.kind == "cuda" else 8 * 2**10  # on a GPU the L1 is probe.l1's: reread starts in L2
+    lo = 2**20 if device.kind == "cuda" else 16 * 2**10  # on a GPU the L1 is probe.l1's: reread starts in L2
     sizes = geometric(lo, 2 * device.llc_bytes, 2)
     return with_sizes(sizes, around_caches(device, lo, sizes[-1]))
 

@@ -23,11 +23,12 @@ from bench.aot import precompile, predict
 from bench.hw import device as devmod
 from bench.measure import memory
 from bench.measure.registry import load_all
-from bench.measure.runner import Plan, Runner, make_plan
+from bench.measure.runner import Plan, Runner, make_plan, revisit_passes
 from bench.measure.timing import TimerConfig, default_window, timer_config
 from bench.results import RunWriter, load_run
 from bench.run.sustain_phase import run_phase
 from bench.util import DeviceLost, first_line
+from roofs.analysis.sustained import per_roof
 from roofs.reports.finish import finish_run
 from roofs.reports.summary import summary
 
@@ -88,7 +89,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     writer = RunWriter(run_dir, meta)
     say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
         + (f"; predicted {sum(rows) / 60:.1f} min" if rows else "") + f"; memory budget {budget.describe()}")
-    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget)
+    runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget,
+                    revisits=revisit_passes(device, quick))
     status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
     jit = precompile.JitCounter()
@@ -99,7 +101,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
             phases["sweeps"] = time.perf_counter() - t0
             if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
                 sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
-                                      runner)
+                                      runner, per_roof(quick))
                 phases["sustained"] = time.perf_counter() - t0 - phases["sweeps"]
     except KeyboardInterrupt:
         status = "interrupted"

@@ -134,6 +134,62 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     ), ""
 
 
+def pass_range(rows: pd.DataFrame) -> tuple[float, float] | None:
+    """Return the (lowest, highest) of the per-pass bests in rows: for each pass (the sweep is
+    pass 1, each revisit one more; the "pass" column, 1 where absent) the best GB/s over its
+    rows, or None when rows hold a single pass."""
+    if rows.empty:
+        return None
+    passes = rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)
+    if passes.nunique() < 2:
+        return None
+    best = rows.groupby(passes)["gbps"].max()
+    return float(best.min()), float(best.max())
+
+
+def _ceiling_from(name: str, window: pd.DataFrame, rows: pd.DataFrame, rel_tol: float):
+    """Return the off-chip roof of a window whose sizes do not agree within rel_tol (rule 11):
+    a neighbour's traffic only ever slows a read, so the ceiling is the best of every size's
+    best pass, labelled unsteady with the sizes' range and the passes' range; None with fewer
+    than MIN_SIZES sizes."""
+    if len(window) < MIN_SIZES:
+        return None
+    best = window.loc[window["gbps"].idxmax()]
+    lo, hi = float(window["gbps"].min()), float(window["gbps"].max())
+    passes = pass_range(rows)
+    label = f"unsteady: sizes {lo:,.3g}-{hi:,.3g} GB/s at their best, no {MIN_SIZES} within {rel_tol:.0%}"
+    if passes:
+        label += f"; passes {passes[0]:,.3g}-{passes[1]:,.3g} GB/s"
+    spread = row_spread(window.loc[[best.name]]).iloc[0]
+    return Roof(
+        kind="bandwidth", name=name, value=float(best["gbps"]), unit="GB/s", source="measured",
+        op=str(best["op"]), impl=str(best["impl"]), dtype=str(best["dtype"]), point_id=str(best["point_id"]),
+        working_set_bytes=int(best["working_set_bytes"]),
+        plateau_bytes=(int(window["working_set_bytes"].min()), int(window["working_set_bytes"].max())),
+        plateau_points=len(window), plateau_values=(lo, hi),
+        spread=None if pd.isna(spread) else float(spread),
+        note=f"the best of {len(window)} off-chip sizes' best passes ({label})",
+        extra={"plateau_median": float(window["gbps"].median()), "steady": False, "unsteady": label,
+               **({"passes": list(passes)} if passes else {})},
+    )
+
+
+def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
+    """Return (Roof or None, note) of the off-chip level or one of its directions from its
+    window's rows (ARCHITECTURE.md, rule 11): each size's best pass (the envelope); its
+    plateau where two or more sizes agree within rel_tol (steady), else the ceiling of
+    _ceiling_from, so two or more measured sizes always give a roof. extra "passes" gives
+    the range of the per-pass bests where the run revisited the sizes."""
+    env = envelope(rows)
+    roof, note = _roof_from(name, env, rel_tol)
+    if roof is not None:
+        passes = pass_range(rows)
+        return (replace(roof, extra={**roof.extra, "steady": True, **({"passes": list(passes)} if passes else {})}),
+                "")
+    ceiling = _ceiling_from(name, env, rows, rel_tol)
+    return (ceiling, "") if ceiling is not None else (None, note)
+
+
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
     """Return each stream row's direction class: "read" (nothing written), "write" (nothing
     read), "copy" (both: copy, scale, add, triad), "" when unknown. From read_bytes and
@@ -149,18 +205,21 @@ def stream_direction(rows: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=rows.index, dtype=object)
 
 
-def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extra: dict) -> tuple[list[Roof], list[str]]:
+def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extra: dict,
+                     offchip: bool = False) -> tuple[list[Roof], list[str]]:
     """Return the level's direction roofs (ARCHITECTURE.md, rule 11): for read, write and
-    copy, the plateau of that class's rows alone in the level's window, named "<level>.<direction>"."""
+    copy, the plateau of that class's rows alone in the level's window, named "<level>.<direction>"
+    (offchip: the off-chip rule of offchip_roof)."""
     roofs, notes = [], []
     if window_rows.empty:
         return roofs, notes
     kinds = stream_direction(window_rows)
     for d in DIRECTIONS:
-        env = envelope(window_rows[kinds == d])
+        mine = window_rows[kinds == d]
+        env = envelope(mine)
         if env.empty:
             continue
-        roof, note = _roof_from(f"{level}.{d}", env, rel_tol)
+        roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol) if offchip else _roof_from(f"{level}.{d}", env, rel_tol)
         if roof is None:
             notes.append(note + f": {level}'s {d} points are bounded by the level's best")
         else:
@@ -245,13 +304,13 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     else:
         mem_rows = good[good["working_set_bytes"] >= offchip_start(good, env_warm, caches, edges, rel_tol)] \
             if not good.empty else good
-    roof, note = _roof_from(memory_level, envelope(mem_rows), rel_tol)
+    roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
     if roof is None:
         notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache"
                      f"{' (its measured edge)' if caches and edges[caches[-1][0]] else ''} with {MIN_SIZES}+ sizes")
     else:
         roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
-        own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {})
+        own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
         roofs += [roof] + own
         notes += why
     outer = roof

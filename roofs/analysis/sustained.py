@@ -49,6 +49,12 @@ from roofs.analysis.derive import (
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
 
 PER_ROOF = 3   # the best candidates of each roof that run a sustained window
+QUICK_PER_ROOF = 2  # ... in a quick run (two, so a memory level can still be settled from two sizes)
+
+
+def per_roof(quick: bool) -> int:
+    """Return how many candidates of each roof run a sustained window."""
+    return QUICK_PER_ROOF if quick else PER_ROOF
 
 
 def split(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
