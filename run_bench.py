@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
 import signal
 
 from bench import models as mdl
-from bench.aot import predict
+from bench.aot import learned, predict
 from bench.api import quick_roofs, roofs_from
 from bench.hw import detect
 from bench.hw import device as devmod  # noqa: E402
@@ -199,8 +199,9 @@ def dry_run(args, device=None, plan=None) -> int:
         return refuse(e)
     timer = timer_config(args.quick, args.budget, args.min_time)
     budget = run_budget(device, args.max_memory)
-    print(predict.prediction_text(predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget),
-                           device, args.quick))
+    pred = predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget,
+                           factors=learned.factors(device, args.quick))
+    print(predict.prediction_text(pred, device, args.quick))
     return 0
 
 

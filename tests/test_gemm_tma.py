@@ -129,7 +129,8 @@ def test_candidates_fit_hopper_and_warp_specialize_only_at_four_warps():
 
 @pytest.mark.skipif(not INTERPRETING, reason="the CPU path of this check runs under the interpreter")
 def test_runner_gates_the_tma_impl_against_float64():
-    plan = make_plan(REG, CPU, only=["gemm.square/triton_tma"], quick=True, max_ws_bytes=400_000)  # 128^3 only
+    plan = make_plan(REG, CPU, only=["gemm.square/triton_tma"], dtypes=["fp8e4m3", "int8", "bf16", "fp32"],
+                     max_ws_bytes=400_000)  # 128^3 only
     ms = Runner(CPU, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
     by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
     # checked, never timed, under the interpreter (rule 8); int8 exactly

@@ -63,7 +63,7 @@ def test_loads_and_tuning_are_charged_once_per_variant_and_class_and_rows_sum_to
     assert p.compiles == 3 and p.workers == 16 and p.compile_s == pytest.approx(8.0 + 1.6)
     # the sustained phase: one roof (bf16), 2 windows (a quick run's per roof) of 0.25 s + 0.3 s, after 1 s idle
     assert p.windows == 2 and p.sustain_s == pytest.approx(1.0 + 2 * 0.55)
-    assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.1)
+    assert p.total_s == pytest.approx(first + second + third + 9.6 + 2.1 + pr.DEFAULT_FINISH_S)
     text = pr.prediction_text(p, H200, True)
     assert "predicted wall time" in text and "3 Triton compiles before measuring, 16 processes" in text
 

@@ -45,7 +45,7 @@ import os
 import re
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.aot import precompile
 from bench.aot.targets import ARCHS
@@ -274,10 +274,13 @@ class Prediction:
     workers: int = 1
     sustain_s: float = 0.0    # the sustained phase after the sweeps (bench/run/sustain_phase.py)
     windows: int = 0          # its candidates' windows
+    finish_s: float = 0.0     # roofs, charts and report once the measuring ends
+    learned: dict = field(default_factory=dict)  # the factors applied (bench/aot/learned.py); {}: the model alone
 
     @property
     def total_s(self) -> float:
-        return sum(self.seconds_by_family.values()) + self.compile_s + self.load_s + self.tune_s + self.sustain_s
+        return (sum(self.seconds_by_family.values()) + self.compile_s + self.load_s + self.tune_s + self.sustain_s
+                + self.finish_s)
 
 
 def row_seconds(plan, device: DeviceInfo, timer, quick: bool, budget=None) -> tuple[list[tuple[str, float]], dict]:
@@ -351,13 +354,24 @@ def sustain_seconds(plan, device: DeviceInfo, quick: bool, window_s: float | Non
     return SUSTAIN_IDLE_S[device.kind] + windows * (window + SUSTAIN_OVERHEAD_S), windows
 
 
+DEFAULT_FINISH_S = 4.0   # roofs, charts and report of a run folder, before this machine has taught otherwise
+
+
+def scaled(seconds_by_family: dict, factors: dict) -> dict:
+    """Return each family's seconds times its learned factor (1 where none was learned)."""
+    return {fam: s * factors.get(fam, 1.0) for fam, s in seconds_by_family.items()}
+
+
 def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool = True,
-            sustain_s: float | None = None, budget=None) -> Prediction:
+            sustain_s: float | None = None, budget=None, factors: dict | None = None) -> Prediction:
     """Return the predicted duration of plan on device (see the module docstring). The
     precompile pool's jobs are the AOT plan's (exact_compiles, where the device has an aot
     arch: seconds of planning), else the variants row_seconds counts. sustain_s: the
     sustained window (None: the default; 0: no phase). budget: the run's memory budget
-    (memory.Budget), whose skips the runner would make."""
+    (memory.Budget), whose skips the runner would make. factors: what this machine's runs
+    taught (bench/aot/learned.py factors): each family's seconds, the sustained phase's and
+    the finishing's scaled or replaced by them."""
+    factors = factors or {}
     rows, c = row_seconds(plan, device, timer, quick, budget)
     jobs = (aot_compiles(plan, device, quick) if exact_compiles else None) if device.kind == "cuda" else None
     if jobs is None:
@@ -366,8 +380,9 @@ def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool =
     sustained, windows = sustain_seconds(plan, device, quick, sustain_s)
     lazy = lazy_compiles(device)  # a lazy compile is the first launch: nothing then loads from a cache
     compile_s = sum(jobs) if lazy else pool_seconds(jobs, workers)
-    return Prediction(len(rows), c["skipped"], dict(c["measure_s"]), compile_s, c["tune_s"],
-                      len(jobs), c["tuning_keys"], 0.0 if lazy else c["load_s"], workers, sustained, windows)
+    return Prediction(len(rows), c["skipped"], scaled(dict(c["measure_s"]), factors), compile_s, c["tune_s"],
+                      len(jobs), c["tuning_keys"], 0.0 if lazy else c["load_s"], workers,
+                      sustained * factors.get("sustained", 1.0), windows, factors.get("finish_s", DEFAULT_FINISH_S), factors)
 
 
 def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
@@ -387,7 +402,11 @@ def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
         lines.append(f"  tuning     {pred.tune_s:8.1f} s  ({pred.tuning_keys} shape classes)")
     if pred.windows:
         lines.append(f"  sustained  {pred.sustain_s:8.1f} s  ({pred.windows} windows after the sweeps)")
-    lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min)")
+    lines.append(f"  finishing  {pred.finish_s:8.1f} s  (roofs, charts, report)")
+    learned = sorted(k for k in pred.learned if k != "finish_s")
+    lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min); "
+                 + (f"scaled by what earlier runs on this machine measured ({', '.join(learned)})" if learned
+                    else "from the model alone (no earlier run on this machine)"))
     return "\n".join(lines)
 
 

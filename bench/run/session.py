@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.aot import precompile, predict
+from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod
 from bench.measure import memory
 from bench.measure.registry import load_all
@@ -61,13 +61,20 @@ def _say(line: str) -> None:
 
 
 def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: bool,
-              budget: memory.Budget | None = None) -> list[float] | None:
-    """Return the dry run's predicted seconds per row of plan (bench/aot/predict.py), or None
-    when it cannot predict this device: a prediction never stops a measurement."""
+              budget: memory.Budget | None = None) -> tuple[list[float] | None, dict]:
+    """Return the dry run's predicted seconds per row of plan (bench/aot/predict.py), each
+    scaled by what earlier runs on this machine taught (bench/aot/learned.py), or None when
+    it cannot predict this device (a prediction never stops a measurement); and the model's
+    own seconds per family, which the run's measured ones are learned against."""
     try:
-        return [sec for _, sec in predict.row_seconds(plan, device, timer, quick, budget)[0]]
+        rows = predict.row_seconds(plan, device, timer, quick, budget)[0]
     except Exception:  # noqa: BLE001
-        return None
+        return None, {}
+    factors = learned.factors(device, quick)
+    raw: dict = {}
+    for fam, sec in rows:
+        raw[fam] = raw.get(fam, 0.0) + sec
+    return [sec * factors.get(fam, 1.0) for fam, sec in rows], raw
 
 
 def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
@@ -83,12 +90,17 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     many launches then loaded them. Return (status, measurements)."""
     pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
     budget = budget or memory.run_budget(device)
-    rows = estimates(plan, device, timer, quick, budget)
-    meta = dict(meta, predicted_s=sum(rows) if rows else None, memory_budget_bytes=budget.limit,
+    rows, raw = estimates(plan, device, timer, quick, budget)
+    if sustain_s > 0:
+        raw["sustained"] = predict.sustain_seconds(plan, device, quick, sustain_s)[0]
+    factors = learned.factors(device, quick)
+    predicted = sum(rows) + raw.get("sustained", 0.0) * factors.get("sustained", 1.0) if rows else None
+    meta = dict(meta, predicted_s=predicted, predicted_raw_s=raw, learned_factors=factors,
+                memory_budget_bytes=budget.limit,
                 **({"precompile": pre} if pre else {}))
     writer = RunWriter(run_dir, meta)
     say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
-        + (f"; predicted {sum(rows) / 60:.1f} min" if rows else "") + f"; memory budget {budget.describe()}")
+        + (f"; predicted {predicted / 60:.1f} min" if predicted else "") + f"; memory budget {budget.describe()}")
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget,
                     revisits=revisit_passes(device, quick))
     status, sustained = "complete", {"window_s": 0.0}
@@ -190,6 +202,13 @@ def failing(run_dir: Path):
         raise
 
 
+def learn_from(meta: dict, device: devmod.DeviceInfo, quick: bool, finish_s: float) -> None:
+    """Write what a finished run measured, per family and for the sustained phase, against
+    the model's seconds for the same rows into this machine's cache (bench/aot/learned.py)."""
+    measured = {fam: v.get("wall") for fam, v in (meta.get("time_by_family") or {}).items()}
+    learned.learn(device, quick, meta.get("predicted_raw_s") or {}, measured, finish_s)
+
+
 def finish(run_dir: Path) -> list[str]:
     """Derive, annotate, draw and report the run folder (roofs/reports/finish.py); print and return
     the problems met."""
@@ -214,8 +233,12 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
     t0 = time.perf_counter()
     with failing(run_dir):
         problems = finish(run_dir)
-        print(f"roofbench: roofs, charts and report in {time.perf_counter() - t0:.0f} s")
-        print(summary(load_run(run_dir)))
+        finish_s = time.perf_counter() - t0
+        print(f"roofbench: roofs, charts and report in {finish_s:.0f} s")
+        run = load_run(run_dir)
+        print(summary(run))
+    if status == "complete" and not problems:  # what the next prediction on this machine starts from
+        learn_from(run.meta, device, args.quick, finish_s)
     print(f"\nresults: {run_dir}")
     if problems:
         mark_failed(run_dir, f"finishing the folder: {problems[0]}")

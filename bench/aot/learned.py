@@ -1,0 +1,94 @@
+"""What the dry run learns from the runs before it on this machine (issue 28, item 4).
+
+The model of bench/aot/predict.py prices a plan from datasheet or computed roofs; how long a
+family really takes here (its inputs, checks, slow paths, a VM's noisy memory) it cannot
+know. Each finished run writes, per family and kind of run (quick or full), the ratio of
+the wall seconds it measured to the seconds the model gave the same rows, and the seconds
+the sustained phase and the finishing (roofs, charts, report) took. The next dry run or run
+on the same machine scales the model's seconds by the median of the last LEARN_RUNS ratios.
+
+The cache is one small JSON file per machine (machine_key: the device's name, its cores or
+SMs and memory) under ROOFBENCH_CACHE, else $XDG_CACHE_HOME/roofbench, else
+~/.cache/roofbench. A cache that cannot be read or written is ignored: a prediction never
+stops a measurement.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from pathlib import Path
+
+LEARN_RUNS = 3          # the ratios a prediction takes the median of, newest first
+FAMILY_RATIO = (0.05, 20.0)  # a ratio outside this range is a broken run, not a rate: not kept
+CACHE_ENV = "ROOFBENCH_CACHE"
+
+
+def cache_dir() -> Path:
+    """Return the folder of the per-machine caches."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "roofbench"
+
+
+def machine_key(device) -> str:
+    """Return a file-name-safe key for this machine: device name, compute units and memory."""
+    raw = f"{device.kind}-{device.name}-{device.compute_units}-{(device.memory_bytes or 0) >> 30}g"
+    return re.sub(r"[^a-z0-9.]+", "-", raw.lower()).strip("-")
+
+
+def _path(device) -> Path:
+    return cache_dir() / f"timing-{machine_key(device)}.json"
+
+
+def load(device) -> dict:
+    """Return the machine's cache ({} when there is none or it cannot be read)."""
+    try:
+        data = json.loads(_path(device).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def factors(device, quick: bool) -> dict:
+    """Return {family (and "sustained"): the median of its last LEARN_RUNS ratios} and
+    {"finish_s": seconds} for this machine and kind of run; {} on a datasheet part (a dry
+    run for a device that is not here) or with nothing learned."""
+    if (device.extra or {}).get("spec"):
+        return {}
+    kind = load(device).get("quick" if quick else "full", {})
+    out = {}
+    for name, values in kind.items():
+        if isinstance(values, list) and values:
+            out[name] = statistics.median(values[:LEARN_RUNS])
+    return out
+
+
+def learn(device, quick: bool, predicted: dict, measured: dict, finish_s: float | None = None) -> dict | None:
+    """Record one finished run: for each family (and "sustained") both predicted by the
+    model (raw seconds) and measured (wall seconds), the ratio measured / predicted, newest
+    first; and the finishing seconds. Return what was written, or None when it could not be."""
+    if (device.extra or {}).get("spec"):
+        return None
+    data = load(device)
+    kind = data.setdefault("quick" if quick else "full", {})
+    for name, raw in predicted.items():
+        wall = measured.get(name)
+        if not raw or raw <= 0 or wall is None:
+            continue
+        ratio = wall / raw
+        if FAMILY_RATIO[0] <= ratio <= FAMILY_RATIO[1]:
+            kind[name] = ([round(ratio, 4)] + list(kind.get(name, [])))[:LEARN_RUNS]
+    if finish_s is not None:
+        kind["finish_s"] = ([round(finish_s, 3)] + list(kind.get("finish_s", [])))[:LEARN_RUNS]
+    try:
+        path = _path(device)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(path)
+    except OSError:
+        return None
+    return data

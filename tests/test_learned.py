@@ -1,0 +1,68 @@
+"""The dry run learns from the runs before it on this machine (bench/aot/learned.py; issue 28,
+item 4): per family the ratio of measured to modelled seconds, the median of the last three
+scaling the next prediction; the finishing seconds replace the model's guess."""
+import json
+
+import pytest
+
+from bench.aot import learned, predict
+from bench.hw.device import CacheLevel, DeviceInfo
+from bench.measure.registry import load_all
+from bench.measure.runner import make_plan
+from bench.measure.timing import timer_config
+
+CPU = DeviceInfo("cpu", "cpu", "AMD EPYC (test)", 24 * 2**30, 2, "cores", (CacheLevel("l3", 32 * 2**20),))
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(learned.CACHE_ENV, str(tmp_path))
+    return tmp_path
+
+
+def test_the_key_names_the_machine_and_is_a_file_name():
+    assert learned.machine_key(CPU) == "cpu-amd-epyc-test-2-24g"
+
+
+def test_a_run_writes_its_ratios_and_the_next_prediction_takes_the_median_of_the_last_three(cache):
+    assert learned.factors(CPU, quick=True) == {}
+    for stream_wall in (30.0, 10.0, 20.0, 40.0):   # modelled 20 s each time: ratios 1.5, 0.5, 1.0, 2.0
+        learned.learn(CPU, True, {"stream": 20.0, "gemm": 10.0}, {"stream": stream_wall, "gemm": 5.0}, finish_s=3.0)
+    f = learned.factors(CPU, quick=True)
+    # newest first: 2.0, 1.0, 0.5 (1.5 dropped): median 1.0; gemm 0.5 each time
+    assert f == {"stream": 1.0, "gemm": 0.5, "finish_s": 3.0}
+    assert learned.factors(CPU, quick=False) == {}   # a full run learns apart from a quick one
+    data = json.loads(next(cache.iterdir()).read_text())
+    assert data["quick"]["stream"] == [2.0, 1.0, 0.5]
+
+
+def test_nothing_is_learned_from_a_family_the_model_gave_nothing_or_a_broken_ratio():
+    learned.learn(CPU, True, {"stream": 0.0, "gemm": 10.0, "gemv": 10.0}, {"stream": 5.0, "gemm": 500.0})
+    assert learned.factors(CPU, True) == {}
+
+
+def test_a_datasheet_part_learns_and_takes_nothing():
+    spec = DeviceInfo("cuda", "meta", "H200", 141 * 2**30, 132, "SMs", (), extra={"spec": "h200"})
+    assert learned.learn(spec, True, {"gemm": 1.0}, {"gemm": 2.0}) is None
+    assert learned.factors(spec, True) == {}
+
+
+def test_an_unreadable_cache_is_ignored(cache):
+    (cache / f"timing-{learned.machine_key(CPU)}.json").write_text("{not json")
+    assert learned.factors(CPU, True) == {}
+
+
+def test_the_prediction_scales_each_family_and_the_sustained_phase_and_adds_the_finishing():
+    plan = make_plan(load_all(), CPU, only=["stream.copy", "gemm.square/torch"], quick=True, max_ws_bytes=2**20)
+    timer = timer_config(True)
+    base = predict.predict(plan, CPU, timer, True, sustain_s=0.25)
+    got = predict.predict(plan, CPU, timer, True, sustain_s=0.25,
+                          factors={"stream": 2.0, "gemm": 0.5, "sustained": 3.0, "finish_s": 7.0})
+    assert got.seconds_by_family["stream"] == pytest.approx(2 * base.seconds_by_family["stream"])
+    assert got.seconds_by_family["gemm"] == pytest.approx(0.5 * base.seconds_by_family["gemm"])
+    assert got.sustain_s == pytest.approx(3 * base.sustain_s) and base.finish_s == predict.DEFAULT_FINISH_S
+    assert got.total_s == pytest.approx(base.total_s + base.seconds_by_family["stream"]
+                                        - 0.5 * base.seconds_by_family["gemm"] + 2 * base.sustain_s + 7.0 - predict.DEFAULT_FINISH_S)
+    assert "scaled by what earlier runs on this machine measured (gemm, stream, sustained)" in \
+        predict.prediction_text(got, CPU, True)
+    assert "from the model alone" in predict.prediction_text(base, CPU, True)
