@@ -1,0 +1,71 @@
+"""Freivalds' check for large GEMMs (bench/ops/gemm.py; issue 28, item 3): a product of
+2 x 512^3 FLOPs and more is checked by projection onto random directions in float64, O(n^2),
+and the check still fails a wrong or unwritten output (an error row, never timed)."""
+import pytest
+import torch
+
+from bench.hw.device import CacheLevel, DeviceInfo
+from bench.measure.gate import check
+from bench.measure.registry import load_all
+from bench.ops import gemm as g
+
+REG = load_all()
+CPU = DeviceInfo("cpu", "cpu", "cpu", 2**34, 2, "cores", (CacheLevel("l3", 32 * 2**20),))
+OP = REG.ops["gemm.square"]
+
+
+def _inputs(dtype, n):
+    return OP.make_inputs({"dtype": dtype, "shape": (n, n, n)}, "cpu")
+
+
+def test_small_products_keep_the_full_reference_and_large_ones_project():
+    small, large = _inputs("fp32", 256), _inputs("fp32", 512)
+    assert isinstance(OP.reference(small), torch.Tensor)
+    ref = OP.reference(large)
+    assert isinstance(ref, g.Projection) and ref.x.shape == (512, g.FREIVALDS_VECTORS) and ref.ax.shape == (512, 4)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
+def test_the_projection_agrees_with_the_full_check(dtype):
+    x = _inputs(dtype, 512)
+    a, b = x["a"].double(), x["b"].double()
+    out = (a @ b).to(x["c"].dtype)     # the product rounded to the output type, as a kernel writes it
+    full = g.relative_norm_error(out, a @ b, x)
+    proj = g.gemm_error(out, OP.reference(x), x)
+    if dtype == "int8":
+        assert full == 0.0 and proj < 1e-13  # int32 exact: only float64 rounding remains
+    else:
+        # the projection estimates the same relative error (a chi-square ratio of 4 directions)
+        assert 0.3 * full < proj < 3 * full and proj <= OP.tolerance({"dtype": dtype})
+
+
+def test_a_wrong_tile_or_an_unwritten_output_still_fails_the_gate():
+    x = _inputs("fp32", 512)
+    ref = OP.reference(x)
+    tol = OP.tolerance({"dtype": "fp32"})
+    product = x["a"] @ x["b"]
+
+    def launcher(damage):
+        def fn():
+            x["c"].copy_(product)
+            damage(x["c"])
+            return x["c"]
+        return lambda: fn
+
+    def wrong_tile(c):
+        c[64:128, 256:320] *= 1.01   # one 64 x 64 tile 1% off: about 0.1% of the output's norm
+
+    def unwritten(c):
+        c[:, :8] = float("nan")      # 8 columns the kernel never wrote keep the gate's poison
+
+    assert check(launcher(lambda c: None), ref, tol, CPU, x, ("c",), OP.error).passed
+    bad = check(launcher(wrong_tile), ref, tol, CPU, x, ("c",), OP.error)
+    assert not bad.passed and 5e-4 < bad.error < 5e-3
+    assert not check(launcher(unwritten), ref, tol, CPU, x, ("c",), OP.error).passed
+
+
+def test_poisoned_output_fails():
+    x = _inputs("fp32", 512)
+    x["c"].fill_(float("nan"))
+    err = g.gemm_error(x["c"], OP.reference(x), x)
+    assert err != err  # NaN: the gate's comparison fails it
