@@ -91,10 +91,29 @@ def test_unconverged_rows_set_no_roof():
     assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 50
 
 
+def test_torchs_fma_chains_are_an_elementwise_pass_ceiling_never_a_units_roof():
+    """Issue 28, item 6: on a CPU, torch's FMA chains (34 GFLOP/s beside 332 computed) make one
+    elementwise pass through the caches per step: the line is named for that, "fp32.elementwise",
+    and the units' tables leave it out."""
+    from roofs.analysis.derive import compute_roofs
+    from roofs.analysis.roofline import is_pass_ceiling
+    rows = pd.DataFrame([
+        {"family": "gemm", "op": "gemm.search", "impl": "gemm.search/numpy", "dtype": "fp32", "shape": "768x768x768",
+         "precision": "fp32", "point_id": "g", "working_set_bytes": 1, "status": "ok", "gflops": 212.5},
+        {"family": "fma", "op": "fma.chains", "impl": "fma.chains/torch", "dtype": "fp32", "shape": "(16384,)x8x1024",
+         "precision": "fp32", "point_id": "f", "working_set_bytes": 1, "status": "ok", "gflops": 33.3}])
+    got = {r.name: r for r in compute_roofs(rows)}
+    assert set(got) == {"fp32", "fp32.elementwise"} and got["fp32"].value == 212.5
+    line = got["fp32.elementwise"]
+    assert line.value == 33.3 and line.extra == {"unit": "elementwise", "line_of": "fp32"} and is_pass_ceiling(line)
+    assert "elementwise passes" in line.note and not is_pass_ceiling(got["fp32"])
+
+
 def test_compute_roof_is_each_precisions_own_unit():
     from roofs.analysis.derive import compute_roofs
-    row = lambda fam, op, d, g, prec="": {  # noqa: E731
-        "family": fam, "op": op, "impl": f"{op}/torch", "dtype": d, "shape": "1024x1024x1024", "precision": prec or d,
+    row = lambda fam, op, d, g, prec="": {  # noqa: E731  (FMA chains as a GPU runs them: a Triton kernel)
+        "family": fam, "op": op, "impl": f"{op}/{'triton' if fam == 'fma' else 'torch'}", "dtype": d,
+        "shape": "1024x1024x1024", "precision": prec or d,
         "point_id": f"p-{op}-{d}", "working_set_bytes": 1, "status": "ok", "gflops": g}
     df = pd.DataFrame([row("gemm", "gemm.square", d, g) for d, g in (
         ("fp32", 251.0), ("fp16", 59.0), ("bf16", 972.0), ("fp8e4m3", 175.0), ("int8", 1949.0))]

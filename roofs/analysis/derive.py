@@ -23,7 +23,8 @@ extra["unit"] ("gemm" or "vector"). A wider precision its inputs convert to exac
 "line_of", "own_gflops"), never the precision's roof; only a precision that points carry
 but that no GEMM or FMA chain of its own measured (no unit for it) takes the wider path as
 its roof, with extra "via". A precision whose roof is not its vector unit's also gets
-"<precision>.vector" from its FMA chains. Probe roofs (roofs/analysis/launch_floor.py, rule 5): the l1
+"<precision>.vector" from its FMA chains ("<precision>.elementwise" for torch's chains on a CPU,
+whose every step is an elementwise pass through the caches: not a unit's roof). Probe roofs (roofs/analysis/launch_floor.py, rule 5): the l1
 roof from probe.l1's plateau over its span sizes (the faster of it and a size-window l1
 roof), and the launch floors.
 
@@ -371,7 +372,19 @@ def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
 
 
 def _unit(row) -> str:
-    return "vector" if row.get("family") == "fma" else "gemm"
+    """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
+    a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
+    step of which is an elementwise pass of the chains through the caches: a ceiling of
+    such passes, not of the FMA units (issue 28: 34 GFLOP/s beside 332 computed)."""
+    if row.get("family") != "fma":
+        return "gemm"
+    return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
+
+
+def line_name(precision: str, unit: str) -> str:
+    """Return the name of a precision's FMA-chain line beside its roof: "<p>.vector", or
+    "<p>.elementwise" for torch's chains."""
+    return f"{precision}.{unit}"
 
 
 def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozenset()) -> list[Roof]:
@@ -404,9 +417,12 @@ def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozens
                 f"an extra line, not {precision}'s roof",
                 {"via": wider, "line_of": precision, "own_gflops": float(best["gflops"]),
                  "own_point_id": str(best["point_id"])}))
-        if precision in vector and _unit(best) != "vector":
-            roofs.append(_compute_roof(f"{precision}.vector", vector[precision],
-                                       f"{precision} FMA chains: the vector unit", {"unit": "vector", "line_of": precision}))
+        if precision in vector and _unit(best) == "gemm":
+            unit = _unit(vector[precision])
+            what = ("the vector unit" if unit == "vector" else
+                    "torch's elementwise passes through the caches (a ceiling of such passes, not the FMA units')")
+            roofs.append(_compute_roof(line_name(precision, unit), vector[precision],
+                                       f"{precision} FMA chains: {what}", {"unit": unit, "line_of": precision}))
     # a precision with no steady row of its own (it never ran here, only points carry it, or
     # its own rows were too unsteady to set a roof) is bounded by the fastest exact wider path
     ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam

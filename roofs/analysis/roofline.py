@@ -143,3 +143,10 @@ class Roofline:
         """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
         bw, peak = self.bandwidth(level), self.compute(precision)
         return peak.value / bw.value if bw and peak else None
+
+
+def is_pass_ceiling(roof) -> bool:
+    """Return whether a roof is a ceiling of torch's elementwise passes ("<p>.elementwise":
+    a CPU's FMA chains), which bounds such passes and is no unit's roof: the tables of the
+    units' roofs leave it out and list it apart."""
+    return (roof.extra or {}).get("unit") == "elementwise" and bool((roof.extra or {}).get("line_of"))

@@ -47,12 +47,13 @@ CEILING_SPAN = 8.0   # dashes for points within this factor of their launch floo
 
 
 def vector_roof(model: Roofline, precision: str) -> Roof | None:
-    """Return the precision's vector-unit roof: the precision's own roof when its unit is
-    the vector one, else "<precision>.vector"; None without either."""
+    """Return the precision's FMA-chain line: the precision's own roof when its unit is the
+    vector one, else "<precision>.vector" or, for torch's chains, "<precision>.elementwise";
+    None without any."""
     own = model.compute(precision)
-    if own is not None and (own.extra or {}).get("unit") == "vector":
+    if own is not None and (own.extra or {}).get("unit") in ("vector", "elementwise"):
         return own
-    return model.compute(f"{precision}.vector")
+    return model.compute(f"{precision}.vector") or model.compute(f"{precision}.elementwise")
 
 
 def knee(rows: pd.DataFrame) -> tuple[float, float] | None:

@@ -24,7 +24,7 @@ from roofs.analysis.checks import is_above, roof_notes, run_warnings
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
 from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
 from roofs.analysis.hierarchy import triton_binding_table
-from roofs.analysis.roofline import Roof, Roofline
+from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -68,7 +68,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
     rows = []
     for m in Roofline(run.roofs).roofs:
-        if m.source != "measured":
+        if m.source != "measured" or is_pass_ceiling(m):  # not a unit's roof: no reference beside it
             continue
         key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in ("dram", "hbm") else m.name))
         ref = by_name.get(key)

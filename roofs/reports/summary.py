@@ -9,7 +9,7 @@ import pandas as pd
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, roof_notes, run_warnings
-from roofs.analysis.roofline import Roof, Roofline
+from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
 from roofs.reports.report import best_rows
 
 
@@ -37,7 +37,7 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
     refs = [r for r in model.roofs if r.source != "measured" and r.source in ("datasheet", "computed")]
     used, rows = set(), []
     for r in model.roofs:
-        if r.source != "measured":
+        if r.source != "measured" or is_pass_ceiling(r):
             continue
         name = "memory" if r.name in ("dram", "hbm") else r.name
         ref = next((x for x in refs if x.kind == r.kind and (x.name == r.name or x.name == name
@@ -64,6 +64,10 @@ def summary(run) -> str:
     rows, refs = roof_rows(model)
     lines.append("\nroofs: measured, each beside its datasheet or computed reference")
     lines.append(pd.DataFrame(rows).to_string(index=False) if rows else "(none derived)")
+    passes = [r for r in model.roofs if is_pass_ceiling(r)]
+    if passes:
+        lines.append("elementwise-pass ceilings (torch's FMA chains, each step a pass through the caches; no unit's "
+                     "roof): " + ", ".join(f"{r.name} {fmt_num(r.value)} {r.unit}" for r in passes))
     if refs:
         lines.append("references with no measured roof: " + ", ".join(
             f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
