@@ -120,19 +120,25 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
         else:
             trend = "no flat stretch"
         return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {trend})"
-    best = plat.loc[plat["gbps"].idxmax()]
-    spread = row_spread(plat.loc[[best.name]]).iloc[0]
+    note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
+    return _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {}), ""
+
+
+def _best_of(name: str, sizes: pd.DataFrame, note: str, extra: dict) -> Roof:
+    """Return the bandwidth roof of the fastest row among sizes (envelope rows), with the
+    sizes' range and median, and that row's spread."""
+    best = sizes.loc[sizes["gbps"].idxmax()]
+    spread = row_spread(sizes.loc[[best.name]]).iloc[0]
     return Roof(
         kind="bandwidth", name=name, value=float(best["gbps"]), unit="GB/s", source="measured",
         op=str(best["op"]), impl=str(best["impl"]), dtype=str(best["dtype"]), point_id=str(best["point_id"]),
         working_set_bytes=int(best["working_set_bytes"]),
-        plateau_bytes=(int(plat["working_set_bytes"].min()), int(plat["working_set_bytes"].max())),
-        plateau_points=len(plat),
-        plateau_values=(float(plat["gbps"].min()), float(plat["gbps"].max())),
+        plateau_bytes=(int(sizes["working_set_bytes"].min()), int(sizes["working_set_bytes"].max())),
+        plateau_points=len(sizes),
+        plateau_values=(float(sizes["gbps"].min()), float(sizes["gbps"].max())),
         spread=None if pd.isna(spread) else float(spread),
-        note=f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau",
-        extra={"plateau_median": float(plat["gbps"].median()), **({"capacity_bytes": capacity} if capacity else {})},
-    ), ""
+        note=note, extra={"plateau_median": float(sizes["gbps"].median()), **extra},
+    )
 
 
 def pass_range(rows: pd.DataFrame) -> tuple[float, float] | None:
@@ -155,24 +161,13 @@ def _ceiling_from(name: str, window: pd.DataFrame, rows: pd.DataFrame, rel_tol: 
     than MIN_SIZES sizes."""
     if len(window) < MIN_SIZES:
         return None
-    best = window.loc[window["gbps"].idxmax()]
     lo, hi = float(window["gbps"].min()), float(window["gbps"].max())
     passes = pass_range(rows)
     label = f"unsteady: sizes {lo:,.3g}-{hi:,.3g} GB/s at their best, no {MIN_SIZES} within {rel_tol:.0%}"
     if passes:
         label += f"; passes {passes[0]:,.3g}-{passes[1]:,.3g} GB/s"
-    spread = row_spread(window.loc[[best.name]]).iloc[0]
-    return Roof(
-        kind="bandwidth", name=name, value=float(best["gbps"]), unit="GB/s", source="measured",
-        op=str(best["op"]), impl=str(best["impl"]), dtype=str(best["dtype"]), point_id=str(best["point_id"]),
-        working_set_bytes=int(best["working_set_bytes"]),
-        plateau_bytes=(int(window["working_set_bytes"].min()), int(window["working_set_bytes"].max())),
-        plateau_points=len(window), plateau_values=(lo, hi),
-        spread=None if pd.isna(spread) else float(spread),
-        note=f"the best of {len(window)} off-chip sizes' best passes ({label})",
-        extra={"plateau_median": float(window["gbps"].median()), "steady": False, "unsteady": label,
-               **({"passes": list(passes)} if passes else {})},
-    )
+    return _best_of(name, window, f"the best of {len(window)} off-chip sizes' best passes ({label})",
+                    {"steady": False, "unsteady": label, **({"passes": list(passes)} if passes else {})})
 
 
 def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
