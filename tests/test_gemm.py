@@ -160,3 +160,15 @@ def test_tile_lists_leave_out_the_tiles_that_spill_on_their_target():
         assert (32, 64, 256) not in amd and (32, 64, 128) in amd and len(amd) == len(k.candidates(p, cc=80))
     assert k.candidates("int8", cc=80, amd=True) == k.candidates("int8", cc=80)
     assert min(c.block_m for c in kf.CANDIDATES) == 128
+
+
+def test_a_cpus_quick_search_leaves_out_the_precisions_it_has_no_unit_for():
+    """Issue 28: fp16 and fp8 GEMMs on a CPU without their units run through conversion at a
+    fraction of the rate; their bound is the exact wider path the search measures anyway."""
+    from bench.hw.device import CacheLevel, DeviceInfo
+    avx2 = DeviceInfo("cpu", "cpu", "avx2", 2**34, 2, "cores", (CacheLevel("l3", 2**25),), cpu_flags=("avx", "avx2", "fma"))
+    zen4 = DeviceInfo("cpu", "cpu", "zen4", 2**34, 2, "cores", (CacheLevel("l3", 2**25),),
+                      cpu_flags=("avx2", "avx512f", "avx512_bf16", "avx512_vnni"))
+    assert g.search_precisions(avx2, True) == ("fp64", "fp32", "tf32", "int8")
+    assert g.search_precisions(zen4, True) == ("fp64", "fp32", "tf32", "bf16", "int8")
+    assert g.search_precisions(avx2, False) == tuple(g.PRECISIONS)  # a full run measures every one

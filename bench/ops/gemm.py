@@ -37,6 +37,7 @@ from bench.measure.registry import REGISTRY, Axis, Impl, LaunchContext, Op, rela
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize, triton_interpreting
+from roofs.analysis.specs import cpu_missing_units
 
 
 @dataclass(frozen=True)
@@ -502,6 +503,17 @@ def gemm_memory(point) -> int:
     return gemm_bytes(m, n, k, point["dtype"]) + 8 * (m * k + k * n + m * n) + 16 * m * n
 
 
+def search_precisions(device, quick):
+    """Return the precisions the search measures: every one, but on a CPU's quick run not
+    those its flags name no unit for (fp8 always; fp16 without AVX512-FP16 or AMX-FP16; bf16
+    without AVX512-BF16 or AMX-BF16): their GEMMs run through conversion, and their bound is
+    the exact wider path the search measures anyway (ARCHITECTURE.md, rule 10)."""
+    if not (quick and device.kind == "cpu"):
+        return QUICK_PRECISIONS if quick else tuple(PRECISIONS)
+    missing = cpu_missing_units({"kind": "cpu", "cpu_flags": list(device.cpu_flags or ())})
+    return tuple(p for p in QUICK_PRECISIONS if p not in missing)
+
+
 def shape_precisions(device, quick):
     """Return the precisions of the square and skinny sweeps: every one, but on a CPU's
     quick run CPU_QUICK_SHAPE_PRECISIONS."""
@@ -550,7 +562,7 @@ _register("gemm.square", square_sweep, "square M = N = K", tma=True, precisions=
 _register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",),
           precisions=shape_precisions)
 _register("gemm.search", search_sweep, "squares growing in each layout until the rate stops rising: best sustained "
-          "throughput", layouts=search_layouts, sweep_stop=search_stop, min_budget_s=SEARCH_MIN_BUDGET_S,
+          "throughput", layouts=search_layouts, precisions=search_precisions, sweep_stop=search_stop, min_budget_s=SEARCH_MIN_BUDGET_S,
           quick_min_budget_s=QUICK_SEARCH_BUDGET_S,
           # its own cost group: its first size always runs, each next one is predicted from the
           # search's previous size (rule 7), not from a 128^3 square dominated by call overhead
