@@ -400,12 +400,13 @@ def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
     kernels (read: nothing written; write: nothing read; copy: both), the (op, impl, dtype)
     sweep with the fastest warm off-chip row of the sweep's pass, at its REVISIT_SIZES
     smallest sizes from the off-chip start (roofs.analysis.derive.offchip_window)."""
-    sweep = [m for m in rows if m.family == "stream" and m.op != "stream.reread" and m.mode == "warm"
-             and m.status == "ok" and m.pass_no == 1 and m.samples_s]
+    stream = [m for m in rows if m.family == "stream" and m.status == "ok" and m.pass_no == 1 and m.samples_s]
+    sweep = [m for m in stream if m.op != "stream.reread" and m.mode == "warm"]
     if not sweep:
         return []
     caches = [(c.name, c.total_bytes) for c in device.caches]
-    start = offchip_window(pd.DataFrame([m.row() for m in sweep]), caches)[0] if caches else 0
+    # the start derive will use: from every stream row (the reread measures the caches' edges)
+    start = offchip_window(pd.DataFrame([m.row() for m in stream]), caches)[0] if caches else 0
     past = [m for m in sweep if m.working_set_bytes >= start]
     picks = []
     for direction in ("read", "write", "copy"):
