@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs", type=int, help="processes to launch (default: one per GPU; on a CPU-only machine, "
                    "gloo processes on loopback, for --comm or testing)")
     p.add_argument("--outlier-pct", type=opt.percent, default=5.0, help="flag a device this far below the median (default 5)")
+    p.add_argument("--deadline", type=opt.seconds, help="with --all-devices: seconds a rank may take before it is "
+                   "stopped and rank 0 reports without it (default: its plan's predicted duration x 3 + 10 min)")
     p.add_argument("--run-dir", type=Path, help="with --all-devices/--comm: the node's run folder (default "
                    "results/node-<slug>-<UTC timestamp>); the same on every node of a torchrun launch")
     return p

@@ -448,14 +448,22 @@ def device_identity(device: dict, run_dir) -> dict:
     return {"host": host, "id": uid, "pci_bus_id": device.get("pci_bus_id")}
 
 
+def load_meta(run_dir) -> dict:
+    """Return run_dir's run.json alone; raise ResultsError with one sentence when it is
+    missing, corrupt or of another schema version."""
+    d = Path(run_dir)
+    meta = _load_json(d / "run.json", "the run's metadata")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+    return meta
+
+
 def load_small(run_dir) -> tuple[dict, list[dict]]:
     """Return (run.json, roofs.json's roofs) of run_dir, reading neither measurements.csv nor
     the samples (a fleet of a thousand runs reads a few KiB each); raise ResultsError with
     one sentence when run.json or roofs.json is missing or corrupt."""
     d = Path(run_dir)
-    meta = _load_json(d / "run.json", "the run's metadata")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+    meta = load_meta(d)
     doc = _load_json(d / "roofs.json", "its roofs (the run did not finish)")
     if not isinstance(doc.get("roofs"), list):
         raise ResultsError(f"{d / 'roofs.json'} holds no list of roofs; re-run `python run_bench.py report {d}`.")

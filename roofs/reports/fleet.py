@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.results import ResultsError, device_identity, load_small
+from bench.results import ResultsError, device_identity, load_meta, load_small
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.report import md_table
 
@@ -72,15 +72,16 @@ def find_runs(dirs) -> tuple[list[Path], list[tuple[str, str]]]:
             if RANKS_FILE in files:
                 missing += _missing_ranks(Path(here) / RANKS_FILE)
             subdirs.sort()
-    return runs, missing
+    seen = {str(r.resolve()) for r in runs}  # a missing rank whose folder is here: the folder says why
+    return runs, [(where, why) for where, why, d in missing if not d or str(Path(d).resolve()) not in seen]
 
 
-def _missing_ranks(path: Path) -> list[tuple[str, str]]:
+def _missing_ranks(path: Path) -> list[tuple[str, str, str | None]]:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
-        return [(str(path), "unreadable: the launch's record of its ranks is cut or corrupt")]
-    return [(f"{path.parent} rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else ""), r["why"])
+        return [(str(path), "unreadable: the launch's record of its ranks is cut or corrupt", None)]
+    return [(f"{path.parent} rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else ""), r["why"], r.get("dir"))
             for r in doc.get("missing", [])]
 
 
@@ -125,19 +126,18 @@ def gather(dirs, allow_mixed: bool = False) -> Fleet:
     found, missing = find_runs(dirs)
     rows, units, left = [], {}, list(missing)
     for d in found:
-        try:
-            meta, roofs = load_small(d)
+        try:  # the status first: a run that did not complete has no roofs.json to read
+            meta = load_meta(d)
+            status, kind = str(meta.get("status")), meta.get("run_kind", "device")
+            if kind != "device":
+                left.append((str(d), f"a {kind} run: the fleet compares devices"))
+            elif status != "complete":
+                why = ("still running, or its process died before it ended" if status == "running" else status)
+                left.append((str(d), f"not complete ({why})"))
+            else:
+                rows.append(run_row(d, *load_small(d), units))
         except ResultsError as e:
             left.append((str(d), f"unreadable: {e}"))
-            continue
-        status, kind = str(meta.get("status")), meta.get("run_kind", "device")
-        if kind != "device":
-            left.append((str(d), f"a {kind} run: the fleet compares devices"))
-        elif status != "complete":
-            why = ("still running, or its process died before it ended" if status == "running" else status)
-            left.append((str(d), f"not complete ({why})"))
-        else:
-            rows.append(run_row(d, meta, roofs, units))
     if not rows:
         raise FleetError(f"no complete device run under {', '.join(map(str, dirs))} ({len(found)} run folders found, "
                          f"{len(left)} left out): give folders that hold finished runs.")
