@@ -69,3 +69,34 @@ def test_two_nodes_lose_only_the_killed_rank(tmp_path):
     left = md.split("## Left out")[1]
     assert "rank2-" in left and "not complete (failed: its measuring process died (signal 9))" in left
     assert "roofbench: rank 2 (" in "".join(outs) and "is missing: failed: its measuring process died" in "".join(outs)
+
+
+def quick_args(**kw):
+    from argparse import Namespace
+    return Namespace(**dict(dict(deadline=None, only=["stream.copy/torch"], quick=True, dtype=["float32"], mode=None,
+                                 max_ws=2**20, budget=None, min_time=None, sustain=0.0, max_memory=None), **kw))
+
+
+def test_a_ranks_deadline_is_its_predicted_duration_with_a_margin():
+    from bench.aot import predict
+    from bench.hw.device import cpu_info
+    from bench.measure.registry import load_all
+    from bench.measure.runner import make_plan
+    from bench.measure.timing import timer_config
+    from bench.run import distributed as d
+    cpu, args = cpu_info(), quick_args()
+    plan = make_plan(load_all(), cpu, args.only, True, args.dtype, None, args.max_ws)
+    pred = predict.predict(plan, cpu, timer_config(True, None, None), True, exact_compiles=False, sustain_s=0.0)
+    assert 0 < pred.total_s < 60
+    assert d.deadline_s(args, cpu) == pytest.approx(3 * pred.total_s + 600, rel=0.05)  # free memory may move the budget
+    assert d.deadline_s(quick_args(deadline=42.0), cpu) == 42.0
+
+
+def test_a_measurement_past_its_deadline_is_stopped_and_marked(tmp_path):
+    from bench.run import distributed as d
+    args = quick_args(budget=5.0, min_time=5.0, out=tmp_path, outlier_pct=5.0)  # each point 5 s: past 6 s
+    status, _ = d.supervise(tmp_path / "rank0-cpu", args, "cpu", 6.0, say=lambda line: None)
+    assert status == "failed: past its deadline of 6 s (hung, or far slower than predicted)"
+    meta = status_of(tmp_path / "rank0-cpu" / "run.json")
+    print(f"\nstopped at its deadline: {meta and meta['status']}")
+    assert meta is None or meta["status"] == status   # stopped before or after its folder began
