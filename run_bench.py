@@ -209,7 +209,11 @@ def fleet_main(argv) -> int:
         fleet = gather(args.dirs, args.mixed_methods)
     except FleetError as e:
         return refuse(e)
-    md, result = write_fleet(fleet, args.out or ROOT / "results" / f"fleet-{utc_stamp()}")
+    out = args.out or ROOT / "results" / f"fleet-{utc_stamp()}"
+    try:
+        md, result = write_fleet(fleet, out)
+    except OSError as e:
+        return refuse(f"cannot write the fleet folder {out} ({e.strerror or e}): give --out a folder you can write.")
     slow = {(o["host"], o["id"]) for o in result["outliers"]}
     print(f"roofbench: {fleet.rows['id'].nunique()} devices in {len(fleet.rows)} runs, {len(result['groups'])} "
           f"model(s), {len(slow)} outlier device(s), {len(fleet.left_out)} left out; {time.perf_counter() - t0:.1f} s")

@@ -150,3 +150,10 @@ def test_bad_folders_are_one_sentence(tmp_path):
     assert r.returncode == 2 and "is not a folder" in r.stderr and "Traceback" not in r.stderr
     r = run_cli(tmp_path)
     assert r.returncode == 2 and "no complete device run under" in r.stderr
+
+
+def test_an_unwritable_out_is_one_sentence(tmp_path):
+    write_run(tmp_path / "runs" / "a", "h", "GPU-1", 1.0)
+    (tmp_path / "file").write_text("x")
+    r = run_cli(tmp_path / "runs", "--out", tmp_path / "file")
+    assert r.returncode == 2 and "cannot write the fleet folder" in r.stderr and "Traceback" not in r.stderr
