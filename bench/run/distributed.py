@@ -198,7 +198,7 @@ def supervise(run_dir: Path, args, device: str, limit_s: float, say=print) -> tu
             proc.kill()
             proc.join()
     status = _status(run_dir)
-    if late and status in ("running", "interrupted", None):
+    if late and status != "complete":  # stopped while measuring or finishing: the deadline is why
         status = f"failed: past its deadline of {limit_s:.0f} s (hung, or far slower than predicted)"
     elif status in ("running", None):
         code = proc.exitcode
