@@ -6,6 +6,7 @@
     python run_bench.py --list          ops, impls and their axes on this device
     python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
     python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points
+    python run_bench.py fleet DIR [...]   combine many runs (a cluster's devices) into a fleet's report
     python run_bench.py model NAME --batch 1,8 --prompt 2048 --context 8192   a model on the roofline
 
 Writes results/<device-slug>-<UTC timestamp>/ (REFERENCE.md, "What a run writes", lists every file). This file
@@ -23,6 +24,7 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
     sys.path.insert(0, str(ROOT))
 
 import signal
+import time
 
 from bench import models as mdl
 from bench.aot import learned, predict
@@ -44,11 +46,13 @@ from bench.run import session  # noqa: E402
 from bench.run.distributed import worker_argv
 from bench.util import precision_name  # noqa: E402
 from roofs.reports.compare import compare
+from roofs.reports.fleet import FleetError, gather, write_fleet
 from roofs.reports.summary import summary
 
 SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
   compare RUN_A RUN_B [...] [--out DIR]   overlay several runs' roofs and points, with a ratio table
+  fleet DIR [DIR ...] [--out DIR] [--mixed-methods]   combine any number of run folders into a fleet's report
   model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline"""
 
 
@@ -89,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--procs", type=int, help="processes to launch (default: one per GPU; on a CPU-only machine, "
                    "gloo processes on loopback, for --comm or testing)")
     p.add_argument("--outlier-pct", type=opt.percent, default=5.0, help="flag a device this far below the median (default 5)")
+    p.add_argument("--deadline", type=opt.seconds, help="with --all-devices: seconds a rank may take before it is "
+                   "stopped and rank 0 reports without it (default: its plan's predicted duration x 3 + 10 min)")
     p.add_argument("--run-dir", type=Path, help="with --all-devices/--comm: the node's run folder (default "
                    "results/node-<slug>-<UTC timestamp>); the same on every node of a torchrun launch")
     return p
@@ -188,6 +194,37 @@ def model_main(argv) -> int:
     return session.exit_code(status)
 
 
+def fleet_main(argv) -> int:
+    """python run_bench.py fleet DIR [DIR ...] [--out DIR] [--mixed-methods]."""
+    p = Parser(prog="run_bench.py fleet", description="combine run folders (searched under each DIR: job arrays, "
+               "torchrun nodes, runs of any day) into fleet.csv, fleet.json, fleet.md and charts, reading only "
+               "each run's run.json and roofs.json")
+    p.add_argument("dirs", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, help="the fleet folder (default results/fleet-<UTC timestamp>)")
+    p.add_argument("--mixed-methods", action="store_true",
+                   help="combine runs of different method versions, each version its own labelled group")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        fleet = gather(args.dirs, args.mixed_methods)
+    except FleetError as e:
+        return refuse(e)
+    out = args.out or ROOT / "results" / f"fleet-{utc_stamp()}"
+    try:
+        md, result = write_fleet(fleet, out)
+    except OSError as e:
+        return refuse(f"cannot write the fleet folder {out} ({e.strerror or e}): give --out a folder you can write.")
+    slow = {(o["host"], o["id"]) for o in result["outliers"]}
+    print(f"roofbench: {fleet.rows['id'].nunique()} devices in {len(fleet.rows)} runs, {len(result['groups'])} "
+          f"model(s), {len(slow)} outlier device(s), {len(fleet.left_out)} left out; {time.perf_counter() - t0:.1f} s")
+    for host, dev in sorted(slow):
+        print(f"  outlier: {dev} on {host}")
+    for d, why in fleet.left_out:
+        print(f"  left out: {d}: {why}")
+    print(f"fleet: {md} and fleet.csv, fleet.json")
+    return 0
+
+
 def dry_run(args, device=None, plan=None) -> int:
     """Print the planned points per family and the predicted wall time (bench/aot/predict.py),
     for this machine or for a datasheet part (--device-spec)."""
@@ -209,7 +246,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = worker_argv() or argv
-    commands = {"model": model_main, "report": report_main, "compare": compare_main}
+    commands = {"model": model_main, "report": report_main, "compare": compare_main, "fleet": fleet_main}
     if argv[:1] and argv[0] in commands:
         return commands[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)

@@ -439,6 +439,39 @@ def check_points(df: pd.DataFrame, meta: dict, path: Path) -> None:
                                "from different runs or one was edited.")
 
 
+def device_identity(device: dict, run_dir) -> dict:
+    """Return {"host", "id", "pci_bus_id"} of run.json's device. Runs made before they were
+    recorded: the host is "unknown", the id a GPU's UUID from `extra` where it was kept,
+    else "<run folder>:<torch device>", so two old runs are never taken for one device."""
+    host = device.get("host") or "unknown"
+    uid = device.get("id") or (device.get("extra") or {}).get("uuid")
+    if not uid:
+        uid = f"{Path(run_dir).name}:{device.get('torch_device', '?')}"
+    return {"host": host, "id": uid, "pci_bus_id": device.get("pci_bus_id")}
+
+
+def load_meta(run_dir) -> dict:
+    """Return run_dir's run.json alone; raise ResultsError with one sentence when it is
+    missing, corrupt or of another schema version."""
+    d = Path(run_dir)
+    meta = _load_json(d / "run.json", "the run's metadata")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+    return meta
+
+
+def load_small(run_dir) -> tuple[dict, list[dict]]:
+    """Return (run.json, roofs.json's roofs) of run_dir, reading neither measurements.csv nor
+    the samples (a fleet of a thousand runs reads a few KiB each); raise ResultsError with
+    one sentence when run.json or roofs.json is missing or corrupt."""
+    d = Path(run_dir)
+    meta = load_meta(d)
+    doc = _load_json(d / "roofs.json", "its roofs (the run did not finish)")
+    if not isinstance(doc.get("roofs"), list):
+        raise ResultsError(f"{d / 'roofs.json'} holds no list of roofs; re-run `python run_bench.py report {d}`.")
+    return meta, doc["roofs"]
+
+
 def load_run(run_dir) -> Run:
     """Return the Run stored in run_dir; raise ResultsError with one sentence if it is
     unreadable, or if measurements.csv and run.json disagree (a cut row, a blank status, a

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.hw.device import CacheLevel, DeviceInfo, software_versions
+from bench.hw.device import CacheLevel, DeviceInfo, pci_of, software_versions
 from bench.hw.telemetry import Source
 
 # CUs per XCD (an XCD has its own L2): MI300X 304 = 8 x 38, MI300A 228 = 6 x 38, MI355X 256 = 8 x 32
@@ -61,6 +61,8 @@ def amdsmi_info(index: int) -> dict:
         read("max_sm_clock_mhz", lambda: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.GFX)["max_clk"])
         read("max_mem_clock_mhz", lambda: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.MEM)["max_clk"])
         read("power_limit_w", lambda: amdsmi.amdsmi_get_power_cap_info(h)["power_cap"] / 1e6)  # microwatts
+        read("uuid", lambda: amdsmi.amdsmi_get_gpu_device_uuid(h))
+        read("pci_bus_id", lambda: str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower())
         read("caches", lambda: {int(c["cache_level"]): int(c["cache_size"]) * 1024  # KB
                                 for c in amdsmi.amdsmi_get_gpu_cache_info(h)["cache"]})
         return out
@@ -107,6 +109,8 @@ def amd_info(index: int, props=None, smi: dict | None = None) -> DeviceInfo:
         compute_units=cus, compute_unit_kind="CUs", caches=tuple(caches),
         max_clock_mhz=clock, memory_clock_mhz=smi.get("max_mem_clock_mhz"),
         compute_capability=f"{p.major}.{p.minor}", software=sw, vendor="amd",
+        uuid=smi.get("uuid") or (str(p.uuid) if getattr(p, "uuid", None) else None),
+        pci_bus_id=smi.get("pci_bus_id") or pci_of(p),
         extra={"gfx": gfx, "lds_bytes": lds, "warp_size": getattr(p, "warp_size", 64),
                "power_limit_w": smi.get("power_limit_w"), "amdsmi": bool(smi), "nvml": False,
                "l3_name": "Infinity Cache (MALL)" if l3 else None, "l3_source": l3_source if l3 else None},

@@ -13,6 +13,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,17 @@ class DeviceInfo:
     software: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     vendor: str | None = None      # a GPU's maker: "nvidia" or "amd" (None on a CPU, or unknown)
+    host: str = field(default_factory=socket.gethostname)  # the machine it was measured on
+    uuid: str | None = None        # a GPU's UUID (NVML's "GPU-...", or amdsmi's); None on a CPU
+    pci_bus_id: str | None = None  # "0000:3b:00.0" where the device sits on PCI; None on a CPU
+
+    @property
+    def id(self) -> str:
+        """Return the physical device's identity across a fleet: a GPU's UUID, else
+        "<host>:cpu" for a CPU, else "<host>:<torch device>" for a GPU that gave none."""
+        if self.uuid:
+            return self.uuid
+        return f"{self.host}:cpu" if self.kind == "cpu" else f"{self.host}:{self.torch_device}"
 
     @property
     def llc(self) -> CacheLevel | None:
@@ -85,7 +97,16 @@ class DeviceInfo:
         d = dataclasses.asdict(self)
         d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
         d["slug"] = self.slug
+        d["id"] = self.id
         return d
+
+
+def pci_of(props) -> str | None:
+    """Return the PCI bus id ("0000:3b:00.0") from torch's properties, or None when it does not say."""
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0) or 0:04x}:{bus:02x}:{getattr(props, 'pci_device_id', 0) or 0:02x}.0"
 
 
 def software_versions() -> dict:

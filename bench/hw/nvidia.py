@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.hw.device import CacheLevel, DeviceInfo, software_versions
+from bench.hw.device import CacheLevel, DeviceInfo, pci_of, software_versions
 from bench.hw.telemetry import NVML_FI_DEV_POWER_INSTANT, NVML_PERIOD_S, NVML_SUCCESS, Source
 
 
@@ -19,6 +19,13 @@ def uuid_of(props) -> str | None:
         return None
     u = str(u)
     return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
+
+
+def _pci_text(value) -> str:
+    """Return NVML's bus id ("00000000:3B:00.0", bytes in older bindings) as torch spells it ("0000:3b:00.0")."""
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    rest = text.rsplit(":", 2)
+    return f"{int(rest[0], 16):04x}:{rest[1].lower()}:{rest[2].lower()}" if len(rest) == 3 else text.lower()
 
 
 def _pair(value) -> dict:
@@ -72,6 +79,10 @@ def nvml_info(index: int, uuid: str | None = None) -> dict:
                 out[key] = fn()
             except Exception:
                 out[key] = None
+        try:
+            out["pci_bus_id"] = _pci_text(pynvml.nvmlDeviceGetPciInfo(h).busId)
+        except Exception:  # an old binding or driver: torch's properties say it instead
+            out["pci_bus_id"] = None
         out["state"] = nvml_state(pynvml, h)
         out["power_limit_w"] = out["state"]["power_limit_w"]
         return out
@@ -98,7 +109,7 @@ def nvidia_info(index: int) -> DeviceInfo:
         software=sw,
         extra={"power_limit_w": nvml.get("power_limit_w"), "nvml": bool(nvml), "uuid": uuid_of(p),
                "state": nvml.get("state")},
-        vendor="nvidia",
+        vendor="nvidia", uuid=uuid_of(p), pci_bus_id=nvml.get("pci_bus_id") or pci_of(p),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,12 +45,13 @@ def options_record(args) -> dict:
 
 def run_meta(device: devmod.DeviceInfo, options: dict, kind: str = "device", timer: TimerConfig | None = None,
              **extra) -> dict:
-    """Return what run.json records before the first point: the device, software, the full
-    command line and options, the kind of run (RUN_KINDS), the timer, the units and extra.
+    """Return what run.json records before the first point: the device (with its identity:
+    host, id, PCI bus id), software, the full command line and options, the measuring
+    process's pid, the kind of run (RUN_KINDS), the timer, the units and extra.
     (RunWriter adds the schema and method versions, the roofbench commit and the times.)"""
     if kind not in RUN_KINDS:
         raise ValueError(f"unknown run kind '{kind}': use {', '.join(RUN_KINDS)}.")
-    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(), "pid": os.getpid(),
             "options": options, "run_kind": kind, "units": UNITS}
     if timer is not None:
         meta["timer"] = dataclasses.asdict(timer)

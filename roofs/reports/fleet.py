@@ -1,0 +1,333 @@
+"""A fleet: any number of run folders, made by any launch (one torchrun job across nodes, a
+scheduler's job array, runs on different days), combined into one table and one verdict.
+
+    table = gather([DIR, ...])               every run folder under the DIRs, read through
+                                             run.json and roofs.json only (never the
+                                             measurements or samples: a thousand devices
+                                             combine in seconds); the runs left out and why
+    write_fleet(table, out)                  fleet.csv, fleet.json, fleet.md and the charts
+
+fleet.csv has one row per device and run: host, id, PCI bus id, model, every measured roof
+(its burst figure under the roof's name, its sustained figure under "<name>.sustained"),
+clocks, power limit, board state, driver, method version and commit.
+
+The statistics are kept apart per model (the device's name; and per method version when
+mixed versions are allowed): per roof the median, the 5th and 95th percentiles, and the
+median absolute deviation (MAD) over one value per device (its latest run). A run is an
+outlier on a roof when its value is more than OUTLIER_MADS MADs AND more than OUTLIER_PCT %
+below the median. Where the MAD is 0 (more than half the devices agree exactly) the first
+test reads "below the median", so the 3% test alone decides: a fleet of identical values
+never flags a device for a rounding difference, and a device 3% down is still named. Each
+outlier is named with the recorded state that probably explains it (causes()).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bench.results import ResultsError, device_identity, load_meta, load_small
+from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
+from roofs.reports.report import md_table
+
+OUTLIER_MADS = 3.0
+OUTLIER_PCT = 3.0
+RANKS_FILE = "ranks.json"  # written by a multi-node --all-devices run (bench/run/distributed.py)
+STATE_COLUMNS = ["driver", "max_clock_mhz", "memory_clock_mhz", "power_limit_w", "default_power_limit_w",
+                 "app_sm_clock_mhz", "app_mem_clock_mhz", "ecc", "mig", "persistence", "pcie_gen", "pcie_gen_max",
+                 "pcie_width", "pcie_width_max"]
+HEAD_COLUMNS = ["run", "host", "id", "pci_bus_id", "model", "method_version", "commit", "start_utc", "status"]
+
+
+class FleetError(ValueError):
+    """Runs that cannot be combined as asked (no run at all, or mixed method versions)."""
+
+
+@dataclass
+class Fleet:
+    rows: pd.DataFrame                      # one row per run kept
+    roofs: dict[str, str]                   # roof name -> unit, in first-seen order
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (folder, why)
+    mixed: bool = False                     # method versions mixed, by the user's leave
+
+
+def find_runs(dirs) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Return (every run folder under dirs: a folder holding run.json, not searched further;
+    the ranks each ranks.json says never reported, as (rank, why))."""
+    runs, missing = [], []
+    for top in dirs:
+        top = Path(top)
+        if not top.is_dir():
+            raise FleetError(f"{top} is not a folder: give run folders, or folders that hold them.")
+        for here, subdirs, files in os.walk(top):
+            if "run.json" in files:
+                runs.append(Path(here))
+                subdirs.clear()
+                continue
+            if RANKS_FILE in files:
+                missing += _missing_ranks(Path(here) / RANKS_FILE)
+            subdirs.sort()
+    seen = {str(r.resolve()) for r in runs}  # a missing rank whose folder is here: the folder says why
+    return runs, [(where, why) for where, why, d in missing if not d or str(Path(d).resolve()) not in seen]
+
+
+def _missing_ranks(path: Path) -> list[tuple[str, str, str | None]]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [(str(path), "unreadable: the launch's record of its ranks is cut or corrupt", None)]
+    return [(f"{path.parent} rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else ""), r["why"], r.get("dir"))
+            for r in doc.get("missing", [])]
+
+
+def _state(dev: dict, meta: dict) -> dict:
+    extra = dev.get("extra") or {}
+    st = extra.get("state") or {}
+    pick = lambda v: v.get("current") if isinstance(v, dict) else v  # noqa: E731  (current, pending) pairs
+    return {"driver": (meta.get("software") or {}).get("driver"), "max_clock_mhz": dev.get("max_clock_mhz"),
+            "memory_clock_mhz": dev.get("memory_clock_mhz"),
+            "power_limit_w": extra.get("power_limit_w") or st.get("power_limit_w"),
+            "default_power_limit_w": st.get("default_power_limit_w"), "app_sm_clock_mhz": st.get("app_sm_clock_mhz"),
+            "app_mem_clock_mhz": st.get("app_mem_clock_mhz"), "ecc": pick(st.get("ecc_mode")),
+            "mig": pick(st.get("mig_mode")), "persistence": st.get("persistence_mode"),
+            **{k: st.get(k) for k in ("pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max")}}
+
+
+def run_row(run_dir: Path, meta: dict, roofs: list[dict], units: dict) -> dict:
+    """Return fleet.csv's row of one run (units gets each measured roof's unit)."""
+    dev = meta.get("device") or {}
+    row = {"run": str(run_dir), **device_identity(dev, run_dir), "model": dev.get("name", "?"),
+           "method_version": int(meta.get("method_version") or 1), "commit": meta.get("roofbench_commit"),
+           "start_utc": meta.get("start_utc"), "status": meta.get("status"), **_state(dev, meta)}
+    for r in roofs:
+        if r.get("source") != "measured" or r.get("kind") not in ("bandwidth", "compute"):
+            continue
+        name, extra = r["name"], r.get("extra") or {}
+        units.setdefault(name, r.get("unit", ""))
+        row[name] = extra["burst"] if extra.get("burst") is not None else (None if "burst" in extra else r.get("value"))
+        sus = extra.get("sustained") or {}
+        row[f"{name}.sustained"] = sus.get("value")
+        row[f"{name}.clock_mhz"] = sus.get("clock_mhz")
+        if "throttle_reasons" in sus:
+            row[f"{name}.throttle"] = ", ".join(sus["throttle_reasons"] or [])
+    return row
+
+
+def gather(dirs, allow_mixed: bool = False) -> Fleet:
+    """Return the Fleet of every run folder under dirs. Left out, each with why: unreadable
+    folders, runs that did not complete, interconnect and model runs, and the ranks a launch
+    recorded as missing. Raise FleetError with one sentence when nothing is left, or when the
+    runs mix method versions and allow_mixed is false."""
+    found, missing = find_runs(dirs)
+    rows, units, left = [], {}, list(missing)
+    for d in found:
+        try:  # the status first: a run that did not complete has no roofs.json to read
+            meta = load_meta(d)
+            status, kind = str(meta.get("status")), meta.get("run_kind", "device")
+            if kind != "device":
+                left.append((str(d), f"a {kind} run: the fleet compares devices"))
+            elif status != "complete":
+                why = ("still running, or its process died before it ended" if status == "running" else status)
+                left.append((str(d), f"not complete ({why})"))
+            else:
+                rows.append(run_row(d, *load_small(d), units))
+        except ResultsError as e:
+            left.append((str(d), f"unreadable: {e}"))
+    if not rows:
+        raise FleetError(f"no complete device run under {', '.join(map(str, dirs))} ({len(found)} run folders found, "
+                         f"{len(left)} left out): give folders that hold finished runs.")
+    df = pd.DataFrame(rows)
+    versions = sorted(df["method_version"].unique())
+    if len(versions) > 1 and not allow_mixed:
+        counts = ", ".join(f"version {v}: {(df['method_version'] == v).sum()} runs" for v in versions)
+        raise FleetError(f"the runs were made by different method versions ({counts}), whose roofs are not comparable: "
+                         "combine one version at a time, or give --mixed-methods to combine them, grouped and labelled "
+                         "by version.")
+    cols = HEAD_COLUMNS + STATE_COLUMNS
+    value_cols = [c for c in df.columns if c not in cols]
+    return Fleet(df[cols + value_cols], units, left, mixed=len(versions) > 1)
+
+
+def group_key(row, mixed: bool) -> str:
+    return f"{row['model']} (method {row['method_version']})" if mixed else str(row["model"])
+
+
+def _latest(rows: pd.DataFrame) -> pd.DataFrame:
+    """One run per device: its latest (by start time)."""
+    return rows.sort_values("start_utc", na_position="first").drop_duplicates("id", keep="last")
+
+
+def stats(values) -> dict | None:
+    """Return the median, p5, p95, MAD and count of values (NaN dropped), or None when empty."""
+    v = np.asarray(pd.Series(values, dtype=float).dropna())
+    if not len(v):
+        return None
+    med = float(np.median(v))
+    return {"n": int(len(v)), "median": med, "p5": float(np.percentile(v, 5)), "p95": float(np.percentile(v, 95)),
+            "mad": float(np.median(np.abs(v - med)))}
+
+
+def is_outlier(value: float, st: dict) -> bool:
+    """The robust rule: more than OUTLIER_MADS MADs and more than OUTLIER_PCT % below the median
+    (a MAD of 0 makes the first test "below the median")."""
+    med = st["median"]
+    return (value < med - OUTLIER_MADS * st["mad"]) and (value < (1 - OUTLIER_PCT / 100) * med)
+
+
+def _mode(s: pd.Series):
+    s = s.dropna()
+    return s.mode().iloc[0] if len(s) and len(s.mode()) else None
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
+    """Return the recorded state that probably explains a slow row, compared with its group:
+    a clock held down, a lower power limit, ECC or MIG state, a PCIe link below its maximum,
+    a different driver, throttle reasons. Empty when nothing recorded differs."""
+    out = []
+    clock, med_clock = _num(row.get(f"{roof}.clock_mhz")), _num(group.get(f"{roof}.clock_mhz", pd.Series()).median())
+    if clock and med_clock and clock < 0.97 * med_clock:
+        out.append(f"clock held down ({clock:,.0f} MHz in its sustained window vs the fleet's median {med_clock:,.0f})")
+    for key, what in (("app_sm_clock_mhz", "application SM clock"), ("max_clock_mhz", "maximum clock")):
+        v, med = _num(row.get(key)), _num(group[key].median())
+        if v and med and v < 0.97 * med:
+            out.append(f"{what} {v:,.0f} MHz vs the fleet's {med:,.0f}")
+    pl, med_pl = _num(row.get("power_limit_w")), _num(group["power_limit_w"].median())
+    if pl and med_pl and pl < 0.97 * med_pl:
+        out.append(f"a lower power limit ({pl:,.0f} W vs the fleet's {med_pl:,.0f} W)")
+    for key, what in (("ecc", "ECC"), ("mig", "MIG")):
+        v, usual = row.get(key), _mode(group[key])
+        if v is not None and not pd.isna(v) and usual is not None and bool(v) != bool(usual):
+            out.append(f"{what} {'on' if v else 'off'} where most of the fleet has it {'on' if usual else 'off'}")
+    gen, gmax = _num(row.get("pcie_gen")), _num(row.get("pcie_gen_max"))
+    width, wmax = _num(row.get("pcie_width")), _num(row.get("pcie_width_max"))
+    if (gen and gmax and gen < gmax) or (width and wmax and width < wmax):
+        out.append(f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}")
+    drv, usual = row.get("driver"), _mode(group["driver"])
+    if drv and usual and not pd.isna(drv) and drv != usual:
+        out.append(f"driver {drv} where most of the fleet runs {usual}")
+    thr = row.get(f"{roof}.throttle")
+    if isinstance(thr, str) and thr:
+        out.append(f"throttled ({thr})")
+    return out
+
+
+def analyse(fleet: Fleet) -> dict:
+    """Return per group (model) and per roof column (burst and sustained) the statistics, the
+    outliers (each with its probable causes), the devices measured more than once, and the
+    runs left out."""
+    df = fleet.rows
+    keys = df.apply(lambda r: group_key(r, fleet.mixed), axis=1)
+    columns = [c for name in fleet.roofs for c in (name, f"{name}.sustained") if c in df.columns]
+    groups, outliers = {}, []
+    for g, rows in df.groupby(keys, sort=True):
+        devices = _latest(rows)
+        per = {}
+        for col in columns:
+            st = stats(devices[col])
+            if st is None:
+                continue
+            per[col] = dict(st, unit=fleet.roofs[col.split(".sustained")[0]])
+            values = pd.to_numeric(rows[col], errors="coerce")
+            slow = values < min(st["median"] - OUTLIER_MADS * st["mad"], (1 - OUTLIER_PCT / 100) * st["median"])
+            for _, row in rows[slow.fillna(False)].iterrows():  # is_outlier, for the whole column at once
+                v = float(row[col])
+                outliers.append({"group": g, "roof": col, "host": row["host"], "id": row["id"],
+                                 "run": row["run"], "value": v, "median": st["median"],
+                                 "below_pct": 100 * (1 - v / st["median"]) if st["median"] else None,
+                                 "causes": causes(row, rows, col.split(".sustained")[0])})
+        groups[g] = {"devices": int(devices["id"].nunique()), "runs": int(len(rows)), "roofs": per}
+    twice = df[df.duplicated("id", keep=False)]
+    return {"groups": groups, "outliers": outliers,
+            "measured_twice": {i: r["run"].tolist() for i, r in twice.groupby("id")},
+            "left_out": [{"run": d, "why": w} for d, w in fleet.left_out], "mixed_methods": fleet.mixed,
+            "rule": {"mads": OUTLIER_MADS, "pct": OUTLIER_PCT}}
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")[:48] or "model"
+
+
+def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
+    df = fleet.rows
+    lines = [f"# A fleet of {df['id'].nunique()} devices ({len(df)} runs)\n\n"]
+    if fleet.mixed:
+        lines.append("**Mixed method versions** (allowed by --mixed-methods): each version is its own group below; "
+                     "roofs of different versions are not comparable.\n\n")
+    lines.append(f"Outlier rule: more than {OUTLIER_MADS:g} median absolute deviations (MAD) and more than "
+                 f"{OUTLIER_PCT:g}% below the group's median; a MAD of 0 leaves the {OUTLIER_PCT:g}% test alone. "
+                 "Statistics over one run per device (its latest).\n\n")
+    by_group = {}
+    for o in result["outliers"]:
+        by_group.setdefault(o["group"], []).append(o)
+    for g, info in result["groups"].items():
+        lines.append(f"## {g}: {info['devices']} devices, {info['runs']} runs\n\n")
+        table = pd.DataFrame([{"roof": c, "unit": s["unit"], "devices": s["n"], "median": s["median"],
+                               "p5": s["p5"], "p95": s["p95"], "MAD": s["mad"],
+                               "outliers": sum(1 for o in by_group.get(g, []) if o["roof"] == c)}
+                              for c, s in info["roofs"].items()])
+        lines.append(md_table(table))
+        slow = by_group.get(g, [])
+        lines.append(f"\n### Outliers ({len({o['id'] for o in slow})} devices)\n\n")
+        if not slow:
+            lines.append("- none\n")
+        per_dev = {}
+        for o in slow:
+            per_dev.setdefault((o["host"], o["id"], o["run"]), []).append(o)
+        for (host, dev, run), items in per_dev.items():
+            roofs = ", ".join(f"{o['roof']} {o['value']:,.1f} ({o['below_pct']:.1f}% below {o['median']:,.1f})"
+                              for o in items)
+            why = list(dict.fromkeys(c for o in items for c in o["causes"]))  # in causes() order, once each
+            lines.append(f"- **{dev}** on {host}: {roofs}. Probable cause: "
+                         + ("; ".join(why) if why else "nothing recorded differs from the fleet (check cooling, "
+                            "the board, or re-run it)") + f". Run: {run}\n")
+        for name in charts.get(g, []):
+            lines.append(f"\n![{g}]({name})\n")
+    lines.append("\n## Devices measured more than once\n\n")
+    if not result["measured_twice"]:
+        lines.append("- none\n")
+    cols = [c for c in fleet.roofs if c in df.columns]
+    for dev, runs in result["measured_twice"].items():
+        sub = df[df["id"] == dev][["run", "start_utc", *cols]]
+        lines.append(f"\n**{dev}**\n\n" + md_table(sub))
+    lines.append("\n## Left out\n\n")
+    lines += [f"- {d}: {w}\n" for d, w in fleet.left_out] or ["- none\n"]
+    return "".join(lines)
+
+
+def write_fleet(fleet: Fleet, out: Path) -> tuple[Path, dict]:
+    """Write fleet.csv, fleet.json, fleet.md and, per group, the distribution and roofline
+    charts into out; return (fleet.md, the analysis)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = analyse(fleet)
+    fleet.rows.to_csv(out / "fleet.csv", index=False)
+    keys = fleet.rows.apply(lambda r: group_key(r, fleet.mixed), axis=1)
+    charts = {}
+    for g, info in result["groups"].items():
+        rows = fleet.rows[keys == g]
+        names = []
+        slow = [o for o in result["outliers"] if o["group"] == g]
+        dist = f"fleet-{_slug(g)}-roofs.png"
+        draw_distributions(rows, info["roofs"], slow, g, out / dist)
+        names.append(dist)
+        line = f"fleet-{_slug(g)}-roofline.png"
+        if draw_fleet_roofline(info["roofs"], g, out / line):
+            names.append(line)
+        charts[g] = names
+    (out / "fleet.json").write_text(json.dumps(dict(result, charts=charts), indent=1, default=str))
+    md = out / "fleet.md"
+    md.write_text(fleet_markdown(fleet, result, charts))
+    return md, result

@@ -1,0 +1,159 @@
+"""A fleet (issue 30): run folders written through the project's own writers (RunWriter,
+write_roofs) with known values, combined by `run_bench.py fleet`; the statistics, the robust
+outlier rule and its causes, mixed models and method versions, the runs left out."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import bench.results as results
+from bench.hw.device import DeviceInfo
+from bench.results import RunWriter, write_roofs
+from bench.run.session import run_meta
+from roofs.reports import fleet as fl
+
+ROOT = Path(__file__).parent.parent
+ROOFS = {"hbm": ("bandwidth", 4000.0, "GB/s"), "l2": ("bandwidth", 9000.0, "GB/s"),
+         "fp32": ("compute", 50000.0, "GFLOP/s"), "bf16": ("compute", 700000.0, "GFLOP/s")}
+
+
+@pytest.fixture(autouse=True)
+def _no_git(monkeypatch):
+    monkeypatch.setattr(results, "git_commit", lambda: "abc1234")  # a thousand folders, one commit
+
+
+def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="NVIDIA H200", clock=1980.0,
+              power=700.0, status="complete", method=None, start=None, driver="560.35"):
+    """Write one finished run folder whose every roof is ROOFS' value x scale (x up to 1% noise from rng)."""
+    dev = DeviceInfo("cuda", "cuda:0", model, 2**37, 132, "SMs", (), max_clock_mhz=1980.0, host=host, uuid=uuid,
+                     software={"driver": driver},
+                     extra={"power_limit_w": power, "state": {"app_sm_clock_mhz": clock, "ecc_mode":
+                            {"current": True, "pending": True}, "pcie_gen": 5, "pcie_gen_max": 5,
+                            "pcie_width": 16, "pcie_width_max": 16}})
+    w = RunWriter(path, run_meta(dev, {"quick": True}, "device"))
+    if method is not None:
+        w.meta["method_version"] = method
+    if start is not None:
+        w.meta["start_utc"] = start
+    w.finish(status)
+    roofs = []
+    for name, (kind, value, unit) in ROOFS.items():
+        v = value * scale * (1 + (rng.uniform(-0.01, 0.01) if rng is not None else 0.0))
+        roofs.append({"kind": kind, "name": name, "value": v, "unit": unit, "source": "measured",
+                      "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock}}})
+    roofs.append({"kind": "compute", "name": "fp32", "value": 67000.0, "unit": "GFLOP/s", "source": "datasheet"})
+    write_roofs(path, roofs)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "fleet", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_rule_and_its_statistics_on_hand_worked_values():
+    st = fl.stats([100, 101, 99, 100, 80])
+    assert st["median"] == 100 and st["mad"] == 1.0 and st["n"] == 5
+    assert st["p5"] == pytest.approx(80 + 0.2 * 19) and st["p95"] == pytest.approx(101 - 0.2 * 1)
+    assert fl.is_outlier(80, st)                       # 20 MADs and 20% below
+    assert not fl.is_outlier(98, st)                   # 2 MADs below: not beyond 3
+    wide = fl.stats([100, 90, 110, 100, 96])           # MAD 4: 97 is 0.75 MAD below, 88 is 3 MADs exactly
+    assert not fl.is_outlier(88, wide) and fl.is_outlier(87.9, wide)
+    flat = fl.stats([100, 100, 100, 100, 98])          # MAD 0: the 3% test alone
+    assert flat["mad"] == 0 and not fl.is_outlier(98, flat) and fl.is_outlier(96.9, flat)
+
+
+def test_a_thousand_devices_name_the_slow_one_and_why(tmp_path):
+    rng = np.random.default_rng(30)
+    slow = 537
+    for i in range(1000):
+        node, gpu = divmod(i, 8)
+        write_run(tmp_path / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}",
+                  0.85 if i == slow else 1.0, rng, clock=1600.0 if i == slow else 1980.0)
+    t0 = time.perf_counter()
+    r = run_cli(tmp_path / "array", "--out", tmp_path / "fleet")
+    wall = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr[-2000:]
+    print(f"\nfleet of 1000 synthetic runs: {wall:.2f} s, the command's own line: {r.stdout.splitlines()[0]}")
+    assert "1000 devices in 1000 runs, 1 model(s), 1 outlier device(s), 0 left out" in r.stdout
+    assert f"outlier: GPU-{slow:04d} on node{slow // 8:03d}" in r.stdout
+    doc = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
+    flagged = {o["roof"] for o in doc["outliers"] if o["id"] == f"GPU-{slow:04d}"}
+    assert flagged == {c for n in ROOFS for c in (n, f"{n}.sustained")}   # every roof, burst and sustained
+    assert {o["id"] for o in doc["outliers"]} == {f"GPU-{slow:04d}"}     # noise within 1% flags nobody else
+    hbm = doc["groups"]["NVIDIA H200"]["roofs"]["hbm"]
+    assert hbm["n"] == 1000 and hbm["median"] == pytest.approx(4000, rel=0.002)
+    assert 0.98 * 4000 < hbm["p5"] < hbm["median"] < hbm["p95"] < 1.02 * 4000
+    assert any("clock held down (1,600 MHz" in c for o in doc["outliers"] for c in o["causes"])
+    table = pd.read_csv(tmp_path / "fleet" / "fleet.csv")
+    assert len(table) == 1000 and {"host", "id", "model", "hbm", "hbm.sustained", "power_limit_w", "ecc",
+                                   "method_version", "commit"} <= set(table.columns)
+    md = (tmp_path / "fleet" / "fleet.md").read_text()
+    assert f"**GPU-{slow:04d}** on node{slow // 8:03d}" in md and "Probable cause: clock held down (1,600 MHz in its sustained window" in md
+    assert (tmp_path / "fleet" / "fleet-nvidia-h200-roofs.png").stat().st_size > 10_000
+    assert (tmp_path / "fleet" / "fleet-nvidia-h200-roofline.png").stat().st_size > 10_000
+
+
+def test_models_apart_twice_measured_devices_and_what_is_left_out(tmp_path):
+    for i in range(6):
+        write_run(tmp_path / f"h200-{i}", "a", f"GPU-h{i}", 1.0, power=700.0 if i else 500.0)
+        write_run(tmp_path / f"h100-{i}", "b", f"GPU-g{i}", 0.6, model="NVIDIA H100")
+    write_run(tmp_path / "h200-0-again", "a", "GPU-h0", 1.0, start="2099-01-01T00:00:00+00:00")
+    write_run(tmp_path / "died", "a", "GPU-x", 1.0, status="running")
+    write_run(tmp_path / "failed", "a", "GPU-y", 1.0, status="failed: device lost")
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "run.json").write_text('{"schema_version": 1, "dev')
+    fleet = fl.gather([tmp_path])
+    md, doc = fl.write_fleet(fleet, tmp_path / "out")
+    assert set(doc["groups"]) == {"NVIDIA H200", "NVIDIA H100"}          # 0.6x the H200 flags no H100
+    assert doc["groups"]["NVIDIA H100"]["roofs"]["hbm"]["median"] == pytest.approx(2400)
+    assert doc["groups"]["NVIDIA H200"] == dict(doc["groups"]["NVIDIA H200"], devices=6, runs=7)
+    assert doc["outliers"] == []
+    assert doc["measured_twice"] == {"GPU-h0": [str(tmp_path / "h200-0"), str(tmp_path / "h200-0-again")]}
+    why = dict((Path(d).name, w) for d, w in fleet.left_out)
+    assert why["died"].startswith("not complete (still running") and why["failed"] == "not complete (failed: device lost)"
+    assert why["cut"].startswith("unreadable:") and "corrupt" in why["cut"]
+    text = md.read_text()
+    assert "## Devices measured more than once" in text and "**GPU-h0**" in text and "- " in text.split("## Left out")[1]
+
+
+def test_a_slow_device_with_a_lower_power_limit_is_named_with_it(tmp_path):
+    for i in range(8):
+        write_run(tmp_path / f"r{i}", "h", f"GPU-{i}", 0.9 if i == 3 else 1.0, power=500.0 if i == 3 else 700.0,
+                  driver="550.1" if i == 3 else "560.35")
+    _, doc = fl.write_fleet(fl.gather([tmp_path]), tmp_path / "out")
+    causes = {c for o in doc["outliers"] for c in o["causes"]}
+    assert {o["id"] for o in doc["outliers"]} == {"GPU-3"}
+    assert "a lower power limit (500 W vs the fleet's 700 W)" in causes
+    assert "driver 550.1 where most of the fleet runs 560.35" in causes
+
+
+def test_mixed_method_versions_are_refused_unless_asked(tmp_path):
+    write_run(tmp_path / "new", "h", "GPU-1", 1.0)
+    write_run(tmp_path / "old", "h", "GPU-2", 1.0, method=3)
+    r = run_cli(tmp_path, "--out", tmp_path / "f")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "different method versions (version 3: 1 runs, version 4: 1 runs)" in r.stderr and "--mixed-methods" in r.stderr
+    assert not (tmp_path / "f").exists()                                  # nothing written
+    fleet = fl.gather([tmp_path], allow_mixed=True)
+    _, doc = fl.write_fleet(fleet, tmp_path / "f")
+    assert set(doc["groups"]) == {"NVIDIA H200 (method 3)", "NVIDIA H200 (method 4)"} and doc["mixed_methods"]
+    assert "**Mixed method versions**" in (tmp_path / "f" / "fleet.md").read_text()
+
+
+def test_bad_folders_are_one_sentence(tmp_path):
+    r = run_cli(tmp_path / "nope")
+    assert r.returncode == 2 and "is not a folder" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli(tmp_path)
+    assert r.returncode == 2 and "no complete device run under" in r.stderr
+
+
+def test_an_unwritable_out_is_one_sentence(tmp_path):
+    write_run(tmp_path / "runs" / "a", "h", "GPU-1", 1.0)
+    (tmp_path / "file").write_text("x")
+    r = run_cli(tmp_path / "runs", "--out", tmp_path / "file")
+    assert r.returncode == 2 and "cannot write the fleet folder" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,102 @@
+"""Faults across nodes (issue 30, item 5): two torchrun launchers on this machine stand in for
+two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test itself kills rank 2's
+measuring process mid-run, and the fleet report names it and keeps the three others."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status_of(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.slow
+def test_two_nodes_lose_only_the_killed_rank(tmp_path):
+    run_dir = tmp_path / "cluster"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30",
+           "--max-restarts", "0", str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick",
+           "--only", "stream.copy/torch", "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0",
+           "--budget", "0.3", "--run-dir", str(run_dir)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("TRITON_INTERPRET", None)
+    nodes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    t0, killed = time.monotonic(), None
+    try:
+        while killed is None and time.monotonic() - t0 < 240:   # the kill: rank 2's measuring process, mid-run
+            meta = next((status_of(p) for p in run_dir.glob("rank2-*/run.json")), None)
+            if meta and meta.get("status") == "running" and meta.get("pid"):
+                os.kill(meta["pid"], signal.SIGKILL)
+                killed = meta["pid"]
+            time.sleep(0.02)
+        outs = [n.communicate(timeout=300)[0] for n in nodes]
+    finally:
+        for n in nodes:
+            if n.poll() is None:
+                n.kill()
+    assert killed, "rank 2 never started measuring"
+    print(f"\ntwo nodes, one rank killed: {time.monotonic() - t0:.1f} s")
+    assert [n.returncode for n in nodes] == [0, 0], outs
+    ranks = json.loads((run_dir / "ranks.json").read_text())
+    assert ranks["world"] == 4 and [m["rank"] for m in ranks["missing"]] == [2]
+    assert ranks["missing"][0]["why"] == "failed: its measuring process died (signal 9)"
+    rank2 = json.loads(next(run_dir.glob("rank2-*/run.json")).read_text())
+    assert rank2["status"] == "failed: its measuring process died (signal 9)"
+    fleet = pd.read_csv(run_dir / "fleet.csv")
+    assert sorted(fleet["run"].map(lambda r: Path(r).name.split("-")[0])) == ["rank0", "rank1", "rank3"]
+    assert (fleet["status"] == "complete").all() and fleet["id"].nunique() == 1   # one CPU, measured three times
+    md = (run_dir / "fleet.md").read_text()
+    left = md.split("## Left out")[1]
+    assert "rank2-" in left and "not complete (failed: its measuring process died (signal 9))" in left
+    assert "roofbench: rank 2 (" in "".join(outs) and "is missing: failed: its measuring process died" in "".join(outs)
+
+
+def quick_args(**kw):
+    from argparse import Namespace
+    return Namespace(**dict(dict(deadline=None, only=["stream.copy/torch"], quick=True, dtype=["float32"], mode=None,
+                                 max_ws=2**20, budget=None, min_time=None, sustain=0.0, max_memory=None), **kw))
+
+
+def test_a_ranks_deadline_is_its_predicted_duration_with_a_margin():
+    from bench.aot import predict
+    from bench.hw.device import cpu_info
+    from bench.measure.registry import load_all
+    from bench.measure.runner import make_plan
+    from bench.measure.timing import timer_config
+    from bench.run import distributed as d
+    cpu, args = cpu_info(), quick_args()
+    plan = make_plan(load_all(), cpu, args.only, True, args.dtype, None, args.max_ws)
+    pred = predict.predict(plan, cpu, timer_config(True, None, None), True, exact_compiles=False, sustain_s=0.0)
+    assert 0 < pred.total_s < 60
+    assert d.deadline_s(args, cpu) == pytest.approx(3 * pred.total_s + 600, rel=0.05)  # free memory may move the budget
+    assert d.deadline_s(quick_args(deadline=42.0), cpu) == 42.0
+
+
+def test_a_measurement_past_its_deadline_is_stopped_and_marked(tmp_path):
+    from bench.run import distributed as d
+    args = quick_args(budget=5.0, min_time=5.0, out=tmp_path, outlier_pct=5.0)  # each point 5 s: past 4 s
+    status, _ = d.supervise(tmp_path / "rank0-cpu", args, "cpu", 4.0, say=lambda line: None)
+    assert status == "failed: past its deadline of 4 s (hung, or far slower than predicted)"
+    meta = status_of(tmp_path / "rank0-cpu" / "run.json")
+    print(f"\nstopped at its deadline: {meta and meta['status']}")
+    assert meta is None or meta["status"] == status   # stopped before or after its folder began
