@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -92,11 +93,27 @@ def test_a_ranks_deadline_is_its_predicted_duration_with_a_margin():
     assert d.deadline_s(quick_args(deadline=42.0), cpu) == 42.0
 
 
-def test_a_measurement_past_its_deadline_is_stopped_and_marked(tmp_path):
+@pytest.mark.slow
+def test_a_hung_measurement_is_stopped_at_its_deadline_and_marked(tmp_path):
+    """The test hangs the measuring process itself (SIGSTOP, as a wedged driver call would):
+    it ignores the SIGINT at the deadline, so it is killed grace_s later and marked."""
     from bench.run import distributed as d
-    args = quick_args(budget=5.0, min_time=5.0, out=tmp_path, outlier_pct=5.0)  # each point 5 s: past 4 s
-    status, _ = d.supervise(tmp_path / "rank0-cpu", args, "cpu", 4.0, say=lambda line: None)
-    assert status == "failed: past its deadline of 4 s (hung, or far slower than predicted)"
-    meta = status_of(tmp_path / "rank0-cpu" / "run.json")
-    print(f"\nstopped at its deadline: {meta and meta['status']}")
-    assert meta is None or meta["status"] == status   # stopped before or after its folder began
+    args = quick_args(out=tmp_path, outlier_pct=5.0)
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=d.supervise(tmp_path / "rank0-cpu", args, "cpu", 30.0,
+                                                                  say=lambda line: None, grace_s=1.0)))
+    t0 = time.monotonic()
+    t.start()
+    stopped = None
+    while stopped is None and t.is_alive():
+        meta = status_of(tmp_path / "rank0-cpu" / "run.json")
+        if meta and meta.get("status") == "running" and meta.get("pid"):
+            os.kill(meta["pid"], signal.SIGSTOP)
+            stopped = meta["pid"]
+        time.sleep(0.02)
+    t.join(120)
+    assert stopped, "the measurement ended before the test could hang it"
+    status, code = got["r"]
+    print(f"\nhung at {time.monotonic() - t0:.1f} s in, stopped: {status} (exit {code})")
+    assert status == "failed: past its deadline of 30 s (hung, or far slower than predicted)" and code == -9
+    assert status_of(tmp_path / "rank0-cpu" / "run.json")["status"] == status

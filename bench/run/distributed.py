@@ -172,10 +172,11 @@ def _measure_child(run_dir: Path, args, device: str) -> None:
     sys.exit(measure_into(run_dir, args, detect.resolve(device)))
 
 
-def supervise(run_dir: Path, args, device: str, limit_s: float, say=print) -> tuple[str, int | None]:
+def supervise(run_dir: Path, args, device: str, limit_s: float, say=print,
+              grace_s: float = KILL_GRACE_S) -> tuple[str, int | None]:
     """Measure into run_dir in a process of its own, so that a crash there (a segfault, a lost
     GPU, kill -9) ends only that measurement, not this rank and the node's others with it;
-    stop it at limit_s (SIGINT first, which keeps its points; SIGKILL after KILL_GRACE_S).
+    stop it at limit_s (SIGINT first, which keeps its points; SIGKILL grace_s later).
     Return (the folder's status, the process's exit code; None when it had to be killed)."""
     proc = mp.get_context("spawn").Process(target=_measure_child, args=(run_dir, args, device))
     with environ_restored() as env:  # the child records this rank's command line, not the spawn's
@@ -185,7 +186,7 @@ def supervise(run_dir: Path, args, device: str, limit_s: float, say=print) -> tu
         proc.join(limit_s)
     except KeyboardInterrupt:  # torchrun's SIGTERM, or Ctrl-C: the measurement keeps what it has
         os.kill(proc.pid, signal.SIGINT)
-        proc.join(KILL_GRACE_S)
+        proc.join(grace_s)
         if proc.is_alive():
             proc.kill()
         raise
@@ -193,7 +194,7 @@ def supervise(run_dir: Path, args, device: str, limit_s: float, say=print) -> tu
     if late:
         say(f"roofbench: {run_dir.name} is past its deadline of {limit_s:.0f} s; stopping it.")
         os.kill(proc.pid, signal.SIGINT)
-        proc.join(KILL_GRACE_S)
+        proc.join(grace_s)
         if proc.is_alive():
             proc.kill()
             proc.join()
