@@ -6,7 +6,7 @@ import torch
 
 from bench.hw.device import CacheLevel, DeviceInfo
 from bench.measure.gate import check
-from bench.measure.registry import load_all
+from bench.measure.registry import load_all, relative_norm_error
 from bench.ops import gemm as g
 
 REG = load_all()
@@ -22,7 +22,7 @@ def test_small_products_keep_the_full_reference_and_large_ones_project():
     small, large = _inputs("fp32", 256), _inputs("fp32", 512)
     assert isinstance(OP.reference(small), torch.Tensor)
     ref = OP.reference(large)
-    assert isinstance(ref, g.Projection) and ref.x.shape == (512, g.FREIVALDS_VECTORS) and ref.ax.shape == (512, 4)
+    assert isinstance(ref, g.Projection) and ref.x.shape == (512, g.PROJECTION_VECTORS) and ref.ax.shape == (512, 4)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "int8"])
@@ -30,8 +30,8 @@ def test_the_projection_agrees_with_the_full_check(dtype):
     x = _inputs(dtype, 512)
     a, b = x["a"].double(), x["b"].double()
     out = (a @ b).to(x["c"].dtype)     # the product rounded to the output type, as a kernel writes it
-    full = g.relative_norm_error(out, a @ b, x)
-    proj = g.gemm_error(out, OP.reference(x), x)
+    full = relative_norm_error(out, a @ b, x)
+    proj = relative_norm_error(out, OP.reference(x), x)
     if dtype == "int8":
         assert full == 0.0 and proj < 1e-13  # int32 exact: only float64 rounding remains
     else:
@@ -67,5 +67,20 @@ def test_a_wrong_tile_or_an_unwritten_output_still_fails_the_gate():
 def test_poisoned_output_fails():
     x = _inputs("fp32", 512)
     x["c"].fill_(float("nan"))
-    err = g.gemm_error(x["c"], OP.reference(x), x)
+    err = relative_norm_error(x["c"], OP.reference(x), x)
     assert err != err  # NaN: the gate's comparison fails it
+
+
+def test_a_large_decode_batch_is_checked_by_projection_and_still_fails_a_wrong_row():
+    from bench.ops import gemv
+    op = REG.ops["gemv.decode"]
+    big = op.make_inputs({"layer": "square1024", "dtype": "bf16", "batch": 64}, "cpu")
+    ref = op.reference(big)
+    assert isinstance(ref, g.Projection)
+    right = (big["x"].double() @ big["deq"].T).to(big["y"].dtype)
+    assert relative_norm_error(right, ref, big) <= op.tolerance({"dtype": "bf16"})
+    wrong = right.clone()
+    wrong[5] *= 1.5   # one decode row 50% off
+    assert relative_norm_error(wrong, ref, big) > op.tolerance({"dtype": "bf16"})
+    small = op.make_inputs({"layer": "square1024", "dtype": "bf16", "batch": gemv.PROJECT_FROM_BATCH}, "cpu")
+    assert isinstance(op.reference(small), torch.Tensor)   # up to 16 rows: the full float64 rows

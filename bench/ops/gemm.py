@@ -33,7 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bench.measure.registry import REGISTRY, Axis, Impl, LaunchContext, Op, relative_norm_error
+from bench.measure.registry import (
+    PROJECTION_VECTORS,
+    REGISTRY,
+    Axis,
+    Impl,
+    LaunchContext,
+    Op,
+    Projection,
+)
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize, triton_interpreting
@@ -204,26 +212,11 @@ def make_inputs(point, device):
 
 
 FREIVALDS_FLOPS = 2 * 512**3   # from this size on a product is checked by projection, not in full
-FREIVALDS_VECTORS = 4          # random directions of the projection
-
-
-@dataclass(frozen=True)
-class Projection:
-    """Freivalds' check of C = A B: random directions X (N, r) and A (B X) in float64. The
-    product's relative error is estimated as ||C X - A (B X)|| / ||A (B X)||: O(n^2) work
-    where the full float64 product is O(n^3). For Gaussian X the squared norm of E X (E =
-    C - A B) has the expectation r ||E||_F^2, as C X's has r ||A B||_F^2, so the ratio
-    estimates the relative Frobenius error the full check measures; an error confined to
-    one tile, or an unwritten (NaN) output, moves C X with probability one. Each side is
-    computed in float64 (its rounding, about K x 1.1e-16 relative at worst, is under every
-    tolerance: int8's is 1e-12)."""
-    x: torch.Tensor
-    ax: torch.Tensor
 
 
 def reference(x):
     """Return the float64 product of the values as stored (fp8 dequantized with its scales);
-    for products of FREIVALDS_FLOPS and more, its Projection instead (gemm_error compares)."""
+    for products of FREIVALDS_FLOPS and more, its Projection instead (relative_norm_error compares)."""
     a, b = x["a"].double(), x["b"].double()
     scale = x["scale_a"].double() * x["scale_b"].double() if "scale_a" in x else None
     m, k = a.shape
@@ -232,20 +225,9 @@ def reference(x):
         ref = a @ b
         return ref * scale if scale is not None else ref
     gen = torch.Generator(device=a.device).manual_seed(2718)
-    directions = torch.randn(n, FREIVALDS_VECTORS, generator=gen, device=a.device, dtype=torch.float64)
+    directions = torch.randn(n, PROJECTION_VECTORS, generator=gen, device=a.device, dtype=torch.float64)
     ax = a @ (b @ directions)
     return Projection(directions, ax * scale if scale is not None else ax)
-
-
-def gemm_error(out, ref, inputs) -> float:
-    """Return the relative norm error of out against the float64 reference: in full, or for
-    a Projection, ||out X - A (B X)|| / ||A (B X)|| (Freivalds)."""
-    if isinstance(ref, Projection):
-        got = out.double() @ ref.x
-        denom = ref.ax.norm().item()
-        diff = (got - ref.ax).norm().item()
-        return diff / denom if denom > 0 else diff
-    return relative_norm_error(out, ref, inputs)
 
 
 # AMD targets with no tf32 (xf32) matrix instructions: CDNA2, and CDNA4, which dropped CDNA3's
@@ -536,7 +518,7 @@ def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, precis
         describe=lambda pt: (max(_mnk(pt)), "x".join(map(str, _mnk(pt)))),
         tolerance=lambda pt: PRECISIONS[pt["dtype"]].tolerance,
         outputs=("c",), skip=point_skip, modes=modes, precision=lambda pt: pt["dtype"],
-        memory=gemm_memory, error=gemm_error, **extra,
+        memory=gemm_memory, **extra,
     ))
     REGISTRY.add_impl(Impl(op.name, "torch", "torch",
                            _torch_launcher, skip=torch_skip,

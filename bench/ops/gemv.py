@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bench.measure.registry import REGISTRY, Axis, Impl, Op
+from bench.measure.registry import PROJECTION_VECTORS, REGISTRY, Axis, Impl, Op, Projection
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
 from bench.util import first_line
@@ -213,12 +213,21 @@ def build_inputs(b, n, k, fmt, device):
 _REFERENCE: dict = {}  # the last layer's float64 reference rows: {"rows": activations, "deq": ..., "out": ...}
 
 
+PROJECT_FROM_BATCH = 16  # a larger batch is checked by projection (bench.measure.registry.Projection)
+
+
 def reference(x):
-    """Return x @ dequant(W)^T in float64. When x is the first B rows of the shared
+    """Return x @ dequant(W)^T in float64; for a batch over PROJECT_FROM_BATCH rows its
+    Projection (Freivalds' check, O(N K) where the product is O(B N K)). When x is the first B rows of the shared
     activations, the rows already computed for a smaller batch of the same layer and
     format are reused and only the new ones computed: a batch sweep costs one MAX_BATCH-row
     float64 product, not one per batch."""
     xs, deq, rows = x["x"], x["deq"], x.get("rows")
+    if xs.shape[0] > PROJECT_FROM_BATCH:  # Freivalds' check: x (W^T X) for random X, O(N K), not O(B N K)
+        gen = torch.Generator(device=deq.device).manual_seed(2718)
+        directions = torch.randn(deq.shape[0], PROJECTION_VECTORS, generator=gen, device=deq.device,
+                                 dtype=torch.float64)
+        return Projection(directions, xs.double() @ (deq.T @ directions))
     if rows is None or xs.data_ptr() != rows.data_ptr():
         return xs.double() @ deq.T
     c = _REFERENCE

@@ -21,9 +21,9 @@ Across nodes, start the workers with torchrun's standard rendezvous yourself, e.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import signal
-import multiprocessing as mp
 import subprocess
 import sys
 import time
