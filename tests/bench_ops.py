@@ -16,7 +16,7 @@ import time
 import pytest
 
 from bench.hw import detect
-from bench.measure.gate import check, sync
+from bench.measure.gate import check, sync, verifier
 from bench.measure.registry import LaunchContext, load_all
 from bench.measure.skip import static_reason
 
@@ -46,8 +46,9 @@ def test_op(benchmark, op_name, impl_id, point):
     if reason:
         pytest.skip(reason)
     inputs = op.make_inputs(point, INFO.torch_device)
-    gate = check(lambda: impl.launcher(inputs, LaunchContext(point, INFO, op.modes[0])), op.reference(inputs),
-                 op.tolerance(point), INFO, inputs, op.outputs, op.error)
+    ref, tol = op.reference(inputs), op.tolerance(point)
+    ctx = LaunchContext(point, INFO, op.modes[0], verify=verifier(ref, tol, INFO, inputs, op.outputs, op.error))
+    gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, INFO, inputs, op.outputs, op.error)
     assert gate.passed, gate.reason
     fn = gate.fn
     t0 = time.perf_counter()

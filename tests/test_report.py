@@ -273,3 +273,24 @@ def test_a_run_records_its_own_share_of_the_load(tmp_path):
     w.finish()
     own = json.loads((tmp_path / "run" / "run.json").read_text())["load"]["own"]
     assert 0 < own <= (os.cpu_count() or 1) + 0.5
+
+
+def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mode():
+    from roofs.reports.report import triton_vs_library
+
+    def row(impl, backend, dtype, n, mode, gflops):
+        return {"status": "ok", "family": "gemm", "op": "gemm.square", "impl": f"gemm.square/{impl}",
+                "backend": backend, "dtype": dtype, "m": n, "n": n, "k": n, "mode": mode, "gflops": gflops}
+    df = pd.DataFrame([
+        row("torch", "torch", "bf16", 4096, "warm", 700e3), row("torch", "torch", "bf16", 8192, "warm", 800e3),
+        row("triton", "triton", "bf16", 4096, "warm", 560e3), row("triton", "triton", "bf16", 8192, "warm", 600e3),
+        row("triton_tma", "triton", "bf16", 8192, "warm", 760e3),
+        row("triton_tma", "triton", "bf16", 16384, "warm", 900e3),      # no torch row at 16384: not compared
+        row("triton_tma", "triton", "fp8e4m3", 8192, "warm", 1500e3), row("torch", "torch", "fp8e4m3", 8192, "warm", 1200e3),
+        row("triton_tma", "triton", "int8", 8192, "cold", 1000e3), row("torch", "torch", "int8", 8192, "warm", 1000e3),
+    ])
+    assert triton_vs_library(df, None) == [
+        "Triton bf16 GEMM: best 600.0 TFLOP/s (8192x8192x8192, warm), 0.75x torch's 800.0 at the same shape and mode.",
+        "Triton (triton_tma) bf16 GEMM: best 760.0 TFLOP/s (8192x8192x8192, warm), 0.95x torch's 800.0 at the same shape and mode.",
+        "Triton (triton_tma) fp8e4m3 GEMM: best 1,500.0 TFLOP/s (8192x8192x8192, warm), 1.25x torch's 1,200.0 at the same shape and mode.",
+    ]

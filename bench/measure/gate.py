@@ -9,6 +9,11 @@ An output the kernel never writes keeps its poison and fails; a NaN error fails.
 the pytest-benchmark entry point (tests/bench_ops.py) and the API (bench/api.py) all
 call check(); exceptions from the launcher or the call propagate to the caller, which
 decides whether they end a point or the whole run.
+
+A launcher that tunes (bench/ops/_tune.py) gets the same comparison as verifier(): each
+candidate that wins the timing is checked before it is kept, so a fast wrong candidate (a
+warp-specialized tile that races) is recorded with its error and the next-best taken, and the
+point is not lost.
 """
 from __future__ import annotations
 
@@ -76,3 +81,21 @@ def check(launch: Callable[[], Callable], reference, tolerance: float | None, de
     if reference is None:
         return Checked(fn, out, None, None, call_s)
     return Checked(fn, out, float(error(out, reference, inputs)), tolerance, call_s)
+
+
+def verifier(reference, tolerance: float | None, device, inputs: dict | None = None, outputs=(),
+             error: Callable = relative_norm_error) -> Callable | None:
+    """Return verify(fn) -> None when fn's result passes the gate, else the reason (one
+    sentence): the outputs poisoned, fn called once, the device synchronized and the output
+    compared with reference as check() does. None when there is no reference to compare with
+    (a tuner then keeps its fastest candidate unchecked, and check() still runs)."""
+    if reference is None or tolerance is None:
+        return None
+
+    def verify(fn) -> str | None:
+        poison(inputs or {}, outputs)
+        out = fn()
+        sync(device)
+        got = Checked(fn, out, float(error(out, reference, inputs)), tolerance)
+        return None if got.passed else f"wrong result: error {got.error:.3g} exceeds tolerance {tolerance:g}"
+    return verify

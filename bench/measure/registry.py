@@ -139,6 +139,8 @@ class LaunchContext:
     mode: str = "warm"
     quick: bool = False
     flush: Callable | None = None   # evicts the last-level cache (cold tuning)
+    verify: Callable | None = None  # (fn) -> None or why fn's result fails the gate (gate.verifier): a tuner
+                                    # checks each winning candidate with it before keeping it
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from bench.hw import device as devmod
 from bench.hw.detect import make_source
 from bench.hw.telemetry import LoadProbe, Sampler
 from bench.measure import memory, skip
-from bench.measure.gate import check
+from bench.measure.gate import check, verifier
 from bench.measure.progress import Ticker
 from bench.measure.registry import Impl, LaunchContext, Op, Registry
 from bench.measure.timing import TimerConfig, make_flush, time_fn
@@ -263,7 +263,8 @@ class Runner:
         mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
         tol = op.tolerance(point)
         ctx = LaunchContext(point, self.device, modes[0], self.quick,
-                            self.flush() if modes[0] == "cold" else None)
+                            self.flush() if modes[0] == "cold" else None,
+                            verify=verifier(ref, tol, self.device, inputs, op.outputs, op.error))
         t0 = time.perf_counter()
         try:
             gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)

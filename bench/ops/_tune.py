@@ -15,6 +15,13 @@ times its candidates; the later ones launch the winner directly, as long as it i
 own candidates (a size whose candidate list differs is tuned itself). The correctness gate
 still checks every point, so a class never hides a wrong result, only a slower tile.
 
+Every winner passes the gate before it is kept (the launch context's verify, built by
+bench.measure.gate.verifier): the candidates are ranked by their time, and the fastest whose
+result is right is kept; a wrong one (a warp-specialized tile that races) or one that crashes
+when checked is recorded with its error in the row's detail and the next-best is taken. A
+class's winner reused at another size is checked there too, and a size where it fails is tuned
+on its own.
+
 A candidate that fails to compile or run (out of resources, a compiler error) is a skipped
 candidate with its reason; an error that leaves the CUDA context dead (an illegal address,
 a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
@@ -135,12 +142,14 @@ def shape_class(key):
 
 
 def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mode: str = "warm",
-             flush: Callable | None = None):
-    """Return (config, median seconds, sentence) of the fastest candidate, timed in mode
-    with a short budget; cached under key. Raises DeviceLost on a fatal CUDA error, and
-    RuntimeError when no candidate runs (each one's reason in the message)."""
+             flush: Callable | None = None, verify: Callable | None = None):
+    """Return (config, median seconds, sentence) of the fastest candidate whose result passes
+    verify (None: the fastest), timed in mode with a short budget; cached under key. The
+    sentence names the candidates that failed to run or were rejected, each with its reason.
+    Raises DeviceLost on a fatal CUDA error, and RuntimeError when no candidate runs and
+    passes (each one's reason in the message)."""
     if key not in _BEST:
-        best, failed = None, []
+        timed, failed = [], []
         for cfg in candidates:
             try:
                 fn = make_fn(cfg)
@@ -151,12 +160,44 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mo
                     raise DeviceLost(f"{first_line(e)} (while tuning {key[0]} with {cfg})") from e
                 failed.append(f"{cfg}: {first_line(e, 120)}")
                 continue
-            if best is None or t < best[1]:
+            timed.append((t, len(timed), cfg, fn))
+        best, rejected = None, []
+        for t, _, cfg, fn in sorted(timed, key=lambda c: c[:2]):
+            why = _rejected(fn, verify, key, cfg)
+            if why is None:
                 best = (cfg, t)
+                break
+            rejected.append(f"{cfg}: {why}")
         if best is None:
-            raise RuntimeError(f"no candidate configuration runs for {key[:2]} on {torch_device}: " + "; ".join(failed[:3]))
-        _BEST[key] = (best[0], best[1], f"{len(failed)} failed ({failed[0]})" if failed else "")
+            raise RuntimeError(f"no candidate configuration runs and passes the gate for {key[:2]} on {torch_device}: "
+                               + "; ".join((failed + rejected)[:3]))
+        _BEST[key] = (best[0], best[1], _failures(failed, rejected))
     return _BEST[key]
+
+
+def _rejected(fn, verify: Callable | None, key, cfg) -> str | None:
+    """Return why fn (candidate cfg) fails verify (a wrong result, or the exception its
+    checked call raised), None when it passes or there is no verify; DeviceLost on a fatal
+    error."""
+    if verify is None:
+        return None
+    try:
+        return verify(fn)
+    except Exception as e:
+        if is_fatal(e):
+            raise DeviceLost(f"{first_line(e)} (while checking {key[0]} with {cfg})") from e
+        return f"crashed when checked: {first_line(e, 120)}"
+
+
+def _failures(failed: list, rejected: list) -> str:
+    """Return the sentence on the candidates that failed to run and those the gate rejected
+    (every rejected one named with its error: the reason a faster tile was not kept)."""
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} failed ({failed[0]})")
+    if rejected:
+        parts.append(f"{len(rejected)} rejected by the gate ({'; '.join(rejected)})")
+    return ", ".join(parts)
 
 
 def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
@@ -175,15 +216,25 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     fits, pruned = launched(candidates, smem, smem_limit(dev), getattr(ctx, "quick", False), fallback)
     if not fits:
         raise RuntimeError(f"every candidate for {key[:2]} exceeds this GPU's shared memory ({pruned} pruned)")
+    verify = getattr(ctx, "verify", None)
     cls = shape_class(key) + (dev, mode)
     hit = _BEST.get(cls)
+    note = ""
     if hit is not None and hit[0] in fits:
         fn = make_fn(hit[0])
-        fn.tuning = f"the best of its shape class (tuned {mode} at another size)"
-        return fn, hit[0]
-    if hit is not None:  # this size's candidates differ: tune it on its own
+        why = _rejected(fn, verify, key, hit[0])
+        if why is None:
+            fn.tuning = f"the best of its shape class (tuned {mode} at another size)"
+            return fn, hit[0]
+        # wrong at this size: tuned on its own, without the class's winner
+        note = f"the shape class's best {hit[0]} rejected by the gate here ({why})"
+        fits = [c for c in fits if c != hit[0]]
+        if not fits:
+            raise RuntimeError(f"no candidate configuration passes the gate for {key[:2]} on {dev}: {note}")
+    if hit is not None:  # this size's candidates differ, or the class's winner fails here: tune it on its own
         cls = key + (dev, mode, len(fits))
-    cfg, _, failures = autotune(cls, fits, make_fn, dev, mode, getattr(ctx, "flush", None))
+    cfg, _, failures = autotune(cls, fits, make_fn, dev, mode, getattr(ctx, "flush", None), verify)
+    failures = ", ".join(p for p in (note, failures) if p)
     fn = make_fn(cfg)
     fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
         f", {failures}" if failures else "")

@@ -332,7 +332,7 @@ def _int8_launcher(x, ctx):
         return int8_form(x, "TN" if x["b"].stride(0) == 1 else "NN")
     key = ("int8_mm", tuple(x["a"].shape), tuple(x["b"].shape))
     form, _, _ = autotune(key + (str(x["a"].device), ctx.mode), INT8_FORMS, lambda f: int8_form(x, f),
-                          str(x["a"].device), ctx.mode, getattr(ctx, "flush", None))
+                          str(x["a"].device), ctx.mode, getattr(ctx, "flush", None), getattr(ctx, "verify", None))
     fn = int8_form(x, form)
     fn.detail += f", the faster of {', '.join(INT8_FORMS)}"
     return fn

@@ -108,19 +108,29 @@ def energy_fits(run) -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), lines
 
 
+GEMM_MATCH = ["op", "dtype", "m", "n", "k", "mode"]   # a Triton GEMM row meets the vendor's at these
+
+
 def triton_vs_library(df: pd.DataFrame, memory_bytes_from: float | None) -> list[str]:
     """Return one line per comparison of a Triton kernel with the library path beside it:
-    each GEMM precision's best GFLOP/s (Triton over torch), and stream copy's best GB/s at
-    off-chip working sets (memory_bytes_from and up). Ratios, not verdicts."""
+    for every GEMM impl whose backend is triton (triton, triton_tma, later ones) and every
+    precision, its best GFLOP/s among the points the vendor path (impl torch) also ran at
+    the same op, shape and mode, over the vendor's GFLOP/s at that point; and stream copy's
+    best GB/s at off-chip working sets (memory_bytes_from and up). Ratios, not verdicts."""
     ok = df[df["status"] == "ok"]
     out = []
-    gemm = ok[ok["family"] == "gemm"]
-    if not gemm.empty:
-        best = gemm.assign(name=gemm["impl"].str.rsplit("/", n=1).str[-1]).groupby(["dtype", "name"])["gflops"].max()
-        for precision in sorted({d for d, _ in best.index}):
-            if (precision, "triton") in best and (precision, "torch") in best:
-                t, v = best[(precision, "triton")], best[(precision, "torch")]
-                out.append(f"Triton {precision} GEMM: best {t / 1e3:,.1f} TFLOP/s, {t / v:.2f}x torch's {v / 1e3:,.1f}.")
+    gemm = ok[ok["family"] == "gemm"].assign(name=lambda d: d["impl"].str.rsplit("/", n=1).str[-1])
+    keys = [c for c in GEMM_MATCH if c in gemm.columns]
+    vendor = gemm[gemm["name"] == "torch"].groupby(keys, dropna=False)["gflops"].max().rename("vendor").reset_index()
+    mine = gemm[gemm["backend"] == "triton"]
+    if not mine.empty and not vendor.empty:
+        both = mine.merge(vendor, on=keys, how="inner")
+        for (name, precision), rows in sorted(both.groupby(["name", "dtype"]), key=lambda g: (g[0][1], g[0][0])):
+            r = rows.loc[rows["gflops"].idxmax()]
+            label = "Triton" if name == "triton" else f"Triton ({name})"
+            shape = "x".join(str(int(r[c])) for c in ("m", "n", "k") if c in r and pd.notna(r[c]))
+            out.append(f"{label} {precision} GEMM: best {r['gflops'] / 1e3:,.1f} TFLOP/s ({shape}, {r['mode']}), "
+                       f"{r['gflops'] / r['vendor']:.2f}x torch's {r['vendor'] / 1e3:,.1f} at the same shape and mode.")
     if memory_bytes_from:
         copy = ok[(ok["op"] == "stream.copy") & (ok["working_set_bytes"] >= memory_bytes_from)]
         names = copy["impl"].str.rsplit("/", n=1).str[-1]

@@ -1,0 +1,116 @@
+"""The tuner keeps only a winner that passes the gate (bench/ops/_tune.py, bench/measure/gate.py):
+a fast wrong candidate or one that crashes when checked is recorded with its error and the
+next-best is kept. Plain torch launchers stand in for Triton tiles; a stand-in timer ranks the
+candidates, so nothing here depends on how fast the machine is."""
+import pytest
+import torch
+from helpers import toy_registry
+
+from bench.hw import detect
+from bench.measure.gate import verifier
+from bench.measure.runner import Runner, make_plan
+from bench.measure.timing import TimerConfig
+from bench.ops import _tune
+
+CPU = detect.resolve("cpu")
+FAST = TimerConfig(budget_s=0.02, warmup_s=0.001, min_samples=3)
+# candidate -> (its time in the stand-in timer, what it computes from a into b)
+CANDIDATES = {
+    "racy": (1.0, lambda a, b: torch.mul(a, 2.5, out=b)),       # fastest, wrong by 25%
+    "crashy": (2.0, None),                                       # times, then crashes when checked
+    "right": (3.0, lambda a, b: torch.mul(a, 2, out=b)),
+    "slow": (4.0, lambda a, b: torch.mul(a, 2, out=b)),
+}
+
+
+class Stats:
+    def __init__(self, s):
+        self.median_s = s
+
+
+class Timing:
+    def __init__(self, s):
+        self.stats = Stats(s)
+
+
+@pytest.fixture
+def fake_timer(monkeypatch):
+    monkeypatch.setattr(_tune, "time_fn", lambda fn, *a, **k: Timing(CANDIDATES[fn.cfg][0]))
+    monkeypatch.setattr(_tune, "_BEST", {})
+
+
+def make_fn_for(x, calls):
+    def make_fn(cfg):
+        op = CANDIDATES[cfg][1]
+
+        def fn():
+            calls.append(cfg)
+            if op is None:
+                if calls.count(cfg) > 1:  # the tuning call passes; the checked call does not
+                    raise RuntimeError("unsupported layout in the epilogue\nmore")
+                return torch.mul(x["a"], 2, out=x["b"])
+            return op(x["a"], x["b"])
+        fn.cfg = cfg
+        return fn
+    return make_fn
+
+
+def inputs(n=1000):
+    g = torch.Generator().manual_seed(0)
+    return {"a": torch.randn(n, generator=g), "b": torch.empty(n)}
+
+
+def test_the_fastest_candidate_that_passes_is_kept_and_the_rejected_named(fake_timer):
+    x, calls = inputs(), []
+    verify = verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))
+    cfg, t, failures = _tune.autotune(("toy", "fp32"), list(CANDIDATES), make_fn_for(x, calls), "cpu", verify=verify)
+    assert (cfg, t) == ("right", 3.0)
+    # each candidate ran once before timing, then the checks in time order up to the first that passes
+    assert calls == ["racy", "crashy", "right", "slow", "racy", "crashy", "right"]
+    assert "2 rejected by the gate" in failures
+    assert "racy: wrong result: error 0.25 exceeds tolerance 1e-06" in failures
+    assert "crashy: crashed when checked: RuntimeError: unsupported layout in the epilogue" in failures
+    assert "slow" not in failures
+
+
+def test_when_every_candidate_is_wrong_the_point_fails_with_each_reason(fake_timer):
+    x, calls = inputs(), []
+    verify = verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))
+    with pytest.raises(RuntimeError, match="no candidate configuration runs and passes the gate.*racy: wrong result"):
+        _tune.autotune(("toy", "fp32"), ["racy", "crashy"], make_fn_for(x, calls), "cpu", verify=verify)
+
+
+def test_a_class_winner_wrong_at_another_size_is_dropped_there(fake_timer, monkeypatch):
+    monkeypatch.setattr(_tune, "smem_limit", lambda dev: None)
+
+    class FakeCuda:
+        is_cuda = True
+        device = "cuda:0"
+    x, calls = inputs(), []
+    ok = type("Ctx", (), {"verify": staticmethod(verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))),
+                          "mode": "warm", "quick": False})
+    fn, cfg = _tune.tuned(FakeCuda(), ("toy", "fp32", 4096), ["racy", "right", "slow"], None, make_fn_for(x, calls), ok)
+    assert cfg == "right" and "1 rejected by the gate (racy: wrong result" in fn.tuning
+    # at 5000 (the same octave) "right" is wrong (a stand-in for a tile that fails at that size)
+    monkeypatch.setitem(CANDIDATES, "right", (3.0, lambda a, b: torch.mul(a, 3, out=b)))
+    fn, cfg = _tune.tuned(FakeCuda(), ("toy", "fp32", 5000), ["racy", "right", "slow"], None, make_fn_for(x, calls), ok)
+    assert cfg == "slow"
+    assert "the shape class's best right rejected by the gate here (wrong result" in fn.tuning
+    assert "racy: wrong result" in fn.tuning
+
+
+def test_the_runner_hands_the_gate_to_a_tuning_launcher(fake_timer):
+    # an impl that tunes over the candidates through the launch context's verify: the row
+    # is measured with the right candidate, and its detail names the rejected ones
+    calls = []
+
+    def launcher(x, ctx):
+        cfg, _, failures = _tune.autotune(("toy.double", x["a"].numel()), list(CANDIDATES), make_fn_for(x, calls),
+                                          "cpu", verify=ctx.verify)
+        fn = make_fn_for(x, calls)(cfg)
+        fn.tuning = failures
+        return fn
+    ms = Runner(CPU, FAST).run(make_plan(toy_registry({"tuned": launcher}), CPU, quick=True))
+    assert [m.status for m in ms] == ["ok"]
+    assert ms[0].error == 0.0
+    assert "racy: wrong result: error 0.25" in ms[0].detail and "crashy: crashed when checked" in ms[0].detail
