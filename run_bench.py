@@ -37,13 +37,14 @@ from bench.measure.registry import (
 from bench.measure.runner import make_plan
 from bench.measure.skip import backend_reason
 from bench.measure.timing import MODES, timer_config  # noqa: E402
-from bench.results import ResultsError, load_run, utc_stamp  # noqa: E402
+from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
 from bench.run import distributed as distrib
 from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
 from bench.run.distributed import worker_argv
-from bench.util import precision_name  # noqa: E402
+from bench.util import git_commit, precision_name  # noqa: E402
 from roofs.reports.compare import compare
+from roofs.reports.finish import rederive
 from roofs.reports.summary import summary
 
 SUBCOMMANDS = """subcommands (each with its own --help):
@@ -114,18 +115,31 @@ def refuse(e) -> int:
 
 
 def report_main(argv) -> int:
-    """python run_bench.py report RUN_DIR: re-derive roofs, redraw, rewrite the report, from the run's files."""
-    p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files")
+    """python run_bench.py report RUN_DIR [--out DIR | --in-place]: re-derive roofs, bounds,
+    pictures and report from the run's files, into a derived folder beside them."""
+    p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files, "
+               "into RUN_DIR/derived/m<method>-<commit>/ (the run's own files are never rewritten)")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, help="folder to write the re-derived files into (default "
+                   "RUN_DIR/derived/m<method version>-<commit>/)")
+    p.add_argument("--in-place", action="store_true", help="re-derive over the run's own roofs.json, roof columns, "
+                   "pictures and report (your own run only; its measurements and samples stay as they are)")
     args = p.parse_args(argv)
+    if args.out and args.in_place:
+        return refuse("--out and --in-place name two different places: give one of them.")
     try:
-        load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is rewritten
-    except ResultsError as e:
+        load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
+        if args.out:
+            opt.writable_folder(args.out, "--out")
+    except (ResultsError, opt.OptionError) as e:
         return refuse(e)
-    if session.finish(args.run_dir):
+    out, problems = rederive(args.run_dir, args.out, args.in_place)
+    for problem in problems:
+        print(f"roofbench: {problem}", file=sys.stderr)
+    if problems:
         return 2
-    print(summary(load_run(args.run_dir)))
-    print(f"\nreport: {args.run_dir / 'report.md'} and report.html")
+    print(summary(load_run(out)))
+    print(f"\nreport: {out / 'report.md'} and report.html (derived by method {METHOD_VERSION}, commit {git_commit()})")
     return 0
 
 

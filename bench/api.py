@@ -36,7 +36,8 @@ from bench.measure.registry import load_all, relative_norm_error
 from bench.measure.runner import Runner, Task
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.ops.gemm import PRECISIONS
-from bench.results import COLUMNS, Measurement, append_samples, load_run, rewrite_measurements
+from bench.results import (COLUMNS, DERIVED, Measurement, append_samples, derived_name, load_run, rewrite_measurements,
+                           source_of, start_derived, utc_stamp)
 from bench.util import first_line, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
@@ -319,17 +320,25 @@ def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str 
     return wrap
 
 
-def add_to_run(run_dir, results: Iterable[Result]) -> Path:
-    """Append results to a run folder's measurements (family "user"), then re-derive its
-    roofs, pictures and report: the points appear on its roofline. Returns the folder."""
+def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = False) -> Path:
+    """Add results (family "user") to a run: into a derived folder beside it, by default
+    RUN/derived/<method>-<commit>-user-<UTC timestamp>/ (or `out`), holding the run's rows
+    and these, their samples, and the roofs, pictures and report re-derived from them; the
+    run's own files stay as it wrote them. in_place=True writes into the run's own folder
+    instead (your own run only). Returns the folder written."""
 
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     ms = [r.measurement() for r in results]
+    if in_place:
+        target = run_dir
+    else:
+        src = source_of(run_dir) or run_dir
+        target = start_derived(run_dir, out or src / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
-    rewrite_measurements(run_dir, df)
-    append_samples(run_dir, ms)  # samples.jsonl(.gz) and run.json's point count
-    problems = finish_run(run_dir)
+    append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
+    rewrite_measurements(target, df)
+    problems = finish_run(target)
     if problems:
         raise APIError(problems[0])
-    return run_dir
+    return target

@@ -11,7 +11,12 @@ A run folder <device-slug>-<UTC timestamp>/ holds
                       samples file: no raw samples, so it stays small (folders written before
                       this kept every point's samples in run.json under "points"; load_samples
                       reads both)
-    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive)
+    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive),
+                      with derived_by: the method version and commit that derived them
+    derived/          re-derivations (`report`, the API's add_to_run), one folder each, named
+                      for the method version and commit that made it (derived_name): run.json
+                      (with derived_from and derived_by), the annotated measurements.csv,
+                      roofs.json, charts and report; the run's own files are never rewritten
 Rows are appended and flushed as each point finishes, so an interrupted run leaves a
 readable folder.
 """
@@ -22,6 +27,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -288,11 +294,61 @@ def compress_samples(run_dir: Path) -> Path:
 
 
 def samples_path(run_dir) -> Path | None:
-    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None."""
+    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None; a
+    derived folder without samples of its own reads its source run's."""
     for name in (SAMPLES + ".gz", SAMPLES):
         if (Path(run_dir) / name).exists():
             return Path(run_dir) / name
-    return None
+    source = source_of(run_dir)
+    return samples_path(source) if source is not None else None
+
+
+DERIVED = "derived"
+
+
+def derived_by() -> dict:
+    """Return who derives files now: {method_version, commit} (roofs.json's derived_by)."""
+    return {"method_version": METHOD_VERSION, "commit": git_commit()}
+
+
+def derived_name(by: dict | None = None) -> str:
+    """Return the name of a derived folder made by `by` (default: this code): m<method
+    version>-<first 12 digits of the commit>, "-dirty" for uncommitted changes."""
+    by = by or derived_by()
+    commit = str(by["commit"])
+    return f"m{by['method_version']}-{commit.split('+')[0][:12]}" + ("-dirty" if commit.endswith("+dirty") else "")
+
+
+def source_of(run_dir) -> Path | None:
+    """Return the run folder a derived folder was derived from (run.json's derived_from,
+    relative to the derived folder), or None for a run's own folder."""
+    try:
+        meta = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    src = meta.get("derived_from") if isinstance(meta, dict) else None
+    return (Path(run_dir) / src).resolve() if src else None
+
+
+def start_derived(run_dir, out) -> Path:
+    """Create the derived folder `out` of the run folder run_dir (a derived folder stands for
+    its source): run.json with derived_from (out's path to the source) and derived_by, and a
+    copy of measurements.csv for the roof columns; the samples stay in the source, read
+    through derived_from. Nothing in run_dir is written. Returns out."""
+    src = source_of(run_dir) or Path(run_dir).resolve()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() == src:
+        raise ResultsError(f"{out} is the run folder itself: give another folder, or re-derive in place with --in-place.")
+    meta = _load_json(src / "run.json", "the run's metadata")
+    meta.update(derived_from=os.path.relpath(src, out.resolve()), derived_by=derived_by())
+    for name in (SAMPLES, SAMPLES + ".gz"):  # a folder re-used for another derivation reads the source's
+        (out / name).unlink(missing_ok=True)
+    _write_json(out / "run.json", _clean(meta))
+    shutil.copyfile(src / "measurements.csv", out / "measurements.csv")
+    if (src / "notes.md").exists():  # a person's notes on the run appear in every report of it
+        shutil.copyfile(src / "notes.md", out / "notes.md")
+    return out
 
 
 def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
@@ -349,9 +405,11 @@ def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
 
 
 def write_roofs(run_dir: Path, roofs: list[dict], notes=()) -> Path:
-    """Write roofs.json: the roofs, and notes on the levels that got none and why."""
+    """Write roofs.json: the roofs, notes on the levels that got none and why, and
+    derived_by (the method version and commit that derived them)."""
     path = Path(run_dir) / "roofs.json"
-    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "roofs": roofs, "notes": list(notes)}))
+    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "derived_by": derived_by(), "roofs": roofs,
+                              "notes": list(notes)}))
     return path
 
 

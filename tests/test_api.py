@@ -1,5 +1,6 @@
 """The public API: measuring a torch function and a Triton kernel (under the interpreter),
 the decorator's sweep, bad input, and adding points to a recorded run."""
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import torch
 from conftest import INTERPRETING
 
 from bench import api
+from bench.results import METHOD_VERSION, load_run
 from roofs.analysis.roofline import Roof
 
 ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l1", 300.0, "GB/s"),
@@ -100,12 +102,21 @@ def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     # timed cold, so its bytes cross DRAM, which has a roof in run_a (its L1 has none)
     r = api.measure(lambda: x * 2, flops=4096, bytes=8 * 4096, name="double", shape="4096", precision="fp32",
                     device="cpu", budget_s=0.02, mode="cold")
-    api.add_to_run(run_dir, [r])
-    df = pd.read_csv(run_dir / "measurements.csv")
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    out = api.add_to_run(run_dir, [r])
+    # issue 31, item 1: the run's own files are untouched; the points and the re-derivation are beside them
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert out.parent == run_dir / "derived" and out.name.startswith(f"m{METHOD_VERSION}-")
+    df = pd.read_csv(out / "measurements.csv")
     mine = df[df["family"] == "user"]
     assert len(mine) == 1 and mine.iloc[0]["impl"] == "user.double/torch" and mine.iloc[0]["attainable_gflops"] > 0
     assert mine.iloc[0]["boundary"] == "dram"
-    assert (run_dir / "roofline.png").exists() and "user.double/torch" in (run_dir / "report.md").read_text()
+    assert (out / "roofline.png").exists() and "user.double/torch" in (out / "report.md").read_text()
+    run = load_run(out)  # the derived folder reads as a run: its own samples, the run's points and the new one
+    assert len(run.points) == len(run.measurements) == len(load_run(run_dir).measurements) + 1
+    assert json.loads((out / "roofs.json").read_text())["derived_by"]["method_version"] == METHOD_VERSION
+    assert api.add_to_run(run_dir, [r], in_place=True) == run_dir  # asked for: the run's own folder
+    assert len(pd.read_csv(run_dir / "measurements.csv")) == len(df)
 
 
 def test_example_file_runs(tmp_path):
