@@ -156,8 +156,10 @@ def compare_main(argv) -> int:
     if twice is not None:
         return refuse(f"run folder {twice} is given twice: compare needs two different runs.")
     try:
+        if args.out:
+            opt.writable_folder(args.out, "--out")
         text, out = compare(args.runs, args.out or ROOT / "results" / f"compare-{utc_stamp()}")
-    except ResultsError as e:
+    except (ResultsError, opt.OptionError) as e:
         return refuse(e)
     print(text)
     print(f"\ncompare: {out / 'compare.md'} and compare.png")
@@ -179,12 +181,13 @@ def model_main(argv) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "results")
     args = p.parse_args(argv)
     try:
+        opt.writable_folder(args.out, "--out")
         cfg = mdl.get_model(args.name)
         per_batch = mdl.layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
         device = detect.resolve(args.device)
         roofs = roofs_from(args.roofs) if args.roofs else None
         warned = [w for w in [mdl.foreign_roofs(load_run(args.roofs).device, device)] if w] if args.roofs else []
-    except (mdl.ModelError, devmod.DeviceError, ResultsError) as e:
+    except (mdl.ModelError, devmod.DeviceError, ResultsError, opt.OptionError) as e:
         return refuse(e)
     if roofs is None:
         print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
