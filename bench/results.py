@@ -421,6 +421,7 @@ class Run:
     measurements: pd.DataFrame
     roofs: list[dict]
     _points: list[dict] | None = field(default=None, repr=False)
+    roofs_by: dict | None = None  # roofs.json's derived_by: the method and commit that derived them (None: not recorded)
 
     @property
     def device(self) -> dict:
@@ -509,5 +510,5 @@ def load_run(run_dir) -> Run:
         raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
     df = load_measurements(d / "measurements.csv")
     check_points(df, meta, d / "measurements.csv")
-    roofs = _load_json(d / "roofs.json", "its roofs").get("roofs", []) if (d / "roofs.json").exists() else []
-    return Run(d, meta, df, roofs)
+    doc = _load_json(d / "roofs.json", "its roofs") if (d / "roofs.json").exists() else {}
+    return Run(d, meta, df, doc.get("roofs", []), roofs_by=doc.get("derived_by"))
