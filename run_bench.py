@@ -23,10 +23,11 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
     sys.path.insert(0, str(ROOT))
 
 import signal
+import warnings
 
 from bench import models as mdl
 from bench.aot import predict
-from bench.api import quick_roofs, roofs_from
+from bench.api import RoofWarning, quick_roofs, roofs_from
 from bench.hw import detect
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
@@ -191,7 +192,9 @@ def model_main(argv) -> int:
         return refuse(e)
     if roofs is None:
         print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
-        roofs, given = quick_roofs(device.torch_device), "measured on the spot before it (api.quick_roofs)"
+        with warnings.catch_warnings():  # its RoofWarnings are printed once, below, with the others
+            warnings.simplefilter("ignore", RoofWarning)
+            roofs, given = quick_roofs(device.torch_device), "measured on the spot before it (api.quick_roofs)"
         warned = [f"quick_roofs set no {m}" for m in roofs.missing]
     else:
         given = f"of {args.roofs} (given with --roofs)"
@@ -200,7 +203,8 @@ def model_main(argv) -> int:
     status, run_dir, text = mdl.measure_model(cfg, per_batch, device, roofs, given, args.budget, args.out,
                                               session.options_record(args), args.prompt, args.context, args.dtype,
                                               warned)
-    print(text)
+    # each warning once: printed above, before the measuring; model.md keeps them at its top
+    print("\n".join(line for line in text.splitlines() if not (line.startswith("WARNING: ") and line[9:] in warned)))
     print(f"\nresults: {run_dir}")
     return session.exit_code(status)
 
