@@ -96,6 +96,96 @@ def test_decorator_sweep_keeps_going_past_a_failing_shape():
     assert "negative size" in rs[1].reason and rs[2].flops == 1000
 
 
+DIRECTED = [Roof("bandwidth", "l1", 300.0, "GB/s"), Roof("bandwidth", "l1.read", 300.0, "GB/s"),
+            Roof("bandwidth", "l1.write", 100.0, "GB/s"), Roof("compute", "fp32", 1e6, "GFLOP/s")]
+
+
+@pytest.mark.parametrize("kw,bw,roof", [
+    ({}, 300.0, "l1"),                                             # unknown: the level's best, and the note says so
+    ({"direction": "read"}, 300.0, "l1.read"),
+    ({"direction": "write"}, 100.0, "l1.write"),
+    ({"read_bytes": 3000}, 4000 / (3000 / 300 + 1000 / 100), "l1.read+write"),   # 4000 / (R/BWr + W/BWw) = 200
+    ({"write_bytes": lambda n: n // 4}, 200.0, "l1.read+write"),   # a function of the shape, as the counts
+])
+def test_measure_takes_the_direction_and_gets_the_direction_bound(kw, bw, roof):
+    """Issue 31, item 6: the bound of rule 12, as the suite's own kernels get it (hand-worked:
+    4,000 bytes, 3,000 read at 300 GB/s and 1,000 written at 100 GB/s take 20 ns: 200 GB/s)."""
+    x = torch.randn(250)
+    r = api.measure(lambda: x * 2, flops=1, bytes=4000, shape=4000, roofs=DIRECTED, device="cpu", budget_s=0.02, **kw)
+    assert r.boundary == "l1"
+    assert r.attainable_gflops == pytest.approx(bw * 1 / 4000)
+    assert r._bound()[3].extra["bound_roof"] == roof
+    assert ("bounded by the level's best" in r.bound_note) == (not kw)
+    if kw:
+        assert r.read_bytes + r.write_bytes == 4000
+        assert r.measurement().row()["read_bytes"] == r.read_bytes
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"read_bytes": 5000}, "read_bytes 5000 and write_bytes -1000 of kernel 'k' do not add up to its bytes 4000"),
+    ({"direction": "sideways"}, "unknown direction 'sideways' for kernel 'k': use read, write or copy"),
+])
+def test_bad_directions_are_one_sentence(kw, expect):
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, name="k", flops=1, bytes=4000, device="cpu", **kw)
+    assert expect in str(e.value) and "\n" not in str(e.value)
+
+
+def test_errors_in_count_functions_name_the_function_and_the_point():
+    def flops_of(shape):
+        m, n, k = shape  # a shape typo: two numbers given
+        return 2 * m * n * k
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, name="mm", flops=flops_of, bytes=8, shape=(64, 64), device="cpu")
+    assert str(e.value).startswith("the flops function flops_of of kernel 'mm' raised ValueError") and "(64, 64)" in str(e.value)
+
+    @api.kernel(flops=1, bytes=8, shapes=[4, "4x"], make_inputs=lambda n, dev: (torch.randn(n, device=dev),))
+    def double(x):
+        return x * 2
+    with pytest.raises(api.APIError, match=r"^the make_inputs function <lambda> of kernel 'double' raised .* at shape '4x'"):
+        double.sweep(device="cpu", budget_s=0.02)
+
+
+def test_a_run_folder_given_for_roofs_is_read_and_anything_else_refused():
+    a = torch.randn(64)
+    r = api.measure(lambda: a * 2, flops=64, bytes=512, precision="fp32", roofs=DATA / "run_a", device="cpu",
+                    budget_s=0.02)
+    assert r.roofs and r.roofs == tuple(api.roofs_from(DATA / "run_a"))
+    assert api.measure(lambda: a * 2, flops=64, bytes=512, precision="fp32", roofs=str(DATA / "run_a"), device="cpu",
+                       budget_s=0.02).attainable_gflops is not None
+    with pytest.raises(api.APIError, match=r"^roofs='/nonexistent/run' is not a run folder whose roofs can be read"):
+        api.measure(lambda: a * 2, flops=64, bytes=512, roofs="/nonexistent/run", device="cpu")
+    with pytest.raises(api.APIError, match=r"^roofs= holds a int, not a roof"):
+        api.measure(lambda: a * 2, flops=64, bytes=512, roofs=[1, 2], device="cpu")
+
+
+class _Busy:
+    """A machine whose other processes used `share` of the cores while the point was timed."""
+    share = 0.0
+
+    def start(self):
+        return self
+
+    def stop(self):
+        return {"others_cpu": self.share, "load1": 2.0}
+
+
+def test_measure_warns_when_the_machine_was_busy(monkeypatch):
+    """Issue 31, item 6: the runner's busy flag (bench.results.BUSY_PREFIX), warned of."""
+    from bench.results import BUSY_PREFIX
+    x = torch.randn(64)
+    busy = type("Busy", (_Busy,), {"share": 0.9})
+    monkeypatch.setattr(api, "LoadProbe", busy)
+    with pytest.warns(api.BusyWarning, match="other processes used 90% of its"):
+        r = api.measure(lambda: x * 2, flops=64, bytes=512, name="dbl", device="cpu", budget_s=0.02)
+    assert r.flag.startswith(BUSY_PREFIX) and r.measurement().flag == r.flag
+    monkeypatch.setattr(api, "LoadProbe", _Busy)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", api.BusyWarning)
+        assert api.measure(lambda: x * 2, flops=64, bytes=512, device="cpu", budget_s=0.02).flag == ""
+
+
 def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
     x = torch.randn(4096)
