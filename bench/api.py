@@ -38,7 +38,7 @@ from bench.measure.runner import Runner, Task, busy_flag
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.ops.gemm import PRECISIONS
 from bench.results import (COLUMNS, DERIVED, Measurement, ResultsError, append_samples, derived_name, load_run,
-                           rewrite_measurements, source_of, start_derived, utc_stamp)
+                           measured_home, rewrite_measurements, start_derived, utc_stamp)
 from bench.util import first_line, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
@@ -430,8 +430,7 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     if in_place:
         target = run_dir
     else:
-        src = source_of(run_dir) or run_dir
-        target = start_derived(run_dir, out or src / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
+        target = start_derived(run_dir, out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
     rewrite_measurements(target, df)

@@ -330,24 +330,37 @@ def source_of(run_dir) -> Path | None:
     return (Path(run_dir) / src).resolve() if src else None
 
 
+def measured_home(run_dir) -> Path:
+    """Return the folder whose measurements a re-derivation of run_dir starts from: run_dir
+    itself when it holds its samples (a run's own folder, or a derived folder with points
+    added by add_to_run), else the run a derived folder came from."""
+    d = Path(run_dir).resolve()
+    own = any((d / n).exists() for n in (SAMPLES, SAMPLES + ".gz"))
+    source = source_of(d)  # a derived folder's copied run.json may hold an older run's "points": still the run's
+    return d if own or source is None else source
+
+
 def start_derived(run_dir, out) -> Path:
-    """Create the derived folder `out` of the run folder run_dir (a derived folder stands for
-    its source): run.json with derived_from (out's path to the source) and derived_by, and a
-    copy of measurements.csv for the roof columns; the samples stay in the source, read
-    through derived_from. Nothing in run_dir is written. Returns out."""
-    src = source_of(run_dir) or Path(run_dir).resolve()
+    """Create the derived folder `out` of run_dir: run.json with derived_from (out's path to
+    the folder holding the samples, measured_home) and derived_by, and a copy of run_dir's
+    measurements.csv for the roof columns; the samples are read through derived_from. Nothing
+    in the run's own folder is written. Returns out."""
+    given, home = Path(run_dir).resolve(), measured_home(run_dir)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if out.resolve() == src:
+    if out.resolve() == home and source_of(home) is None:
         raise ResultsError(f"{out} is the run folder itself: give another folder, or re-derive in place with --in-place.")
-    meta = _load_json(src / "run.json", "the run's metadata")
-    meta.update(derived_from=os.path.relpath(src, out.resolve()), derived_by=derived_by())
-    for name in (SAMPLES, SAMPLES + ".gz"):  # a folder re-used for another derivation reads the source's
-        (out / name).unlink(missing_ok=True)
+    meta = _load_json(given / "run.json", "the run's metadata")
+    if out.resolve() != home:
+        meta["derived_from"] = os.path.relpath(home, out.resolve())
+    meta["derived_by"] = derived_by()
+    if out.resolve() != given:
+        for name in (SAMPLES, SAMPLES + ".gz"):  # a folder re-used for another derivation reads the run's
+            (out / name).unlink(missing_ok=True)
+        shutil.copyfile(given / "measurements.csv", out / "measurements.csv")
+        if (given / "notes.md").exists():  # a person's notes on the run appear in every report of it
+            shutil.copyfile(given / "notes.md", out / "notes.md")
     _write_json(out / "run.json", _clean(meta))
-    shutil.copyfile(src / "measurements.csv", out / "measurements.csv")
-    if (src / "notes.md").exists():  # a person's notes on the run appear in every report of it
-        shutil.copyfile(src / "notes.md", out / "notes.md")
     return out
 
 

@@ -295,3 +295,24 @@ def test_a_run_records_its_own_share_of_the_load(tmp_path):
     w.finish()
     own = json.loads((tmp_path / "run" / "run.json").read_text())["load"]["own"]
     assert 0 < own <= (os.cpu_count() or 1) + 0.5
+
+
+def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, capsys):
+    """Issue 31, item 1: report on add_to_run's folder keeps its added points; report on a
+    plain derived folder re-derives its run into the same place."""
+    import torch
+
+    from bench import api
+    from bench.results import derived_name, load_run
+    r = api.measure(lambda: torch.ones(64) * 2, flops=64, bytes=512, name="dbl", device="cpu", budget_s=0.02)
+    user = api.add_to_run(run_a, [r])
+    n = len(load_run(user).measurements)
+    assert run_bench.main(["report", str(user)]) == 0
+    again = user / "derived" / derived_name()
+    assert len(load_run(again).measurements) == n and "user.dbl/torch" in (again / "report.md").read_text()
+    assert run_bench.main(["report", str(run_a)]) == 0
+    plain = run_a / "derived" / derived_name()
+    before = sorted(p.name for p in plain.iterdir())
+    assert run_bench.main(["report", str(plain)]) == 0  # the same folder, re-derived from the run
+    assert sorted(p.name for p in plain.iterdir()) == before and not (plain / "derived").exists()
+    assert len(load_run(plain).measurements) == n - 1 and json.loads((plain / "run.json").read_text())["derived_from"] == "../.."

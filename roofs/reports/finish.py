@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.results import DERIVED, ResultsError, derived_name, load_run, rewrite_measurements, source_of, start_derived, write_roofs
+from bench.results import (DERIVED, ResultsError, derived_name, load_run, measured_home, rewrite_measurements,
+                           start_derived, write_roofs)
 from roofs.analysis.bounds import annotate
 from roofs.analysis.derive import derive
 from roofs.analysis.roofline import Roof
@@ -47,9 +48,9 @@ def finish_run(run_dir) -> list[str]:
 
 def derived_dir(run_dir) -> Path:
     """Return where `report` re-derives run_dir by default: <run>/derived/<derived_name()>
-    (a derived folder given for run_dir stands for its source run)."""
-    src = source_of(run_dir) or Path(run_dir)
-    return src / DERIVED / derived_name()
+    (a derived folder given for run_dir stands for the folder holding its samples: its
+    source run, or itself once add_to_run gave it points of its own)."""
+    return measured_home(run_dir) / DERIVED / derived_name()
 
 
 def rederive(run_dir, out=None, in_place: bool = False) -> tuple[Path, list[str]]:
