@@ -25,10 +25,11 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
 
 import signal
 import time
+import warnings
 
 from bench import models as mdl
 from bench.aot import learned, predict
-from bench.api import quick_roofs, roofs_from
+from bench.api import RoofWarning, quick_roofs, roofs_from
 from bench.hw import detect
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
@@ -39,13 +40,14 @@ from bench.measure.registry import (
 from bench.measure.runner import make_plan
 from bench.measure.skip import backend_reason
 from bench.measure.timing import MODES, timer_config  # noqa: E402
-from bench.results import ResultsError, load_run, utc_stamp  # noqa: E402
+from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
 from bench.run import distributed as distrib
 from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
 from bench.run.distributed import worker_argv
-from bench.util import precision_name  # noqa: E402
+from bench.util import git_commit, precision_name  # noqa: E402
 from roofs.reports.compare import compare
+from roofs.reports.finish import rederive
 from roofs.reports.fleet import FleetError, gather, write_fleet
 from roofs.reports.summary import summary
 
@@ -120,18 +122,31 @@ def refuse(e) -> int:
 
 
 def report_main(argv) -> int:
-    """python run_bench.py report RUN_DIR: re-derive roofs, redraw, rewrite the report, from the run's files."""
-    p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files")
+    """python run_bench.py report RUN_DIR [--out DIR | --in-place]: re-derive roofs, bounds,
+    pictures and report from the run's files, into a derived folder beside them."""
+    p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files, "
+               "into RUN_DIR/derived/m<method>-<commit>/ (the run's own files are never rewritten)")
     p.add_argument("run_dir", type=Path)
+    p.add_argument("--out", type=Path, help="folder to write the re-derived files into (default "
+                   "RUN_DIR/derived/m<method version>-<commit>/)")
+    p.add_argument("--in-place", action="store_true", help="re-derive over the run's own roofs.json, roof columns, "
+                   "pictures and report (your own run only; its measurements and samples stay as they are)")
     args = p.parse_args(argv)
+    if args.out and args.in_place:
+        return refuse("--out and --in-place name two different places: give one of them.")
     try:
-        load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is rewritten
-    except ResultsError as e:
+        load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
+        if args.out:
+            opt.writable_folder(args.out, "--out")
+    except (ResultsError, opt.OptionError) as e:
         return refuse(e)
-    if session.finish(args.run_dir):
+    out, problems = rederive(args.run_dir, args.out, args.in_place)
+    for problem in problems:
+        print(f"roofbench: {problem}", file=sys.stderr)
+    if problems:
         return 2
-    print(summary(load_run(args.run_dir)))
-    print(f"\nreport: {args.run_dir / 'report.md'} and report.html")
+    print(summary(load_run(out)))
+    print(f"\nreport: {out / 'report.md'} and report.html (derived by method {METHOD_VERSION}, commit {git_commit()})")
     return 0
 
 
@@ -148,8 +163,10 @@ def compare_main(argv) -> int:
     if twice is not None:
         return refuse(f"run folder {twice} is given twice: compare needs two different runs.")
     try:
+        if args.out:
+            opt.writable_folder(args.out, "--out")
         text, out = compare(args.runs, args.out or ROOT / "results" / f"compare-{utc_stamp()}")
-    except ResultsError as e:
+    except (ResultsError, opt.OptionError) as e:
         return refuse(e)
     print(text)
     print(f"\ncompare: {out / 'compare.md'} and compare.png")
@@ -171,16 +188,19 @@ def model_main(argv) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "results")
     args = p.parse_args(argv)
     try:
+        opt.writable_folder(args.out, "--out")
         cfg = mdl.get_model(args.name)
         per_batch = mdl.layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
         device = detect.resolve(args.device)
         roofs = roofs_from(args.roofs) if args.roofs else None
         warned = [w for w in [mdl.foreign_roofs(load_run(args.roofs).device, device)] if w] if args.roofs else []
-    except (mdl.ModelError, devmod.DeviceError, ResultsError) as e:
+    except (mdl.ModelError, devmod.DeviceError, ResultsError, opt.OptionError) as e:
         return refuse(e)
     if roofs is None:
         print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
-        roofs, given = quick_roofs(device.torch_device), "measured on the spot before it (api.quick_roofs)"
+        with warnings.catch_warnings():  # its RoofWarnings are printed once, below, with the others
+            warnings.simplefilter("ignore", RoofWarning)
+            roofs, given = quick_roofs(device.torch_device), "measured on the spot before it (api.quick_roofs)"
         warned = [f"quick_roofs set no {m}" for m in roofs.missing]
     else:
         given = f"of {args.roofs} (given with --roofs)"
@@ -189,7 +209,8 @@ def model_main(argv) -> int:
     status, run_dir, text = mdl.measure_model(cfg, per_batch, device, roofs, given, args.budget, args.out,
                                               session.options_record(args), args.prompt, args.context, args.dtype,
                                               warned)
-    print(text)
+    # each warning once: printed above, before the measuring; model.md keeps them at its top
+    print("\n".join(line for line in text.splitlines() if not (line.startswith("WARNING: ") and line[9:] in warned)))
     print(f"\nresults: {run_dir}")
     return session.exit_code(status)
 

@@ -31,12 +31,25 @@ import pandas as pd
 import torch
 
 from bench.hw import detect
+from bench.hw.telemetry import LoadProbe
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
-from bench.measure.runner import Runner, Task
+from bench.measure.runner import Runner, Task, busy_flag
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.ops.gemm import PRECISIONS
-from bench.results import COLUMNS, Measurement, append_samples, load_run, rewrite_measurements
+from bench.results import (
+    COLUMNS,
+    DERIVED,
+    Measurement,
+    ResultsError,
+    append_samples,
+    derived_name,
+    load_run,
+    measured_home,
+    rewrite_measurements,
+    start_derived,
+    utc_stamp,
+)
 from bench.util import first_line, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
@@ -66,6 +79,9 @@ class Result:
     error: float | None = None          # relative error against reference, when one was given
     roofs: tuple = field(default=(), repr=False)
     caches: tuple = field(default=(), repr=False)   # ((name, total bytes), ...) of the device, innermost first
+    read_bytes: float | None = None     # of bytes, those read and those written (None: not given), rule 12
+    write_bytes: float | None = None
+    flag: str = ""                      # bench.results.BUSY_PREFIX...: the machine was busy while it was timed
 
     @property
     def median_s(self) -> float:
@@ -103,7 +119,7 @@ class Result:
     def _bound(self):
         level = "hbm" if self.device.startswith("cuda") else "dram"
         return point_bound(Roofline(self.roofs), self.bytes, self.mode, self.intensity, self.precision,
-                           list(self.caches), level)
+                           list(self.caches), level, self.read_bytes, self.write_bytes)
 
     @property
     def bound_note(self) -> str:
@@ -132,15 +148,77 @@ class Result:
                            size=0, shape=self.shape, working_set_bytes=int(self.bytes), flops=int(self.flops),
                            bytes=int(self.bytes), mode=self.mode, status=self.status, reason=self.reason,
                            samples_s=self.samples_s, reps=self.reps, timer=self.timer, stop="",
-                           error=self.error, precision=self.precision)
+                           error=self.error, precision=self.precision, flag=self.flag,
+                           columns={k: v for k, v in (("read_bytes", self.read_bytes), ("write_bytes", self.write_bytes))
+                                    if v is not None})
 
 
-def _count(value, shape, what: str, name: str) -> float:
-    v = value(shape) if callable(value) else value
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
-        raise APIError(f"{what} of kernel '{name}' must be a positive number (got {v!r}); "
-                       f"give the compulsory {'traffic in bytes' if what == 'bytes' else 'FLOP count'} of one call.")
+def _count(value, shape, what: str, name: str, zero_ok: bool = False) -> float:
+    if callable(value):
+        try:
+            v = value(shape)
+        except Exception as e:
+            fn = getattr(value, "__name__", type(value).__name__)
+            raise APIError(f"the {what} function {fn} of kernel '{name}' raised {first_line(e)} at shape {shape!r}: "
+                           f"fix it so that it returns the {what} of one call at that shape.") from None
+    else:
+        v = value
+    if (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0
+            or (v == 0 and not zero_ok)):
+        raise APIError(f"{what} of kernel '{name}' must be a {'' if zero_ok else 'positive '}number"
+                       f"{' of 0 or more' if zero_ok else ''} (got {v!r})"
+                       + (f" at shape {shape!r}" if callable(value) else "") + "; give the compulsory "
+                       f"{'traffic in bytes' if 'bytes' in what else 'FLOP count'} of one call.")
     return float(v)
+
+
+DIRECTIONS = ("read", "write", "copy")
+
+
+def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, name: str) -> tuple:
+    """Return (read bytes, write bytes) of a call moving `total` bytes: as given (either one
+    gives the other), or by direction ("read": all read; "write": all written; "copy": half
+    each, as stream copy), or (None, None) when neither is given. Raises APIError when they
+    do not add up to bytes, or for an unknown direction."""
+    if direction is not None and direction not in DIRECTIONS:
+        raise APIError(f"unknown direction '{direction}' for kernel '{name}': use read, write or copy, "
+                       "or give read_bytes and write_bytes.")
+    r = None if read_bytes is None else _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
+    w = None if write_bytes is None else _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
+    if r is None and w is None:
+        if direction is None:
+            return None, None
+        return {"read": (total, 0.0), "write": (0.0, total), "copy": (total / 2, total / 2)}[direction]
+    r = total - w if r is None else r
+    w = total - r if w is None else w
+    if r < 0 or w < 0 or abs(r + w - total) > 1e-9 * total:
+        raise APIError(f"read_bytes {r:g} and write_bytes {w:g} of kernel '{name}' do not add up to its bytes {total:g}: "
+                       "give the bytes each call reads and writes, which together are its bytes.")
+    return r, w
+
+
+def _roofs_arg(roofs) -> tuple:
+    """Return roofs= as a tuple of Roof: a run folder (a path) is read as roofs_from(it); a
+    roofs.json entry (a dict) as its Roof. Raises APIError for anything else."""
+    if isinstance(roofs, (str, Path)):
+        try:
+            return tuple(roofs_from(roofs))
+        except ResultsError as e:
+            raise APIError(f"roofs={str(roofs)!r} is not a run folder whose roofs can be read ({e}); give "
+                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.") from None
+    out = []
+    for r in roofs or ():
+        if isinstance(r, dict):
+            r = Roof.from_dict(r)
+        if not isinstance(r, Roof):
+            raise APIError(f"roofs= holds a {type(r).__name__}, not a roof: give a run folder, "
+                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.")
+        out.append(r)
+    return tuple(out)
+
+
+class BusyWarning(UserWarning):
+    """A point the API timed while other processes kept the machine's cores busy (its Result's flag)."""
 
 
 class Roofs(list):
@@ -237,19 +315,27 @@ def _error(out, ref, inputs) -> float:
 
 def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", shape="", device: str | None = None,
             precision: str = "", mode: str = "warm", roofs: Iterable[Roof] = (), reference=None,
-            backend: str = "torch", budget_s: float = 0.3, tolerance: float | None = None) -> Result:
+            backend: str = "torch", budget_s: float = 0.3, tolerance: float | None = None,
+            read_bytes=None, write_bytes=None, direction: str | None = None) -> Result:
     """Return the Result of timing fn() (a zero-argument callable, inputs already allocated)
     with the suite's timer on device (default: the first GPU, else the CPU).
 
     flops and bytes are the counts of one call: numbers, or functions of shape. reference,
     when given, is the expected output: fn()'s result passes the suite's correctness gate
     first (relative norm error in float64 within the precision's tolerance, or tolerance),
-    and a wrong result is an error, never timed. Raises APIError for bad input or a
-    callable that raises (one sentence)."""
-    precision = check_precision(precision, roofs := tuple(roofs))
+    and a wrong result is an error, never timed. read_bytes and write_bytes (numbers or
+    functions of shape; either gives the other), or direction ("read", "write", "copy"),
+    split bytes by direction so the point is bounded by its level's direction roof (rule 12),
+    as the suite's own kernels are; without them, by the level's best. roofs: a list of Roof
+    (api.roofs_from, api.quick_roofs) or a run folder. A point timed while other processes
+    kept the cores busy carries the runner's busy flag and is warned of (BusyWarning).
+    Raises APIError for bad input or a callable that raises (one sentence)."""
+    precision = check_precision(precision, roofs := _roofs_arg(roofs))
     info = detect.resolve(device)
     f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
+    rb, wb = _split(b, read_bytes, write_bytes, direction, shape, name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
+                read_bytes=rb, write_bytes=wb,
                 caches=tuple((c.name, c.total_bytes) for c in info.caches),
                 backend=backend, precision=precision, roofs=tuple(roofs))
     ref = None
@@ -268,8 +354,13 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     flush = None
     if mode == "cold":
         flush = make_flush(info.torch_device, info.llc_bytes)
+    probe = LoadProbe().start()
     t = time_fn(fn, info.torch_device, mode, timer_config(False, budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
-    return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=gate.error)
+    flag = busy_flag(probe.stop(), info)  # the runner's rule: a CPU point while others used the cores
+    if flag:
+        warnings.warn(f"kernel '{name}' at shape {shape!r}: {flag}; its figure may be low (run it on a quiet machine)",
+                      BusyWarning, stacklevel=2)
+    return Result(**base, samples_s=t.samples_s, reps=t.reps, timer=t.method, error=gate.error, flag=flag)
 
 
 @dataclass
@@ -284,27 +375,42 @@ class Kernel:
     name: str = ""
     reference: Callable | None = None   # (*inputs) -> expected output
     backend: str = "torch"
+    read_bytes: object = None           # numbers or functions of the shape (measure's)
+    write_bytes: object = None
+    direction: str | None = None
 
     def __call__(self, *args, **kw):
         return self.fn(*args, **kw)
+
+    def _call(self, what: str, fn, shape, *args):
+        """Return fn(*args), the user's make_inputs or reference at shape; an error in it is
+        the caller's mistake, named with the function and the shape (APIError)."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            raise APIError(f"the {what} function {getattr(fn, '__name__', what)} of kernel '{self.name}' raised "
+                           f"{first_line(e)} at shape {shape!r}; nothing was timed.") from None
 
     def sweep(self, device: str | None = None, roofs: Iterable[Roof] = (), mode: str = "warm",
               budget_s: float = 0.3) -> list[Result]:
         """Return one Result per shape. A shape whose call raises becomes an error Result and
         the sweep goes on, so nothing already measured is lost."""
-        roofs = tuple(roofs)
+        roofs = _roofs_arg(roofs)
         check_precision(self.precision, roofs)  # the caller's mistake: stops the sweep before it starts
         info = detect.resolve(device)
         out = []
         for shape in self.shapes:
             # bad counts are the caller's mistake and stop the sweep; a failing call does not
-            _count(self.flops, shape, "flops", self.name), _count(self.bytes, shape, "bytes", self.name)
-            args = self.make_inputs(shape, info.torch_device)
-            ref = self.reference(*args) if self.reference else None
+            b = _count(self.bytes, shape, "bytes", self.name)
+            _count(self.flops, shape, "flops", self.name)
+            _split(b, self.read_bytes, self.write_bytes, self.direction, shape, self.name)
+            args = self._call("make_inputs", self.make_inputs, shape, shape, info.torch_device)
+            ref = self._call("reference", self.reference, shape, *args) if self.reference else None
             try:
                 out.append(measure(lambda a=args: self.fn(*a), flops=self.flops, bytes=self.bytes, name=self.name,
                                    shape=shape, device=device, precision=self.precision, mode=mode, roofs=roofs,
-                                   reference=ref, backend=self.backend, budget_s=budget_s))
+                                   reference=ref, backend=self.backend, budget_s=budget_s, read_bytes=self.read_bytes,
+                                   write_bytes=self.write_bytes, direction=self.direction))
             except APIError as e:
                 out.append(Result(self.name, str(shape), 0.0, 1.0, info.torch_device, mode, self.backend,
                                   self.precision, status="error", reason=str(e)))
@@ -312,24 +418,34 @@ class Kernel:
 
 
 def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str | None = None,
-           reference: Callable | None = None, backend: str = "torch"):
-    """Decorator: attach counts (numbers or functions of the shape) and a shape sweep to a function."""
+           reference: Callable | None = None, backend: str = "torch", read_bytes=None, write_bytes=None,
+           direction: str | None = None):
+    """Decorator: attach counts (numbers or functions of the shape; bytes split by
+    read_bytes/write_bytes or direction as in measure) and a shape sweep to a function."""
     def wrap(fn):
-        return Kernel(fn, flops, bytes, tuple(shapes), make_inputs, precision, name or fn.__name__, reference, backend)
+        return Kernel(fn, flops, bytes, tuple(shapes), make_inputs, precision, name or fn.__name__, reference, backend,
+                      read_bytes, write_bytes, direction)
     return wrap
 
 
-def add_to_run(run_dir, results: Iterable[Result]) -> Path:
-    """Append results to a run folder's measurements (family "user"), then re-derive its
-    roofs, pictures and report: the points appear on its roofline. Returns the folder."""
+def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = False) -> Path:
+    """Add results (family "user") to a run: into a derived folder beside it, by default
+    RUN/derived/<method>-<commit>-user-<UTC timestamp>/ (or `out`), holding the run's rows
+    and these, their samples, and the roofs, pictures and report re-derived from them; the
+    run's own files stay as it wrote them. in_place=True writes into the run's own folder
+    instead (your own run only). Returns the folder written."""
 
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     ms = [r.measurement() for r in results]
+    if in_place:
+        target = run_dir
+    else:
+        target = start_derived(run_dir, out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
-    rewrite_measurements(run_dir, df)
-    append_samples(run_dir, ms)  # samples.jsonl(.gz) and run.json's point count
-    problems = finish_run(run_dir)
+    append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
+    rewrite_measurements(target, df)
+    problems = finish_run(target)
     if problems:
         raise APIError(problems[0])
-    return run_dir
+    return target

@@ -198,6 +198,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
     for phase in ("prefill", "decode"):
         lines, totals = [], {"bound_layer_s": 0.0, "measured_layer_s": 0.0, "bound_head_s": 0.0, "measured_head_s": 0.0}
         missing, unbounded = [], {}   # ops without a time; missing roof -> ops without a bound
+        counts = {"ops": 0, "measured": 0, "bounded": 0}  # per-layer ops, and how many have a time and a bound
         for lo in [o for o in ops if o.phase == phase]:
             r = rows[lo]
             op = REGISTRY.ops[lo.op]
@@ -215,6 +216,10 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
             key = "layer" if lo.per_layer else "head"
             totals[f"bound_{key}_s"] += lo.count * (bound or 0.0)
             totals[f"measured_{key}_s"] += lo.count * (measured or 0.0)
+            if key == "layer":  # how complete each per-layer sum is (issue 31, item 5)
+                counts["ops"] += 1
+                counts["measured"] += measured is not None
+                counts["bounded"] += bound is not None
             size, shape = op.describe(lo.point)
             flag = (beats_bound(lo, op.working_set(lo.point), llc_bytes, roofs_from)
                     if bound and slow_end and slow_end < bound else "")
@@ -238,7 +243,11 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
             flag = (f"measured {rate / rate_bound - 1:.1%} faster than the roofs allow"
                     + (f": {', '.join(fast)} beat their bounds even at p80 (causes in the op table's flag)" if fast
                        else ", within the ops' own spread (no op beats its bound at p80)"))
-        out[phase] = {"ops": lines, **totals, "step_bound_s": step_bound,
+        # what the roofs it has do bound: the bounded ops' sum, a lower bound on the step's time
+        partial = (layers * totals["bound_layer_s"] + totals["bound_head_s"]) if unbounded else None
+        out[phase] = {"ops": lines, **totals, "step_bound_s": step_bound, "step_bound_partial_s": partial or None,
+                      "layer_ops": counts["ops"], "layer_measured": counts["measured"],
+                      "layer_bounded": counts["bounded"],
                       "step_measured_s": step_measured if not missing else None,
                       "tokens_per_step": tokens, "tokens_per_s_bound": rate_bound, "tokens_per_s_measured": rate,
                       "missing": missing, "unbounded": unbounded, "flag": flag}
@@ -261,6 +270,37 @@ def _no_bound(r: dict) -> str:
     return "; ".join(f"the {roof} is missing ({', '.join(ops)} have no bound)" for roof, ops in r["unbounded"].items())
 
 
+def _totals_text(cfg: ModelConfig, r: dict) -> str:
+    """Return a phase's totals: per layer and per step, each sum saying how many of the
+    layer's ops it holds ("3 of 5 layer ops measured") when it is incomplete, never an
+    incomplete sum alone; a phase with an op unbounded gets the bound of the ops the roofs
+    do bound, as a lower bound on the step; then tokens per second."""
+    n, got, bounded = r.get("layer_ops", 0), r.get("layer_measured", 0), r.get("layer_bounded", 0)
+    missing = r["missing"]
+    if got == 0:
+        measured_layer = f"no layer op measured (none of {n})"
+    elif got < n:
+        measured_layer = f"measured {_ms(r['measured_layer_s'])} for {got} of {n} layer ops (incomplete: no time for " \
+                         f"{', '.join(missing)})"
+    else:
+        measured_layer = f"measured {_ms(r['measured_layer_s'])}"
+    bound_layer = (f"bound {_ms(r['bound_layer_s'])}, " if bounded == n else
+                   f"bound {_ms(r['bound_layer_s'])} for the {bounded} of {n} layer ops the roofs bound, " if bounded
+                   else "")
+    step = r["step_bound_s"]
+    partial = r.get("step_bound_partial_s")
+    step_bound = (f"bound {_ms(step)}, " if step is not None else
+                  f"at least {_ms(partial)} by the ops the roofs bound, " if partial else "")
+    step_measured = (f"measured {_ms(r['step_measured_s'])}" if r["step_measured_s"]
+                     else f"measured incomplete (no time for {', '.join(missing)})" if missing else "measured nothing")
+    rate = ("at most " + fmt_num(r["tokens_per_s_bound"]) + " by the roofs" if r["tokens_per_s_bound"] else
+            f"at most {fmt_num(r['tokens_per_step'] / partial)} by the ops the roofs bound" if partial else
+            "no bound by the roofs")
+    return (f"per layer: {bound_layer}{measured_layer}; per step ({cfg.layers} layers + lm_head): {step_bound}"
+            f"{step_measured}\ntokens/s: {rate}"
+            + (f", {fmt_num(r['tokens_per_s_measured'])} measured" if r["tokens_per_s_measured"] else ""))
+
+
 def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report: dict, warnings=()) -> str:
     """Return the model command's text (model.md): the warnings first (roofs of another
     machine), then per batch and phase each op's bound and measured time, the totals per
@@ -276,15 +316,8 @@ def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report
                                         "measured_us", "pct_of_attainable", "impl"]]
             out.append(f"\n## batch {b}, {phase} ({plural(r['tokens_per_step'], 'token')} per step)\n")
             out.append(t.to_string(index=False, float_format=fmt_num))
-            meas, bound = r["step_measured_s"], r["step_bound_s"]
             unbounded = r.get("unbounded") or {}
-            out.append(("\nper layer: " + (f"bound {_ms(r['bound_layer_s'])}, " if not unbounded else "")
-                        + f"measured {_ms(r['measured_layer_s'])}; per step ({cfg.layers} layers + lm_head): "
-                        + (f"bound {_ms(bound)}, " if bound is not None else "")
-                        + (f"measured {_ms(meas)}" if meas else f"measured incomplete (no time for {', '.join(r['missing'])})")
-                        + ("\ntokens/s: " + (f"at most {fmt_num(r['tokens_per_s_bound'])} by the roofs"
-                                              if r["tokens_per_s_bound"] else "no bound by the roofs")
-                           + (f", {fmt_num(r['tokens_per_s_measured'])} measured" if r["tokens_per_s_measured"] else ""))))
+            out.append("\n" + _totals_text(cfg, r))
             if unbounded:
                 out.append(f"NO BOUND: {_no_bound(r)}.")
             if r["flag"]:

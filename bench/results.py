@@ -11,7 +11,12 @@ A run folder <device-slug>-<UTC timestamp>/ holds
                       samples file: no raw samples, so it stays small (folders written before
                       this kept every point's samples in run.json under "points"; load_samples
                       reads both)
-    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive)
+    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive),
+                      with derived_by: the method version and commit that derived them
+    derived/          re-derivations (`report`, the API's add_to_run), one folder each, named
+                      for the method version and commit that made it (derived_name): run.json
+                      (with derived_from and derived_by), the annotated measurements.csv,
+                      roofs.json, charts and report; the run's own files are never rewritten
 Rows are appended and flushed as each point finishes, so an interrupted run leaves a
 readable folder.
 """
@@ -22,6 +27,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -290,11 +296,74 @@ def compress_samples(run_dir: Path) -> Path:
 
 
 def samples_path(run_dir) -> Path | None:
-    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None."""
+    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None; a
+    derived folder without samples of its own reads its source run's."""
     for name in (SAMPLES + ".gz", SAMPLES):
         if (Path(run_dir) / name).exists():
             return Path(run_dir) / name
-    return None
+    source = source_of(run_dir)
+    return samples_path(source) if source is not None else None
+
+
+DERIVED = "derived"
+
+
+def derived_by() -> dict:
+    """Return who derives files now: {method_version, commit} (roofs.json's derived_by)."""
+    return {"method_version": METHOD_VERSION, "commit": git_commit()}
+
+
+def derived_name(by: dict | None = None) -> str:
+    """Return the name of a derived folder made by `by` (default: this code): m<method
+    version>-<first 12 digits of the commit>, "-dirty" for uncommitted changes."""
+    by = by or derived_by()
+    commit = str(by["commit"])
+    return f"m{by['method_version']}-{commit.split('+')[0][:12]}" + ("-dirty" if commit.endswith("+dirty") else "")
+
+
+def source_of(run_dir) -> Path | None:
+    """Return the run folder a derived folder was derived from (run.json's derived_from,
+    relative to the derived folder), or None for a run's own folder."""
+    try:
+        meta = json.loads((Path(run_dir) / "run.json").read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    src = meta.get("derived_from") if isinstance(meta, dict) else None
+    return (Path(run_dir) / src).resolve() if src else None
+
+
+def measured_home(run_dir) -> Path:
+    """Return the folder whose measurements a re-derivation of run_dir starts from: run_dir
+    itself when it holds its samples (a run's own folder, or a derived folder with points
+    added by add_to_run), else the run a derived folder came from."""
+    d = Path(run_dir).resolve()
+    own = any((d / n).exists() for n in (SAMPLES, SAMPLES + ".gz"))
+    source = source_of(d)  # a derived folder's copied run.json may hold an older run's "points": still the run's
+    return d if own or source is None else source
+
+
+def start_derived(run_dir, out) -> Path:
+    """Create the derived folder `out` of run_dir: run.json with derived_from (out's path to
+    the folder holding the samples, measured_home) and derived_by, and a copy of run_dir's
+    measurements.csv for the roof columns; the samples are read through derived_from. Nothing
+    in the run's own folder is written. Returns out."""
+    given, home = Path(run_dir).resolve(), measured_home(run_dir)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if out.resolve() == home and source_of(home) is None:
+        raise ResultsError(f"{out} is the run folder itself: give another folder, or re-derive in place with --in-place.")
+    meta = _load_json(given / "run.json", "the run's metadata")
+    if out.resolve() != home:
+        meta["derived_from"] = os.path.relpath(home, out.resolve())
+    meta["derived_by"] = derived_by()
+    if out.resolve() != given:
+        for name in (SAMPLES, SAMPLES + ".gz"):  # a folder re-used for another derivation reads the run's
+            (out / name).unlink(missing_ok=True)
+        shutil.copyfile(given / "measurements.csv", out / "measurements.csv")
+        if (given / "notes.md").exists():  # a person's notes on the run appear in every report of it
+            shutil.copyfile(given / "notes.md", out / "notes.md")
+    _write_json(out / "run.json", _clean(meta))
+    return out
 
 
 def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
@@ -351,9 +420,11 @@ def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
 
 
 def write_roofs(run_dir: Path, roofs: list[dict], notes=()) -> Path:
-    """Write roofs.json: the roofs, and notes on the levels that got none and why."""
+    """Write roofs.json: the roofs, notes on the levels that got none and why, and
+    derived_by (the method version and commit that derived them)."""
     path = Path(run_dir) / "roofs.json"
-    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "roofs": roofs, "notes": list(notes)}))
+    _write_json(path, _clean({"schema_version": SCHEMA_VERSION, "derived_by": derived_by(), "roofs": roofs,
+                              "notes": list(notes)}))
     return path
 
 
@@ -365,6 +436,7 @@ class Run:
     measurements: pd.DataFrame
     roofs: list[dict]
     _points: list[dict] | None = field(default=None, repr=False)
+    roofs_by: dict | None = None  # roofs.json's derived_by: the method and commit that derived them (None: not recorded)
 
     @property
     def device(self) -> dict:
@@ -486,5 +558,5 @@ def load_run(run_dir) -> Run:
         raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
     df = load_measurements(d / "measurements.csv")
     check_points(df, meta, d / "measurements.csv")
-    roofs = _load_json(d / "roofs.json", "its roofs").get("roofs", []) if (d / "roofs.json").exists() else []
-    return Run(d, meta, df, roofs)
+    doc = _load_json(d / "roofs.json", "its roofs") if (d / "roofs.json").exists() else {}
+    return Run(d, meta, df, doc.get("roofs", []), roofs_by=doc.get("derived_by"))

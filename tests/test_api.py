@@ -1,5 +1,6 @@
 """The public API: measuring a torch function and a Triton kernel (under the interpreter),
 the decorator's sweep, bad input, and adding points to a recorded run."""
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import torch
 from conftest import INTERPRETING
 
 from bench import api
+from bench.results import METHOD_VERSION, load_run
 from roofs.analysis.roofline import Roof
 
 ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l1", 300.0, "GB/s"),
@@ -94,18 +96,117 @@ def test_decorator_sweep_keeps_going_past_a_failing_shape():
     assert "negative size" in rs[1].reason and rs[2].flops == 1000
 
 
+DIRECTED = [Roof("bandwidth", "l1", 300.0, "GB/s"), Roof("bandwidth", "l1.read", 300.0, "GB/s"),
+            Roof("bandwidth", "l1.write", 100.0, "GB/s"), Roof("compute", "fp32", 1e6, "GFLOP/s")]
+
+
+@pytest.mark.parametrize("kw,bw,roof", [
+    ({}, 300.0, "l1"),                                             # unknown: the level's best, and the note says so
+    ({"direction": "read"}, 300.0, "l1.read"),
+    ({"direction": "write"}, 100.0, "l1.write"),
+    ({"read_bytes": 3000}, 4000 / (3000 / 300 + 1000 / 100), "l1.read+write"),   # 4000 / (R/BWr + W/BWw) = 200
+    ({"write_bytes": lambda n: n // 4}, 200.0, "l1.read+write"),   # a function of the shape, as the counts
+])
+def test_measure_takes_the_direction_and_gets_the_direction_bound(kw, bw, roof):
+    """Issue 31, item 6: the bound of rule 12, as the suite's own kernels get it (hand-worked:
+    4,000 bytes, 3,000 read at 300 GB/s and 1,000 written at 100 GB/s take 20 ns: 200 GB/s)."""
+    x = torch.randn(250)
+    r = api.measure(lambda: x * 2, flops=1, bytes=4000, shape=4000, roofs=DIRECTED, device="cpu", budget_s=0.02, **kw)
+    assert r.boundary == "l1"
+    assert r.attainable_gflops == pytest.approx(bw * 1 / 4000)
+    assert r._bound()[3].extra["bound_roof"] == roof
+    assert ("bounded by the level's best" in r.bound_note) == (not kw)
+    if kw:
+        assert r.read_bytes + r.write_bytes == 4000
+        assert r.measurement().row()["read_bytes"] == r.read_bytes
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"read_bytes": 5000}, "read_bytes 5000 and write_bytes -1000 of kernel 'k' do not add up to its bytes 4000"),
+    ({"direction": "sideways"}, "unknown direction 'sideways' for kernel 'k': use read, write or copy"),
+])
+def test_bad_directions_are_one_sentence(kw, expect):
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, name="k", flops=1, bytes=4000, device="cpu", **kw)
+    assert expect in str(e.value) and "\n" not in str(e.value)
+
+
+def test_errors_in_count_functions_name_the_function_and_the_point():
+    def flops_of(shape):
+        m, n, k = shape  # a shape typo: two numbers given
+        return 2 * m * n * k
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, name="mm", flops=flops_of, bytes=8, shape=(64, 64), device="cpu")
+    assert str(e.value).startswith("the flops function flops_of of kernel 'mm' raised ValueError") and "(64, 64)" in str(e.value)
+
+    @api.kernel(flops=1, bytes=8, shapes=[4, "4x"], make_inputs=lambda n, dev: (torch.randn(n, device=dev),))
+    def double(x):
+        return x * 2
+    with pytest.raises(api.APIError, match=r"^the make_inputs function <lambda> of kernel 'double' raised .* at shape '4x'"):
+        double.sweep(device="cpu", budget_s=0.02)
+
+
+def test_a_run_folder_given_for_roofs_is_read_and_anything_else_refused():
+    a = torch.randn(64)
+    r = api.measure(lambda: a * 2, flops=64, bytes=512, precision="fp32", roofs=DATA / "run_a", device="cpu",
+                    budget_s=0.02)
+    assert r.roofs and r.roofs == tuple(api.roofs_from(DATA / "run_a"))
+    assert api.measure(lambda: a * 2, flops=64, bytes=512, precision="fp32", roofs=str(DATA / "run_a"), device="cpu",
+                       budget_s=0.02).attainable_gflops is not None
+    with pytest.raises(api.APIError, match=r"^roofs='/nonexistent/run' is not a run folder whose roofs can be read"):
+        api.measure(lambda: a * 2, flops=64, bytes=512, roofs="/nonexistent/run", device="cpu")
+    with pytest.raises(api.APIError, match=r"^roofs= holds a int, not a roof"):
+        api.measure(lambda: a * 2, flops=64, bytes=512, roofs=[1, 2], device="cpu")
+
+
+class _Busy:
+    """A machine whose other processes used `share` of the cores while the point was timed."""
+    share = 0.0
+
+    def start(self):
+        return self
+
+    def stop(self):
+        return {"others_cpu": self.share, "load1": 2.0}
+
+
+def test_measure_warns_when_the_machine_was_busy(monkeypatch):
+    """Issue 31, item 6: the runner's busy flag (bench.results.BUSY_PREFIX), warned of."""
+    from bench.results import BUSY_PREFIX
+    x = torch.randn(64)
+    busy = type("Busy", (_Busy,), {"share": 0.9})
+    monkeypatch.setattr(api, "LoadProbe", busy)
+    with pytest.warns(api.BusyWarning, match="other processes used 90% of its"):
+        r = api.measure(lambda: x * 2, flops=64, bytes=512, name="dbl", device="cpu", budget_s=0.02)
+    assert r.flag.startswith(BUSY_PREFIX) and r.measurement().flag == r.flag
+    monkeypatch.setattr(api, "LoadProbe", _Busy)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", api.BusyWarning)
+        assert api.measure(lambda: x * 2, flops=64, bytes=512, device="cpu", budget_s=0.02).flag == ""
+
+
 def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
     x = torch.randn(4096)
     # timed cold, so its bytes cross DRAM, which has a roof in run_a (its L1 has none)
     r = api.measure(lambda: x * 2, flops=4096, bytes=8 * 4096, name="double", shape="4096", precision="fp32",
                     device="cpu", budget_s=0.02, mode="cold")
-    api.add_to_run(run_dir, [r])
-    df = pd.read_csv(run_dir / "measurements.csv")
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    out = api.add_to_run(run_dir, [r])
+    # issue 31, item 1: the run's own files are untouched; the points and the re-derivation are beside them
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    assert out.parent == run_dir / "derived" and out.name.startswith(f"m{METHOD_VERSION}-")
+    df = pd.read_csv(out / "measurements.csv")
     mine = df[df["family"] == "user"]
     assert len(mine) == 1 and mine.iloc[0]["impl"] == "user.double/torch" and mine.iloc[0]["attainable_gflops"] > 0
     assert mine.iloc[0]["boundary"] == "dram"
-    assert (run_dir / "roofline.png").exists() and "user.double/torch" in (run_dir / "report.md").read_text()
+    assert (out / "roofline.png").exists() and "user.double/torch" in (out / "report.md").read_text()
+    run = load_run(out)  # the derived folder reads as a run: its own samples, the run's points and the new one
+    assert len(run.points) == len(run.measurements) == len(load_run(run_dir).measurements) + 1
+    assert json.loads((out / "roofs.json").read_text())["derived_by"]["method_version"] == METHOD_VERSION
+    assert api.add_to_run(run_dir, [r], in_place=True) == run_dir  # asked for: the run's own folder
+    assert len(pd.read_csv(run_dir / "measurements.csv")) == len(df)
 
 
 def test_example_file_runs(tmp_path):

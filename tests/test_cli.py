@@ -150,10 +150,11 @@ NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="ch
     # issue 24, item 8
     (["--min-time", "5", "--budget", "1"], "--min-time 5 is not below --budget 1: no point could span its minimum "
                                            "time within its budget and converge; give a --min-time under half"),
-    # (the probe family is left out: an empty call and an 8 KiB L1 span fit under any --max-ws)
+    # issue 31, item 3: below what any level needs, whatever else is selected
     (["--max-ws", "10KiB", "--only", "stream,gemm,gemv,attention,transfer"],
-     "nothing to run: --max-ws 10 KiB leaves only points that are skipped on cpu "
-                            "(host-device copies need a GPU); give a larger --max-ws (e.g. 64MiB)."),
+     "--max-ws 10 KiB is below what any memory level needs: it leaves 0 stream working sets"),
+    (["--max-ws", "10KiB"], "--max-ws 10 KiB is below what any memory level needs"),
+    (["--max-memory", "10TB"], "--max-memory 10TB is more than the"),
     pytest.param(["--only", "transfer"], "nothing to run here: every selected point would be skipped on cpu "
                                          "(host-device copies need a GPU)", marks=NO_CUDA),
     (["--only", "stream.copy", "--dtype", "fp64"], "none of the selected ops has dtype fp64"),

@@ -72,6 +72,9 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+    for line in {x for x in (r.stdout + r.stderr).splitlines() if "warning" in x.lower()}:  # issue 31, item 5: once each
+        body = line.split("warning: ", 1)[-1].split("WARNING: ", 1)[-1]
+        assert (r.stdout + r.stderr).count(body) == 1, line
     [run_dir] = list(tmp_path.iterdir())
     md = (run_dir / "model.md").read_text()
     # decode is timed cold: every op crosses DRAM, which has no roof

@@ -145,3 +145,36 @@ def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
     # no L2 roof: the warm prefill ops have no bound (never silently DRAM's)
     bare = m.place_model(ops, rows, [dram, roofs[2]], cfg.layers, caches=caches, memory_level="dram")
     assert all(line["bound_us"] is None for line in bare["prefill"]["ops"])
+
+
+def test_incomplete_sums_say_so_and_the_roofs_it_has_still_bound():
+    """Issue 31, item 5: no per-layer "measured" total of an incomplete set without "3 of 5
+    layer ops", no "measured 0 ms" for nothing measured, and a missing roof leaves the bound
+    of the ops the roofs it has do bound (a lower bound on the step)."""
+    from roofs.analysis.roofline import Roof
+    cfg = m.get_model("tiny")
+    ops = m.layer_ops(cfg, 1, 16, 32)
+    m.register_model_ops()
+    roofs = [Roof("bandwidth", "dram", 10.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
+    layer = [o.name for o in ops if o.phase == "prefill" and o.per_layer]
+    assert len(layer) == 5
+    rows = {o: ({"median_s": 1e-3, "p80_s": 1e-3, "impl": "x", "reason": ""} if o.name not in ("gate_up", "down")
+                else None) for o in ops}
+    pre = m.place_model(ops, rows, roofs, cfg.layers)["prefill"]
+    assert (pre["layer_ops"], pre["layer_measured"], pre["layer_bounded"]) == (5, 3, 5)
+    text = m.summary_text(cfg, 16, 32, "bf16", {1: {"prefill": pre}})
+    assert "for 3 of 5 layer ops (incomplete: no time for gate_up, down)" in text
+    nothing = m.place_model(ops, {o: None for o in ops}, roofs, cfg.layers)["prefill"]
+    text = m.summary_text(cfg, 16, 32, "bf16", {1: {"prefill": nothing}})
+    assert "no layer op measured (none of 5)" in text and "measured 0 ms" not in text
+    # an L2 roof only (no DRAM) of 64 KiB: prefill's attn (24 KiB) and o (144 KiB, under 4x it) are served by L2
+    # and keep their bounds; qkv, gate_up, down and lm_head cross DRAM and have none
+    l2_only = [Roof("bandwidth", "l2", 100.0, "GB/s"), Roof("compute", "bf16", 100.0, "GFLOP/s")]
+    full = {o: {"median_s": 1.0, "p80_s": 1.0, "impl": "x", "reason": ""} for o in ops}
+    pre = m.place_model(ops, full, l2_only, cfg.layers, caches=[("l2", 64 * 2**10)])["prefill"]
+    assert [line["op"] for line in pre["ops"] if line["bound_us"]] == ["attn", "o"]
+    assert pre["step_bound_s"] is None and pre["layer_bounded"] == 2
+    assert pre["step_bound_partial_s"] == pytest.approx(cfg.layers * pre["bound_layer_s"])
+    text = m.summary_text(cfg, 16, 32, "bf16", {1: {"prefill": pre}})
+    assert "for the 2 of 5 layer ops the roofs bound" in text and "at least" in text
+    assert "by the ops the roofs bound" in text and "NO BOUND: the dram roof is missing" in text

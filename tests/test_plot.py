@@ -297,13 +297,19 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
             own, _ = bandwidth_roofs(df[(df["family"] == "stream") & (df["dtype"] == dtype)], caches, "hbm")
             own = [r for r in own if "direction" not in r.extra]  # level roofs only: hbm.read and the like are not drawn
             gids = _gids(ax)
-            drawn = {g.split(":")[1]: a for g, a in gids.items() if g.startswith("roof:")}
+            drawn = {g.split(":")[1]: a for g, a in gids.items() if g.startswith(("roof:", "candidate:"))}
             assert set(drawn) == {r.name for r in own}, dtype
+            kept = {r["name"]: r for r in run.roofs if r["source"] == "measured"}
+            texts = [t.get_text() for t in ax.texts]
             for r in own:
                 assert drawn[r.name].get_segments()[0][0][1] == pytest.approx(r.value)
+                # issue 31, item 4: drawn as a roof only when it is roofs.json's roof, else labelled a candidate
+                is_roof = r.name in kept and kept[r.name]["point_id"] == r.point_id
+                assert (f"roof:{r.name}" in gids) == is_roof and (f"candidate:{r.name}" in gids) != is_roof
+                assert any(t.startswith(f"{r.name.upper()} {'roof' if is_roof else 'candidate'} ") for t in texts)
             assert {g for g in gids if g.startswith("overall:")} == {"overall:hbm", "overall:l2", "overall:l1"}
             assert "4xllc" in gids
-        bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith("roof:")}
+        bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith(("roof:", "candidate:"))}
         assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own
     finally:
         plt.close(fig)
@@ -408,6 +414,24 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_
         labels = [t.get_text() for t in plot.drawn_texts(fig)]
         assert {"run 1 fp32", "run 2 fp32", "run 3 fp32"} <= set(labels)
         assert overlaps == []
+        # issue 31, item 7: each roof's label sits at its line: within the line's span, and its box
+        # touching the line or within one label height of it
+        ax = fig.axes[0]
+        renderer = fig.canvas.get_renderer()
+        lines = {c.get_gid(): c for c in ax.collections if (c.get_gid() or "").startswith("run")}
+        checked = 0
+        for t in ax.texts:
+            name = t.get_text()
+            if not name.startswith("run ") or ":" in name:
+                continue
+            run_no, roof = name[4:].split(" ", 1)
+            (x0, y), (x1, _) = lines[f"run{run_no}:{roof}"].get_segments()[0]
+            (px0, py), (px1, _) = ax.transData.transform([(x0, y), (x1, y)])
+            bb = t.get_window_extent(renderer)
+            assert px0 - 2 <= bb.x0 and bb.x1 <= px1 + 2, name
+            assert bb.y0 - bb.height <= py <= bb.y1 + bb.height, (name, py, bb)
+            checked += 1
+        assert checked >= 6
     finally:
         plt.close(fig)
 

@@ -20,7 +20,16 @@ def run_a(tmp_path):
 
 
 def test_report_rebuilds_everything_from_the_files(run_a, capsys):
+    """Issue 31, item 1: into RUN/derived/m<method>-<commit>/, the run's own files untouched."""
+    from bench.results import METHOD_VERSION, derived_name, load_run
+    before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
     assert run_bench.main(["report", str(run_a)]) == 0
+    assert {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()} == before
+    run_a = run_a / "derived" / derived_name()
+    assert run_a.name.startswith(f"m{METHOD_VERSION}-")
+    by = json.loads((run_a / "roofs.json").read_text())["derived_by"]
+    assert by["method_version"] == METHOD_VERSION and json.loads((run_a / "run.json").read_text())["derived_by"] == by
+    assert len(load_run(run_a).points) == len(load_run(run_a).measurements)  # the source's samples, read through
     for f in ("report.md", "report.html", "roofline.png", "bandwidth.png", "gemm.png"):
         assert (run_a / f).stat().st_size > 0, f
     md = (run_a / "report.md").read_text()
@@ -146,6 +155,19 @@ def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a
     err = capsys.readouterr().err
     assert err.count("\n") == 2 and all(expect in line for line in err.splitlines()), err
     assert {p.name: p.read_bytes() for p in run_a.iterdir()} == before  # nothing rewritten, nothing added
+
+
+def test_report_into_a_named_folder_or_in_place_only_when_asked(run_a, tmp_path, capsys):
+    """Issue 31, item 1: --out names the folder; --in-place rewrites the run's derived files only."""
+    before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
+    assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "mine")]) == 0
+    assert (tmp_path / "mine" / "roofs.json").exists() and (tmp_path / "mine" / "report.md").exists()
+    assert {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()} == before and not (run_a / "derived").exists()
+    assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "x"), "--in-place"]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert run_bench.main(["report", str(run_a), "--in-place"]) == 0
+    assert "derived_by" in json.loads((run_a / "roofs.json").read_text())
+    assert (run_a / "run.json").read_bytes() == before["run.json"]  # its points (this older folder's samples) stay
 
 
 def test_compare_reads_its_runs_only(run_a, tmp_path):
@@ -294,3 +316,24 @@ def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mod
         "Triton (triton_tma) bf16 GEMM: best 760.0 TFLOP/s (8192x8192x8192, warm), 0.95x torch's 800.0 at the same shape and mode.",
         "Triton (triton_tma) fp8e4m3 GEMM: best 1,500.0 TFLOP/s (8192x8192x8192, warm), 1.25x torch's 1,200.0 at the same shape and mode.",
     ]
+
+
+def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, capsys):
+    """Issue 31, item 1: report on add_to_run's folder keeps its added points; report on a
+    plain derived folder re-derives its run into the same place."""
+    import torch
+
+    from bench import api
+    from bench.results import derived_name, load_run
+    r = api.measure(lambda: torch.ones(64) * 2, flops=64, bytes=512, name="dbl", device="cpu", budget_s=0.02)
+    user = api.add_to_run(run_a, [r])
+    n = len(load_run(user).measurements)
+    assert run_bench.main(["report", str(user)]) == 0
+    again = user / "derived" / derived_name()
+    assert len(load_run(again).measurements) == n and "user.dbl/torch" in (again / "report.md").read_text()
+    assert run_bench.main(["report", str(run_a)]) == 0
+    plain = run_a / "derived" / derived_name()
+    before = sorted(p.name for p in plain.iterdir())
+    assert run_bench.main(["report", str(plain)]) == 0  # the same folder, re-derived from the run
+    assert sorted(p.name for p in plain.iterdir()) == before and not (plain / "derived").exists()
+    assert len(load_run(plain).measurements) == n - 1 and json.loads((plain / "run.json").read_text())["derived_from"] == "../.."

@@ -2,7 +2,8 @@
 
     python -m bench.examples.custom_kernel [RUN_DIR]
 
-With a run folder, its roofs are used and the points are added to its chart and report;
+With a run folder, its roofs are used and the points are added to its chart and report, in
+a derived folder beside the run (the run's own files are never rewritten);
 without one, roofs are measured on the spot (quick).
 """
 import sys
@@ -32,8 +33,8 @@ def main(run_dir=None):
         print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  "
               f"{r.pct_of_attainable or float('nan'):5.1f}% of attainable ({r.bound}-bound)")
     if run_dir:
-        api.add_to_run(run_dir, results)
-        print(f"added to {run_dir}: see roofline.png and report.md")
+        out = api.add_to_run(run_dir, results)  # a derived folder beside the run: its own files stay as they are
+        print(f"added to {run_dir}, in {out}: see roofline.png and report.md there")
 
 
 if __name__ == "__main__":

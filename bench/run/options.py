@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
+import tempfile
+from pathlib import Path
 
 from bench.hw import detect
 from bench.hw import device as devmod
 from bench.measure import skip
-from bench.measure.memory import BudgetError, Limit, read_limit
+from bench.measure.memory import BudgetError, Limit, available_bytes, read_limit
 from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
@@ -101,6 +104,27 @@ def percent(text: str) -> float:
     return _number(text, lambda v: v >= 0, "a percentage of 0 or more, like 5")
 
 
+def writable_folder(path, option: str = "--out") -> Path:
+    """Return path when it is a folder this process can write into, or one it can create;
+    raise OptionError with one sentence otherwise. Probes with a temporary folder, removed
+    at once, in the nearest folder that exists: nothing is left behind."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OptionError(f"{option} {path} is a file, not a folder: give a folder to write into (e.g. results/).")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OptionError(f"{option} {path} lies under {parent}, which is a file: give a folder to write into "
+                          "(e.g. results/).")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".roofbench-probe-", dir=parent))
+    except OSError as e:
+        raise OptionError(f"{option} {path} cannot be written ({parent}: {e.strerror or e.__class__.__name__}): "
+                          "give a folder you can write into (e.g. results/).") from None
+    return path
+
+
 def dtypes_of(registry: Registry, only, device, quick: bool) -> list[str]:
     """Return the dtypes (or precisions) the ops selected by only have on device, in order."""
     out = []
@@ -145,6 +169,8 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
             raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} is below every selected working set; "
                               "give a larger --max-ws (e.g. 64MiB).")
         raise OptionError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.")
+    _check_max_ws(args, plan, device)
+    _check_max_memory(args.max_memory, device)
     why = _all_skipped(plan, device, args.quick)
     if why and not args.list and not args.dry_run and not (args.comm or args.all_devices):
         if args.max_ws and not _all_skipped(make_plan(registry, device, args.only, args.quick, args.dtype, args.mode),
@@ -153,7 +179,43 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
                               f"on {device.torch_device} ({why}); give a larger --max-ws (e.g. 64MiB).")
         raise OptionError(f"nothing to run here: every selected point would be skipped on {device.torch_device} "
                           f"({why}); select other ops with --only (see --list).")
+    if not args.list:
+        writable_folder(args.out, "--out")
+        if getattr(args, "run_dir", None) is not None:
+            writable_folder(args.run_dir, "--run-dir")
     return registry, device, plan
+
+
+def _check_max_ws(args, plan: Plan, device) -> None:
+    """Refuse a --max-ws below what any memory level needs: the innermost cache's window
+    (rule 11) starts at its reported size's lowest sizes, and a roof needs two sizes, so
+    with stream points selected, a --max-ws that leaves fewer than two of their working
+    sets up to 3/4 of the innermost level sets no bandwidth roof at all."""
+    if not args.max_ws:
+        return
+    def stream_sizes(tasks):
+        return sorted({int(t.point["ws_bytes"]) for t in tasks if t.op.family == "stream" and t.point.get("ws_bytes")})
+    sizes = stream_sizes(plan.tasks)
+    every = stream_sizes(make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode).tasks)
+    if len(sizes) < 2 <= len(every):
+        raise OptionError(f"--max-ws {fmt_bytes(args.max_ws)} is below what any memory level needs: it leaves "
+                          f"{len(sizes)} stream working set{'' if len(sizes) == 1 else 's'} and a level's roof needs "
+                          f"two sizes on its plateau; give at least --max-ws {fmt_bytes(every[1])}, or leave stream "
+                          "out with --only.")
+
+
+def _check_max_memory(limit: Limit | None, device) -> None:
+    """Refuse a --max-memory size above the device's memory (DeviceInfo.memory_bytes) or
+    above the memory available now: the budget could never bind, and a run sized to it
+    would swap or fail."""
+    if limit is None or limit.bytes is None:
+        return
+    total = getattr(device, "memory_bytes", None)
+    avail = available_bytes(device)
+    for have, what in ((total, "this device has"), (avail, "is available now")):
+        if have and limit.bytes > have:
+            raise OptionError(f"--max-memory {limit.text} is more than the {fmt_bytes(have)} {what}: give a size "
+                              f"below it (e.g. {fmt_bytes(have // 2)}) or a share like 50%.")
 
 
 def _all_skipped(plan: Plan, device, quick: bool) -> str:

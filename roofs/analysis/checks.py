@@ -58,6 +58,9 @@ def run_warnings(run) -> list[str]:
             name = r.extra["line_of"]
             out.append(f"{name} runs at {own / r.value:.2f}x {via} here: {name} inputs convert exactly to {via}, "
                        f"drawn as the line '{r.name}'; {name}'s roof stays its own")
+        elif via and own and r.extra.get("no_unit"):
+            out.append(f"no {r.name} unit on this CPU: its GEMMs run through conversion ({own:,.4g} at best), so its "
+                       f"roof is {via}'s ({r.name} inputs convert exactly to {via})")
         elif via and own:
             out.append(f"{r.name}'s own rows ({own:,.4g} at best) were too unsteady to set a roof: its roof is {via}'s "
                        f"({r.name} inputs convert exactly to {via})")
@@ -66,8 +69,8 @@ def run_warnings(run) -> list[str]:
     flags = text_column(df, "flag")
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:
-        notes = roof_notes(run)
-        refused = [n.split(":")[0] for n in notes if re.match(r"[a-z0-9]+: ", n)
+        notes, _ = split_notes(run)
+        refused = [note_subject(n) for n in notes if note_subject(n)
                    and ("no plateau" in n or "no trustworthy" in n or "no compute roof" in n)]
         out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
                    + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
@@ -92,6 +95,25 @@ def roof_notes(run) -> list[str]:
     path = run.dir / "roofs.json"
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
     return [n + option_cause(n, run) for n in notes]
+
+
+def note_subject(note: str) -> str:
+    """Return what a roofs.json note is about ("dram", "l1.write", "fp16"), or "" for a note
+    about rows rather than one level or precision."""
+    m = re.match(r"([a-z0-9_.]+): ", note)
+    return m.group(1) if m else ""
+
+
+def split_notes(run) -> tuple[list[str], list[str]]:
+    """Return (the notes on levels, directions and precisions that have no roof in
+    roofs.json; every other note: on a roof it has, such as a candidate that lost, or on
+    rows), so that no reader prints "no roof" for a roof the file holds."""
+    have = {r.get("name") for r in run.roofs if r.get("source") == "measured"}
+    missing, about = [], []
+    for n in roof_notes(run):
+        subject = note_subject(n)
+        (missing if subject and subject not in have else about).append(n)
+    return missing, about
 
 
 def option_cause(note: str, run) -> str:

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
+from bench.util import fmt_bytes, fmt_num
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
 from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, Roof, direction_of
@@ -106,6 +107,27 @@ def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
     return best.sort_values("working_set_bytes").reset_index(drop=True)
 
 
+OVERHEAD_CALL_S = 50e-6  # calls shorter than this can be dominated by the per-call launch and loop overhead
+
+
+def _why_no_plateau(window: pd.DataFrame, hi: int) -> str:
+    """Return what the data shows in a window without a plateau: one size only; rates still
+    rising at the window's edge, blamed on per-call overhead only when the calls there are
+    short (under OVERHEAD_CALL_S); else the rates disagree, given with their sizes."""
+    if len(window) == 1:
+        return "only one working-set size in its window"
+    ws, gbps = window["working_set_bytes"].astype(float), window["gbps"].astype(float)
+    moved = window["bytes"].astype(float) if "bytes" in window else ws
+    call_s = float((moved / (gbps * 1e9)).max())
+    rates = (f"{fmt_num(gbps.min())} to {fmt_num(gbps.max())} GB/s over {fmt_bytes(ws.min())} .. {fmt_bytes(ws.max())}")
+    if hi == len(window) - 1:
+        if call_s < OVERHEAD_CALL_S:
+            return (f"still rising at the window's edge, {rates}, with calls of {call_s * 1e6:.3g} us: "
+                    "per-call overhead dominates at these sizes")
+        return f"still rising at the window's edge: the rates disagree, {rates}"
+    return f"no flat stretch: the rates disagree, {rates}"
+
+
 def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | None = None):
     """Return (Roof or None, note) for the plateau inside window (an envelope slice)."""
     if window.empty:
@@ -113,13 +135,7 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     lo, hi = plateau(window["gbps"], rel_tol)
     plat = window.iloc[lo:hi + 1]
     if len(plat) < MIN_SIZES:
-        if len(window) == 1:
-            trend = "only one working-set size in its window"
-        elif hi == len(window) - 1:
-            trend = "still rising at the window's edge (per-call overhead dominates at these sizes)"
-        else:
-            trend = "no flat stretch"
-        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {trend})"
+        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {_why_no_plateau(window, hi)})"
     note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
     return _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {}), ""
 

@@ -11,9 +11,9 @@ from datetime import datetime
 
 import pandas as pd
 
-from bench.results import ResultsError, load_run, text_column
+from bench.results import DERIVED, ResultsError, load_run, source_of, text_column
 from bench.util import fmt_num, plural
-from roofs.analysis.checks import roof_notes, unbounded
+from roofs.analysis.checks import split_notes, unbounded
 from roofs.reports.report import point_rate, validation
 
 
@@ -32,6 +32,18 @@ def brief(run_dir) -> str:
     took, predicted = _duration_s(meta), meta.get("predicted_s")
     if took is not None:
         lines.append(f"took {took:.0f} s" + (f"; the dry run predicted {predicted:.0f} s" if predicted else ""))
+    by = meta.get("derived_by")
+    if by:  # a derived folder: which run, and which method and commit made what follows
+        lines.append(f"re-derived from {source_of(run.dir)} by method {by.get('method_version')}, commit {by.get('commit')}")
+    derived = sorted(p.name for p in (run.dir / DERIVED).iterdir() if p.is_dir()) if (run.dir / DERIVED).is_dir() else []
+    if not by:
+        own = run.roofs_by or {}
+        lines.append(f"its roofs derived by method {own.get('method_version', '?')}, commit {own.get('commit')}"
+                     if own else f"measured by method {meta.get('method_version', 1)}; its roofs.json predates derived_by "
+                     "and does not say which method derived it")
+    if derived:
+        lines.append(f"re-derivations beside it (give one to read it): {', '.join(DERIVED + '/' + d for d in derived)}")
+    lines = [line for line in lines if line]
     counts = df["status"].value_counts().to_dict()
     lines.append(f"{plural(len(df), 'row')}: " + ", ".join(f"{fmt_num(v)} {k}" for k, v in counts.items()))
     table, origin = validation(run)
@@ -41,7 +53,8 @@ def brief(run_dir) -> str:
         lines.append(f"  {r['ceiling']:<9} {fmt_num(r['measured']):>12} {r['unit']:<7}"
                      + (f" {pct:5.0f}% of {fmt_num(r['reference'])}" if pct == pct and pct is not None else "")
                      + f"  by {r['measured by']}")
-    lines += [f"  no roof: {n}" for n in roof_notes(run)]
+    missing, about = split_notes(run)
+    lines += [f"  no roof: {n}" for n in missing] + [f"  note: {n}" for n in about]
     ok = df[df["status"] == "ok"].copy()
     if not ok.empty:
         ok["rate"] = point_rate(ok)

@@ -63,12 +63,18 @@ def comparison_warnings(runs) -> list[str]:
     for what, get, show in (
             ("--quick", lambda r: bool(option(r, "quick")), lambda v: "quick" if v else "full"),
             ("--max-ws", lambda r: option(r, "max_ws"), lambda v: f"--max-ws {fmt_bytes(v)}" if v else "no --max-ws"),
-            ("commit", lambda r: r.meta.get("roofbench_commit", "not recorded"), lambda v: f"commit {str(v)[:12]}")):
+            ("commit", lambda r: r.meta.get("roofbench_commit", "not recorded"), lambda v: f"commit {v}")):
         values = [get(r) for r in runs]
         if len(set(map(str, values))) > 1:
             out.append(f"the runs differ in {what} (" + ", ".join(f"run {i + 1}: {show(v)}" for i, v in enumerate(values))
                        + ("): a roof the option cut or changed differs for that reason, not the device's"
                           if what != "commit" else "): the code that measured them differs"))
+    derived = [r.roofs_by for r in runs]
+    if len({str(d) for d in derived}) > 1:
+        out.append("the runs' roofs were derived by different code (" + ", ".join(
+            f"run {i + 1}: " + (f"method {d.get('method_version')}, commit {d.get('commit')}" if d else "not recorded")
+            for i, d in enumerate(derived)) + "): give each run's derived folder (report RUN_DIR) to compare "
+            "roofs derived by one method.")
     cpus = [(i, set(r.device.get("cpu_flags") or ())) for i, r in enumerate(runs) if r.device.get("kind") == "cpu"]
     for (i, a), (j, b) in zip(cpus, cpus[1:]):
         if a != b:
@@ -95,6 +101,11 @@ def figure_compare(runs) -> Figure:
     xs = np.logspace(-2, 4, 300)
     placer = LabelPlacer(fig)
     drawn = False
+    # labels go along the flat part every run shares: right of every ridge point and of the
+    # legend (upper left), so that each one's place is on its line whichever run it is
+    ridges = [r.value / b.value for run in runs for b in [Roofline(run.roofs).bandwidth()] if b
+              for r in Roofline(run.roofs).roofs if r.kind == "compute" and r.source == "measured"]
+    lo = max([10.0] + [1.5 * x for x in ridges])
     for i, (color, run) in enumerate(zip(COLORS * (1 + len(runs) // len(COLORS)), runs)):
         model = Roofline(run.roofs)
         peak = model.compute()
@@ -107,15 +118,22 @@ def figure_compare(runs) -> Figure:
         if bw:
             ys = bw.value * xs if peak is None else np.minimum(bw.value * xs, peak.value)
             ax.plot(xs, ys, color=color, lw=2, label=f"run {i + 1}: {bw.name} {bw.value:,.0f} GB/s")
-        for r in model.roofs:
-            if r.kind == "compute" and r.source == "measured":
-                start = r.value / bw.value if bw else xs[0]
-                ax.hlines(r.value, start, xs[-1], color=color, lw=1, alpha=0.7)
-                placer.add(ax, xs[-1], r.value, f"run {i + 1} {r.name}", sides=("nw", "sw", "w"), leader=True,
-                           color=color)
+        flat = [r for r in model.roofs if r.kind == "compute" and r.source == "measured"]
+        for j, r in enumerate(flat):
+            start = r.value / bw.value if bw else xs[0]
+            ax.hlines(r.value, start, xs[-1], color=color, lw=1, alpha=0.7, gid=f"run{i + 1}:{r.name}")
+            # each label on its own line, at its own place along it (runs and roofs staggered), so
+            # that labels of nearby roofs do not pile into one column away from their lines
+            at = (i + len(runs) * j + 0.5) / (len(runs) * max(1, len(flat)))
+            x = float(np.exp(np.log(lo) + at * (np.log(xs[-1] / 1.5) - np.log(lo))))
+            placer.add(ax, x, r.value, f"run {i + 1} {r.name}", sides=("n", "s"), leader=True, near=1.0,
+                       gap=1.0, color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(xs[0] / 2, xs[-1] * 2)
+    tops = [r.value for run in runs for r in Roofline(run.roofs).roofs if r.kind == "compute" and r.source == "measured"]
+    if tops:  # headroom above the highest roof, so its labels sit by it, not pushed below the others
+        ax.set_ylim(top=max(max(tops) * 3, ax.get_ylim()[1]))
     if not drawn:  # no roof and no FLOP-counted point in any run: an empty chart that says so
         ax.set_ylim(1, 1e4)
         ax.text(0.5, 0.5, "no roofs or FLOP-counted points in these runs", transform=ax.transAxes,

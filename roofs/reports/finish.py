@@ -1,11 +1,21 @@
 """Finishing a run folder from its files: derive the roofs, annotate every row with its
-bound, draw the pictures and write the report. Used at the end of a run, by
-`run_bench.py report`, and when points are added to a run through the API."""
+bound, draw the pictures and write the report. Used at the end of a run (in its own
+folder, once), and by `run_bench.py report` and the API's add_to_run, which write a derived
+folder beside the run (rederive) and never over what was measured."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.results import ResultsError, load_run, rewrite_measurements, write_roofs
+from bench.results import (
+    DERIVED,
+    ResultsError,
+    derived_name,
+    load_run,
+    measured_home,
+    rewrite_measurements,
+    start_derived,
+    write_roofs,
+)
 from roofs.analysis.bounds import annotate
 from roofs.analysis.derive import derive
 from roofs.analysis.roofline import Roof
@@ -42,3 +52,25 @@ def finish_run(run_dir) -> list[str]:
     except (ResultsError, ValueError, OSError) as e:
         return [str(e)]
     return []
+
+
+def derived_dir(run_dir) -> Path:
+    """Return where `report` re-derives run_dir by default: <run>/derived/<derived_name()>
+    (a derived folder given for run_dir stands for the folder holding its samples: its
+    source run, or itself once add_to_run gave it points of its own)."""
+    return measured_home(run_dir) / DERIVED / derived_name()
+
+
+def rederive(run_dir, out=None, in_place: bool = False) -> tuple[Path, list[str]]:
+    """Re-derive run_dir's roofs, bounds, pictures and report by this code's method: into
+    `out`, by default derived_dir(run_dir), beside the run's own files, which stay as the
+    run wrote them; with in_place, over the run's own derived files (its measurements'
+    roof columns, roofs.json, pictures, report), only when asked. Return the folder
+    written and the problems met."""
+    try:
+        load_run(run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
+        target = Path(run_dir) if in_place else start_derived(run_dir, out or derived_dir(run_dir))
+    except (ResultsError, OSError) as e:
+        return Path(out or run_dir), [str(e) if isinstance(e, ResultsError) else
+                                      f"cannot write the derived folder {out or derived_dir(run_dir)}: {e.strerror}."]
+    return target, finish_run(target)

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from bench.results import load_run, text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis import specs
-from roofs.analysis.checks import is_above, roof_notes, run_warnings
+from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
 from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
 from roofs.analysis.hierarchy import triton_binding_table
@@ -401,7 +401,10 @@ def sections(run) -> list[tuple[str, object]]:
     out += [("Best points per op, impl and dtype", best_rows(df)), *binding_section(df, Roofline(run.roofs)),
             *flagged_sections(df)]
     if kind != "model":
-        out.append(("Levels without a roof", roof_notes(run) or ["every level of the sweep produced a roof"]))
+        missing, about = split_notes(run)
+        out.append(("Levels without a roof", missing or ["every level of the sweep produced a roof"]))
+        if about:
+            out.append(("Notes on the roofs", about))
     return out
 
 

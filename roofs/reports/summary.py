@@ -8,7 +8,7 @@ import pandas as pd
 
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
-from roofs.analysis.checks import is_above, roof_notes, run_warnings
+from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
 from roofs.reports.report import best_rows
 
@@ -71,10 +71,12 @@ def summary(run) -> str:
     if refs:
         lines.append("references with no measured roof: " + ", ".join(
             f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
-    lines += [f"no roof: {n}" for n in roof_notes(run)]
+    missing, about = split_notes(run)
+    lines += [f"no roof: {n}" for n in missing] + [f"note: {n}" for n in about]
     ok = df[df["status"] == "ok"]
     stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]
-    moved = ok[(ok["family"] != "stream") & (ok["flops"] == 0)]
+    # rows that move bytes and count no FLOPs; a launch probe moves none (its figure is a time, a roof of its own)
+    moved = ok[(ok["family"] != "stream") & (ok["flops"] == 0) & (ok["bytes"] > 0)]
     if not stream.empty:
         t = best_rows(stream, ["impl", "dtype", "mode", "gbps", "working_set_bytes"])
         t["working_set_bytes"] = t["working_set_bytes"].map(lambda n: fmt_bytes(float(n)))
