@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.results import METHOD_VERSION
+
 ROOT = Path(__file__).parent.parent
 GIT = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
 
@@ -51,4 +53,4 @@ def test_reports_and_doc_examples_modify_no_tracked_file(tmp_path):
                              text=True, check=True).stdout
     assert changed == "", changed
     derived = list((repo / "results" / "cpu-amd-epyc-20261130T094352Z" / "derived").iterdir())
-    assert any(d.name.startswith("m4-") and "-user-" in d.name for d in derived)  # add_to_run wrote beside the run
+    assert any(d.name.startswith(f"m{METHOD_VERSION}-") and "-user-" in d.name for d in derived)  # add_to_run wrote beside the run

@@ -195,6 +195,7 @@ class Row:
     jobs: dict = field(default_factory=dict)          # spec_key -> job
     results: dict = field(default_factory=dict)       # spec_key -> compile result
     order: int = 0
+    source: tuple | None = None     # (op, impl, point) of the first point that launches it (the GPU path tests)
 
     @property
     def job(self) -> dict | None:
@@ -282,6 +283,7 @@ def build_plan(arch: str, quick: bool = False, only: list | None = None, device=
                                 continue
                             r = row(launch.kernel, dtype, config_label(job), "ok")
                             r.model_smem = m
+                            r.source = r.source or (op.name, impl.name, dict(point))
                             k = spec_key(job)
                             r.specs[k] += 1
                             r.jobs.setdefault(k, job)

@@ -415,6 +415,8 @@ def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
 CHECK_S = 530             # the whole check: under the device tool's 9 minutes, room for a rerun in 15
 CHECK_STEPS = {           # seconds: (limit, predicted) of the steps around the run (.ci/device-check)
     "env": (20, 5),       # nvidia-smi, versions
+    "paths": (60, 45),    # tests/test_gpu_paths.py: every Triton path of the quick plan once (in the full
+                          # mode the first of the gpu tests, in their limit); unmeasured on a GPU
     "gpu tests": (90, 60),  # pytest -m gpu, while the pool precompiles on the CPU cores
     "kill grace": (30, 0),  # after SIGINT at the run's limit, its finishing gets this long
     "pack": (10, 8),      # brief, logs into the run folder, the archive
@@ -430,9 +432,10 @@ def check_plan(pred: Prediction, quick: bool) -> list[tuple[str, float, float]]:
     precompiling first. The run's limit (SIGINT; its finishing included) is what CHECK_S
     leaves after the steps before it take their predicted time, the kill grace and packing,
     as the script computes it."""
-    env, tests, grace, pack = (CHECK_STEPS[k] for k in ("env", "gpu tests", "kill grace", "pack"))
+    env, paths, tests, grace, pack = (CHECK_STEPS[k] for k in ("env", "paths", "gpu tests", "kill grace", "pack"))
     steps = [("env", *env)]
     if quick:
+        steps.append(("paths", *paths))
         run = pred.total_s
     else:
         steps.append(("precompile | gpu tests", tests[0], max(tests[1], PLAN_S + pred.compile_s)))

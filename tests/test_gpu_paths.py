@@ -1,0 +1,90 @@
+"""The device check's first step: every Triton path once on the GPU, through the gate, so a
+broken kernel is named before the long run starts (.ci/device-check, `paths`, under 60 s).
+
+- every (kernel, dtype) the quick plan compiles (bench.aot.plan, status ok), each at the first
+  point of the quick plan that launches it, tuned over its candidates with every winner
+  checked (the launch context's verify), then checked by the gate;
+- the persistent TMA GEMM with more tiles than programs (64 tiles on 4 programs: the pipeline
+  across tiles, the epilogue counter, a warp-specialized producer running ahead), every
+  candidate configuration of every precision it runs, warp-specialized ones included.
+
+Marked `gpu`: skipped without CUDA (conftest.py). tests/test_gpu_cases.py checks on the CPU
+that the case list covers the quick plan."""
+import pytest
+import torch
+
+from bench.aot.plan import build_plan
+from bench.measure.gate import check, verifier
+from bench.measure.registry import LaunchContext, load_all
+
+pytestmark = pytest.mark.gpu
+TMA_PRECISIONS = ("bf16", "fp8e4m3", "int8")
+MANY_TILES = (1024, 4)    # M = N = K, programs: 64 tiles of 128 x 128 on 4 programs
+
+
+def gpu_cases(arch: str = "sm_90") -> dict:
+    """Return {(op, impl, point as a sorted tuple): [(kernel, dtype), ...]}: the cases the GPU
+    path test runs, one per point that first launches some (kernel, dtype) of the quick plan."""
+    cases: dict = {}
+    seen = set()
+    for r in build_plan(arch, quick=True).rows:   # a row per configuration: each (kernel, dtype) once
+        if r.status == "ok" and r.source and (r.kernel, r.dtype) not in seen:
+            seen.add((r.kernel, r.dtype))
+            op, impl, point = r.source
+            cases.setdefault((op, impl, tuple(sorted(point.items()))), []).append((r.kernel, r.dtype))
+    return cases
+
+
+def _arch() -> str:
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}" if f"{major}{minor}" in ("80", "90", "100") else "sm_90"
+
+
+def _through_the_gate(reg, info, op_name, impl_name, point) -> str | None:
+    op, impl = reg.ops[op_name], reg.impls[f"{op_name}/{impl_name}"]
+    x = op.make_inputs(point, info.torch_device)
+    ref, tol = op.reference(x), op.tolerance(point)
+    ctx = LaunchContext(point, info, op.modes[0], True, verify=verifier(ref, tol, info, x, op.outputs, op.error))
+    try:
+        gate = check(lambda: impl.launcher(x, ctx), ref, tol, info, x, op.outputs, op.error)
+    except Exception as e:  # noqa: BLE001  named, then the next case
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None if gate.passed else gate.reason
+
+
+def test_every_kernel_and_dtype_of_the_quick_plan_passes_the_gate():
+    from bench.hw import detect
+    info, reg = detect.resolve("cuda"), load_all()
+    failed = []
+    for (op, impl, point), kernels in gpu_cases(_arch()).items():
+        why = _through_the_gate(reg, info, op, impl, dict(point))
+        if why:
+            failed.append(f"{op}/{impl} {dict(point)} ({', '.join(f'{k} {d}' for k, d in kernels)}): {why}")
+        torch.cuda.empty_cache()
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("precision", TMA_PRECISIONS)
+def test_persistent_tma_gemm_with_more_tiles_than_programs_every_configuration(precision):
+    from bench.hw import detect
+    from bench.ops.gemm import _tma_call
+    from kernels import gemm_tma as kt
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the TMA GEMM needs sm_90 or later")
+    info, reg = detect.resolve("cuda"), load_all()
+    op = reg.ops["gemm.square"]
+    n, programs = MANY_TILES
+    point = {"dtype": precision, "m": n, "n": n, "k": n}
+    point = next((p for p in op.points(info, False) if p["dtype"] == precision), point) | {"m": n, "n": n, "k": n}
+    x = op.make_inputs(point, info.torch_device)
+    ref, tol = op.reference(x), op.tolerance(point)
+    verify = verifier(ref, tol, info, x, op.outputs, op.error)
+    failed = []
+    for cfg in kt.candidates(precision):
+        try:
+            why = verify(_tma_call(x, precision, cfg, programs))
+        except Exception as e:  # noqa: BLE001  out of resources on this part: named
+            why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if why:
+            failed.append(f"{cfg}: {why}")
+    assert not failed, "\n".join(failed)
