@@ -77,7 +77,7 @@ def test_a_large_decode_batch_is_checked_by_projection_and_still_fails_a_wrong_r
     big = op.make_inputs({"layer": "square1024", "dtype": "bf16", "batch": 64}, "cpu")
     ref = op.reference(big)
     assert isinstance(ref, g.Projection)
-    right = (big["x"].double() @ big["deq"].T).to(big["y"].dtype)
+    right = (big["x"].double() @ big["deq"].double().T).to(big["y"].dtype)
     assert relative_norm_error(right, ref, big) <= op.tolerance({"dtype": "bf16"})
     wrong = right.clone()
     wrong[5] *= 1.5   # one decode row 50% off

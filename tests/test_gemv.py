@@ -148,11 +148,11 @@ def test_reference_rows_are_shared_across_a_batch_sweep_and_exact():
             assert x["x"].data_ptr() == x["rows"].data_ptr()
             refs[b] = v.reference(x)
             assert refs[b].dtype == torch.float64 and refs[b].shape == (b, n)
-            assert torch.equal(refs[b], x["x"].double() @ x["deq"].T)
+            assert torch.equal(refs[b], x["x"].double() @ x["deq"].double().T)
         assert torch.equal(refs[16][:12], refs[12])
         assert refs[4].data_ptr() == refs[16].data_ptr()  # batch 4 after 16: rows already there
     # a batch past the shared rows gets its own activations, checked by projection
     x = v.build_inputs(v.MAX_BATCH + 1, n, k, "bf16", "cpu")
     assert x["rows"] is None
     ref = v.reference(x)
-    assert torch.allclose(ref.ax, x["x"].double() @ (x["deq"].T @ ref.x))
+    assert torch.allclose(ref.ax, x["x"].double() @ (x["deq"].double().T @ ref.x))

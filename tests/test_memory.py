@@ -63,18 +63,39 @@ def test_budget_counts_held_pools_growth_and_releases_other_pools():
 
 
 def test_stream_memory_by_hand():
-    """Issue 22: references of 16-bit arrays are 2-4x their bytes; each is counted."""
+    """Issue 22: references of 16-bit arrays are 2-4x their bytes; each is counted. Outputs
+    come from the output pool (issue 28: no fresh array per point), counted as pool bytes."""
     kinds = {k.name: k for k in stream.KINDS}
     n = 2**20
     p16 = {"dtype": "bfloat16", "ws_bytes": 3 * 2 * n}  # triad: 3 arrays of n bf16
     assert stream.elements(kinds["triad"], p16) == n
-    assert stream.stream_memory(kinds["triad"], p16) == 2 * n + 3 * 4 * n  # output a; three fp32 arrays
-    assert stream.stream_pools(kinds["triad"], p16, "cpu") == {("stream", "bfloat16", "cpu"): 2 * 2 * n}
+    assert stream.stream_memory(kinds["triad"], p16) == 3 * 4 * n  # three fp32 arrays
+    assert stream.stream_pools(kinds["triad"], p16, "cpu") == {("stream", "bfloat16", "cpu"): 2 * 2 * n,
+                                                               ("stream.out", "bfloat16", "cpu"): 2 * n}
     p32 = {"dtype": "float32", "ws_bytes": 2 * 4 * n}
-    assert stream.stream_memory(kinds["copy"], p32) == 4 * n   # b; the reference is a itself
-    assert stream.stream_memory(kinds["scale"], p32) == 4 * n + 2 * 4 * n
+    assert stream.stream_memory(kinds["copy"], p32) == 0   # the reference is a itself
+    assert stream.stream_memory(kinds["scale"], p32) == 2 * 4 * n
     assert stream.stream_memory(kinds["read"], {"dtype": "float32", "ws_bytes": 4 * n}) == 8 * n
-    assert stream.stream_pools(kinds["write"], {"dtype": "float32", "ws_bytes": 4 * n}, "cpu") == {}
+    assert stream.stream_memory(kinds["write"], {"dtype": "float32", "ws_bytes": 4 * n}) == 0  # a 0-d constant
+    assert stream.stream_pools(kinds["write"], {"dtype": "float32", "ws_bytes": 4 * n}, "cpu") == {
+        ("stream.out", "float32", "cpu"): 4 * n}
+
+
+def test_stream_outputs_are_disjoint_pool_slices_reused_across_points():
+    """Issue 28: a point's outputs are slices of the held output pool, apart from each other
+    and from the inputs; a later point of no larger size reuses the same memory."""
+    kinds = {k.name: k for k in stream.KINDS}
+    memory.release()
+    try:
+        p = {"dtype": "float32", "ws_bytes": 3 * 4 * 4096}
+        x = stream.make_stream_inputs(kinds["add"], p, "cpu")
+        assert x["c"].data_ptr() not in (x["a"].data_ptr(), x["b"].data_ptr())
+        held = memory.held()
+        assert held[("stream.out", "float32", "cpu")] == 4 * 4096
+        smaller = stream.make_stream_inputs(kinds["copy"], {"dtype": "float32", "ws_bytes": 2 * 4 * 2048}, "cpu")
+        assert smaller["b"].data_ptr() == x["c"].data_ptr()  # the same pool, not a fresh array
+    finally:
+        memory.release()
 
 
 # ---- the stream sweep's upper end: two sizes past the knee that agree -----------------------
@@ -141,13 +162,18 @@ def test_pools_are_released_when_no_later_point_needs_them():
              Task(square, {"dtype": "fp32", "shape": (16, 16, 16)}, torch_of(square))]
     plan = Plan(tasks)
     f32, b16 = ("stream", "float32", "cpu"), ("stream", "bfloat16", "cpu")
-    assert pools_used_later(plan, "cpu") == [{f32, b16}, {f32}, set(), set()]
+    o32, o16 = ("stream.out", "float32", "cpu"), ("stream.out", "bfloat16", "cpu")
+    assert pools_used_later(plan, "cpu") == [{f32, o32, b16, o16}, {f32, o32}, set(), set()]
+    # a revisit pass after the gemm (task 3) keeps every stream pool until it has run
+    assert pools_used_later(plan, "cpu", {3: [2]}) == [{f32, o32, b16, o16}] * 3 + [set()]
     seen = []
     Runner(cpu, budget=Budget(None), sink=lambda m: seen.append((m.op, dict(memory.held())))).run(plan)
-    # the pool of n * reads elements, grown to exactly what each point asks
-    assert seen[0] == ("stream.copy", {f32: 64 * 2**10 // 2})
-    assert seen[1] == ("stream.triad", {f32: 64 * 2**10 // 2, b16: 96 * 2**10 * 2 // 3})
-    assert seen[2] == ("stream.copy", {f32: 128 * 2**10 // 2})  # bf16 released after its last point
+    # the pools of n * reads and n * writes elements, grown to exactly what each point asks
+    assert seen[0] == ("stream.copy", {f32: 64 * 2**10 // 2, o32: 64 * 2**10 // 2})
+    assert seen[1] == ("stream.triad", {f32: 64 * 2**10 // 2, o32: 64 * 2**10 // 2,
+                                        b16: 96 * 2**10 * 2 // 3, o16: 96 * 2**10 // 3})
+    # bf16 released after its last point
+    assert seen[2] == ("stream.copy", {f32: 128 * 2**10 // 2, o32: 128 * 2**10 // 2})
     assert seen[3] == ("gemm.square", {})                       # and fp32 after its own
     assert memory.held() == {}
 

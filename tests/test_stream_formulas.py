@@ -80,3 +80,58 @@ def test_reread_reference_wraps_like_int32_adds():
     ref = reread_reference({"a": a, "repeats": 40000})
     assert ref.item() == 2_560_000_000 - 2**32 == wrap_int32(2_560_000_000)
     assert wrap_int32(-2**31 - 1) == 2**31 - 1
+
+
+def test_write_is_checked_against_its_constant_element_by_element():
+    """Issue 28: write's reference is one 0-d constant (no n-element array is made); an
+    output with one element unwritten (poisoned) or one wrong value fails the gate."""
+    import torch
+
+    from bench.measure.gate import check
+    from bench.measure.registry import load_all
+    reg = load_all()
+    op = reg.ops["stream.write"]
+    x = op.make_inputs({"dtype": "float32", "ws_bytes": 4 * 4096}, "cpu")
+    ref = op.reference(x)
+    assert ref.dim() == 0 and op.peak_bytes({"dtype": "float32", "ws_bytes": 4 * 4096}) == 0
+    b = x["b"]
+
+    def writes(last_value, upto):
+        def launch():
+            def fn():
+                b[:upto].fill_(x["s"])
+                if upto == b.numel():
+                    b[-1] = last_value
+                return b  # as torch's fill_ does: the output
+            return fn
+        return launch
+
+    good = check(writes(x["s"], b.numel()), ref, 0.0, _cpu(), x, op.outputs, op.error)
+    assert good.passed and good.error == 0.0
+    wrong = check(writes(x["s"] + 1, b.numel()), ref, 0.0, _cpu(), x, op.outputs, op.error)
+    assert not wrong.passed
+    unwritten = check(writes(x["s"], b.numel() - 1), ref, 0.0, _cpu(), x, op.outputs, op.error)
+    assert not unwritten.passed and torch.isnan(b[-1])
+
+
+def _cpu():
+    from bench.hw import detect
+    return detect.resolve("cpu")
+
+
+def test_block_sum_is_exact_for_integers_and_float64_for_floats(monkeypatch):
+    """Issue 28: the read and reread references sum a block at a time; the result is the
+    whole array's sum (integers exactly, past int32's range; floats as math.fsum to 1e-12)."""
+    import math
+
+    import torch
+
+    from bench.ops import stream
+    monkeypatch.setattr(stream, "SUM_BLOCK", 1000)   # several blocks and a partial last one
+    ints = torch.full((2503,), 2**30, dtype=torch.int32)
+    assert stream.block_sum(ints).item() == 2503 * 2**30   # past 2**31: no int32 wrap
+    floats = torch.linspace(-1.0, 3.0, 2503, dtype=torch.float32)
+    exact = math.fsum(float(v) for v in floats.tolist())
+    got = stream.block_sum(floats)
+    assert got.dtype == torch.float64 and abs(got.item() - exact) <= 1e-12 * abs(exact)
+    assert stream.block_sum(floats[:7]).item() == math.fsum(floats[:7].tolist())

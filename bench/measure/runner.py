@@ -126,9 +126,9 @@ class Runner:
         total, done = len(plan), 0
         ticker = Ticker(total, estimates, self.progress, progress_line)
         t0 = time.perf_counter()
-        later = pools_used_later(plan, self.device.torch_device)
-        last = {task.op.name: i for i, task in enumerate(plan.tasks)}
         stops = revisit_stops(plan, self.revisits)
+        later = pools_used_later(plan, self.device.torch_device, stops)
+        last = {task.op.name: i for i, task in enumerate(plan.tasks)}
         ops = {t.op.name: t.op for t in plan.tasks}
         impls = {i.id: i for t in plan.tasks for i in t.impls}
         try:
@@ -429,14 +429,21 @@ def _direction(m: Measurement) -> str:
     return "copy" if r and w else "read" if r else "write" if w else ""
 
 
-def pools_used_later(plan: Plan, torch_device: str) -> list[set]:
+def pools_used_later(plan: Plan, torch_device: str, stops: dict | None = None) -> list[set]:
     """Return, per task of plan, the pool keys that a later task uses (bench/measure/memory.py): a
-    pool missing from task i's set is released once task i ends."""
+    pool missing from task i's set is released once task i ends. A revisit pass still to come
+    after task i (stops, from revisit_stops) uses the stream family's pools: they are kept
+    until the last pass, which re-reads sizes the sweep already made, at the cost of holding
+    them through the families in between (the budget still lets them go for a point that
+    needs the room, rule 16)."""
     out, seen = [], set()
     for task in reversed(plan.tasks):
         out.append(set(seen))
         seen |= set(task.op.pool_bytes(task.point, torch_device))
-    return out[::-1]
+    out.reverse()
+    last_stop = max(stops or {}, default=-1)
+    stream = {k for t in plan.tasks if t.op.family == "stream" for k in t.op.pool_bytes(t.point, torch_device)}
+    return [keys | stream if i < last_stop else keys for i, keys in enumerate(out)]
 BUSY_SHARE = 0.2   # other processes using this share of all cores make a CPU point unreliable
 BUSY_LOAD = 1.25   # ... or, over a window too short to read, a load average above 1.25x the cores
 

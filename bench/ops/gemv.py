@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.measure.inputs import tiled_normal
 from bench.measure.registry import PROJECTION_VECTORS, REGISTRY, Axis, Impl, Op, Projection
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
@@ -145,32 +146,34 @@ def format_sweep(device, quick):
 
 @functools.lru_cache(maxsize=2)
 def raw_weights(n: int, k: int, device: str) -> torch.Tensor:
-    """Return the fp32 weights of an (N, K) layer (normals x 0.05), made once and shared by
-    every format quantized from them (the layer is the sweep's outermost axis)."""
-    gen = torch.Generator(device=device).manual_seed(99)
-    return torch.randn(n, k, device=device, generator=gen).mul_(0.05)
+    """Return the fp32 weights of an (N, K) layer (normals x 0.05, at copy speed from
+    bench/measure/inputs.py's repeated prime-length block: no two rows alike), made once and
+    shared by every format quantized from them (the layer is the sweep's outermost axis)."""
+    return tiled_normal((n, k), torch.float32, device, seed=99).mul_(0.05)
 
 
 @functools.lru_cache(maxsize=1)
 def make_weights(n: int, k: int, fmt: str, device: str):
-    """Return (stored weight, scale or None, float64 dequantized weight) of an (N, K) layer,
-    kept while consecutive points (the batch sweep) reuse them. The dequantized weights are
-    the stored values times their scales, computed in fp32 (exact there for 16-bit, int4 x
-    an fp16 scale and fp8 values; within one fp32 rounding for int8 x an fp32 scale) and
-    widened to float64 once per layer and format, for the reference."""
+    """Return (stored weight, scale or None, dequantized weight) of an (N, K) layer, kept
+    while consecutive points (the batch sweep) reuse them. The dequantized weights are the
+    stored values times their scales, computed in fp32 (exact there for 16-bit, int4 x an
+    fp16 scale and fp8 values; within one fp32 rounding for int8 x an fp32 scale), or the
+    stored 16-bit weights themselves; the reference widens them to float64 a block of rows
+    at a time (f64_rows_product), never as one N x K float64 copy: a fresh array that size
+    costs more in first-touch page faults than the product it feeds."""
     from kernels.gemv import pack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
     f = FORMATS[fmt]
     w = raw_weights(n, k, device)
     if f.bits == 16:
         stored = w.to(getattr(torch, f.act))
-        return stored, None, stored.double()
+        return stored, None, stored
     if fmt == "int4":
         g = w.view(n, k // GROUP, GROUP)
         scale = (torch.linalg.vector_norm(g, float("inf"), dim=-1) / 7).to(torch.float16)  # (N, K/G)
         s32 = scale.float()[..., None]
         t = torch.div(g, s32).round_().clamp_(-8, 7)  # the int4 values, held in fp32 (exactly)
         q = t.to(torch.int8).view(n, k)
-        return pack_int4(q), scale, t.mul_(s32).view(n, k).double()
+        return pack_int4(q), scale, t.mul_(s32).view(n, k)
     if fmt == "int8":
         scale = torch.linalg.vector_norm(w, float("inf"), dim=1) / 127
         t = torch.div(w, scale[:, None]).round_().clamp_(-127, 127)  # the int8 values, held in fp32
@@ -180,7 +183,7 @@ def make_weights(n: int, k: int, fmt: str, device: str):
         t = torch.div(w, scale[:, None])
         q = t.to(torch.float8_e4m3fn)
         t.copy_(q)  # the e4m3 values, held in fp32 (exactly)
-    return q, scale, t.mul_(scale[:, None]).double()
+    return q, scale, t.mul_(scale[:, None])
 
 
 def _draw_activations(b: int, k: int, act: str, device: str) -> torch.Tensor:
@@ -205,7 +208,7 @@ def build_inputs(b, n, k, fmt, device):
     act = getattr(torch, f.act)
     rows = activations(k, f.act, device) if b <= MAX_BATCH else None
     x = rows[:b] if rows is not None else _draw_activations(b, k, f.act, device)
-    return {"x": x, "rows": rows, "w": w, "scale": scale, "deq": deq,
+    return {"x": x, "rows": rows, "w": w, "scale": scale, "deq": deq, "layer": (n, k, fmt, str(device)),
             "y": torch.empty(b, n, dtype=act, device=device),
             "workspace": torch.empty(n, dtype=torch.float32, device=device), "format": f.name}
 
@@ -214,6 +217,32 @@ _REFERENCE: dict = {}  # the last layer's float64 reference rows: {"rows": activ
 
 
 PROJECT_FROM_BATCH = 16  # a larger batch is checked by projection (bench.measure.registry.Projection)
+F64_BLOCK_BYTES = 8 * 2**20  # the float64 copy of a block of weight rows that f64_rows_product widens at once
+
+
+def _row_blocks(w: torch.Tensor):
+    rows = max(1, F64_BLOCK_BYTES // (8 * w.shape[1]))
+    for lo in range(0, w.shape[0], rows):
+        yield slice(lo, min(lo + rows, w.shape[0]))
+
+
+def f64_rows_product(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Return a @ w^T in float64 (a: (B, K) float64, w: (N, K) in any float type whose values
+    float64 holds exactly), widening w a block of F64_BLOCK_BYTES of rows at a time."""
+    out = torch.empty(a.shape[0], w.shape[0], dtype=torch.float64, device=a.device)
+    for blk in _row_blocks(w):
+        torch.mm(a, w[blk].double().T, out=out[:, blk])
+    return out
+
+
+def f64_weighted_rows(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Return w^T @ x in float64 (w: (N, K) as in f64_rows_product, x: (N, r) float64): the
+    sum over blocks of rows of w's float64 block^T times x's matching rows."""
+    out = torch.zeros(w.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
+    for blk in _row_blocks(w):
+        out.addmm_(w[blk].double().T, x[blk])
+    return out
+
 
 
 def reference(x):
@@ -227,23 +256,23 @@ def reference(x):
         gen = torch.Generator(device=deq.device).manual_seed(2718)
         directions = torch.randn(deq.shape[0], PROJECTION_VECTORS, generator=gen, device=deq.device,
                                  dtype=torch.float64)
-        return Projection(directions, xs.double() @ (deq.T @ directions))
+        return Projection(directions, xs.double() @ f64_weighted_rows(deq, directions))
     if rows is None or xs.data_ptr() != rows.data_ptr():
-        return xs.double() @ deq.T
+        return f64_rows_product(xs.double(), deq)
     c = _REFERENCE
     if c.get("rows") is not rows or c.get("deq") is not deq:  # another layer or format
         c.clear()
         c.update(rows=rows, deq=deq, out=torch.empty(0, deq.shape[0], dtype=torch.float64, device=deq.device))
     b, have = xs.shape[0], c["out"].shape[0]
     if have < b:
-        c["out"] = torch.cat([c["out"], rows[have:b].double() @ deq.T])
+        c["out"] = torch.cat([c["out"], f64_rows_product(rows[have:b].double(), deq)])
     return c["out"][:b]
 
 
 def release_caches() -> None:
     """Drop the weights, activations and reference rows kept across points: the runner calls
     it once no later point of the plan is a GEMV (Op.release; ARCHITECTURE.md, rule 16)."""
-    for cached in (raw_weights, make_weights, activations):
+    for cached in (raw_weights, make_weights, activations, cpu_int4_pack):
         cached.cache_clear()
     _REFERENCE.clear()
 
@@ -275,13 +304,21 @@ def _torch_best(x, ctx=None):
     if fmt == "int8":
         s16 = s.to(xs.dtype)
         return lambda: torch._weight_int8pack_mm(xs, w, s16)
-    if fmt == "int4":  # CPU: torch's own packing, built here, outside the timed region
-        from kernels.gemv import unpack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
-        u = (unpack_int4(w).to(torch.int32) + 8)
-        packed = torch._convert_weight_to_int4pack_for_cpu(u, 1)
-        sz = torch.stack([s.t().to(xs.dtype), torch.zeros_like(s.t(), dtype=xs.dtype)], dim=-1).contiguous()
+    if fmt == "int4":  # CPU: torch's own packing, built outside the timed region, once per layer
+        packed, sz = cpu_int4_pack(*x["layer"], xs.dtype)
         return lambda: torch._weight_int4pack_mm_for_cpu(xs, packed, GROUP, sz)
     raise NotImplementedError(f"no torch fast path for {fmt}")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_int4_pack(n: int, k: int, fmt: str, device: str, act):
+    """Return (torch's CPU int4 layout of the layer's weights, its (K/G, N, 2) scales and zero
+    points in act), made once per layer and shared by every batch of the sweep."""
+    from kernels.gemv import unpack_int4  # deferred: kernels/ imports Triton, which is optional (Linux only)
+    w, s, _ = make_weights(n, k, fmt, device)
+    packed = torch._convert_weight_to_int4pack_for_cpu(unpack_int4(w).to(torch.int32) + 8, 1)
+    sz = torch.stack([s.t().to(act), torch.zeros_like(s.t(), dtype=act)], dim=-1).contiguous()
+    return packed, sz
 
 
 @functools.lru_cache(maxsize=None)
@@ -401,7 +438,7 @@ REGISTRY.add_op(Op(
     tolerance=lambda p: FORMATS[p["dtype"]].tolerance,
     outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
     columns=lambda p: dict(zip(("n", "k"), LAYERS[p["layer"]])),
-    memory_factor=1 + 8 * (4 + 8) / 4,  # float64 dequantized weights (16x an int4 layer) and the fp32 values widened to them (8x)
+    memory_factor=1 + 8 * (4 + 4) / 4,  # fp32 dequantized and raw weights (8x an int4 layer each); float64 a block of rows at a time
     release=release_caches,
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,

@@ -76,8 +76,9 @@ def _read_error(out, ref, inputs) -> float:
 
 def _exact_error(out, ref, inputs) -> float:
     """Return 0 when out equals ref element for element (copy and write are exact), else 1:
-    one differing element fails (an unwritten, NaN-poisoned element differs)."""
-    return 0.0 if torch.equal(out, ref) else 1.0
+    one differing element fails (an unwritten, NaN-poisoned element differs). A 0-d ref (the
+    write's constant) is compared through a stride-0 view: no n-element reference is made."""
+    return 0.0 if torch.equal(out, ref.expand_as(out)) else 1.0
 
 
 def _fp32_error(out, ref, inputs) -> float:
@@ -89,6 +90,24 @@ def _fp32_error(out, ref, inputs) -> float:
     return diff / denom if denom > 0 else diff
 
 
+SUM_BLOCK = 2**20  # elements block_sum widens at a time (8 MiB of float64)
+
+
+def block_sum(a: torch.Tensor) -> torch.Tensor:
+    """Return sum(a) as a 0-d float64 tensor (int64 for an integer a: exact), widening a block of
+    SUM_BLOCK elements at a time into one reused buffer: widening all of a at once makes
+    a fresh array twice its size, whose first-touch page faults cost more than the sum."""
+    wide = torch.float64 if a.is_floating_point() else torch.int64
+    a = a.reshape(-1)
+    buf = torch.empty(min(SUM_BLOCK, a.numel()), dtype=wide, device=a.device)
+    total = torch.zeros((), dtype=wide, device=a.device)
+    for lo in range(0, a.numel(), SUM_BLOCK):
+        part = buf[:min(SUM_BLOCK, a.numel() - lo)]
+        part.copy_(a[lo:lo + part.numel()])
+        total += part.sum()
+    return total
+
+
 def _torch_read(x):
     # out in a's dtype: a float32 out on a CPU makes torch cast all of a first
     return lambda: torch.sum(x["a"], dim=0, out=x["out_native"])
@@ -98,8 +117,9 @@ def _torch_read(x):
 class Kind:
     """One stream kernel: the arrays it reads and writes, its formula, and its reference,
     torch and Triton implementations (each a function of the inputs dict). References are
-    as cheap as the check allows: the input itself for copy (exact), the constant for write
-    (exact), fp32 arithmetic for scale, add and triad (see _fp32_error), a float64 sum for read."""
+    as cheap as the check allows: the input itself for copy (exact), the constant as a 0-d
+    tensor for write (exact), fp32 arithmetic for scale, add and triad (see _fp32_error), a
+    float64 sum for read (block_sum)."""
     name: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
@@ -135,12 +155,12 @@ KINDS = (
          torch=lambda x: lambda: torch.add(x["b"], x["c"], alpha=x["s"], out=x["a"]),
          triton=lambda k, x: lambda: k.triad(x["b"], x["c"], x["a"], x["s"])),
     Kind("read", ("a",), (), 1, "out = sum(a)",
-         reference=lambda x: torch.sum(x["a"], dtype=torch.float64),
+         reference=lambda x: block_sum(x["a"]),
          torch=_torch_read,
          triton=lambda k, x: lambda: k.read(x["a"], x["out"]),
          extra_outputs=("out", "out_native"), error=_read_error, tolerance_factor=READ_TOLERANCE_FACTOR),
     Kind("write", (), ("b",), 0, "b = s",
-         reference=lambda x: torch.full_like(x["b"], x["s"]), error=_exact_error,
+         reference=lambda x: torch.tensor(x["s"], dtype=x["b"].dtype, device=x["b"].device), error=_exact_error,
          torch=lambda x: lambda: x["b"].fill_(x["s"]),
          triton=lambda k, x: lambda: k.write(x["b"], x["s"])),
 )
@@ -282,35 +302,55 @@ def random_pool(n: int, dtype, device) -> torch.Tensor:
     return memory.pool(pool_key(dtype, device), n, lambda k: tiled_normal((k,), dtype, device, seed=1234))
 
 
+def output_pool(n: int, dtype, device) -> torch.Tensor:
+    """Return at least n elements of dtype on device for a point's outputs, from a pool held
+    like the random pool (out_pool_key): a fresh multi-MiB array costs a page fault per 4 KiB
+    page on its first touch, several times its write time on a VM, once per point; the pool
+    pays it once per growth. Its contents never matter: the gate poisons every output before
+    the kernel runs, so a value left by an earlier point cannot pass for a result."""
+    if str(device) == "meta":
+        return torch.empty(n, dtype=dtype, device="meta")
+    return memory.pool(out_pool_key(dtype, device), n, lambda k: torch.empty(k, dtype=dtype, device=device))
+
+
 def pool_key(dtype, device) -> tuple:
     return ("stream", str(dtype).replace("torch.", ""), str(torch.device(device)))
 
 
+def out_pool_key(dtype, device) -> tuple:
+    return ("stream.out", str(dtype).replace("torch.", ""), str(torch.device(device)))
+
+
 def stream_pools(kind: Kind, point, device) -> dict:
-    """Return {pool key: bytes} a point's inputs slice: reads x n x w (none for write)."""
-    if not kind.reads:
-        return {}
-    return {pool_key(point["dtype"], device): len(kind.reads) * elements(kind, point) * itemsize(point["dtype"])}
+    """Return {pool key: bytes} a point's arrays slice: reads x n x w from the random pool,
+    writes x n x w from the output pool."""
+    n, w, out = elements(kind, point), itemsize(point["dtype"]), {}
+    if kind.reads:
+        out[pool_key(point["dtype"], device)] = len(kind.reads) * n * w
+    if kind.writes:
+        out[out_pool_key(point["dtype"], device)] = len(kind.writes) * n * w
+    return out
 
 
 def stream_memory(kind: Kind, point) -> int:
-    """Return the peak bytes of a point beyond its pool: the fresh outputs, then the
-    reference and the check at their peak (fp32 temporaries of n elements: three beside
-    16-bit data, whose .float() copies, two for fp32; a float64 sum for read; the constant
-    array for write; nothing for copy, whose reference is its input)."""
+    """Return the peak bytes of a point beyond its pools: the reference and the check at
+    their peak (fp32 temporaries of n elements: three beside 16-bit data, whose .float()
+    copies, two for fp32; block_sum's float64 block for read; nothing for copy, whose reference is its
+    input, and write, whose reference is one constant)."""
     n, w = elements(kind, point), itemsize(point["dtype"])
-    outputs = len(kind.writes) * n * w
-    check = {"copy": 0, "write": n * w, "read": 8 * n}.get(kind.name, (3 if w < 4 else 2) * 4 * n)
-    return outputs + check
+    return {"copy": 0, "write": 0, "read": 8 * min(n, SUM_BLOCK)}.get(kind.name, (3 if w < 4 else 2) * 4 * n)
 
 
 def make_stream_inputs(kind: Kind, point, device) -> dict:
     """Return the arrays of kind at point and the scalar s: inputs are disjoint slices of the
-    dtype's random pool (kernels never write them), outputs are fresh (the gate poisons them)."""
+    dtype's random pool (kernels never write them), outputs disjoint slices of its output
+    pool (the gate poisons them)."""
     n, dt = elements(kind, point), getattr(torch, point["dtype"])
     pool = random_pool(n * max(1, len(kind.reads)), dt, device)
     inputs = {name: pool[i * n:(i + 1) * n] for i, name in enumerate(kind.reads)}
-    inputs.update({name: torch.empty(n, dtype=dt, device=device) for name in kind.writes})
+    if kind.writes:
+        outs = output_pool(n * len(kind.writes), dt, device)
+        inputs.update({name: outs[i * n:(i + 1) * n] for i, name in enumerate(kind.writes)})
     if kind.name == "read":
         inputs["out"] = torch.empty((), dtype=torch.float32, device=device)  # triton accumulates here
         inputs["out_native"] = torch.empty((), dtype=dt, device=device)  # torch.sum's own dtype
@@ -411,8 +451,8 @@ def reread_reference(x) -> torch.Tensor:
     own integer adds wrap (addition modulo 2**32 is exact in any order)."""
     a, reps = x["a"], x["repeats"]
     if a.dtype == torch.int32:
-        return torch.tensor(float(wrap_int32(reps * int(a.long().sum().item()))), dtype=torch.float64)
-    return a.double().sum() * reps
+        return torch.tensor(float(wrap_int32(reps * int(block_sum(a).item()))), dtype=torch.float64)
+    return block_sum(a) * reps
 
 
 def reread_error(out, ref, x) -> float:
@@ -420,7 +460,8 @@ def reread_error(out, ref, x) -> float:
     |out - ref| / (R ||a||_2)."""
     if x["a"].dtype == torch.int32:
         return 0.0 if int(out.item()) == int(ref.item()) else 1.0
-    return abs(out.double().item() - ref.item()) / max(x["repeats"] * x["a"].double().norm().item(), 1e-300)
+    norm = torch.linalg.vector_norm(x["a"], dtype=torch.float32).item()  # a scale: fp32 is exact enough
+    return abs(out.double().item() - ref.item()) / max(x["repeats"] * norm, 1e-300)
 
 
 def resident_sum(a: torch.Tensor, reps: int, parts: int, out: torch.Tensor):
