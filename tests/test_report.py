@@ -103,6 +103,24 @@ def test_ratio_table_hand_worked():
     assert pd.isna(t.loc["bf16", "run 2"]) and pd.isna(t.loc["bf16", "run 2 / run 1"])
 
 
+def test_a_roof_over_its_computed_reference_names_the_clock_it_needs():
+    from roofs.reports.report import above_reference
+
+    # 968 GFLOP/s against 664 computed at the 2,596 MHz read while it ran: 968 / 664 = 145.8%,
+    # so the reference's units need 2,596 x 1.458 = 3,786 MHz
+    row = {"ceiling": "bf16", "measured": 968.0, "unit": "GFLOP/s", "reference source": "computed",
+           "% of reference": 100 * 968 / 664, "clock MHz": 2596.0, "% of clock-corrected": 100 * 968 / 664}
+    assert above_reference(row) == (
+        "bf16 measures 968 GFLOP/s, 146% of the computed roof: with the reference's units it needs 3,785 MHz, "
+        "not the 2,596 read while it ran, so the clock ran above the one read (a VM reports a nominal clock), "
+        "or the reference misses a unit.")
+    no_clock = {**row, "clock MHz": None, "% of clock-corrected": None}
+    assert above_reference(no_clock).endswith("146% of the computed roof: the clock ran above the one assumed, "
+                                              "or the reference misses a unit.")
+    assert above_reference({**row, "% of reference": 104.9}) is None
+    assert above_reference({**row, "% of reference": float("nan")}) is None
+
+
 @pytest.mark.parametrize("args,expect", [
     (["report", "/nonexistent/run"], "does not exist"),
     (["compare", str(DATA / "run_a")], "at least two run folders"),
