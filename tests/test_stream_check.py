@@ -34,6 +34,9 @@ def _run_folder(path, roofs, measure_wall_s=40.0, timed_s=24.0, predicted_s=50.0
     (path / "run.json").write_text(json.dumps({"measure_wall_s": measure_wall_s, "timed_s": timed_s,
                                                "predicted_s": predicted_s}))
     (path / "roofs.json").write_text(json.dumps({"roofs": roofs}))
+    # two ok points, one bounded and one with no bound for a missing roof, and a skipped row
+    (path / "measurements.csv").write_text("status,attainable_gflops,bound_note\nok,12.5,\n"
+                                          "ok,,dram: no measured roof\nskipped,,\n")
     return path
 
 
@@ -55,7 +58,7 @@ def test_the_table_divides_the_copy_roof_by_the_best_stream_copy(tmp_path):
     rows = [line for line in out.stdout.splitlines() if line.startswith("| cpu-")]
     # 40 / 32 = 1.25; 24 s of 40 s timed = 60%
     assert rows[0] == ("| cpu-a | 48.0 (40.0 / 48.0 / 30.0) | yes | 36.0-48.0 | 32.0 (30.0, 32.0, 31.0) | 1.25 "
-                       "| 45.5 | 60% | 50.0 |")
+                       "| 45.5 | 60% | 50.0 | 1 |")
     assert rows[1].startswith("| cpu-b | no DRAM roof |") and "| 21.0 |" in rows[1]
 
 
