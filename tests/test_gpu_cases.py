@@ -2,6 +2,7 @@
 dtype) the quick plan compiles for sm_90, and the device check lists it as its first step."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from test_gpu_paths import gpu_cases
@@ -24,6 +25,7 @@ def test_the_gpu_cases_cover_every_kernel_and_dtype_of_the_quick_plan():
 
 def test_the_device_check_runs_the_path_tests_first():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHON"] = sys.executable  # the script's steps run this interpreter, however pytest was started
     out = subprocess.run(["bash", str(ROOT / ".ci" / "device-check"), "--dry"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
