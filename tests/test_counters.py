@@ -22,6 +22,7 @@ from bench.hw import counters as hw
 from bench.hw.device import cpu_info
 from bench.results import COUNTER_COLUMNS, COUNTERS, Measurement, load_counters, load_run
 from bench.run import counters_phase, replay
+from roofs.reports.brief import brief
 from roofs.reports.report import counters_section
 
 ROOT = Path(__file__).parent.parent
@@ -208,6 +209,9 @@ echo 'roofbench-replay: {{"op": "x", "impl": "y", "detail": "BLOCK_SIZE=1024"}}'
     assert list(table["DRAM ratio"]) == pytest.approx([1 + 1 / 8192, 134_283_264 / 100_663_296])
     assert flag_title.startswith("### DRAM bytes beyond 10% of the formula's: 1 point")
     assert list(flagged["point"]) == [GEMM_M.point_id]
+    text = brief(run)  # the one screen the device check brings back
+    assert f"counters: 2 points replayed under {ncu}, 1 point flagged" in text
+    assert f"{COPY_M.point_id}: DRAM 1.000x counted\n" in text and f"{GEMM_M.point_id}: DRAM 1.334x counted FLAGGED" in text
 
 
 def test_a_refusing_machine_stops_the_phase_after_one_point(tmp_path, monkeypatch):
@@ -252,6 +256,7 @@ def test_counters_on_the_cpu_say_why_and_the_run_completes(tmp_path):
     assert run.meta["counters"]["why"].startswith("hardware counters need an NVIDIA GPU")
     assert not (run_dir / COUNTERS).exists() and (run.measurements["status"] == "ok").any()
     assert "No counters were collected: hardware counters need an NVIDIA GPU" in (run_dir / "report.md").read_text()
+    assert "counters: none collected: hardware counters need an NVIDIA GPU" in r.stdout  # the terminal summary
 
 
 @pytest.mark.gpu

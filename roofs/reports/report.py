@@ -417,6 +417,27 @@ COUNTER_TABLE = {"point_id": "point", "chosen_as": "chosen as", "bytes": "counte
                  "kernels": "kernels"}
 
 
+def counter_lines(run) -> list[str]:
+    """Return a few lines on a --counters run's replays for a terminal (brief, summary): each
+    point's DRAM ratio (measured / counted), the flagged ones marked, or why none were read;
+    none for a run without --counters."""
+    info, df = run.meta.get("counters"), load_counters(run.dir)
+    if not info and df is None:
+        return []
+    if df is None or df.empty:
+        return [f"counters: none collected: {(info or {}).get('why') or 'no point was replayed'}"]
+    out = [f"counters: {plural(len(df), 'point')} replayed under {(info or {}).get('tool') or 'ncu'}, "
+           f"{plural(int((df['flag'] != '').sum()), 'point')} flagged (DRAM bytes beyond {FLAG_FRACTION:.0%} of the "
+           "formula's)"]
+    for r in df.itertuples():
+        got = (f"DRAM {r.dram_ratio:.3f}x counted" if r.status == "ok" and pd.notna(r.dram_ratio) else
+               f"no counters ({r.reason})" if r.status != "ok" else "DRAM bytes unknown")
+        out.append(f"  {r.point_id}: {got}" + (" FLAGGED" if r.flag else ""))
+    if (info or {}).get("why"):
+        out.append(f"  stopped: {info['why']}")
+    return out
+
+
 def counters_section(run) -> list[tuple[str, object]]:
     """Return the "Counters beside counted bytes" section of a run made with --counters
     (counters.csv, run.json's "counters"): each replayed point's DRAM bytes counted by its
