@@ -206,12 +206,22 @@ echo 'roofbench-replay: {{"op": "x", "impl": "y", "detail": "BLOCK_SIZE=1024"}}'
     (run / "run.json").write_text(json.dumps(meta))
     [(title, lines), (_, table), (flag_title, flagged)] = counters_section(load_run(run))
     assert title == "Counters beside counted bytes" and "flagged: 1 point: gemm.square/torch" in lines[0]
-    assert list(table["DRAM ratio"]) == pytest.approx([1 + 1 / 8192, 134_283_264 / 100_663_296])
+    assert list(table["DRAM ratio"]) == ["1.0001", "1.3340"] and list(table["read ratio"]) == ["1.0002", "1.5000"]
     assert flag_title.startswith("### DRAM bytes beyond 10% of the formula's: 1 point")
     assert list(flagged["point"]) == [GEMM_M.point_id]
     text = brief(run)  # the one screen the device check brings back
     assert f"counters: 2 points replayed under {ncu}, 1 point flagged" in text
     assert f"{COPY_M.point_id}: DRAM 1.000x counted\n" in text and f"{GEMM_M.point_id}: DRAM 1.334x counted FLAGGED" in text
+
+
+def test_the_replay_finds_the_checkout_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = counters_phase.replay_env()
+    assert env["PYTHONPATH"] == f"{ROOT}{os.pathsep}/elsewhere"
+    r = subprocess.run([sys.executable, "-m", "bench.run.replay", "--op", "no.such", "--impl", "x/y", "--point", "{}",
+                        "--device", "cpu"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "roofbench-replay: unknown op 'no.such'" in r.stderr
 
 
 def test_a_refusing_machine_stops_the_phase_after_one_point(tmp_path, monkeypatch):
@@ -271,7 +281,7 @@ def test_a_real_replay_under_ncu_reads_a_copys_dram_bytes(tmp_path):
     cmd = hw.ncu_command(hw.find_ncu(), counters_phase.replay_argv(m, device, True), device.compute_capability,
                          launch_count=1)
     try:
-        got = hw.run_profiler(cmd, timeout_s=240)
+        got = hw.run_profiler(cmd, timeout_s=240, env=counters_phase.replay_env())
     except hw.CounterError as e:
         pytest.skip(f"counters cannot be read on this machine: {e}")
     row = hw.counter_row(counters_phase.formula_of(m, "test"), hw.sum_kernels(got.kernels), got.kernels)

@@ -18,8 +18,10 @@ row with status error and its reason.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from bench.hw import counters as hw
@@ -72,6 +74,14 @@ def replay_argv(m: Measurement, device: devmod.DeviceInfo, quick: bool) -> list[
             "--device", device.torch_device] + (["--quick"] if quick else [])
 
 
+def replay_env() -> dict:
+    """Return the replay's environment: this one, with the checkout first on PYTHONPATH (a run
+    started from another folder still finds bench.run.replay; nothing here is installed)."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""))
+
+
 def _replay_detail(output: str) -> str:
     """Return what the replayed impl chose (its "roofbench-replay: {...}" line), "" if it said nothing."""
     for line in reversed(output.splitlines()):
@@ -103,7 +113,7 @@ def run_phase(measurements: list[Measurement], device: devmod.DeviceInfo, most: 
         info["why"] = "no point ran to be replayed"
         say("roofbench: counters: no point ran to be replayed.")
         return info
-    profile = profile or (lambda cmd: hw.run_profiler(cmd, REPLAY_TIMEOUT_S))
+    profile = profile or (lambda cmd: hw.run_profiler(cmd, REPLAY_TIMEOUT_S, replay_env()))
     say(f"roofbench: counters: replaying {len(chosen)} points once each under {ncu} (after the timing)")
     for k, (label, m) in enumerate(chosen, 1):
         formula = formula_of(m, label)

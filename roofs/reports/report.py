@@ -455,8 +455,8 @@ def counters_section(run) -> list[tuple[str, object]]:
         return [(title, [f"No counters were collected: {info.get('why') or 'no point was replayed'}."])]
     ok, failed = df[df["status"] == "ok"], df[df["status"] != "ok"]
     flagged = ok[ok["flag"] != ""]
-    lines = [f"{plural(len(df), 'point')} replayed once each under {info.get('tool') or 'ncu'} after the timing, in a "
-             "process of its own (no timed sample ran under the profiler): caches flushed before each kernel, so DRAM "
+    lines = [f"{plural(len(df), 'point')} replayed once each under {info.get('tool') or 'ncu'} after the timing, each in "
+             "a process of its own (no timed sample ran under the profiler): caches flushed before each kernel, so DRAM "
              "bytes are a cold call's, beside the compulsory bytes the formulas count; ratios are measured / counted. "
              f"A point whose DRAM bytes differ from the formula's by more than {FLAG_FRACTION:.0%} is flagged: "
              + (f"{plural(len(flagged), 'point')}: " + "; ".join(f"{r.point_id} ({r.flag})" for r in flagged.itertuples())
@@ -464,11 +464,16 @@ def counters_section(run) -> list[tuple[str, object]]:
     lines += [f"{r.point_id}: no counters ({r.reason})" for r in failed.itertuples()]
     if info.get("why"):
         lines.append(f"The replays stopped: {info['why']}.")
-    table = ok[list(COUNTER_TABLE)].rename(columns=COUNTER_TABLE)
-    out = [(title, lines), ("", table)]
+    shown = ok.copy()
+    for c in ("bytes", "hw_dram_bytes", "hw_tensor_inst", "flops_per_tensor_inst"):
+        shown[c] = pd.to_numeric(shown[c], errors="coerce").astype(float)
+    for c in ("dram_ratio", "read_ratio", "write_ratio", "l2_ratio", "l1_ratio"):  # 1.000 apart from 1.0001
+        shown[c] = [f"{v:.4f}" if pd.notna(v) else "" for v in pd.to_numeric(shown[c], errors="coerce")]
+    out = [(title, lines), ("", shown[list(COUNTER_TABLE)].rename(columns=COUNTER_TABLE))]
     if len(flagged):
         out.append((f"### DRAM bytes beyond {FLAG_FRACTION:.0%} of the formula's: {plural(len(flagged), 'point')}",
-                    flagged[["point_id", "bytes", "hw_dram_bytes", "dram_ratio", "flag"]].rename(columns=COUNTER_TABLE)))
+                    shown.loc[flagged.index, ["point_id", "bytes", "hw_dram_bytes", "dram_ratio", "flag"]]
+                    .rename(columns=COUNTER_TABLE)))
     return out
 
 
