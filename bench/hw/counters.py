@@ -103,16 +103,18 @@ def cupti_installed() -> bool:
 
 def unavailable(device) -> str:
     """Return "" when this device's counters can be read by ncu, else one sentence saying
-    why not: not an NVIDIA GPU, or no ncu (naming CUPTI's Python binding when it is there,
-    which this suite does not drive yet)."""
+    why not: not an NVIDIA GPU, or no ncu. Without ncu there is no fallback yet: CUPTI's
+    Python binding (cupti-python 13.x) wraps the activity, callback, PM sampling and profiler
+    host APIs but not the range profiler, and PM sampling (device-wide counters sampled over
+    time) is not driven by this suite; the sentence says whether the binding is installed."""
     if getattr(device, "kind", "cpu") != "cuda":
         return (f"hardware counters need an NVIDIA GPU, and this run is on {getattr(device, 'torch_device', 'the CPU')}"
                 f" ({getattr(device, 'name', 'a CPU')})")
     if getattr(device, "vendor", "nvidia") not in ("nvidia", None):
         return f"hardware counters are read with NVIDIA's Nsight Compute, and {device.name} is an {device.vendor} GPU"
     if find_ncu() is None:
-        extra = ("; CUPTI's Python binding is installed, but its range profiler is not driven by this suite yet"
-                 if cupti_installed() else " (nor CUPTI's Python binding, pip install cupti-python)")
+        extra = ("; CUPTI's Python binding is installed, but it has no range profiler and its PM sampling is not "
+                 "driven by this suite" if cupti_installed() else "")
         return f"no profiler: Nsight Compute's ncu is not on PATH nor under /usr/local/cuda/bin (set {NCU_ENV})" + extra
     return ""
 
