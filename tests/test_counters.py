@@ -234,6 +234,39 @@ def test_a_refusing_machine_stops_the_phase_after_one_point(tmp_path, monkeypatc
     assert list(df["status"]) == ["error"] and "ERR_NVGPUCTRPERM" in df["reason"].iloc[0]
 
 
+def test_a_point_the_replay_cannot_carry_is_an_error_row(tmp_path, monkeypatch):
+    monkeypatch.setenv(hw.NCU_ENV, str(fake_ncu(tmp_path, f"cat '{DATA / 'copy.csv'}'")))
+    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [])
+    odd = dataclasses.replace(COPY_M, point={"dtype": "float32", "ws_bytes": object()})
+    info = counters_phase.run_phase([odd], GPU, 6, False, tmp_path, lambda line: None)
+    df = load_counters(tmp_path)
+    assert info["points"] == 1 and info["why"] == "" and list(df["status"]) == ["error"]
+    assert df["reason"].iloc[0].startswith("the replay could not start: TypeError: Object of type object is not JSON serializable")
+
+
+def test_a_counters_phase_that_crashes_costs_no_measurement(tmp_path, monkeypatch):
+    from bench.hw import detect
+    from bench.measure.runner import make_plan
+    from bench.measure.timing import TimerConfig
+    from bench.run import session
+    from helpers import toy_registry
+
+    def crash(*args, **kw):
+        raise RuntimeError("a bug in the phase")
+    monkeypatch.setattr(session.counters_phase, "run_phase", crash)
+    cpu = detect.resolve("cpu")
+    timer = TimerConfig(budget_s=0.2, warmup_s=0.01, min_samples=3)
+    said = []
+    status, ms = session.execute(tmp_path / "run", session.run_meta(cpu, {}, "device", timer), cpu,
+                                 make_plan(toy_registry(), cpu, quick=True), timer, quick=True, say=said.append,
+                                 counters=2)
+    assert status == "complete" and [m.status for m in ms] == ["ok"]
+    meta = load_run(tmp_path / "run").meta
+    assert meta["status"] == "complete"
+    assert meta["counters"] == {"requested": 2, "why": "the counters phase failed: RuntimeError: a bug in the phase"}
+    assert "roofbench: counters: the counters phase failed: RuntimeError: a bug in the phase; the measurements are kept." in said
+
+
 def test_the_replay_rebuilds_a_tuple_axis_from_json():
     from bench.measure.registry import load_all
     op = load_all().ops["gemm.square"]

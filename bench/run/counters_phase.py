@@ -28,6 +28,7 @@ from bench.hw import counters as hw
 from bench.hw import device as devmod
 from bench.results import Measurement, append_counters
 from bench.run.sustain_phase import candidates
+from bench.util import first_line
 
 DEFAULT_POINTS = 6        # --counters without a number
 REPLAY_TIMEOUT_S = 240.0  # one point's replay under ncu (its import, setup, tuning and kernel replays)
@@ -47,7 +48,11 @@ def choose(measurements: list[Measurement], device: devmod.DeviceInfo, most: int
     each family's fastest point, each point once, at most `most` (module docstring)."""
     sweep = [m for m in measurements if m.status == "ok" and m.mode != "sustained" and m.family not in NO_KERNELS]
     out: dict[str, tuple[str, Measurement]] = {}
-    for label, m in candidates(sweep, device, per_roof=1):
+    try:
+        roofs = candidates(sweep, device, per_roof=1)
+    except Exception:  # noqa: BLE001 -- rows no roof can be derived from: each family's fastest still stands
+        roofs = []
+    for label, m in roofs:
         out.setdefault(m.point_id, (f"{label} roof", m))
     best: dict[str, Measurement] = {}
     for m in sweep:
@@ -117,11 +122,10 @@ def run_phase(measurements: list[Measurement], device: devmod.DeviceInfo, most: 
     say(f"roofbench: counters: replaying {len(chosen)} points once each under {ncu} (after the timing)")
     for k, (label, m) in enumerate(chosen, 1):
         formula = formula_of(m, label)
-        cmd = hw.ncu_command(ncu, replay_argv(m, device, quick), device.compute_capability)
         try:
-            got = profile(cmd)
-        except hw.CounterError as e:
-            reason = str(e)
+            got = profile(hw.ncu_command(ncu, replay_argv(m, device, quick), device.compute_capability))
+        except (hw.CounterError, TypeError, ValueError, OSError) as e:  # TypeError: axes JSON cannot carry
+            reason = str(e) if isinstance(e, hw.CounterError) else f"the replay could not start: {first_line(e)}"
             append_counters(run_dir, {**formula, "status": "error", "reason": reason, "tool": "ncu"})
             info["points"] += 1
             say(f"[counters {k}/{len(chosen)}] {m.impl} {m.shape}: no counters ({reason})")

@@ -122,8 +122,12 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
                 phases["sustained"] = time.perf_counter() - t0 - phases["sweeps"]
         if counters:  # after every timed sample: the replays run in processes of their own
             t_counters = time.perf_counter()
-            writer.meta["counters"] = counters_phase.run_phase(list(writer.measurements), device, counters, quick,
-                                                               run_dir, say)
+            try:
+                writer.meta["counters"] = counters_phase.run_phase(list(writer.measurements), device, counters,
+                                                                   quick, run_dir, say)
+            except Exception as e:  # noqa: BLE001 -- counters check the formulas; they never cost the measurements
+                writer.meta["counters"] = {"requested": counters, "why": f"the counters phase failed: {first_line(e)}"}
+                say(f"roofbench: counters: {writer.meta['counters']['why']}; the measurements are kept.")
             phases["counters"] = time.perf_counter() - t_counters
     except KeyboardInterrupt:
         status = "interrupted"
