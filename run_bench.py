@@ -265,6 +265,10 @@ def dry_run(args, device=None, plan=None) -> int:
     pred = predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget,
                            factors=learned.factors(device, args.quick))
     print(predict.prediction_text(pred, device, args.quick))
+    if args.counters:
+        print(f"with --counters {args.counters}: about {args.counters * predict.COUNTER_REPLAY_S:.0f} s more after the "
+              f"timing ({args.counters} replays under ncu, a guessed {predict.COUNTER_REPLAY_S:.0f} s each), none where "
+              "counters cannot be read")
     return 0
 
 

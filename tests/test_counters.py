@@ -277,6 +277,11 @@ def test_the_replay_rebuilds_a_tuple_axis_from_json():
     assert replay.main(["--op", "no.such", "--impl", "x/y", "--point", "{}", "--device", "cpu"]) == 2
 
 
+def test_the_dry_run_counts_the_replays(capsys):
+    assert run_bench.main(["--dry-run", "--device-spec", "h200", "--quick", "--only", "stream.copy", "--counters", "2"]) == 0
+    assert "with --counters 2: about 60 s more after the timing (2 replays under ncu" in capsys.readouterr().out
+
+
 def test_counters_do_not_go_with_several_ranks(capsys):
     assert run_bench.main(["--counters", "--comm"]) == 2
     err = capsys.readouterr().err
