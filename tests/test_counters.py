@@ -137,10 +137,15 @@ def test_a_faked_ncu_printing_the_recorded_table_is_read(tmp_path):
     ("==WARNING== No kernels were profiled.", 0, "ncu profiled no kernel: the replay launched none inside its NVTX range"),
     ("==ERROR== The application returned an error code (1).", 1, "ncu failed: The application returned an error code (1)"),
     ("", 3, "ncu exited with status 3 without a table of counters"),
+    ("Traceback (most recent call last):\n  File x, line 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+     "2.00 GiB\n==ERROR== The application returned an error code (1).", 1,
+     "the replayed program failed: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+    ("roofbench-replay: unknown op 'x' or impl 'y': see python run_bench.py --list.\n==ERROR== The application returned "
+     "an error code (2).", 2, "the replayed program failed: unknown op 'x' or impl 'y': see python run_bench.py --list"),
 ])
 def test_a_faked_ncu_that_fails_says_why_in_one_sentence(tmp_path, printed, rc, why):
-    lines = "\n".join(f"echo '{line}'" for line in printed.splitlines())
-    ncu = fake_ncu(tmp_path, f"{lines}\nexit {rc}")
+    (tmp_path / "printed.txt").write_text(printed + "\n")
+    ncu = fake_ncu(tmp_path, f"cat '{tmp_path / 'printed.txt'}'\nexit {rc}")
     with pytest.raises(hw.CounterError) as e:
         hw.run_profiler([str(ncu), "--csv"], timeout_s=30)
     assert str(e.value) == why and "\n" not in str(e.value)

@@ -203,10 +203,18 @@ FAILURES = (
 
 def classify(output: str, returncode: int | None = None) -> str:
     """Return one sentence saying why ncu read no counters, from its output and exit code:
-    the known failures (FAILURES), else its first ==ERROR== line, else its exit code."""
+    the known failures (FAILURES), else the replayed program's own error (its last
+    "roofbench-replay:" sentence or the exception a traceback ends with), else ncu's first
+    ==ERROR== line, else its exit code."""
     for needle, why in FAILURES:
         if needle in output:
             return why
+    lines = [line.strip() for line in output.splitlines()]
+    raised = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*", line)]
+    said = [line.split(": ", 1)[1] for line in lines if line.startswith("roofbench-replay: ")
+            and not line.startswith("roofbench-replay: {")]
+    if said or raised:  # the replayed program failed: its own last word says why
+        return f"the replayed program failed: {(said or raised)[-1].rstrip('.')}"
     err = next((line.split("==ERROR==", 1)[1].strip() for line in output.splitlines() if "==ERROR==" in line), "")
     if err:
         return f"ncu failed: {err.rstrip('.')}"
