@@ -20,8 +20,9 @@ output is a header row of "ID", "Process ID", "Process Name", "Host Name", "Kern
 "Context", "Stream", "Block Size", "Grid Size", "Device", "CC" and the metric names, a units
 row, then one row per profiled kernel; values may carry thousands separators.
 
-Metrics (Hopper names, kept on sm_80): dram__bytes_read.sum and dram__bytes_write.sum (DRAM),
-lts__t_bytes.sum (every L2 slice's traffic), l1tex__t_bytes.sum (L1/TEX), and the tensor pipe's
+Metrics (Hopper names; all but the wgmma count are Ampere's too): dram__bytes_read.sum and
+dram__bytes_write.sum (DRAM), lts__t_bytes.sum (every L2 slice's traffic), l1tex__t_bytes.sum
+(L1/TEX), and the tensor pipe's
 warp instructions: sm__inst_executed_pipe_tensor_op_hmma.sum (mma.sync), plus
 sm__inst_executed_pipe_tensor_op_gmma.sum (warpgroup wgmma) on sm_90, where it exists.
 
