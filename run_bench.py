@@ -44,6 +44,7 @@ from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # n
 from bench.run import distributed as distrib
 from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
+from bench.run.counters_phase import DEFAULT_POINTS
 from bench.run.distributed import worker_argv
 from bench.util import git_commit, precision_name  # noqa: E402
 from roofs.reports.compare import compare
@@ -83,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
     p.add_argument("--max-memory", type=opt.memory_limit,
                    help="memory the run may hold: a size (8GiB) or a share of what is available at start (50%%; the default)")
+    p.add_argument("--counters", nargs="?", type=opt.whole_number, const=DEFAULT_POINTS, default=0, metavar="N",
+                   help=f"after the timing, replay N chosen points (default {DEFAULT_POINTS}) once each under a "
+                   "hardware-counter profiler (NVIDIA's ncu) and write counters.csv: DRAM, L2 and L1 bytes and "
+                   "tensor-pipe instructions beside the formulas'")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
@@ -260,6 +265,10 @@ def dry_run(args, device=None, plan=None) -> int:
     pred = predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget,
                            factors=learned.factors(device, args.quick))
     print(predict.prediction_text(pred, device, args.quick))
+    if args.counters:
+        print(f"with --counters {args.counters}: about {args.counters * predict.COUNTER_REPLAY_S:.0f} s more after the "
+              f"timing ({args.counters} replays under ncu, a guessed {predict.COUNTER_REPLAY_S:.0f} s each), none where "
+              "counters cannot be read")
     return 0
 
 
@@ -281,6 +290,9 @@ def main(argv=None) -> int:
         registry, device, plan = opt.check_run(args)
     except (opt.OptionError, devmod.DeviceError, RegistryError, distrib.LaunchError) as e:
         return refuse(e)
+    note = opt.counters_note(args, device)
+    if note:
+        print(f"roofbench: {note}", file=sys.stderr)
     if args.list:
         print_list(registry, device)
         return 0

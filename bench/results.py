@@ -410,6 +410,47 @@ def append_samples(run_dir, measurements) -> None:
     _write_json(run_dir / "run.json", _clean(meta))
 
 
+# counters.csv (--counters; bench/hw/counters.py): chosen points replayed once under a counter
+# profiler after the timing, a file of its own (they are not timed points): the formulas' counts
+# from the point's row, the counters' (hw_*), measured / counted ratios, a DRAM ratio's flag.
+COUNTERS = "counters.csv"
+COUNTER_COLUMNS = ["point_id", "op", "impl", "dtype", "shape", "chosen_as", "status", "reason", "tool", "kernels",
+                   "flops", "bytes", "read_bytes", "write_bytes", "l2_bytes", "l1_bytes",
+                   "hw_dram_read_bytes", "hw_dram_write_bytes", "hw_dram_bytes", "hw_l2_bytes", "hw_l1_bytes",
+                   "hw_tensor_inst", "dram_ratio", "read_ratio", "write_ratio", "l2_ratio", "l1_ratio",
+                   "flops_per_tensor_inst", "flag", "replay_detail", "kernel_names"]
+COUNTER_TEXT = {"point_id", "op", "impl", "dtype", "shape", "chosen_as", "status", "reason", "tool", "flag",
+                "replay_detail", "kernel_names"}
+
+
+def append_counters(run_dir, row: dict) -> Path:
+    """Append one counters.csv row (COUNTER_COLUMNS; missing ones empty), the header first."""
+    path = Path(run_dir) / COUNTERS
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COUNTER_COLUMNS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({c: row.get(c) for c in COUNTER_COLUMNS})
+    return path
+
+
+def load_counters(run_dir) -> pd.DataFrame | None:
+    """Return the folder's counters.csv (a derived folder reads its run's), or None without one."""
+    d = Path(run_dir)
+    path = d / COUNTERS
+    if not path.exists():
+        source = source_of(d)
+        return load_counters(source) if source is not None else None
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); delete it or re-run with --counters.") from None
+    for c in COUNTER_COLUMNS:
+        df[c] = text_column(df, c) if c in COUNTER_TEXT else df.get(c, pd.Series(None, index=df.index, dtype=float))
+    return df
+
+
 def rewrite_measurements(run_dir: Path, df: pd.DataFrame) -> Path:
     """Replace measurements.csv with df (same columns, e.g. with ROOF_COLUMNS filled), atomically."""
     path = Path(run_dir) / "measurements.csv"

@@ -45,7 +45,7 @@ def test_dry_mode_prints_a_full_check_that_fits_nine_minutes():
     run = re.search(r"run \(full\) \+ finish\s+limit\s+(\d+)\s+predicted\s+(\d+)", out.stdout)
     assert int(run.group(2)) <= int(run.group(1))  # the full run is predicted to end before its SIGINT
     quick = _run("--dry", MODE="quick")
-    assert quick.returncode == 0 and "run (quick) + finish" in quick.stdout and "pytest -m gpu" not in quick.stdout
+    assert quick.returncode == 0 and "run (quick) + counters + finish" in quick.stdout and "pytest -m gpu" not in quick.stdout
 
 
 def test_a_bad_mode_is_one_sentence_and_exit_2():

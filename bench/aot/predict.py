@@ -422,6 +422,9 @@ CHECK_STEPS = {           # seconds: (limit, predicted) of the steps around the 
     "pack": (10, 8),      # brief, logs into the run folder, the archive
 }
 FINISH_S = 30             # the run's roofs, charts and report after its rows
+CHECK_COUNTERS = 3        # the quick mode's run replays this many points under ncu (--counters 3)
+COUNTER_REPLAY_S = 30.0   # one replay under ncu: the interpreter, torch, inputs, tuning, the kernel
+                          # replays of its metrics (unmeasured on a GPU: a guess, on the safe side)
 PLAN_S = 8.0              # the precompile's own plan (aot's sweeps on meta tensors) on the GPU host
 
 
@@ -429,19 +432,20 @@ def check_plan(pred: Prediction, quick: bool) -> list[tuple[str, float, float]]:
     """Return the device check's steps as (name, limit seconds, predicted seconds), from the
     prediction of its run. The full mode precompiles while the GPU tests run, then runs with
     the kernels in the cache; the quick mode (a rerun's slot) runs the quick pass alone,
-    precompiling first. The run's limit (SIGINT; its finishing included) is what CHECK_S
+    precompiling first, with CHECK_COUNTERS points replayed under ncu after its timing
+    (--counters; the full run has no room for them). The run's limit (SIGINT; its finishing included) is what CHECK_S
     leaves after the steps before it take their predicted time, the kill grace and packing,
     as the script computes it."""
     env, paths, tests, grace, pack = (CHECK_STEPS[k] for k in ("env", "paths", "gpu tests", "kill grace", "pack"))
     steps = [("env", *env)]
     if quick:
         steps.append(("paths", *paths))
-        run = pred.total_s
+        run = pred.total_s + CHECK_COUNTERS * COUNTER_REPLAY_S
     else:
         steps.append(("precompile | gpu tests", tests[0], max(tests[1], PLAN_S + pred.compile_s)))
         run = pred.total_s - pred.compile_s
     before = sum(s[2] for s in steps)
-    steps += [("run" + (" (quick)" if quick else " (full)") + " + finish", CHECK_S - before - grace[0] - pack[0],
+    steps += [("run" + (" (quick) + counters" if quick else " (full)") + " + finish", CHECK_S - before - grace[0] - pack[0],
                run + FINISH_S), ("kill grace", *grace), ("pack", *pack)]
     return steps
 
@@ -465,8 +469,8 @@ def main(argv=None) -> int:
         steps = check_plan(pred, args.quick)
         print(f"\ndevice check ({'quick' if args.quick else 'full'}), limits and predictions in seconds:")
         for name, limit, sec in steps:
-            print(f"  {name:<24} limit {limit:5.0f}  predicted {sec:5.0f}")
-        print(f"  {'total':<24} limit {CHECK_S:5.0f}  predicted {sum(s[2] for s in steps):5.0f}")
+            print(f"  {name:<32} limit {limit:5.0f}  predicted {sec:5.0f}")
+        print(f"  {'total':<32} limit {CHECK_S:5.0f}  predicted {sum(s[2] for s in steps):5.0f}")
     return 0
 
 

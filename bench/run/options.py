@@ -16,6 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from bench.hw import counters as hw_counters
 from bench.hw import detect
 from bench.hw import device as devmod
 from bench.measure import skip
@@ -139,6 +140,9 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
     """Check the options of a measuring command before anything runs; return the registry,
     the device and the plan. Raises OptionError, DeviceError, RegistryError or
     distributed.LaunchError with one sentence."""
+    if getattr(args, "counters", 0) and (args.all_devices or args.comm):
+        raise OptionError("--counters replays points of a single-device run: it does not go with --all-devices or "
+                          "--comm; run the device on its own with --counters.")
     if args.mode and not set(args.mode) <= set(MODES):
         raise OptionError(f"unknown timing mode in --mode '{','.join(args.mode)}': use {', '.join(MODES)}.")
     if args.all_devices or args.comm:
@@ -184,6 +188,16 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         if getattr(args, "run_dir", None) is not None:
             writable_folder(args.run_dir, "--run-dir")
     return registry, device, plan
+
+
+def counters_note(args, device) -> str:
+    """Return the note a run with --counters prints up front when this machine cannot read
+    hardware counters (bench.hw.counters.unavailable: a CPU, no profiler), else "": not a
+    refusal, the run measures as usual and records why counters were not collected."""
+    if not getattr(args, "counters", 0) or args.list or args.dry_run:
+        return ""
+    why = hw_counters.unavailable(device)
+    return f"--counters: no counters will be collected: {why}; the run measures as usual." if why else ""
 
 
 def _check_max_ws(args, plan: Plan, device) -> None:

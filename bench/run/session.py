@@ -27,6 +27,7 @@ from bench.measure.registry import load_all
 from bench.measure.runner import Plan, Runner, make_plan, revisit_passes
 from bench.measure.timing import TimerConfig, default_window, timer_config
 from bench.results import RunWriter, load_run
+from bench.run import counters_phase
 from bench.run.sustain_phase import run_phase
 from bench.util import DeviceLost, first_line
 from roofs.analysis.sustained import per_roof
@@ -81,7 +82,7 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
 
 def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
             quick: bool = False, say: Callable[[str], None] = _say, sustain_s: float = 0.0,
-            budget: memory.Budget | None = None) -> tuple[str, list]:
+            budget: memory.Budget | None = None, counters: int = 0) -> tuple[str, list]:
     """Run plan on device into a new run folder, each row written as it finishes; Ctrl-C
     stops it and keeps them. The progress lines carry the time left (the dry run's
     prediction, corrected as the run goes), and run.json records the prediction, the wall
@@ -89,7 +90,9 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     sweeps, each roof's best candidates run a sustained window of that many seconds
     (bench/run/sustain_phase.py), recorded in run.json's "sustain". On a GPU the plan's Triton kernels
     are compiled first (bench/aot/precompile.py), recorded in run.json's "precompile" with how
-    many launches then loaded them. Return (status, measurements)."""
+    many launches then loaded them. counters > 0: once the timing is over, that many chosen
+    points are replayed under a counter profiler (bench/run/counters_phase.py) into
+    counters.csv, recorded in run.json's "counters". Return (status, measurements)."""
     pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
     budget = budget or memory.run_budget(device)
     rows, raw = estimates(plan, device, timer, quick, budget)
@@ -117,6 +120,15 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
                 sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
                                       runner, per_roof(quick))
                 phases["sustained"] = time.perf_counter() - t0 - phases["sweeps"]
+        if counters:  # after every timed sample: the replays run in processes of their own
+            t_counters = time.perf_counter()
+            try:
+                writer.meta["counters"] = counters_phase.run_phase(list(writer.measurements), device, counters,
+                                                                   quick, run_dir, say)
+            except Exception as e:  # noqa: BLE001 -- counters check the formulas; they never cost the measurements
+                writer.meta["counters"] = {"requested": counters, "why": f"the counters phase failed: {first_line(e)}"}
+                say(f"roofbench: counters: {writer.meta['counters']['why']}; the measurements are kept.")
+            phases["counters"] = time.perf_counter() - t_counters
     except KeyboardInterrupt:
         status = "interrupted"
         say(f"\nroofbench: interrupted; the {len(writer.measurements)} points measured so far are kept in {run_dir}.")
@@ -128,7 +140,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
         status = f"failed: {first_line(e)}"
         raise
     finally:
-        wall = time.perf_counter() - t0
+        wall = time.perf_counter() - t0 - phases.get("counters", 0.0)  # measuring only: counters are not measuring
         if pre is not None and jit.available:  # did the run's launches load what was precompiled?
             writer.meta["precompile"] = dict(pre, jit=jit.record())
         writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
@@ -231,7 +243,8 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
         sustain = default_window(args.quick)
     status, _ = execute(run_dir, run_meta(device, options_record(args), "device", timer), device, plan, timer,
                         args.quick, sustain_s=sustain,
-                        budget=memory.run_budget(device, getattr(args, "max_memory", None)))
+                        budget=memory.run_budget(device, getattr(args, "max_memory", None)),
+                        counters=getattr(args, "counters", None) or 0)
     t0 = time.perf_counter()
     with failing(run_dir):
         problems = finish(run_dir)

@@ -1,6 +1,7 @@
 """One screen about a finished run, from its files: each measured roof with its % of the
-datasheet (or computed) roof, each family's best point, what failed, and how long the run
-took against the dry run's prediction when run.json carries one.
+datasheet (or computed) roof, each family's best point, what failed, the counters' DRAM
+ratios of a --counters run, and how long the run took against the dry run's prediction when
+run.json carries one.
 
     python -m roofs.reports.brief RUN_DIR
 """
@@ -14,7 +15,7 @@ import pandas as pd
 from bench.results import DERIVED, ResultsError, load_run, source_of, text_column
 from bench.util import fmt_num, plural
 from roofs.analysis.checks import split_notes, unbounded
-from roofs.reports.report import point_rate, validation
+from roofs.reports.report import counter_lines, point_rate, validation
 
 
 def _duration_s(meta: dict) -> float | None:
@@ -77,6 +78,9 @@ def brief(run_dir) -> str:
     if missing:
         lines.append(f"{plural(sum(missing.values()), 'ok point')} have no bound: "
                      + ", ".join(f"{fmt_num(n)} because the {level} roof is missing" for level, n in missing.items()))
+    counted = counter_lines(run)
+    if counted:
+        lines += [""] + counted
     return "\n".join(lines)
 
 

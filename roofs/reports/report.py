@@ -5,7 +5,8 @@ Sections: the device and software; the validation table (each measured roof besi
 datasheet or computed roof, that roof corrected to the clock observed during the run, and
 measured as a percentage of each); the top findings; every picture that has something to
 show; the best points per op, impl and dtype; each Triton kernel's binding level; every point
-above its roof, grouped by op; why some levels have no roof. An interconnect run's report speaks of its links only; a
+above its roof, grouped by op; with --counters, the replayed points' counted and measured
+DRAM bytes and the points whose two differ by more than 10%; why some levels have no roof. An interconnect run's report speaks of its links only; a
 model run's names the roofs it was given. summary() is the same run as terminal text.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.results import load_run, text_column
+from bench.hw.counters import FLAG_FRACTION
+from bench.results import load_counters, load_run, text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
@@ -416,12 +418,79 @@ def sections(run) -> list[tuple[str, object]]:
             f"({sustain.get('idle_w') if sustain.get('idle_w') is not None else 'unknown'} W); power read as "
             f"{sustain.get('power_kind') or 'no power sensor'}.", *failed]), ("", groups)]
     out += [("Best points per op, impl and dtype", best_rows(df)), *binding_section(df, Roofline(run.roofs)),
-            *flagged_sections(df)]
+            *flagged_sections(df), *counters_section(run)]
     if kind != "model":
         missing, about = split_notes(run)
         out.append(("Levels without a roof", missing or ["every level of the sweep produced a roof"]))
         if about:
             out.append(("Notes on the roofs", about))
+    return out
+
+
+COUNTER_TABLE = {"point_id": "point", "chosen_as": "chosen as", "bytes": "counted DRAM bytes",
+                 "hw_dram_bytes": "measured DRAM bytes", "dram_ratio": "DRAM ratio", "read_ratio": "read ratio",
+                 "write_ratio": "write ratio", "l2_ratio": "L2 ratio", "l1_ratio": "L1 ratio",
+                 "hw_tensor_inst": "tensor-pipe instructions", "flops_per_tensor_inst": "FLOPs per instruction",
+                 "kernels": "kernels"}
+
+
+def counter_lines(run) -> list[str]:
+    """Return a few lines on a --counters run's replays for a terminal (brief, summary): each
+    point's DRAM ratio (measured / counted), the flagged ones marked, or why none were read;
+    none for a run without --counters."""
+    info, df = run.meta.get("counters"), load_counters(run.dir)
+    if not info and df is None:
+        return []
+    if df is None or df.empty:
+        return [f"counters: none collected: {(info or {}).get('why') or 'no point was replayed'}"]
+    out = [f"counters: {plural(len(df), 'point')} replayed under {(info or {}).get('tool') or 'ncu'}, "
+           f"{plural(int((df['flag'] != '').sum()), 'point')} flagged (DRAM bytes beyond {FLAG_FRACTION:.0%} of the "
+           "formula's)"]
+    for r in df.itertuples():
+        got = (f"DRAM {r.dram_ratio:.3f}x counted" if r.status == "ok" and pd.notna(r.dram_ratio) else
+               f"no counters ({r.reason})" if r.status != "ok" else "DRAM bytes unknown")
+        out.append(f"  {r.point_id}: {got}" + (" FLAGGED" if r.flag else ""))
+    if (info or {}).get("why"):
+        out.append(f"  stopped: {info['why']}")
+    return out
+
+
+def counters_section(run) -> list[tuple[str, object]]:
+    """Return the "Counters beside counted bytes" section of a run made with --counters
+    (counters.csv, run.json's "counters"): each replayed point's DRAM bytes counted by its
+    formula beside those the hardware counters measured, the ratios (measured / counted) of
+    DRAM, its reads and writes, L2 and L1, its tensor-pipe instructions, and the points whose
+    DRAM bytes differ by more than FLAG_FRACTION listed apart; or why none were read. A run
+    without --counters gets none."""
+    info = run.meta.get("counters")
+    df = load_counters(run.dir)
+    if not info and df is None:
+        return []
+    info = info or {}
+    title = "Counters beside counted bytes"
+    if df is None or df.empty:
+        return [(title, [f"No counters were collected: {info.get('why') or 'no point was replayed'}."])]
+    ok, failed = df[df["status"] == "ok"], df[df["status"] != "ok"]
+    flagged = ok[ok["flag"] != ""]
+    lines = [f"{plural(len(df), 'point')} replayed once each under {info.get('tool') or 'ncu'} after the timing, each in "
+             "a process of its own (no timed sample ran under the profiler): caches flushed before each kernel, so DRAM "
+             "bytes are a cold call's, beside the compulsory bytes the formulas count; ratios are measured / counted. "
+             f"A point whose DRAM bytes differ from the formula's by more than {FLAG_FRACTION:.0%} is flagged: "
+             + (f"{plural(len(flagged), 'point')}: " + "; ".join(f"{r.point_id} ({r.flag})" for r in flagged.itertuples())
+                if len(flagged) else "none") + "."]
+    lines += [f"{r.point_id}: no counters ({r.reason})" for r in failed.itertuples()]
+    if info.get("why"):
+        lines.append(f"The replays stopped: {info['why']}.")
+    shown = ok.copy()
+    for c in ("bytes", "hw_dram_bytes", "hw_tensor_inst", "flops_per_tensor_inst"):
+        shown[c] = pd.to_numeric(shown[c], errors="coerce").astype(float)
+    for c in ("dram_ratio", "read_ratio", "write_ratio", "l2_ratio", "l1_ratio"):  # 1.000 apart from 1.0001
+        shown[c] = [f"{v:.4f}" if pd.notna(v) else "" for v in pd.to_numeric(shown[c], errors="coerce")]
+    out = [(title, lines), ("", shown[list(COUNTER_TABLE)].rename(columns=COUNTER_TABLE))]
+    if len(flagged):
+        out.append((f"### DRAM bytes beyond {FLAG_FRACTION:.0%} of the formula's: {plural(len(flagged), 'point')}",
+                    shown.loc[flagged.index, ["point_id", "bytes", "hw_dram_bytes", "dram_ratio", "flag"]]
+                    .rename(columns=COUNTER_TABLE)))
     return out
 
 

@@ -10,7 +10,7 @@ from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
-from roofs.reports.report import best_rows
+from roofs.reports.report import best_rows, counter_lines
 
 
 def ridge_text(model: Roofline, roof: Roof) -> str:
@@ -99,6 +99,9 @@ def summary(run) -> str:
         lines.append(f"\nflagged: {plural(above, 'point')} above their attainable roof, {fmt_num(runner)} more measured while "
                      "the machine was busy or whose time jumped; every one is in report.md (Flagged points) and in "
                      "measurements.csv, column flag.")
+    counted = counter_lines(run)
+    if counted:
+        lines += [""] + counted
     lines += ["\nwarnings:"] + [f"  {w}" for w in run_warnings(run)]
     errors = df[df["status"] == "error"]
     if not errors.empty:
