@@ -20,12 +20,16 @@ caller (bench/ops/probe.py), which counts the bytes.
   loads in flight together, and no address repeats from one step to the next (nothing
   to hoist). Loads are ".cg" (cached in L2 only, bypassing L1), so a buffer that fits L2
   is read from L2 whatever its size, and every program has work at every size (small
-  buffers are shared by many programs, as gpu-benches' L2 test shares its blocks).
+  buffers are shared by many programs, as gpu-benches' L2 test shares its blocks). Each
+  program stores its partial sum in its own slot of a buffer the caller allocated
+  (l2_partials): a call is one launch, and the result is the slots' sum.
 - empty_kernel: does nothing; its launch is the floor under any kernel's call.
 """
 import torch
 import triton
 import triton.language as tl
+
+from kernels.stream import partials
 
 L1_BLOCK = 4096          # elements per program per iteration: 16 KiB of int32 or fp32, 16 per thread with 8 warps
 L1_WARPS = 8
@@ -56,7 +60,7 @@ def l1_reread_kernel(a_ptr,  # input: programs x span elements (int32 or fp32)
 
 @triton.jit
 def l2_reread_kernel(a_ptr,  # input, n elements (int32 or fp32)
-                     out_ptr,  # output, one element of a's dtype, zeroed by the caller: out += repeats x sum(a)
+                     part_ptr,  # output, one element of a's dtype per program: sum(part) = repeats x sum(a)
                      n,  # element count
                      repeats,  # passes over the buffer
                      BLOCK: tl.constexpr, UNROLL: tl.constexpr):
@@ -73,7 +77,7 @@ def l2_reread_kernel(a_ptr,  # input, n elements (int32 or fp32)
         offs = b.to(tl.int64)[:, None] * BLOCK + cols[None, :]
         mask = (t < total)[:, None] & (offs < n)
         acc += tl.load(a_ptr + offs, mask=mask, other=0, cache_modifier=".cg")
-    tl.atomic_add(out_ptr, tl.sum(tl.sum(acc, axis=1), axis=0))
+    tl.store(part_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))  # its own slot: no atomic, nothing to zero
 
 
 @triton.jit
@@ -109,14 +113,18 @@ def l2_programs(sms, n, repeats, block=L2_BLOCK, unroll=L2_UNROLL, per_sm=L2_PRO
     return max(1, min(want, steps))
 
 
-def l2_reread(a, out, repeats, programs=None, block=L2_BLOCK, unroll=L2_UNROLL):
-    """Return out (one element of a's dtype) = repeats x sum(a) (int32 adds wrap modulo 2**32)."""
-    sms = sm_count(a.device) if a.device.type == "cuda" else None
-    programs = programs or l2_programs(sms, a.numel(), repeats, block, unroll)
-    out.zero_()
-    l2_reread_kernel[(programs,)](a, out, a.numel(), int(repeats), BLOCK=block, UNROLL=unroll,
-                                  num_warps=L2_WARPS, num_stages=1)
-    return out
+def l2_partials(a, programs) -> torch.Tensor:
+    """Return l2_reread's output: one slot of a's dtype per program, NaN or the largest
+    integer until a call writes it (allocated once, outside the timed region)."""
+    return partials(programs, a.dtype, a.device)
+
+
+def l2_reread(a, part, repeats, block=L2_BLOCK, unroll=L2_UNROLL):
+    """Return part (from l2_partials: its length is the grid) holding per-program partial sums
+    whose total is repeats x sum(a) (int32 adds wrap modulo 2**32). One launch."""
+    l2_reread_kernel[(part.numel(),)](a, part, a.numel(), int(repeats), BLOCK=block, UNROLL=unroll,
+                                      num_warps=L2_WARPS, num_stages=1)
+    return part
 
 
 def empty(x):

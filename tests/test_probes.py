@@ -63,9 +63,10 @@ def test_l2_kernel_reads_every_block_repeats_times(programs, dev):
     from kernels import probes as k
     gen = torch.Generator().manual_seed(3)
     a = torch.randint(-1000, 1001, (5000,), dtype=torch.int32, generator=gen).to(dev)  # 5 blocks, the last partial
-    out = torch.empty((), dtype=torch.int32, device=dev)
-    got = k.l2_reread(a, out, 3, programs=programs, block=1024, unroll=4).item()
-    assert got == wrap_int32(3 * int(a.long().sum()))
+    out = k.l2_partials(a, programs)
+    assert out.numel() == programs and (out == torch.iinfo(torch.int32).max).all()  # poisoned until written
+    got = int(k.l2_reread(a, out, 3, block=1024, unroll=4).long().sum())
+    assert wrap_int32(got) == wrap_int32(3 * int(a.long().sum()))
 
 
 def test_l2_programs_deal_the_block_reads():
