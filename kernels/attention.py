@@ -53,9 +53,9 @@ PREFILL_CANDIDATES = {
 # of key loops fails in both 3.6 and 3.9 (a dominance assertion in the warp-specialization
 # pass); with one masked loop, Q and O through pointers, 3.6 compiles it without spills (168
 # registers, 65,696-246,048 B of shared memory) but 3.9 rejects the Q pointer load
-# ("unsupported load type for producer commit") and a Q descriptor load (its 128-row block against the
-# consumers' 64-row halves); 3.9 rejects 64-row tiles on 4 warps too, and at 8 warps Hopper
-# keeps the plain pipeline (3.9 compiles it to the plain form's 81,952 B at D = 64).
+# ("unsupported load type for producer commit") and a Q descriptor load (its 128-row block
+# against the consumers' 64-row halves); 3.9 rejects 64-row tiles on 4 warps too. At 8 warps Triton
+# keeps the plain pipeline on Hopper (kernels/gemm_tma.py), so a candidate there adds nothing.
 # Tried only when none of the above fits the GPU's shared memory (AMD's 64 KiB of LDS at
 # D = 128): 64 query rows, a single K/V buffer.
 PREFILL_FALLBACK = ((64, 64, 4, 2, False), (64, 32, 4, 2, False))
