@@ -9,7 +9,11 @@ Grouped-query attention: query head h reads KV head h // (Hq // Hkv). The softma
 
 prefill: each program owns BLOCK_M query rows of one (batch, head) and walks the key
 blocks with an online softmax (running max and sum, rescaled as it goes), so the S x S
-score matrix is never written to memory. Causal programs stop at their diagonal block.
+score matrix is never written to memory. Causal programs stop at their diagonal block, and
+run longest first (a head's query blocks in reverse order). On sm_90+ (USE_TMA) Q, K, V and O
+move through host-side tensor descriptors (prefill_descriptors, made once by the caller and
+passed as arguments: no program builds one on the device). An unmasked key block scales its
+scores and subtracts the running max in one FMA (the scale folded into log2(e)).
 
 decode: one query token per sequence. The KV length is cut into SPLITS chunks, one program
 per (batch, KV head, chunk), so even batch 1 fills the GPU; each program handles all the
@@ -23,7 +27,6 @@ import triton
 import triton.language as tl
 
 from kernels.gemm import LDS_ALL_STAGES  # AMD targets that keep every stage's LDS buffer, padded
-from kernels.gemm_tma import descriptor_allocator
 
 LOG2E = 1.4426950408889634
 
@@ -31,7 +34,7 @@ LOG2E = 1.4426950408889634
 # three that fit the GPU's shared memory; `python -m bench.aot` compiles them all).
 # prefill (BLOCK_M, BLOCK_N, num_warps, num_stages, tma), by the largest head dim a list
 # serves. On sm_90+ the TMA forms come first: 128 query rows over 8 warps (two warp groups
-# of the widest Hopper MMA per K/V tile read), K/V tiles through descriptors, pipelined
+# of the widest Hopper MMA per K/V tile read), Q, K, V and O through host-side descriptors, pipelined
 # num_stages deep (ptxas for sm_90: 138-201 registers, no spills). Then the pointer-load
 # forms, the only ones before sm_90: 64-row tiles for short sequences and Ampere. 128 rows
 # on 4 warps spill at D = 128 (150 to 590 bytes per thread on sm_80 and sm_90), so only
@@ -44,6 +47,15 @@ PREFILL_CANDIDATES = {
     256: ((128, 128, 8, 2, True), (128, 64, 8, 3, True), (64, 64, 4, 3, True), (128, 128, 8, 3, True),
           (128, 64, 8, 3, False), (64, 64, 4, 3, False), (64, 128, 4, 3, False)),
 }
+# No warp-specialized form (tl.range(..., warp_specialize=True)): on sm_90 Triton splits a
+# 128-row tile on 4 warps between two consumer warp groups (a producer makes 12 warps), and
+# the kernel's structure does not survive that on both stacks. The unmasked-then-masked pair
+# of key loops fails in both 3.6 and 3.9 (a dominance assertion in the warp-specialization
+# pass); with one masked loop, Q and O through pointers, 3.6 compiles it without spills (168
+# registers, 65,696-246,048 B of shared memory) but 3.9 rejects the Q pointer load
+# ("unsupported load type for producer commit") and a Q descriptor load (its 128-row block
+# against the consumers' 64-row halves); 3.9 rejects 64-row tiles on 4 warps too. At 8 warps Triton
+# keeps the plain pipeline on Hopper (kernels/gemm_tma.py), so a candidate there adds nothing.
 # Tried only when none of the above fits the GPU's shared memory (AMD's 64 KiB of LDS at
 # D = 128): 64 query rows, a single K/V buffer.
 PREFILL_FALLBACK = ((64, 64, 4, 2, False), (64, 32, 4, 2, False))
@@ -78,7 +90,7 @@ DECODE_CANDIDATES = ((64, 4, 1), (128, 8, 1), (64, 4, 2), (32, 4, 1), (128, 4, 1
 
 @triton.jit
 def _prefill_blocks(acc, l_i, m_i, q, rows, lo, hi, qk_scale,
-                    k_desc, v_desc, k_base, v_base, b, hk, sks, svs, S_K,
+                    k_src, v_src, b, hk, sks, svs, S_K,
                     D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                     USE_TMA: tl.constexpr, PRECISION: tl.constexpr):
     # The online softmax over key blocks lo, lo + BLOCK_N, ... < hi. MASKED blocks are the
@@ -86,54 +98,67 @@ def _prefill_blocks(acc, l_i, m_i, q, rows, lo, hi, qk_scale,
     # S_K, or past the query's position when causal, become -inf there; the others take
     # no mask at all. Each block has a key below S_K that the row may see, so no row of
     # a block is all -inf after the first block (its running max stays finite).
+    # k_src, v_src: the (batch, KV head) slices' base pointers, or (USE_TMA) host-made 4-D
+    # tensor descriptors of all of k and v. qk_scale is the softmax scale times log2(e):
+    # the scores are taken in base 2, and an unmasked block scales them and subtracts the
+    # running max in one FMA (s x qk_scale - m), as max(s) x qk_scale is max(s x qk_scale).
     dims = tl.arange(0, D)
     for start in tl.range(lo, hi, BLOCK_N):  # pipelined num_stages deep (the launch option)
         cols = start + tl.arange(0, BLOCK_N)
         if USE_TMA:
             # keys past S_K come back as zeros (the descriptor's bounds), then are masked
-            k = tl.reshape(k_desc.load([b, hk, start, 0]), (BLOCK_N, D))
+            k = tl.reshape(k_src.load([b, hk, start, 0]), (BLOCK_N, D))
             s = tl.dot(q, tl.trans(k), input_precision=PRECISION)
         else:
             if MASKED:
-                k = tl.load(k_base + cols[None, :] * sks + dims[:, None], mask=cols[None, :] < S_K, other=0.0)
+                k = tl.load(k_src + cols[None, :] * sks + dims[:, None], mask=cols[None, :] < S_K, other=0.0)
             else:
-                k = tl.load(k_base + cols[None, :] * sks + dims[:, None])  # (D, BLOCK_N)
+                k = tl.load(k_src + cols[None, :] * sks + dims[:, None])  # (D, BLOCK_N)
             s = tl.dot(q, k, input_precision=PRECISION)
-        s = s * qk_scale
         if MASKED:
             keep = cols[None, :] < S_K
             if CAUSAL:
                 keep = keep & (rows[:, None] >= cols[None, :])
-            s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
+            s = tl.where(keep, s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.math.exp2(s - m_new[:, None])
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            p = tl.math.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         if USE_TMA:
-            v = tl.reshape(v_desc.load([b, hk, start, 0]), (BLOCK_N, D))
+            v = tl.reshape(v_src.load([b, hk, start, 0]), (BLOCK_N, D))
         else:
             if MASKED:
-                v = tl.load(v_base + cols[:, None] * svs + dims[None, :], mask=cols[:, None] < S_K, other=0.0)
+                v = tl.load(v_src + cols[:, None] * svs + dims[None, :], mask=cols[:, None] < S_K, other=0.0)
             else:
-                v = tl.load(v_base + cols[:, None] * svs + dims[None, :])
+                v = tl.load(v_src + cols[:, None] * svs + dims[None, :])
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
-def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v have Hkv heads
+def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors (k and v have Hkv heads), or
+                    # (USE_TMA) host-made 4-D tensor descriptors of them: q and o in (1, 1, BLOCK_M, D)
+                    # blocks, k and v in (1, 1, BLOCK_N, D) blocks
                     qk_scale,  # softmax scale x log2(e): scores are taken in base 2
                     S_Q, S_K, H_Q, GROUP,  # sequence lengths, query heads, query heads per KV head
-                    B, H_KV,  # batch and KV heads (the TMA descriptors' extents)
-                    sqb, sqh, sqs,  # q strides (batch, head, sequence)
+                    sqb, sqh, sqs,  # q strides (batch, head, sequence); unused with USE_TMA
                     skb, skh, sks,  # k strides
                     svb, svh, svs,  # v strides
                     sob, soh, sos,  # o strides
                     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                     USE_TMA: tl.constexpr = False):  # sm_90+: tiles through tensor descriptors
-    pid_m = tl.program_id(0)
+    # Causal programs run longest first: the query blocks of a head are taken in reverse, so
+    # the blocks nearest the end (the most key blocks to walk) start first and the short
+    # ones fill in behind them, instead of a long block starting last and running alone.
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
     bh = tl.program_id(1)
     # 64-bit (batch, head) offsets: b x stride_b passes 2**31 elements in large batches
     # (batch 64 x 8 KV heads x 65,536 keys x 128 dims is 2**32); offsets inside one
@@ -143,23 +168,18 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v
     hk = h // GROUP
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, D)
-    k_base = k_ptr + b * skb + hk * skh
-    v_base = v_ptr + b * svb + hk * svh
+    # (descriptor coordinates are 32-bit: batch and KV head as such)
+    b32 = bh // H_Q
+    hk32 = (bh % H_Q) // GROUP
     if USE_TMA:
         # 4-D descriptors: a block never crosses into the next head, rows past S read as
         # zeros and stores past S_Q are clipped (no masks)
-        q_desc = tl.make_tensor_descriptor(q_ptr, shape=[B, H_Q, S_Q, D], strides=[sqb, sqh, sqs, 1],
-                                           block_shape=[1, 1, BLOCK_M, D])
-        k_desc = tl.make_tensor_descriptor(k_ptr, shape=[B, H_KV, S_K, D], strides=[skb, skh, sks, 1],
-                                           block_shape=[1, 1, BLOCK_N, D])
-        v_desc = tl.make_tensor_descriptor(v_ptr, shape=[B, H_KV, S_K, D], strides=[svb, svh, svs, 1],
-                                           block_shape=[1, 1, BLOCK_N, D])
-        o_desc = tl.make_tensor_descriptor(o_ptr, shape=[B, H_Q, S_Q, D], strides=[sob, soh, sos, 1],
-                                           block_shape=[1, 1, BLOCK_M, D])
-        q = tl.reshape(q_desc.load([bh // H_Q, bh % H_Q, pid_m * BLOCK_M, 0]), (BLOCK_M, D))
+        q = tl.reshape(q_ptr.load([b32, bh % H_Q, pid_m * BLOCK_M, 0]), (BLOCK_M, D))
+        k_src = k_ptr
+        v_src = v_ptr
     else:
-        k_desc = k_ptr
-        v_desc = v_ptr
+        k_src = k_ptr + b * skb + hk * skh
+        v_src = v_ptr + b * svb + hk * svh
         q = tl.load(q_ptr + b * sqb + h * sqh + rows[:, None] * sqs + dims[None, :], mask=rows[:, None] < S_Q,
                     other=0.0)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -174,17 +194,15 @@ def attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr,  # (B, H, S, D) tensors; k and v
     else:
         edge_lo = S_K // BLOCK_N * BLOCK_N
         edge_hi = S_K
-    # (descriptor coordinates are 32-bit: batch and KV head as such)
-    b32 = bh // H_Q
-    hk32 = (bh % H_Q) // GROUP
-    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, 0, edge_lo, qk_scale, k_desc, v_desc, k_base, v_base,
+    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, 0, edge_lo, qk_scale, k_src, v_src,
                                     b32, hk32, sks, svs, S_K, D, BLOCK_N, False, CAUSAL, USE_TMA, PRECISION)
-    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, edge_lo, edge_hi, qk_scale, k_desc, v_desc, k_base,
-                                    v_base, b32, hk32, sks, svs, S_K, D, BLOCK_N, True, CAUSAL, USE_TMA, PRECISION)
-    out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
+    acc, l_i, m_i = _prefill_blocks(acc, l_i, m_i, q, rows, edge_lo, edge_hi, qk_scale, k_src, v_src,
+                                    b32, hk32, sks, svs, S_K, D, BLOCK_N, True, CAUSAL, USE_TMA, PRECISION)
     if USE_TMA:
-        o_desc.store([bh // H_Q, bh % H_Q, pid_m * BLOCK_M, 0], tl.reshape(out, (1, 1, BLOCK_M, D)))
+        out = (acc / l_i[:, None]).to(o_ptr.dtype)
+        o_ptr.store([b32, bh % H_Q, pid_m * BLOCK_M, 0], tl.reshape(out, (1, 1, BLOCK_M, D)))
     else:
+        out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
         tl.store(o_ptr + b * sob + h * soh + rows[:, None] * sos + dims[None, :], out, mask=rows[:, None] < S_Q)
 
 
@@ -252,27 +270,37 @@ def tma_ready(*tensors) -> bool:
     return True
 
 
-def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2, use_tma=False):
+def prefill_descriptors(q, k, v, o, block_m, block_n):
+    """Return host-side tensor descriptors of q, k, v and o for the TMA prefill: 4-D, q and o
+    in (1, 1, block_m, D) blocks, k and v in (1, 1, block_n, D) blocks (ValueError when their
+    strides do not allow it). Made once, outside the timed region: the kernel gets them as
+    arguments, so no program builds a descriptor on the device."""
+    from triton.tools.tensor_descriptor import TensorDescriptor  # deferred: Triton 3.4+ only (the TMA path)
+    if not tma_ready(q, k, v, o):
+        raise ValueError("TMA needs q, k, v and o with a contiguous last dimension and 16-byte-aligned strides")
+    D = q.shape[-1]
+    return tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, rows, D])
+                 for t, rows in ((q, block_m), (k, block_n), (v, block_n), (o, block_m)))
+
+
+def prefill(q, k, v, o, causal=False, block_m=64, block_n=64, num_warps=4, num_stages=2, use_tma=False,
+            descriptors=None):
     """Return o after o = softmax(q k^T / sqrt(D)) v (causal: query i sees keys 0..i).
-    use_tma (sm_90+, or Triton 3.9's interpreter): Q, K, V and O move through tensor
-    descriptors (ValueError when their strides do not allow it)."""
+    use_tma (sm_90+, or Triton 3.9's interpreter): Q, K, V and O move through host-side tensor
+    descriptors, descriptors (from prefill_descriptors with the same blocks) or made here
+    (ValueError when their strides do not allow it)."""
     B, Hq, S, D = q.shape
     Hkv, S_k = k.shape[1], k.shape[2]
     assert Hq % Hkv == 0 and D in (16, 32, 64, 128, 256)
-    if use_tma and not tma_ready(q, k, v, o):
-        raise ValueError("TMA needs q, k, v and o with a contiguous last dimension and 16-byte-aligned strides")
     grid = (triton.cdiv(S, block_m), B * Hq)
-    args = (q, k, v, o, LOG2E / math.sqrt(D), S, S_k, Hq, Hq // Hkv, B, Hkv,
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2))
-    kwargs = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-                  PRECISION=DOT_PRECISION,
-                  USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
+    tensors = (q, k, v, o)
     if use_tma:
-        with descriptor_allocator(q.device):
-            attn_fwd_kernel[grid](*args, **kwargs)
-    else:
-        attn_fwd_kernel[grid](*args, **kwargs)
+        tensors = descriptors or prefill_descriptors(q, k, v, o, block_m, block_n)
+    attn_fwd_kernel[grid](*tensors, LOG2E / math.sqrt(D), S, S_k, Hq, Hq // Hkv,
+                          q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                          v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+                          D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, PRECISION=DOT_PRECISION,
+                          USE_TMA=use_tma, num_warps=num_warps, num_stages=num_stages)
     return o
 
 

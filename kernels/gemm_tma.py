@@ -82,8 +82,25 @@ CONFIGS_8BIT = (
     TmaConfig(64, 256, 128, 8, 4, 4, 2),
     TmaConfig(64, 128, 128, 8, 4, 4, 1),
 )
+# int8: the int32 C tile is twice fp8's bf16 one, and a warp-specialized tile must store it
+# whole on Triton 3.6 (split 1): 128 x 256 x 4 B = 128 KiB of staging, so at 128 K x 3 stages
+# (278,528 B) it does not fit sm_90's 232,448 B per block and the quick plan pruned it. Here
+# it takes 64 K per stage, 4 stages deep (the same 96 KiB of A and B in flight as 128 K x 2,
+# in finer steps): 98,304 + 131,072 + 1,024 = 230,400 B. It is second, so a quick run (the
+# first three that fit) tunes over it; the plain pipelines store C in halves or quarters.
+# (Its C in halves would free 64 KiB for 6 stages: Triton 3.9 compiles that, 213,784 B, but
+# 3.6's warp-specialization pass still fails on the split epilogue, so C stays whole.)
+CONFIGS_INT8 = (
+    TmaConfig(128, 256, 128, 8, 8, 3, 2),
+    TmaConfig(128, 256, 64, 8, 4, 4, 1, True),
+    TmaConfig(128, 256, 128, 8, 8, 4, 4),
+    TmaConfig(128, 128, 128, 8, 4, 4, 1, True),
+    TmaConfig(128, 128, 128, 8, 4, 4, 2),
+    TmaConfig(64, 256, 128, 8, 4, 4, 2),
+    TmaConfig(64, 128, 128, 8, 4, 4, 1),
+)
 CONFIGS = {"fp16": CONFIGS_16BIT, "bf16": CONFIGS_16BIT,
-           "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_8BIT}
+           "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_INT8}
 PRECISIONS = tuple(CONFIGS)
 
 INTERPRETER_CONFIG = TmaConfig(64, 64, 32, 4, 4, 1, 2)

@@ -3,7 +3,10 @@ reread (one buffer summed many times in one launch, for the cache roofs).
 
 Pure compute: no timing, no files, no printing. Each host wrapper takes tensors that the
 caller allocated (so allocation stays outside any timed region), launches one kernel, and
-returns the output tensor. Elementwise kernels compute in fp32 and round once on store,
+returns the output tensor. The reductions (read, reread) write one partial sum per program
+of their persistent grid into a buffer of slots (partials(), allocated by the caller): no
+atomic into a scalar that would have to be zeroed by a second launch first; the result is
+the slots' sum, which the caller takes outside the timed call. Elementwise kernels compute in fp32 and round once on store,
 as torch's own elementwise ops do, so both agree with a float64 reference to within one
 rounding of the storage dtype.
 
@@ -25,6 +28,10 @@ NUM_WARPS = 8
 READ_BLOCK_BYTES = 32 * 1024
 READ_WARPS = 8
 READ_PROGRAMS_PER_SM = 2
+# The read loop's software-pipeline depth: each stage a READ_BLOCK_BYTES buffer in shared
+# memory per program (cp.async on sm_80+), so the loads of the next blocks are in flight while
+# one is added; 3 stages x 32 KiB x 2 programs fit an SM's shared memory.
+READ_STAGES = 3
 
 
 @triton.jit
@@ -78,26 +85,29 @@ def triad_kernel(b_ptr,  # input, n elements
 
 @triton.jit
 def read_kernel(a_ptr,  # input, n elements
-                out_ptr,  # output, one fp32 element, zeroed by the caller: out += sum(a)
+                part_ptr,  # output, one fp32 slot per program: part[p] = program p's partial sum of a
                 n,  # element count
-                BLOCK: tl.constexpr):
-    # Persistent grid: program p sums blocks p, p + G, p + 2G, ... and adds one partial
-    # sum, so the number of atomics is the grid size, not n / BLOCK. Whole blocks load
-    # unmasked (one 16-byte load per thread and 16 bytes of the block, all issued before
-    # the first add: BLOCK x width / (16 x threads) loads in flight per thread); only the
-    # one partial block at the end, if any, is masked. Each byte is read once: the loads
-    # are marked evict-first, so the stream does not push other lines out of L2.
+                BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    # Persistent grid: program p sums blocks p, p + G, p + 2G, ... and stores one partial
+    # sum in its own slot (sum(a) = sum(part)): no atomic and no output to zero first, so a
+    # call is one launch. Whole blocks load unmasked (one 16-byte load per thread and 16
+    # bytes of the block, all issued before the first add: BLOCK x width / (16 x threads)
+    # loads in flight per thread), and the loop is software-pipelined STAGES deep (Triton
+    # pipelines loads that feed no dot only when the loop asks), so the next blocks' loads
+    # are in flight while this one is added; only the one partial block at the end, if any,
+    # is masked. Each byte is read once: the loads are marked evict-first, so the stream
+    # does not push other lines out of L2.
     pid = tl.program_id(0).to(tl.int64)  # 64-bit offsets: arrays past 2**31 elements
     programs = tl.num_programs(0).to(tl.int64)
     full = n // BLOCK * BLOCK  # elements in whole blocks (n's own width: i64 when n passes 2**31)
     acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(pid * BLOCK, full, programs * BLOCK):
+    for start in tl.range(pid * BLOCK, full, programs * BLOCK, num_stages=STAGES):
         offs = start + tl.arange(0, BLOCK)
         acc += tl.load(a_ptr + offs, eviction_policy="evict_first").to(tl.float32)
     if pid == (n // BLOCK) % programs:  # the partial block, on the program whose turn it is
         offs = full + tl.arange(0, BLOCK)
         acc += tl.load(a_ptr + offs, mask=offs < n, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
+    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
 
 
 @triton.jit
@@ -112,14 +122,15 @@ def write_kernel(b_ptr,  # output, n elements: b = s
 
 @triton.jit
 def reread_kernel(a_ptr,  # input, n elements (int32 or fp32), read REPEATS times
-                  out_ptr,  # output, one element of a's dtype, zeroed by the caller: out += REPEATS x sum(a)
+                  part_ptr,  # output, one element of a's dtype per program: sum(part) = REPEATS x sum(a)
                   n,  # element count
                   repeats,  # passes over the buffer
                   BLOCK: tl.constexpr):
     # Persistent grid. Pass r sends program p to blocks (j + r) mod nblocks for its
     # j = p, p + G, ...: every pass reads every block once, and no load is the same from one
     # pass to the next, so none can be hoisted out of the pass loop. Loads bypass L1
-    # (".cg"), so a buffer that fits L2 is read from L2.
+    # (".cg"), so a buffer that fits L2 is read from L2. Each program stores its partial sum
+    # in its own slot: one launch a call, nothing to zero.
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     nblocks = tl.cdiv(n, BLOCK)
@@ -129,7 +140,7 @@ def reread_kernel(a_ptr,  # input, n elements (int32 or fp32), read REPEATS time
             b = (j + r) % nblocks
             offs = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
             acc += tl.load(a_ptr + offs, mask=offs < n, other=0, cache_modifier=".cg")
-    tl.atomic_add(out_ptr, tl.sum(acc, axis=0))
+    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
 
 
 def _grid(n, block):
@@ -173,18 +184,29 @@ def read_programs(device):
     return 4
 
 
-def read(a, out, block=None, programs=None):
-    """Return out (one fp32 element) holding sum(a), accumulated in fp32.
+def partials(programs: int, dtype, device) -> torch.Tensor:
+    """Return the output of a persistent reduction (read, reread): one slot per program, NaN
+    (the largest integer for an integer dtype) until a call writes it. Allocate it once,
+    outside any timed region; the call writes every slot, and the result is its sum."""
+    fill = float("nan") if dtype.is_floating_point else torch.iinfo(dtype).max
+    return torch.full((programs,), fill, dtype=dtype, device=device)
 
-    Two launches: out is zeroed, then the persistent reduction adds its partial sums.
-    block: elements per program and iteration (default read_block(a's width)).
-    """
+
+def read_partials(a, block=None, programs=None) -> torch.Tensor:
+    """Return read()'s output for a: one fp32 slot per program of its persistent grid
+    (at most `programs`, default read_programs(a's device), and no more than a's blocks)."""
     block = block or read_block(a.element_size())
     programs = programs or read_programs(a.device)
-    grid = (max(1, min(programs, triton.cdiv(a.numel(), block))),)
-    out.zero_()
-    read_kernel[grid](a, out, a.numel(), BLOCK=block, num_warps=READ_WARPS)
-    return out
+    return partials(max(1, min(programs, triton.cdiv(a.numel(), block))), torch.float32, a.device)
+
+
+def read(a, part, block=None):
+    """Return part (from read_partials, with the same block) holding per-program partial sums
+    of a, accumulated in fp32: sum(a) = part.sum(). One launch, on part.numel() programs.
+    block: elements per program and iteration (default read_block(a's width))."""
+    block = block or read_block(a.element_size())
+    read_kernel[(part.numel(),)](a, part, a.numel(), BLOCK=block, STAGES=READ_STAGES, num_warps=READ_WARPS)
+    return part
 
 
 def write(b, s, block=BLOCK):
@@ -197,13 +219,17 @@ REREAD_BLOCK = 1024
 REREAD_PROGRAMS_PER_SM = 4
 
 
-def reread(a, out, repeats, block=REREAD_BLOCK, programs=None):
-    """Return out (one element of a's dtype) holding repeats x sum(a): a is read from
-    memory `repeats` times in one launch (int32 adds wrap modulo 2**32, as torch's do)."""
+def reread_partials(a, block=REREAD_BLOCK, programs=None) -> torch.Tensor:
+    """Return reread()'s output for a: one slot of a's dtype per program of its grid."""
     if programs is None:
         programs = (REREAD_PROGRAMS_PER_SM * torch.cuda.get_device_properties(a.device).multi_processor_count
                     if a.device.type == "cuda" else 4)
-    grid = (max(1, min(programs, triton.cdiv(a.numel(), block))),)
-    out.zero_()
-    reread_kernel[grid](a, out, a.numel(), int(repeats), BLOCK=block, num_warps=4)
-    return out
+    return partials(max(1, min(programs, triton.cdiv(a.numel(), block))), a.dtype, a.device)
+
+
+def reread(a, part, repeats, block=REREAD_BLOCK):
+    """Return part (from reread_partials) holding per-program partial sums whose total is
+    repeats x sum(a): a is read from memory `repeats` times in one launch (int32 adds wrap
+    modulo 2**32, as torch's do)."""
+    reread_kernel[(part.numel(),)](a, part, a.numel(), int(repeats), BLOCK=block, num_warps=4)
+    return part

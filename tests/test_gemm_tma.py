@@ -64,6 +64,14 @@ def test_tma_gemm_warp_specialized_config_is_correct(dev):
     _check("fp8e4m3", 100, 72, 80, dev, kt.TmaConfig(64, 64, 32, 8, 4, 2, 1, True))
 
 
+def test_int8_warp_specialized_128x256_tile_of_the_quick_plan_is_exact(dev):
+    # the int8 candidate a quick run tunes over (128 x 256 x 64, 4 stages, C whole), at a
+    # ragged shape of 4 tiles on 3 programs: edge tiles zero-filled, the last stores clipped
+    cfg = next(c for c in kt.candidates("int8") if c.warp_specialize and c.block_n == 256)
+    assert (cfg.block_m, cfg.block_k, cfg.num_stages, cfg.split_c) == (128, 64, 4, 1)
+    _check("int8", 130, 260, 208, dev, cfg, sms=3)
+
+
 def test_tma_reason_names_unaligned_rows():
     a = torch.empty(8, 20, dtype=torch.float16)    # 40-byte rows
     b = torch.empty(16, 20, dtype=torch.float16)
@@ -109,8 +117,12 @@ def test_smem_model_hand_worked():
     assert kt.smem_bytes(cfg, 2, 2, 90) == 147456 + 32768 + 1024 == 181248
     # Blackwell (and an unknown arch) adds half a slice
     assert kt.smem_bytes(cfg, 2, 2, 100) == kt.smem_bytes(cfg, 2, 2) == 181248 + 16384
-    # int8's int32 C, whole (split 1): 3 x 384 x 128 + 128 x 256 x 4 + 1024 = 279,552 > 227 KiB: pruned
+    # int8's int32 C, whole (split 1): 3 x 384 x 128 + 128 x 256 x 4 + 1024 = 279,552 > 227 KiB: pruned;
+    # int8's own warp-specialized tile takes 64 K per stage, 4 deep: 98,304 + 131,072 + 1024 = 230,400, fits
     assert kt.smem_bytes(kt.TmaConfig(128, 256, 128, 8, 4, 3, 1, True), 1, 4, 90) == 279552
+    ws8 = kt.TmaConfig(128, 256, 64, 8, 4, 4, 1, True)
+    assert ws8 in kt.candidates("int8") and kt.smem_bytes(ws8, 1, 4, 90) == 4 * 384 * 64 + 131072 + 1024 == 230400
+    assert 230400 <= SM90_SMEM
     # every candidate's label says what it is
     assert str(cfg) == "128x256x64/g8/w8/s3/c2" and str(kt.TmaConfig(128, 128, 64, 8, 4, 4, 1, True)).endswith("/ws")
 
@@ -123,8 +135,9 @@ def test_candidates_fit_hopper_and_warp_specialize_only_at_four_warps():
         assert len(fits) >= 3, precision
         # Hopper specializes warps only at 4 warps, and Triton 3.6 only with C stored whole
         assert all(c.num_warps == 4 and c.split_c == 1 for c in cands if c.warp_specialize)
-        # a quick run (the first 3 that fit) tries a warp-specialized candidate
+        # a quick run (the first 3 that fit) tries a warp-specialized candidate, a 128 x 256 one
         assert any(c.warp_specialize for c in fits[:3]), precision
+        assert any(c.warp_specialize and c.block_n == 256 for c in fits[:3]), precision
 
 
 @pytest.mark.skipif(not INTERPRETING, reason="the CPU path of this check runs under the interpreter")

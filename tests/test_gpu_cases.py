@@ -36,3 +36,29 @@ def test_the_device_check_runs_the_path_tests_first():
     quick = subprocess.run(["bash", str(ROOT / ".ci" / "device-check"), "--dry"], cwd=ROOT, env=env | {"MODE": "quick"},
                            capture_output=True, text=True, timeout=300)
     assert quick.stdout.split("steps: ", 1)[1].startswith("env; paths (pytest tests/test_gpu_paths.py, <= 60 s); run_bench.py")
+
+
+def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():
+    # the TMA GEMM's every-configuration test walks kt.candidates(dtype) (int8's 128 x 256
+    # warp-specialized tile among them), and the causal prefill test every TMA candidate a
+    # quick run tunes over at head dims 64 and 128: each configuration the sm_90 quick plan
+    # compiles is one of them
+    from bench.ops._tune import launched
+    from kernels import attention as ka
+    from kernels import gemm_tma as kt
+    ok = build_plan("sm_90", quick=True).by_status("ok")
+    gemm = {(r.dtype, kt.TmaConfig(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["GROUP_M"], o["num_warps"],
+                                   o["num_stages"], c["SPLIT_C"], c["WARP_SPECIALIZE"]))
+            for r in ok if r.kernel == "tma_matmul_kernel"
+            for c, o in [(r.job["constexprs"], r.job["options"])]}
+    assert gemm and all(cfg in kt.candidates(dtype) for dtype, cfg in gemm)
+    assert ("int8", kt.TmaConfig(128, 256, 64, 8, 4, 4, 1, True)) in gemm
+    prefill = {(r.job["constexprs"]["D"], (r.job["constexprs"]["BLOCK_M"], r.job["constexprs"]["BLOCK_N"],
+                                           r.job["options"]["num_warps"], r.job["options"]["num_stages"], True))
+               for r in ok if r.kernel == "attn_fwd_kernel" and r.job["constexprs"]["USE_TMA"]}
+    tested = set()
+    for d in (64, 128):
+        cands = [c for c in ka.prefill_candidates(d, 90) if c[4]]
+        runs, _ = launched(cands, lambda c: ka.prefill_smem_bytes(c[0], c[1], d, 2, c[3], 90, tma=True), 232448, True)
+        tested |= {(d, c) for c in runs}
+    assert prefill and prefill <= tested

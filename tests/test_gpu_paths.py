@@ -6,7 +6,11 @@ broken kernel is named before the long run starts (.ci/device-check, `paths`, un
   checked (the launch context's verify), then checked by the gate;
 - the persistent TMA GEMM with more tiles than programs (64 tiles on 4 programs: the pipeline
   across tiles, the epilogue counter, a warp-specialized producer running ahead), every
-  candidate configuration of every precision it runs, warp-specialized ones included.
+  candidate configuration of every precision it runs, warp-specialized ones included (int8's
+  128 x 256 one among them);
+- the causal TMA prefill (host-side descriptors, query blocks longest first) at a length no
+  block divides, every candidate a quick run tunes over at both head dims (the tuning test
+  above checks only each point's winner).
 
 Marked `gpu`: skipped without CUDA (conftest.py). tests/test_gpu_cases.py checks on the CPU
 that the case list covers the quick plan."""
@@ -87,4 +91,27 @@ def test_persistent_tma_gemm_with_more_tiles_than_programs_every_configuration(p
             why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if why:
             failed.append(f"{cfg}: {why}")
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_causal_tma_prefill_every_quick_candidate(d):
+    from bench.hw import detect
+    from bench.ops import attention as a
+    from bench.ops._tune import launched, smem_limit
+    from kernels import attention as ka
+    major, minor = torch.cuda.get_device_capability()
+    if major < 9:
+        pytest.skip("the TMA prefill needs sm_90 or later")
+    info = detect.resolve("cuda")
+    point = {"dtype": "bf16", "causal": True, "head_dim": d, "heads": (1, 8, 2), "seq": 1000}
+    op = load_all().ops["attention.prefill"]
+    x = op.make_inputs(point, info.torch_device)
+    ref, tol = op.reference(x), op.tolerance(point)
+    verify = verifier(ref, tol, info, x, op.outputs, op.error)
+    cands = [c for c in ka.prefill_candidates(d, 10 * major + minor) if c[4]]
+    runs, _ = launched(cands, lambda c: ka.prefill_smem_bytes(c[0], c[1], d, 2, c[3], 10 * major + minor, tma=True),
+                       smem_limit(info.torch_device), True)
+    assert runs
+    failed = [f"{c}: {why}" for c in runs if (why := verify(a._prefill_triton_call(x, c)))]
     assert not failed, "\n".join(failed)

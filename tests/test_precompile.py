@@ -228,3 +228,45 @@ if __name__ == "__main__":
     assert r["rec"]["failed"] == 0 and r["rec"]["ok"] > 0, r["rec"]
     assert r["ok"] > 0
     assert r["jit"]["cache_hits"] > 0 and r["jit"]["compiles"] == 0, r
+
+
+# The TMA prefill takes host-side tensor descriptors: its job types them as Triton's JIT does
+# ("tensordesc<bf16[1, 1, 128, 64]>"), precompile compiles it from stand-ins in one process, and
+# a launch in another with the run's own descriptors (recorded from the launcher, on meta
+# tensors) finds it in the cache.
+REPLAY_DESCRIPTORS = r"""
+import importlib, json, sys
+if __name__ == "__main__":
+    import torch
+    from bench.aot import plan as aot_plan, precompile as pc
+    from kernels import attention as ka
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    q, k = torch.empty(1, 4, 1024, 64, **meta), torch.empty(1, 2, 1024, 64, **meta)
+    log = []
+    with aot_plan.recording(log):
+        ka.prefill(q, k, k, q, True, 128, 64, 8, 3, use_tma=True, descriptors=ka.prefill_descriptors(q, k, k, q, 128, 64))
+    job = aot_plan.job_of(log[0], aot_plan._kernels()[(log[0].module, log[0].kernel)], 90)
+    if sys.argv[1] == "compile":
+        print(json.dumps({"sig": {n: job["signature"][n] for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")},
+                          "res": pc.compile_launch(job)["status"]}))
+    else:
+        from triton.runtime import driver
+        driver.set_active(pc._Target(90))
+        with pc.JitCounter() as run:
+            l = log[0]
+            getattr(importlib.import_module(l.module), l.kernel).run(*l.args, grid=(1,), warmup=True, **l.kwargs)
+        print(json.dumps({"run": run.record()}))
+"""
+
+
+def test_a_tma_prefill_launch_with_host_descriptors_finds_what_precompile_wrote(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    out = _python(REPLAY_DESCRIPTORS, "compile")
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["sig"] == {"q_ptr": "tensordesc<bf16[1, 1, 128, 64]>", "k_ptr": "tensordesc<bf16[1, 1, 64, 64]>",
+                        "v_ptr": "tensordesc<bf16[1, 1, 64, 64]>", "o_ptr": "tensordesc<bf16[1, 1, 128, 64]>"}
+    assert r["res"] == "ok"
+    out = _python(REPLAY_DESCRIPTORS, "replay")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1])["run"] == {"cache_hits": 1, "compiles": 0}

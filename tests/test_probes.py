@@ -40,8 +40,8 @@ def test_l1_kernel_reads_each_span_passes_times_and_nothing_else(dev):
     programs, span, passes = 3, 8192, 2   # 2 windows of 4096 per program
     a = torch.full((programs * span + 4096,), float("nan"), device=dev)   # a poisoned tail past the spans
     a[:programs * span] = (torch.arange(programs * span, device=dev) % 7).float()  # exact in fp32
-    out = torch.empty((), device=dev)
-    got = k.l1_reread(a, out, programs, span, passes, block=4096).item()
+    out = k.l2_partials(a, programs)
+    got = k.l1_reread(a, out, span, passes, block=4096).sum().item()
     assert got == passes * float((torch.arange(programs * span) % 7).sum())
 
 
@@ -63,9 +63,10 @@ def test_l2_kernel_reads_every_block_repeats_times(programs, dev):
     from kernels import probes as k
     gen = torch.Generator().manual_seed(3)
     a = torch.randint(-1000, 1001, (5000,), dtype=torch.int32, generator=gen).to(dev)  # 5 blocks, the last partial
-    out = torch.empty((), dtype=torch.int32, device=dev)
-    got = k.l2_reread(a, out, 3, programs=programs, block=1024, unroll=4).item()
-    assert got == wrap_int32(3 * int(a.long().sum()))
+    out = k.l2_partials(a, programs)
+    assert out.numel() == programs and (out == torch.iinfo(torch.int32).max).all()  # poisoned until written
+    got = int(k.l2_reread(a, out, 3, block=1024, unroll=4).long().sum())
+    assert wrap_int32(got) == wrap_int32(3 * int(a.long().sum()))
 
 
 def test_l2_programs_deal_the_block_reads():

@@ -42,8 +42,10 @@ def test_triton_stream_kernel_matches_float64(kind, dtype, dev):
 def test_read_kernel_sums_exactly_on_integers(dev):
     from kernels import stream as k
     a = torch.arange(3000, dtype=torch.float32, device=dev)  # exact in fp32: 0 + ... + 2999
-    out = torch.empty((), dtype=torch.float32, device=dev)
-    assert k.read(a, out, block=1024, programs=2).item() == 2999 * 3000 / 2
+    part = k.read_partials(a, block=1024, programs=2)
+    assert part.numel() == 2 and part.isnan().all()  # poisoned until a call writes it
+    assert k.read(a, part, block=1024).sum().item() == 2999 * 3000 / 2
+    assert k.read(a, part, block=1024).sum().item() == 2999 * 3000 / 2  # again: nothing to zero between calls
 
 
 def test_write_kernel_leaves_memory_past_n_alone(dev):
@@ -75,11 +77,12 @@ def test_reread_kernel_reads_every_block_every_pass(dtype, dev):
     a = (torch.randint(-1000, 1001, (n,), dtype=torch.int32, device=dev) if dtype == "int32"
          else torch.randn(n, device=dev))
     x = {"a": a, "repeats": 5}
-    out = torch.full((), 12345, dtype=a.dtype, device=dev)
-    k.reread(a, out, 5, block=1024, programs=2)
-    assert reread_error(out, reread_reference(x), x) <= (0.0 if dtype == "int32" else 1e-5)
+    out = k.reread_partials(a, block=1024, programs=2)
+    for _ in range(2):  # a second call finds the first one's sums and overwrites them
+        k.reread(a, out, 5, block=1024)
+        assert reread_error(out, reread_reference(x), x) <= (0.0 if dtype == "int32" else 1e-5)
     if dtype == "int32":
-        assert int(out.item()) == 5 * int(a.long().sum().item())
+        assert int(out.long().sum().item()) == 5 * int(a.long().sum().item())
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
@@ -134,8 +137,36 @@ def test_read_kernel_sums_every_block_once(n, programs, dev):
     # on one program only) counted exactly once, whatever the grid
     from kernels import stream as k
     a = torch.arange(n, dtype=torch.float32, device=dev) % 1000
-    out = torch.empty((), dtype=torch.float32, device=dev)
-    assert k.read(a, out, block=1024, programs=programs).item() == float(a.double().sum())
+    part = k.read_partials(a, block=1024, programs=programs)
+    assert part.numel() == min(programs, -(-n // 1024))
+    assert k.read(a, part, block=1024).double().sum().item() == float(a.double().sum())
+
+
+def test_read_impl_is_one_launch_and_its_check_adds_the_partials(dev):
+    # the timed call launches only the reduction (no zeroing kernel before it); the gate adds
+    # the per-program partials, and one slot left at its poison fails it
+    import kernels.stream as k
+    from bench.measure.gate import check
+    from bench.measure.registry import LaunchContext
+    op = REG.ops["stream.read"]
+    point = {"dtype": "float32", "ws_bytes": 4 * 20000}
+    x = op.make_inputs(point, dev)
+    ref = op.reference(x)
+    launched = []
+    real = k.read_kernel
+    class Counting:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+    k.read_kernel = Counting()
+    try:
+        got = check(lambda: REG.impls["stream.read/triton"].launcher(x, LaunchContext(point)), ref,
+                    op.tolerance(point), dev, x, op.outputs, op.error)
+    finally:
+        k.read_kernel = real
+    assert got.passed and len(launched) == 1 and x["out"].numel() == launched[0][0] > 1
+    x["out"][0] = float("nan")
+    assert not op.error(x["out"], ref, x) <= op.tolerance(point)
 
 
 def test_read_block_is_the_same_bytes_at_every_width():

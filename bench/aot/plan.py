@@ -102,6 +102,16 @@ def meta_inputs():
         yield
 
 
+def tensordesc_type(v) -> str | None:
+    """Return the signature type of a host-side tensor descriptor
+    (triton.tools.tensor_descriptor.TensorDescriptor) as Triton's JIT names it, its base's
+    element type and its block shape ("tensordesc<bf16[1, 1, 128, 64]>", Triton 3.6 to 3.9),
+    or None for any other argument."""
+    if type(v).__name__ != "TensorDescriptor" or not hasattr(v, "base") or not hasattr(v, "block_shape"):
+        return None
+    return f"tensordesc<{TRITON_TYPE[v.base.dtype]}[{', '.join(str(int(b)) for b in v.block_shape)}]>"
+
+
 def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict:
     """Return the compile job of a recorded launch: signature, constexprs, 16-aligned
     arguments and options, all by argument name (picklable, version-neutral), and the
@@ -128,6 +138,8 @@ def job_of(launch: Launch, kernel, cc: int, target: tuple | None = None) -> dict
             aligned.append(n)  # allocations are 256-byte aligned; the suite passes no offset views
             if hip and hip_buffer_ops() and v.untyped_storage().nbytes() <= PTR32_MAX:
                 ptr32.append(n)  # ROCm's JIT specializes it ("S": tt.pointer_range 32, buffer loads)
+        elif tensordesc_type(v):
+            signature[n] = tensordesc_type(v)  # a host-side tensor descriptor: no alignment attribute
         elif isinstance(v, bool):
             signature[n] = "i1"
         elif isinstance(v, int):

@@ -138,10 +138,29 @@ def launch_args(job: dict) -> dict:
             out[name] = True
         elif ty in ("fp32", "fp64"):
             out[name] = 1.5
+        elif ty.startswith("tensordesc<"):
+            out[name] = _descriptor(types, ty)
         else:
             raise TypeError(f"{job['kernel']}: no stand-in for a {ty} argument ({name})")
     out.update(job["options"])
     return out
+
+
+def _descriptor(types: dict, ty: str):
+    """Return a host-side tensor descriptor the JIT specializes as ty ("tensordesc<bf16[1, 1,
+    128, 64]>"): a stand-in pointer of the dtype, the block shape, a row-major shape of one
+    block (its last dimension at least 16 bytes, so every stride is 16-byte aligned)."""
+    from triton.tools.tensor_descriptor import (
+        TensorDescriptor,  # deferred: Triton is optional; loaded in the compile worker only
+    )
+    dtype, block = ty[len("tensordesc<"):].split("[", 1)
+    block = [int(b) for b in block.split("]", 1)[0].split(",")]
+    base = _Pointer(types[dtype])
+    shape = block[:-1] + [max(block[-1], 16 // base.dtype.itemsize)]
+    strides = [1]
+    for extent in reversed(shape[1:]):
+        strides.insert(0, strides[0] * extent)
+    return TensorDescriptor(base, shape, strides, block)
 
 
 _DRIVER: dict = {}

