@@ -59,13 +59,15 @@ def test_dram_uses_only_four_times_llc_and_up():
     assert roofs[0].name == "dram" and roofs[0].value == 52
 
 
-def test_dram_filter_runs_before_the_envelope():
-    # a triad rounded to 8 bytes under 128 MiB shares the 128 MiB size bin with a copy of
-    # exactly 128 MiB; the faster triad wins the bin but is under 4x LLC: the copy must count
-    df = pd.concat([rows([(128 * MiB, 50), (256 * MiB, 51)]),
-                    rows([(128 * MiB - 8, 70)], op="stream.triad", impl="stream.triad/torch")])
+def test_dram_window_is_by_size_bin_and_runs_before_the_envelope():
+    # a triad rounded to 8 bytes under 128 MiB (= 4x LLC) shares the 128 MiB size bin with a
+    # copy of exactly 128 MiB: it is a 128 MiB point, in the window, and the faster of the two
+    # stands for the bin (52.5); a faster row two bins under the start (112 MiB) is out
+    df = pd.concat([rows([(128 * MiB, 50), (256 * MiB, 51), (112 * MiB, 70)]),
+                    rows([(128 * MiB - 8, 52.5)], op="stream.triad", impl="stream.triad/torch")])
     roofs, _ = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
-    assert roofs[0].name == "dram" and roofs[0].value == 51 and roofs[0].plateau_points == 2
+    assert roofs[0].name == "dram" and roofs[0].value == 52.5 and roofs[0].plateau_points == 2
+    assert roofs[0].plateau_bytes == (128 * MiB - 8, 256 * MiB)
 
 
 def test_an_off_chip_roof_needs_two_sizes():
@@ -211,11 +213,25 @@ def test_no_dram_roof_without_large_sizes_says_why():
     assert any("4x the last-level cache" in n for n in notes)
 
 
-def test_cache_level_not_above_memory_gets_no_roof():
+def test_cache_level_within_10_percent_of_memory_is_its_bands_roof_labelled_indistinct():
+    # plateau medians: l3 51.5 (52, 51), dram 50: within 10%, so l3 keeps the roof of the
+    # working sets that fit it, labelled; its points would otherwise have no bound
     df = rows([(4 * MiB, 52), (8 * MiB, 51), (128 * MiB, 50), (256 * MiB, 50)])
     roofs, notes = bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")
-    assert [r.name for r in roofs if "." not in r.name] == ["dram"]
-    assert any(n.startswith("l3:") and "not above" in n for n in notes)
+    got = {r.name: r for r in roofs if "." not in r.name}
+    assert list(got) == ["dram", "l3"] and got["l3"].value == 52 and got["l3"].extra["indistinct_from"] == "dram"
+    assert "indistinct: its plateau (median 51.5 GB/s) is within 10% of dram's (50.0)" in got["l3"].note
+    assert not any(n.startswith("l3:") for n in notes)
+
+
+def test_cache_level_10_percent_above_memory_is_distinct_and_one_below_it_gets_no_roof():
+    fast = {r.name: r for r in bandwidth_roofs(rows([(4 * MiB, 56), (8 * MiB, 55), (128 * MiB, 50), (256 * MiB, 50)]),
+                                               [("l3", 32 * MiB)], "dram")[0]}
+    assert "indistinct_from" not in fast["l3"].extra          # 55.5 >= 1.1 x 50
+    slow, notes = bandwidth_roofs(rows([(4 * MiB, 40), (8 * MiB, 44), (128 * MiB, 50), (256 * MiB, 50)]),
+                                  [("l3", 32 * MiB)], "dram")
+    assert [r.name for r in slow if "." not in r.name] == ["dram"]   # 42 < 0.9 x 50
+    assert any(n.startswith("l3: its plateau (median 42.0 GB/s) is below the dram roof's") for n in notes)
 
 
 def test_rising_curve_gives_no_cache_roof():

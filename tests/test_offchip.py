@@ -117,3 +117,57 @@ def test_a_pass_revisits_the_fastest_sweep_of_each_direction_at_its_two_smallest
         [("stream.read", 128), ("stream.read", 256), ("stream.copy", 128), ("stream.copy", 256)]
     assert revisit_picks([], cpu) == []
 
+
+
+def _noisy(r, spread, samples=20):
+    """r with samples spread (p80 - p20) / median = spread around its median, not converged."""
+    ms = r["median_ms"]
+    return {**r, "p20_ms": ms * (1 - spread / 2), "p80_ms": ms * (1 + spread / 2), "samples": samples,
+            "stop": "budget"}
+
+
+def test_noisy_rows_count_toward_the_off_chip_ceiling_a_host_that_speeds_up_late_is_not_lost():
+    # the run of 2026-12-01 T195133Z: the host's memory doubled for the last revisit pass, whose
+    # rows spread 10-31% (not converged), while two converged sweep rows at 256 and 512 MiB ran
+    # 37.6 and 33.9; STREAM copy right after the run read 68 GB/s. The noisy rows count (each has
+    # 5 or more samples): sizes' bests 128 -> 68.0, 256 -> 60.7, 512 -> 33.9; 68.0 and 60.7 agree
+    # within 11%? 60.7 / 68.0 = 0.893: no, so the ceiling 68.0, unsteady
+    copy = lambda ws, v, p=1: row("stream.copy", ws * MiB, v, p, read=ws * MiB // 2, write=ws * MiB // 2)  # noqa: E731
+    rows = pd.DataFrame([_noisy(copy(128, 31.0), 0.30), copy(256, 37.6), copy(512, 33.9),
+                         _noisy(copy(128, 68.0, 3), 0.24), _noisy(copy(256, 60.7, 3), 0.11)])
+    roofs, notes = bandwidth_roofs(rows, CACHES)
+    got = {r.name: r for r in roofs}
+    assert got["dram"].value == got["dram.copy"].value == 68.0
+    assert got["dram"].extra["steady"] is False and got["dram"].extra["noisy_sizes"] == 2
+    assert "2 of its 3 sizes' best rows spread past 10% (a noisy host)" in got["dram"].note
+    # with only the trusted rows the roof would have been 37.6 (the rule before method 6)
+    steady = rows[rows["stop"] == "converged"]
+    assert {r.name: r.value for r in bandwidth_roofs(steady, CACHES)[0]}["dram"] == 37.6
+
+
+def test_rows_with_too_few_samples_or_a_runner_flag_still_set_no_off_chip_roof():
+    read = lambda ws, v: row("stream.read", ws * MiB, v)  # noqa: E731
+    few = _noisy(read(256, 90.0), 0.30, samples=4)                       # 4 samples: not enough to count
+    busy = {**read(512, 95.0), "flag": "measured while the machine was busy: load 3.1"}
+    roofs, _ = bandwidth_roofs(pd.DataFrame([read(128, 40.0), read(1024, 39.0), few, busy]), CACHES)
+    assert {r.name: r.value for r in roofs}["dram"] == 40.0
+
+
+def test_a_triad_rounded_just_under_the_off_chip_start_is_in_the_window():
+    # the run of 2026-12-01 T194957Z: 4 x 32 MiB = 128 MiB starts the window; the triad's 3
+    # arrays put its 128 MiB point at 127.9995 MiB, and a strict >= left its copy class one size
+    triad = lambda ws, v: row("stream.triad", ws, v, read=2 * ws // 3, write=ws // 3)  # noqa: E731
+    rows = pd.DataFrame([triad(134217216, 44.0), triad(268434944, 42.5)])
+    roofs, notes = bandwidth_roofs(rows, CACHES)
+    got = {r.name: r.value for r in roofs}
+    assert got["dram.copy"] == 44.0 and got["dram"] == 44.0, notes
+    from roofs.analysis.derive import at_or_past
+    assert at_or_past(134217216, 128 * MiB) and not at_or_past(120 * MiB, 128 * MiB)
+    assert list(at_or_past(pd.Series([64 * MiB, 127.9995 * MiB, 256 * MiB]), 128 * MiB)) == [False, True, True]
+
+
+def test_a_pass_revisits_a_triad_rounded_just_under_the_off_chip_start():
+    cpu = DeviceInfo("cpu", "cpu", "cpu", 2**34, 2, "cores", (CacheLevel("l3", 32 * MiB),))
+    rows = [_measured("stream.triad", ws, v, 2 * ws // 3, ws // 3)
+            for ws, v in ((16 * MiB, 180), (134217216, 44), (268434944, 42), (536870400, 41))]
+    assert [p["ws_bytes"] for _, _, p in revisit_picks(rows, cpu)] == [134217216, 268434944]

@@ -26,7 +26,7 @@ from bench.measure.timing import TimerConfig, make_flush, time_fn
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
-from roofs.analysis.derive import offchip_window
+from roofs.analysis.derive import at_or_past, offchip_window
 
 
 def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
@@ -408,7 +408,7 @@ def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
     caches = [(c.name, c.total_bytes) for c in device.caches]
     # the start derive will use: from every stream row (the reread measures the caches' edges)
     start = offchip_window(pd.DataFrame([m.row() for m in stream]), caches)[0] if caches else 0
-    past = [m for m in sweep if m.working_set_bytes >= start]
+    past = [m for m in sweep if at_or_past(m.working_set_bytes, start)]
     picks = []
     for direction in ("read", "write", "copy"):
         mine = [m for m in past if _direction(m) == direction]

@@ -10,8 +10,10 @@ off-chip roof (dram/hbm) comes only from working sets of at least 4x the last-le
 (its edge, and past the edge's reach), filtered before the size envelope, from at least two
 sizes; a cache level's roof comes from its plateau, the sizes from twice the next inner
 level's reported size to 3/4 of its own or its edge (clear of the transition between two
-levels), within 15% of the best (10% off chip), at least two sizes, and only when its
-plateau's median is 10% above the next outer level's. The value is the best median over
+levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
+the next outer level's is still the roof of that band, labelled indistinct, and one more than
+10% below it gives none. The off-chip window counts rows with enough samples whatever their
+spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value is the best median over
 every kernel, implementation and dtype on the plateau, named with the row it came from.
 Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
 same window, one class of kernels at a time.
@@ -48,11 +50,12 @@ DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
 FIT_FRACTION = 0.75  # a cache plateau uses working sets up to 3/4 of the cache (what LRU with real associativity keeps)
 CLEAR_FACTOR = 2     # ... and from 2x the next inner level's capacity (clear of the transition)
-REL_TOL = 0.10       # plateau: within 10% of its best point; a level must beat the next outer by 10%
+REL_TOL = 0.10       # plateau: within 10% of its best point; a level within 10% of the next outer is indistinct
 CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more in a cache than off chip
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
 TRUST_MIN_SAMPLES = 5
 TRUST_SPREAD = 0.10
+NOISY_SPREAD = 0.50  # an off-chip row spread this much is broken, not a noisy host (those spread 10-35%)
 RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring set no roof
 SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py): roofs/analysis/sustained.py reads them
 
@@ -96,6 +99,33 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
     if "flag" in rows.columns:
         ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
     return ok
+
+
+def usable_offchip(rows: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether it may count toward the off-chip roof (ARCHITECTURE.md, rule
+    11): a trusted row, or an ok row with at least TRUST_MIN_SAMPLES samples spread under
+    NOISY_SPREAD, not flagged by the runner. A neighbour's traffic only ever slows a read, so on a
+    noisy host a row's spread is the host's, and the ceiling keeps each size's best row; the
+    roof says how many of its sizes rest on such rows (extra "noisy_sizes")."""
+    ok = rows["status"] == "ok"
+    if "samples" in rows.columns:
+        enough = (rows["samples"].fillna(0).astype(float) >= TRUST_MIN_SAMPLES) & ~(row_spread(rows) >= NOISY_SPREAD)
+        ok = ok & (enough | trusted(rows))
+    if "flag" in rows.columns:
+        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
+    return ok
+
+
+def at_or_past(nbytes, start: float):
+    """Return whether each working set (a Series, an array or one number) lies at or past
+    start by size bin (size_bin's 1/16 octave): a kernel whose element count was rounded
+    just under start (a triad of 3 arrays at 127.9995 MiB for 128 MiB) is at start, as its
+    sweep meant it."""
+    sizes = np.asarray(nbytes, dtype=float)
+    if start <= 0:
+        return sizes >= 0
+    with np.errstate(divide="ignore"):
+        return np.round(np.log2(sizes) * BINS_PER_OCTAVE) >= np.round(np.log2(float(start)) * BINS_PER_OCTAVE)
 
 
 def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
@@ -196,10 +226,18 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
     roof, note = _roof_from(name, env, rel_tol)
     if roof is not None:
         passes = pass_range(rows)
-        return (replace(roof, extra={**roof.extra, "steady": True, **({"passes": list(passes)} if passes else {})}),
-                "")
-    ceiling = _ceiling_from(name, env, rows, rel_tol)
-    return (ceiling, "") if ceiling is not None else (None, note)
+        roof = replace(roof, extra={**roof.extra, "steady": True, **({"passes": list(passes)} if passes else {})})
+    else:
+        roof = _ceiling_from(name, env, rows, rel_tol)
+    if roof is None:
+        return None, note
+    lo, hi = roof.plateau_bytes
+    sizes = env[(env["working_set_bytes"] >= lo) & (env["working_set_bytes"] <= hi)]
+    noisy = int((~trusted(sizes)).sum()) if not sizes.empty else 0
+    if noisy:
+        roof = replace(roof, note=roof.note + f"; {noisy} of its {len(sizes)} sizes' best rows spread past "
+                                              f"{TRUST_SPREAD:.0%} (a noisy host)", extra={**roof.extra, "noisy_sizes": noisy})
+    return roof, ""
 
 
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
@@ -314,8 +352,9 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
         mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \
             if not good.empty else good
     else:
-        mem_rows = good[good["working_set_bytes"] >= offchip_start(good, env_warm, caches, edges, rel_tol)] \
-            if not good.empty else good
+        usable = stream[usable_offchip(stream)] if not stream.empty else stream
+        mem_rows = usable[at_or_past(usable["working_set_bytes"], offchip_start(good, env_warm, caches, edges, rel_tol))] \
+            if not usable.empty else usable
     roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
     if roof is None:
         notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache"
@@ -333,10 +372,8 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
         in_window = lambda df: df[(df["working_set_bytes"] >= CLEAR_FACTOR * inner)  # noqa: E731
                                   & (df["working_set_bytes"] <= hi)] if not df.empty else df
         roof, note = _roof_from(name, in_window(env_warm), tol, size)
-        if roof is not None and outer is not None and \
-                roof.extra["plateau_median"] < (1 + rel_tol) * outer.extra.get("plateau_median", outer.value):
-            roof, note = None, (f"{name}: its plateau (median {roof.extra['plateau_median']:.1f} GB/s) is not above the "
-                                f"{outer.name} roof's (median {outer.extra.get('plateau_median', outer.value):.1f} GB/s) by {rel_tol:.0%}")
+        if roof is not None and outer is not None:
+            roof, note = _distinct_from(roof, outer, rel_tol)
         if roof is None:
             if edges[name]:
                 note += f" (its plateau ends at {edges[name] / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
@@ -351,6 +388,24 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
         notes += why
         outer = roof
     return roofs, notes
+
+
+def _distinct_from(roof: Roof, outer: Roof, rel_tol: float) -> tuple[Roof | None, str]:
+    """Return (roof or None, note) for a cache plateau against the next outer level's (rule
+    11): 10% or more above it, the cache's roof; within 10% of it, still the roof of the
+    working sets that fit the cache (what its points ran at: without it they would have no
+    bound), labelled indistinct (extra "indistinct_from"), as when the kernels that read the
+    cache are held near the outer level's speed by their own work (torch's sum adds as it
+    reads); more than 10% below it, no roof: the window did not measure a cache."""
+    mine, theirs = roof.extra["plateau_median"], outer.extra.get("plateau_median", outer.value)
+    if mine >= (1 + rel_tol) * theirs:
+        return roof, ""
+    if mine < (1 - rel_tol) * theirs:
+        return None, (f"{roof.name}: its plateau (median {mine:.1f} GB/s) is below the {outer.name} roof's "
+                      f"(median {theirs:.1f} GB/s) by more than {rel_tol:.0%}: its window measured no cache")
+    label = (f"indistinct: its plateau (median {mine:.1f} GB/s) is within {rel_tol:.0%} of {outer.name}'s "
+             f"({theirs:.1f}): the kernels that read it here run near {outer.name}'s speed")
+    return replace(roof, note=f"{roof.note}; {label}", extra={**roof.extra, "indistinct_from": outer.name}), ""
 
 
 def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> dict:
