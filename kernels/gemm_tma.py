@@ -90,15 +90,7 @@ CONFIGS_8BIT = (
 # first three that fit) tunes over it; the plain pipelines store C in halves or quarters.
 # (Its C in halves would free 64 KiB for 6 stages: Triton 3.9 compiles that, 213,784 B, but
 # 3.6's warp-specialization pass still fails on the split epilogue, so C stays whole.)
-CONFIGS_INT8 = (
-    TmaConfig(128, 256, 128, 8, 8, 3, 2),
-    TmaConfig(128, 256, 64, 8, 4, 4, 1, True),
-    TmaConfig(128, 256, 128, 8, 8, 4, 4),
-    TmaConfig(128, 128, 128, 8, 4, 4, 1, True),
-    TmaConfig(128, 128, 128, 8, 4, 4, 2),
-    TmaConfig(64, 256, 128, 8, 4, 4, 2),
-    TmaConfig(64, 128, 128, 8, 4, 4, 1),
-)
+CONFIGS_INT8 = (CONFIGS_8BIT[0], TmaConfig(128, 256, 64, 8, 4, 4, 1, True), CONFIGS_8BIT[1], *CONFIGS_8BIT[3:])
 CONFIGS = {"fp16": CONFIGS_16BIT, "bf16": CONFIGS_16BIT,
            "fp8e4m3": CONFIGS_8BIT, "fp8e5m2": CONFIGS_8BIT, "int8": CONFIGS_INT8}
 PRECISIONS = tuple(CONFIGS)
