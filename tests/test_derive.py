@@ -195,15 +195,20 @@ def test_annotate_bounds_each_point_by_its_boundary_and_leaves_roofless_levels_e
     df = pd.DataFrame([
         dict(base, working_set_bytes=1 * MiB, mode="warm", intensity=0.25, gbps=200.0),   # L2: 200 x 0.25 = 50
         dict(base, working_set_bytes=1 * MiB, mode="cold", intensity=0.25, gbps=200.0),   # cold: DRAM, 12.5
-        dict(base, working_set_bytes=16 * KiB, mode="warm", intensity=0.25, gbps=200.0),  # L1: no roof
-        dict(base, working_set_bytes=16 * MiB, mode="warm", intensity=0.25, gbps=200.0),  # L3: no roof
+        dict(base, working_set_bytes=16 * KiB, mode="warm", intensity=0.25, gbps=300.0),  # L1: no roof, beats l2
+        dict(base, working_set_bytes=16 * MiB, mode="warm", intensity=0.25, gbps=200.0),  # L3: no roof, beats dram
+        dict(base, working_set_bytes=16 * KiB, mode="warm", intensity=0.25, gbps=210.0),  # L1: no roof, l2 explains it
     ])
     out = annotate(df, roofs, dev)
-    assert list(out["boundary"]) == ["l2", "dram", "", ""]
+    assert list(out["boundary"]) == ["l2", "dram", "", "", "l2"]
     assert out["attainable_gflops"][0] == 50.0 and out["attainable_gflops"][1] == 12.5
     assert out["pct_of_bw_roof"].tolist()[:2] == [100.0, 400.0]
+    # 300 GB/s > 1.1 x 200: no outer roof explains it, so no bound
     assert out["bound_note"][2] == "l1: no measured roof for this level, so no bound"
     assert out["bound_note"][3].startswith("l3: no measured roof") and pd.isna(out["attainable_gflops"][3])
+    # 210 GB/s <= 1.1 x 200: the next level out with a roof, l2, bounds it: 200 x 0.25 = 50
+    assert out["attainable_gflops"][4] == 50.0 and out["bound_note"][4].endswith(
+        "l1 has no measured roof: bounded by l2, the next level out, whose roof explains its speed")
 
 
 def test_no_dram_roof_without_large_sizes_says_why():

@@ -4,8 +4,9 @@ The memory boundary a point's bytes cross (boundary_level): a cold point crosses
 off-chip memory; a warm point is served by the innermost cache whose measured reach (or,
 unmeasured, BAND_FACTOR x its capacity) exceeds its working set. At that level, the
 bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
-write_bytes). A level with no measured roof gives no bound: the row's bound stays empty and
-bound_note says why. annotate() writes every row's bound, its percentage of it, and, for a
+write_bytes). A level with no measured roof gives no bound (the row's bound stays empty and
+bound_note says why), unless the next level out that has one explains the point's speed
+(slower_level): then that level bounds it, and bound_note says so. annotate() writes every row's bound, its percentage of it, and, for a
 point above its bound beyond its spread, a flag naming the likely causes.
 """
 from __future__ import annotations
@@ -62,6 +63,23 @@ def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, 
     return None
 
 
+def slower_level(model: Roofline, level: str, gbps, names, memory_level: str, read_bytes=None,
+                 write_bytes=None) -> str | None:
+    """Return the level that bounds a warm point whose own cache has no measured roof, or
+    None (ARCHITECTURE.md, rule 12): the nearest level outside it with a roof for the point's
+    direction that the point does not beat by more than REL_TOL. On a Zen 5 core torch's sum
+    reads L1 no faster than L2, so L1's window sets no roof and its points, at or under L2's
+    speed, are L2's; a point faster than every outer roof stays unbounded (no bound would
+    explain it)."""
+    if gbps is None or level not in names:
+        return None
+    for outer in names[names.index(level) + 1:] + [memory_level]:
+        found = model.point_bandwidth(outer, read_bytes, write_bytes)
+        if found is not None:
+            return outer if gbps <= found[0] * (1 + REL_TOL) else None
+    return None
+
+
 def point_bound(model: Roofline, working_set, mode, intensity, precision, caches, memory_level,
                 read_bytes=None, write_bytes=None, gbps=None):
     """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
@@ -82,12 +100,17 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
                               _nan_free(read_bytes), _nan_free(write_bytes))
     if served:
         level = served
+    why = f"runs at {served} speed past its measured reach: bounded by {served}" if served else ""
     found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
     if found is None:
-        return "", f"{level}: no measured roof for this level, so no bound", None, None
+        outer = slower_level(model, level, _nan_free(gbps), [n for n, _ in caches], memory_level,
+                             _nan_free(read_bytes), _nan_free(write_bytes))
+        if outer is None:
+            return "", f"{level}: no measured roof for this level, so no bound", None, None
+        why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
+        level, found = outer, model.point_bandwidth(outer, _nan_free(read_bytes), _nan_free(write_bytes))
     value, label, note = found
-    if served:
-        note = "; ".join(x for x in (note, f"runs at {served} speed past its measured reach: bounded by {served}") if x)
+    note = "; ".join(x for x in (note, why) if x)
     best = model.bandwidth(level)
     bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
     i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
