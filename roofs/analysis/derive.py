@@ -72,9 +72,10 @@ EXACT_IN = {
 BINS_PER_OCTAVE = 16
 
 
-def size_bin(nbytes) -> "pd.Series":
-    """Return the nearest 1/16-octave bin of each working set: kernels whose element count
-    was rounded from the same target size (3 arrays do not divide every size) share a bin."""
+def size_bin(nbytes):
+    """Return the nearest 1/16-octave bin of each working set (a Series or an array): kernels
+    whose element count was rounded from the same target size (3 arrays do not divide every
+    size) share a bin."""
     return np.round(np.log2(nbytes.astype(float)) * BINS_PER_OCTAVE).astype(int)
 
 
@@ -124,8 +125,8 @@ def at_or_past(nbytes, start: float):
     sizes = np.asarray(nbytes, dtype=float)
     if start <= 0:
         return sizes >= 0
-    with np.errstate(divide="ignore"):
-        return np.round(np.log2(sizes) * BINS_PER_OCTAVE) >= np.round(np.log2(float(start)) * BINS_PER_OCTAVE)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a 0-byte working set is before any start
+        return size_bin(sizes) >= size_bin(np.asarray(float(start)))
 
 
 def envelope(rows: pd.DataFrame, value: str = "gbps") -> pd.DataFrame:
