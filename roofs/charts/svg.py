@@ -1,0 +1,79 @@
+"""Charts as SVG whose points name themselves when the pointer rests on them (a <title> per point), offline.
+
+    name_points(collection, titles)   a scatter's points, one title each, in the order they were given
+    save_svg(fig, path)               the figure as SVG, each named point wrapped in <g><title>...</title>...</g>
+    point_titles(path)                {title: count} of a saved SVG's named points (what a test reads)
+
+Matplotlib writes a scatter with a gid as one <g id=gid> holding a <path> or a <use> per point, in the
+order of its offsets; save_svg finds those and adds the titles. Browsers show a <title> child as the
+element's tooltip, with no script and no server.
+"""
+from __future__ import annotations
+
+import io
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+SVG = "http://www.w3.org/2000/svg"
+XLINK = "http://www.w3.org/1999/xlink"
+ET.register_namespace("", SVG)
+ET.register_namespace("xlink", XLINK)
+TITLES = "_roofbench_titles"
+
+
+def name_points(collection, titles) -> None:
+    """Attach one title per point of a scatter (a PathCollection) for save_svg; give it a gid if it has none."""
+    if not collection.get_gid():
+        collection.set_gid(f"points:{id(collection)}")
+    setattr(collection, TITLES, [str(t) for t in titles])
+
+
+def _marks(group) -> list:
+    """Return (parent, element) of each point drawn in a scatter's group, in document order (defs left out)."""
+    out = []
+
+    def walk(parent):
+        for child in list(parent):
+            tag = child.tag.split("}")[-1]
+            if tag in ("path", "use"):
+                out.append((parent, child))
+            elif tag == "g":
+                walk(child)
+    for child in group:
+        if child.tag.split("}")[-1] != "defs":
+            if child.tag.split("}")[-1] == "g":
+                walk(child)
+            elif child.tag.split("}")[-1] in ("path", "use"):
+                out.append((group, child))
+    return out
+
+
+def save_svg(fig, path) -> Path:
+    """Write fig as SVG at path, each point of a name_points scatter inside a <g> with its <title>; return path."""
+    named = {a.get_gid(): getattr(a, TITLES) for a in fig.findobj(lambda a: hasattr(a, TITLES))}
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    root = ET.fromstring(buf.getvalue())
+    for group in root.iter(f"{{{SVG}}}g"):
+        titles = named.get(group.get("id"))
+        if not titles:
+            continue
+        for (parent, mark), text in zip(_marks(group), titles):
+            wrap = ET.Element(f"{{{SVG}}}g", {"class": "point"})
+            title = ET.SubElement(wrap, f"{{{SVG}}}title")
+            title.text = text
+            index = list(parent).index(mark)
+            parent.remove(mark)
+            wrap.append(mark)
+            parent.insert(index, wrap)
+    path = Path(path)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return path
+
+
+def point_titles(path) -> Counter:
+    """Return a Counter of the titles of the named points (<g class="point"><title>) in an SVG file."""
+    root = ET.parse(path).getroot()
+    return Counter(t.text for g in root.iter(f"{{{SVG}}}g") if g.get("class") == "point"
+                   for t in g.findall(f"{{{SVG}}}title"))
