@@ -25,7 +25,7 @@ How each number is made:
   arguments read, the others written; in_out_ptr both). They have no FLOP formula: bandwidth
   points. A function compiled before the capture began keeps its unwrapped kernels (its time
   is then the gap between ops).
-The counting pass's ops are matched to the timed steps' profiler events in order, by name
+The counting pass (after the timed steps) has its ops matched to the timed steps' profiler events in order, by name
 (events inside a matched one are its own internal calls); an op the timed steps ran that the
 counting pass did not see (a compiled region's extern kernels) is counted from the event's
 recorded shapes and dtypes.
@@ -177,10 +177,10 @@ def count_step(step) -> tuple[list[Call], float]:
 class InductorKernels:
     """While active, every Inductor kernel loaded (a CPU C++ kernel through AsyncCompile.cpp_pybinding, a
     Triton kernel through CachingAutotuner.run) runs inside record_function("inductor:<name>") and its
-    arguments' read and written bytes are kept in `bytes` by that name (the module docstring's rule)."""
+    arguments' read and written bytes and dtype are kept in `bytes` by that name (the module docstring's rule)."""
 
     def __init__(self):
-        self.bytes: dict[str, tuple[float, float]] = {}
+        self.bytes: dict[str, tuple[float, float, str]] = {}  # name: (read, written, dtype)
         self._undo = []
 
     def __enter__(self):
@@ -201,7 +201,8 @@ class InductorKernels:
         def traced_run(autotuner, *args, **kw):
             name = autotuner.inductor_meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "triton")
             if name not in kernels.bytes:
-                kernels.bytes[name] = _by_arg_names(list(getattr(autotuner.fn, "arg_names", [])), args)
+                kernels.bytes[name] = (*_by_arg_names(list(getattr(autotuner.fn, "arg_names", [])), args),
+                                       _dtype_of([a for a in args if isinstance(a, torch.Tensor)]))
             return run(autotuner, *args, **kw)
         triton_heuristics.CachingAutotuner.run = traced_run
         self._undo.append(lambda: setattr(triton_heuristics.CachingAutotuner, "run", run))
@@ -213,7 +214,8 @@ class InductorKernels:
         self._undo.clear()
 
     def _wrap_cpp(self, fn, argtypes, source_code):
-        names = re.findall(r"(\w+)\s*[,)]", (re.search(r"kernel\((.*?)\)", source_code, re.S) or ["", ""])[1])
+        signature = re.search(r"kernel\((.*?)\)", source_code, re.DOTALL)
+        names = re.findall(r"(\w+)\s*[,)]", (signature.group(1) if signature else "") + ")")
         found = {}
 
         def kernel(*args):
@@ -226,7 +228,8 @@ class InductorKernels:
                          for t, n in zip(argtypes, names + [""] * len(argtypes))]
                 writes = [t.endswith("*") and not t.startswith("const") for t in argtypes]
                 self.bytes[name] = (float(sum(tensor_bytes(a) for a, r in zip(args, reads) if r)),
-                                    float(sum(tensor_bytes(a) for a, w in zip(args, writes) if w)))
+                                    float(sum(tensor_bytes(a) for a, w in zip(args, writes) if w)),
+                                    _dtype_of([a for a in args if isinstance(a, torch.Tensor)]))
             with record_function(INDUCTOR + name):
                 return (fn.result() if hasattr(fn, "result") else fn)(*args)
         return kernel
@@ -252,8 +255,8 @@ def _event_call(e, kernels: InductorKernels) -> Call:
     op's recorded shapes and dtypes (inputs read; FLOPs from the formula on meta tensors)."""
     if e.name.startswith(INDUCTOR) or e.name in kernels.bytes:
         name = e.name[len(INDUCTOR):] if e.name.startswith(INDUCTOR) else e.name
-        r, w = kernels.bytes.get(name, (0.0, 0.0))
-        return Call(name, "compiled", "", "", None, r, w, kind="inductor")
+        r, w, dtype = kernels.bytes.get(name, (0.0, 0.0, ""))
+        return Call(name, "compiled", "", dtype, None, r, w, kind="inductor")
     shapes, dtypes = e.input_shapes or [], list(getattr(e, "input_dtypes", None) or [])
     metas = []
     for s, d in zip(shapes, dtypes + [""] * len(shapes)):
@@ -329,7 +332,7 @@ def _run(step, what: str):
     except ProfileError:
         raise
     except Exception as e:
-        raise ProfileError(f"{what} raised {type(e).__name__}: {first_line(e)}; nothing was profiled.") from None
+        raise ProfileError(f"{what} raised {first_line(e)}; nothing was profiled.") from None
 
 
 def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -> Capture:
@@ -345,8 +348,6 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
             _run(step, what)
             _sync(device)
             n += 1
-        calls, fc_total = _run(lambda: count_step(step), what)
-        _sync(device)
         on_gpu = device.startswith("cuda")
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
         with profile(activities=acts, record_shapes=True) as prof:
@@ -354,6 +355,9 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
                 with record_function(f"{STEP}{k}"):
                     _run(step, what)
                     _sync(device)
+        # counted after the timed steps: under a dispatch mode a compiled function may fall back to eager
+        # for good, and the timed steps must run it as the program does
+        calls, fc_total = _run(lambda: count_step(step), what)
     events = prof.events()
     step_events = sorted((e for e in events if e.name.startswith(STEP)), key=lambda e: e.time_range.start)
     per_step, steps_s, unmatched = [], [], 0

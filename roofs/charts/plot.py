@@ -58,6 +58,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -72,6 +73,7 @@ from roofs.charts.families import (  # noqa: E402
     draw_stream_roofline,
 )
 from roofs.charts.fma import draw_fma, draw_launch_floor  # noqa: E402
+from roofs.charts.svg import has_named_points, name_points, save_svg  # noqa: E402
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     FAMILY_COLORS,
@@ -125,9 +127,10 @@ def draw_roofline(run: Run):
     lims = _limits(best, model)
     _draw_roofs(ax, placer, model, *lims, links=True)
     for (family, fmt), g in best.groupby(["family", "fmt"]):
-        ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
-                   marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
-                   gid=f"points:{family}:{fmt}")
+        c = ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
+                       marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
+                       gid=f"points:{family}:{fmt}")
+        name_points(c, [point_title(r) for r in g.itertuples()])  # roofline.svg names each point on hover
     _ring_flagged(ax, best)
     floor_note = draw_launch_floor(ax, best, model.roofs)
     placer.avoid(ax, best["intensity"], best["gflops"])
@@ -332,10 +335,20 @@ def figures(run: Run) -> dict:
     return out
 
 
+def point_title(r) -> str:
+    """Return a point's hover text: "gemm.square/torch fp32 1024x1024x1024: 250 GFLOP/s, 80% of attainable"."""
+    pct = getattr(r, "pct_of_attainable", None)
+    pct = f", {float(pct):.3g}% of attainable" if pct is not None and pd.notna(pct) and pct != "" else ""
+    return f"{r.impl} {r.precision or r.dtype} {r.shape}: {r.gflops:.4g} GFLOP/s{pct}"
+
+
 def _save(fig, path: Path) -> Path | None:
+    """Save fig at path and, when it names its points (roofs.charts.svg), beside it as SVG; close it."""
     if fig is None:
         return None
     try:
+        if has_named_points(fig):
+            save_svg(fig, path.with_suffix(".svg"))
         fig.savefig(path, dpi=DPI)
     finally:
         plt.close(fig)

@@ -87,14 +87,13 @@ def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline) -> None:
     ok = (ws > 0) & (rest["gbps"] > 0)
     rest, ws = rest[ok], ws[ok]
     bws = [r for r in model.roofs if r.kind == "bandwidth" and r.source == "measured"
-           and not r.name.startswith(("link.", "host."))]
+           and "." not in r.name]  # each level's best; the direction roofs would print over each other
     if len(rest):
         c = ax.scatter(ws, rest["gbps"], s=_area(rest["share"]), color="tab:gray", alpha=0.6, edgecolors="black",
                        linewidths=0.4, zorder=4, gid="ops:bandwidth")
         name_points(c, [op_title(r) for r in rest.itertuples()])
     for r in bws:
-        ax.axhline(r.value, color=LEVEL_COLORS.get(r.name.split(".")[0], "0.4"), lw=1, ls="-" if "." not in r.name
-                   else ":", zorder=2)
+        ax.axhline(r.value, color=LEVEL_COLORS.get(r.name, "0.4"), lw=1, zorder=2)
         ax.annotate(f"{r.name} {r.value:.4g} GB/s", (1.0, r.value), xycoords=("axes fraction", "data"),
                     ha="right", va="bottom", fontsize=7, color="0.3")
     ax.set_xscale("log")

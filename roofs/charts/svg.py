@@ -49,6 +49,11 @@ def _marks(group) -> list:
     return out
 
 
+def has_named_points(fig) -> bool:
+    """Return whether fig holds a scatter named with name_points."""
+    return bool(fig.findobj(lambda a: hasattr(a, TITLES)))
+
+
 def save_svg(fig, path) -> Path:
     """Write fig as SVG at path, each point of a name_points scatter inside a <g> with its <title>; return path."""
     named = {a.get_gid(): getattr(a, TITLES) for a in fig.findobj(lambda a: hasattr(a, TITLES))}
