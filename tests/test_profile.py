@@ -124,7 +124,7 @@ def test_a_compiled_function_places_its_kernels_from_their_arguments(tmp_path):
 
 def _cli(*args, cwd=ROOT):
     return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "profile", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
+                          capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
 
 
 @pytest.mark.slow
@@ -159,3 +159,16 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, body, args, says):
 def test_out_inside_the_roofs_run_is_refused(tmp_path):
     with pytest.raises(api.APIError, match="inside the roofs' run folder"):
         api.profile(lambda: torch.ones(3).sum(), roofs=DATA / "run_a", steps=1, out=DATA / "run_a" / "p")
+
+
+def test_a_runs_report_names_its_overview_points_on_hover(tmp_path):
+    from bench.results import load_run
+    from roofs.charts.kit import roofline_points
+    from roofs.reports.finish import rederive
+    out, problems = rederive(DATA / "run_a", tmp_path / "d", False)
+    assert not problems
+    titles = point_titles(out / "roofline.svg")
+    best = roofline_points(load_run(out).measurements)
+    assert sum(titles.values()) >= 1 and sum(titles.values()) <= len(best)
+    assert all(" GFLOP/s" in t for t in titles)
+    assert '<object type="image/svg+xml" data="roofline.svg">' in (out / "report.html").read_text()

@@ -254,7 +254,7 @@ def _event_call(e, kernels: InductorKernels) -> Call:
     """Return a Call counted from a profiler event alone: an Inductor kernel's recorded bytes, or an aten
     op's recorded shapes and dtypes (inputs read; FLOPs from the formula on meta tensors)."""
     if e.name.startswith(INDUCTOR) or e.name in kernels.bytes:
-        name = e.name[len(INDUCTOR):] if e.name.startswith(INDUCTOR) else e.name
+        name = e.name.removeprefix(INDUCTOR)
         r, w, dtype = kernels.bytes.get(name, (0.0, 0.0, ""))
         return Call(name, "compiled", "", dtype, None, r, w, kind="inductor")
     shapes, dtypes = e.input_shapes or [], list(getattr(e, "input_dtypes", None) or [])

@@ -60,13 +60,14 @@ def _table(placed: pd.DataFrame) -> pd.DataFrame:
 def summary_lines(t: dict, meta: dict) -> list[str]:
     """Return the step's lines: the step beside its ops, the gap and the sum of the ops' bounds."""
     n = meta["steps"]
+    ops = (f"ops {1e3 * t['ops_s']:.4g} ms ({100 * t['ops_s'] / t['step_s']:.3g}% of the step); between ops "
+           f"(Python, dispatch, idle device) {1e3 * t['gap_s']:.4g} ms")
+    bound = (f"sum of the ops' roofline bounds {1e3 * t['bound_s']:.4g} ms: the ops could run "
+             f"{t['ops_s'] / t['bound_s']:.3g}x faster on these roofs") if t["bound_s"] > 0 else "no op has a bound"
+    flops = (f"FLOPs {t['flops'] / 1e9:.6g} G in the table (FlopCounterMode counted "
+             f"{meta['flop_counter_total'] / 1e9:.6g} G over the same program), bytes {fmt_bytes(t['bytes'])}")
     out = [f"step {1e3 * t['step_s']:.4g} ms (mean of {n} captured steps; each op's time a mean per step)",
-           f"ops {1e3 * t['ops_s']:.4g} ms ({100 * t['ops_s'] / t['step_s']:.3g}% of the step); between ops "
-           f"(Python, dispatch, idle device) {1e3 * t['gap_s']:.4g} ms",
-           f"sum of the ops' roofline bounds {1e3 * t['bound_s']:.4g} ms: the ops could run "
-           f"{t['ops_s'] / t['bound_s']:.3g}x faster on these roofs" if t["bound_s"] > 0 else "no op has a bound",
-           f"FLOPs {t['flops'] / 1e9:.6g} G in the table (FlopCounterMode counted {meta['flop_counter_total'] / 1e9:.6g} G "
-           f"over the same program), bytes {fmt_bytes(t['bytes'])}"]
+           ops, bound, flops]
     if t["unbounded"]:
         out.append(f"{t['unbounded']} op(s) have no bound (counted at their own time in the sum)")
     return out + list(meta.get("notes", []))
