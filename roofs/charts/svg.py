@@ -5,7 +5,7 @@
     point_titles(path)                {title: count} of a saved SVG's named points (what a test reads)
 
 Matplotlib writes a scatter with a gid as one <g id=gid> holding a <path> or a <use> per point, in the
-order of its offsets; save_svg finds those and adds the titles. Browsers show a <title> child as the
+order of its offsets; save_svg finds those and adds the titles, and lets only them take the pointer. Browsers show a <title> child as the
 element's tooltip, with no script and no server.
 """
 from __future__ import annotations
@@ -72,9 +72,23 @@ def save_svg(fig, path) -> Path:
             parent.remove(mark)
             wrap.append(mark)
             parent.insert(index, wrap)
+    # only the named points take the pointer: a label's leader line or box drawn over a point would
+    # otherwise take it, and the point's title would never show (defs keep theirs: a point's <use> clones them)
+    _pointer_off(root)
     path = Path(path)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     return path
+
+
+def _pointer_off(element) -> None:
+    """Set pointer-events="none" on every drawn element under element outside named points and defs."""
+    for child in element:
+        tag = child.tag.split("}")[-1]
+        if tag == "defs" or child.get("class") == "point":
+            continue
+        if tag in ("path", "use", "text", "image", "rect", "line", "polyline", "polygon", "circle", "ellipse"):
+            child.set("pointer-events", "none")
+        _pointer_off(child)
 
 
 def point_titles(path) -> Counter:
