@@ -11,11 +11,15 @@ import pytest
 import torch
 from torch import nn
 
+import run_bench
 from bench import api
 from bench.examples import profile_transformer as tf
+from bench.results import load_run
 from bench.run.profile import capture
 from roofs.analysis.program import place_ops
 from roofs.analysis.roofline import Roof
+from roofs.charts.kit import roofline_points
+from roofs.charts.plot import plot_roofline
 from roofs.charts.svg import point_titles
 
 ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("bandwidth", "l1", 300.0, "GB/s"),
@@ -147,13 +151,14 @@ def test_cli_profiles_the_example_into_its_own_folder(tmp_path):
     ("import torch\ntorch.ones(3).sum()\n", ["--roofs", "{tmp}"], "is not a run folder"),
     ("import torch\ntorch.ones(3).sum()\n", ["--roofs", DATA / "run_a", "--steps", "0"], "captures nothing"),
 ])
-def test_bad_input_is_one_sentence_and_exit_2(tmp_path, body, args, says):
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, body, args, says):
     script = tmp_path / "prog.py"
     script.write_text(body)
-    r = _cli(script, *[str(a).format(tmp=tmp_path) for a in args], "--out", tmp_path / "out")
-    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
-    # torch's profiler prints its own start and stop lines ("USDT: ... profiler_start") on stderr
-    assert len([line for line in r.stderr.strip().splitlines() if not line.startswith("USDT:")]) == 1
+    rc = run_bench.main(["profile", str(script), *[str(a).format(tmp=tmp_path) for a in args],
+                         "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and says in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_out_inside_the_roofs_run_is_refused(tmp_path):
@@ -161,14 +166,22 @@ def test_out_inside_the_roofs_run_is_refused(tmp_path):
         api.profile(lambda: torch.ones(3).sum(), roofs=DATA / "run_a", steps=1, out=DATA / "run_a" / "p")
 
 
-def test_a_runs_report_names_its_overview_points_on_hover(tmp_path):
-    from bench.results import load_run
-    from roofs.charts.kit import roofline_points
-    from roofs.reports.finish import rederive
-    out, problems = rederive(DATA / "run_a", tmp_path / "d", False)
-    assert not problems
-    titles = point_titles(out / "roofline.svg")
-    best = roofline_points(load_run(out).measurements)
-    assert sum(titles.values()) >= 1 and sum(titles.values()) <= len(best)
-    assert all(" GFLOP/s" in t for t in titles)
-    assert '<object type="image/svg+xml" data="roofline.svg">' in (out / "report.html").read_text()
+def test_a_runs_overview_roofline_names_its_points_on_hover(tmp_path):
+    run = load_run(DATA / "run_a")
+    plot_roofline(run, tmp_path / "roofline.png")       # writes roofline.svg beside it
+    titles = point_titles(tmp_path / "roofline.svg")
+    best = roofline_points(run.measurements)
+    assert 1 <= sum(titles.values()) <= len(best)
+    assert all(" GFLOP/s" in t and "/" in t.split()[0] for t in titles)
+
+
+def test_the_pct_interval_spans_the_roofs_plateau():
+    rows = pd.DataFrame([{"op": "aten::add", "module": "m", "shapes": "", "dtype": "float32", "precision": "fp32",
+                          "calls": 1, "flops": float("nan"), "read_bytes": 2e9, "write_bytes": 1e9, "time_s": 0.1,
+                          "kind": "aten"}])
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", plateau_values=(40.0, 50.0),
+                  extra={"burst": 50.0, "sustained": {"value": 45.0}})]
+    p = place_ops(rows, roofs, {}, step_s=0.2).iloc[0]
+    # 3e9 bytes in 0.1 s = 30 GB/s: 60% of 50, 75% of the plateau's low end 40
+    assert p["pct_of_attainable"] == pytest.approx(60) and p["pct_low"] == pytest.approx(60)
+    assert p["pct_high"] == pytest.approx(75) and p["share"] == pytest.approx(0.5)
