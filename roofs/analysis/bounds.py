@@ -19,7 +19,7 @@ from bench.util import missing, number
 from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.levels import level_sizes
-from roofs.analysis.roofline import Roof, Roofline
+from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
 
 
 def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
@@ -115,11 +115,6 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     return level, note, att, bw
 
 
-# stream kernels' read and written arrays, for runs written before read_bytes and write_bytes
-STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
-                 "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
-
-
 def direction_bytes(r) -> tuple:
     """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
     that predates them, bytes split by the kernel's arrays read and written; (None, None)
@@ -127,7 +122,7 @@ def direction_bytes(r) -> tuple:
     rb, wb = number(getattr(r, "read_bytes", None)), number(getattr(r, "write_bytes", None))
     if rb is not None and wb is not None:
         return rb, wb
-    arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
+    arrays = OLD_RUN_STREAM_ARRAYS.get(str(getattr(r, "op", "")))
     nbytes = number(getattr(r, "bytes", None))
     if arrays is None or nbytes is None:
         return None, None
