@@ -20,7 +20,7 @@ from bench.aot import predict as pr
 from bench.hw.device import cpu_info
 from bench.measure.registry import load_all
 from bench.measure.runner import make_plan
-from bench.measure.timing import timer_config
+from bench.measure.timing import default_window, timer_config
 from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.util import fmt_bytes
@@ -182,6 +182,34 @@ def test_derived_folders_the_docs_name_exist(doc):
     existing = {p.name for p in (ROOT / "results").glob("*/derived/*")}
     named = set(re.findall(r"\b(m\d+-[0-9a-f]{12})\b", text))
     assert named <= existing, sorted(named - existing)
+
+
+# ---- the options' defaults ------------------------------------------------------------------
+
+def option_row(option: str) -> str:
+    row = [r for r in section("REFERENCE.md", "Every option").splitlines() if r.startswith(f"| `{option}` |")]
+    assert len(row) == 1, f"REFERENCE.md's option table has no single row for {option}"
+    return row[0]
+
+
+@pytest.mark.parametrize("option,full,quick", [
+    ("--budget", timer_config(False).budget_s, timer_config(True).budget_s),
+    ("--min-time", timer_config(False).min_time_s, timer_config(True).min_time_s),
+    ("--sustain", default_window(False), default_window(True)),
+])
+def test_the_timing_options_defaults_are_the_codes(option, full, quick):
+    m = re.search(r"default ([\d.]+); ([\d.]+) with `--quick`", option_row(option))
+    assert m, f"the {option} row no longer says 'default X; Y with `--quick`'"
+    assert (float(m.group(1)), float(m.group(2))) == (full, quick), option
+
+
+def test_the_quick_plans_figures_are_the_codes():
+    quick, search = timer_config(True), load_all().ops["gemm.search"]
+    readme = [r for r in DOCS["README.md"].splitlines() if r.startswith("| `--quick` |")]
+    assert len(readme) == 1 and f"{quick.budget_s:g} s per point" in readme[0]
+    row = option_row("--quick")
+    assert f"{quick.budget_s:g} s per point ({search.budget_floor(True):g} s a GEMM search point)" in row
+    assert f"{quick.min_time_s * 1000:g} ms of samples" in row
 
 
 # ---- what a run writes -----------------------------------------------------------------------
