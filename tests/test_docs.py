@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import run_bench
 from bench.aot import predict as pr
 from bench.hw.device import cpu_info
 from bench.measure.registry import load_all
@@ -23,7 +24,9 @@ from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
 from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
+from bench.run import distributed
 from bench.util import fmt_bytes
+from roofs.reports import fleet
 
 ROOT = Path(__file__).parent.parent
 NAMES = ("README.md", "REFERENCE.md", "ARCHITECTURE.md", "results/README.md")
@@ -210,6 +213,16 @@ def test_the_quick_plans_figures_are_the_codes():
     row = option_row("--quick")
     assert f"{quick.budget_s:g} s per point ({search.budget_floor(True):g} s a GEMM search point)" in row
     assert f"{quick.min_time_s * 1000:g} ms of samples" in row
+
+
+def test_the_other_defaults_and_thresholds_are_the_codes():
+    actions = {a.option_strings[0]: a for a in run_bench.build_parser()._actions if a.option_strings}
+    assert f"(default {actions['--counters'].const};" in option_row("--counters")
+    assert f"(default {actions['--outlier-pct'].default:g})" in option_row("--outlier-pct")
+    deadline = (f"x {distributed.DEADLINE_FACTOR:g} + {distributed.DEADLINE_SLACK_S / 60:g} min")
+    assert deadline in option_row("--deadline") and deadline in section("REFERENCE.md", "Many GPUs, and across nodes")
+    outliers = f"more than {fleet.OUTLIER_MADS:g} median absolute deviations (MAD) AND more than {fleet.OUTLIER_PCT:g}%"
+    assert outliers in " ".join(section("REFERENCE.md", "Many GPUs, and across nodes").split())
 
 
 # ---- what a run writes -----------------------------------------------------------------------
