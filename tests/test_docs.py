@@ -22,6 +22,7 @@ from bench.hw.device import cpu_info
 from bench.measure.registry import load_all
 from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
+from bench.ops import gemm
 from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
@@ -251,6 +252,19 @@ def test_the_stream_sweeps_start_where_the_docs_say():
         m = re.search(rf"{phrase} (\d+ [KMG]iB) \((\d+ [KMG]iB) on GPUs", row)
         assert m, f"REFERENCE.md's stream row no longer says '{phrase} X (Y on GPUs'"
         assert (m.group(1), m.group(2)) == (fmt_bytes(sweep(cpu, False)[0]), fmt_bytes(sweep(gpu, False)[0])), phrase
+
+
+def test_the_gemm_search_runs_where_the_docs_say():
+    row = next(r for r in section("REFERENCE.md", "What is measured").splitlines() if r.startswith("| gemm |"))
+    gpu, cpu = pr.spec_device("h200"), cpu_info()
+    ends = {}
+    for name, device in (("CPU", cpu), ("GPU", gpu)):
+        full, quick = gemm.search_sweep(device, False), gemm.search_sweep(device, True)
+        ends[name] = f"from {full[0][0]} ({quick[0][0]} quick) to {full[-1][0]} on a {name}"
+    assert f"{ends['CPU']} and {ends['GPU']}" in row, ends
+    patience = ("one", "two", "three", "four")[gemm.SEARCH_PATIENCE - 1]
+    assert f"after {patience} sizes in a row that gain under {gemm.SEARCH_GAIN:.0%} over its best" in row
+    assert f"at least {gemm.SEARCH_MIN_BUDGET_S:g} s here" in row
 
 
 # ---- the dry run and the device check -------------------------------------------------------
