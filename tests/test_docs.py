@@ -19,6 +19,7 @@ import pytest
 import run_bench
 from bench.aot import predict as pr
 from bench.hw.device import cpu_info
+from bench.measure import runner, timing
 from bench.measure.registry import load_all
 from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
@@ -27,6 +28,7 @@ from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
 from bench.util import fmt_bytes
+from roofs.analysis import derive
 from roofs.reports import fleet
 
 ROOT = Path(__file__).parent.parent
@@ -158,6 +160,35 @@ def test_every_rule_cited_in_the_code_and_the_docs_exists():
                 if int(n) not in RULES:
                     cited.setdefault(name, set()).add(int(n))
     assert not cited, f"rules cited that ARCHITECTURE.md does not have: {cited}"
+
+
+def pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+# (rule, a phrase of it as the code's constant writes it): a constant changed without its rule fails here
+RULE_FIGURES = [
+    (4, f"under {pct(timing.TimerConfig.rel_spread)}"),
+    (4, f"above {timing.FIRST_SAMPLE_FACTOR:g}x their median"),
+    (4, f"once at least {timing.FIRST_RULE_MIN_REST} samples follow"),
+    (4, f"({timer_config(False).min_time_s:g} s; {timer_config(True).min_time_s:g} s quick"),
+    (5, f"at least {derive.DRAM_FACTOR}x the last-level cache's capacity"),
+    (6, f"under {timing.FLOOR_CHECK_S * 1e6:g} us"),
+    (9, f"more than {pct(runner.BUSY_SHARE)} of the cores"),
+    (9, f"more than {runner.JUMP_FACTOR}x slower than the previous size"),
+    (10, f"at least {derive.TRUST_MIN_SAMPLES} samples with a spread under {pct(derive.TRUST_SPREAD)}"),
+    (11, f"within {pct(derive.CACHE_REL_TOL)} of the window's best"),
+    (11, f"{pct(derive.REL_TOL)} for the off-chip roof"),
+    (11, f"spread under {pct(derive.NOISY_SPREAD)}"),
+    (11, f"from {derive.DRAM_FACTOR}x the last-level cache's reported size"),
+    (12, f"{derive.BAND_FACTOR}x its\ncapacity"),
+]
+
+
+@pytest.mark.parametrize("rule,phrase", RULE_FIGURES, ids=[f"rule{r}-{i}" for i, (r, _) in enumerate(RULE_FIGURES)])
+def test_a_rules_figures_are_the_codes_constants(rule, phrase):
+    text = " ".join(section("ARCHITECTURE.md", f"Rule {rule}").split())
+    assert " ".join(phrase.split()) in text, f"rule {rule} no longer says {phrase!r}"
 
 
 # ---- the method version ----------------------------------------------------------------------
