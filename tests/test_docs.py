@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 import run_bench
+from bench.aot import learned
 from bench.aot import predict as pr
 from bench.hw.device import cpu_info
 from bench.measure import runner, timing
 from bench.measure.registry import load_all
 from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
-from bench.ops import gemm
+from bench.ops import _tune, gemm, stream
 from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
@@ -349,6 +350,20 @@ def test_the_device_check_limits_table_is_the_checks_own():
     assert set(expected) <= set(rows)
     script = (ROOT / ".ci" / "device-check").read_text()
     assert f"CHECK_S=${{CHECK_S:-{pr.CHECK_S}}}" in script
+
+
+def test_the_planning_sections_figures_are_the_codes():
+    text = " ".join(section("REFERENCE.md", "Planning a GPU run").split())
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    phrases = (f"the datasheet's roofs at {pct(pr.EFFICIENCY)}",
+               f"with {pr.HOST_CORES} processes for a datasheet part",
+               f"the median of the last {words[learned.LEARN_RUNS]} ratios",
+               f"the first {_tune.QUICK_CANDIDATES} candidates that fit (`--quick`) or {_tune.FULL_CANDIDATES} (full)",
+               f"with `--counters {pr.CHECK_COUNTERS}`",
+               f"stream working sets under {fmt_bytes(stream.GPU_MIN_WS)}",
+               f"gfx942's {fmt_bytes(_tune.LDS_LIMIT['gfx942'])} of LDS")
+    for phrase in phrases:
+        assert phrase in text, f"REFERENCE.md's Planning a GPU run no longer says {phrase!r}"
 
 
 # ---- the committed runs' figures -------------------------------------------------------------
