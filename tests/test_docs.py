@@ -366,6 +366,15 @@ def test_the_planning_sections_figures_are_the_codes():
         assert phrase in text, f"REFERENCE.md's Planning a GPU run no longer says {phrase!r}"
 
 
+def test_the_model_presets_named_are_models_json():
+    presets = set(json.loads((ROOT / "bench" / "models.json").read_text())["models"]) - {"tiny"}
+    readme = next(r for r in DOCS["README.md"].splitlines() if r.startswith("| `model NAME"))
+    assert set(re.findall(r"`([\w.-]+)`", readme.split("|")[2])) == presets
+    text = " ".join(section("REFERENCE.md", "Your own kernels, and whole models").split())
+    listed = re.sub(r"\([^)]*\)", "", text[text.index("Presets (`bench/models.json`):"):text.index("and a tiny one")])
+    assert set(re.findall(r"\b([a-z]+[\w.]*-[\w.-]*\w)\b", listed)) == presets, listed
+
+
 # ---- the committed runs' figures -------------------------------------------------------------
 
 LABELS = {"HBM": "hbm", "DRAM": "dram", "L1": "l1", "L2": "l2", "L3": "l3", "bf16": "bf16", "fp16": "fp16",
