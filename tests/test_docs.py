@@ -21,7 +21,7 @@ from bench.aot import learned
 from bench.aot import predict as pr
 from bench.hw.device import cpu_info
 from bench.measure import runner, timing
-from bench.measure.registry import load_all
+from bench.measure.registry import FAMILY_ORDER, load_all
 from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
 from bench.ops import _tune, gemm, stream
@@ -226,6 +226,12 @@ def option_row(option: str) -> str:
     row = [r for r in section("REFERENCE.md", "Every option").splitlines() if r.startswith(f"| `{option}` |")]
     assert len(row) == 1, f"REFERENCE.md's option table has no single row for {option}"
     return row[0]
+
+
+def test_the_families_only_names_are_the_registrys():
+    row = option_row("--only")
+    families = re.search(r"comma-separated families \(([^)]*)\)", row).group(1)
+    assert set(re.findall(r"`(\w+)`", families)) == set(FAMILY_ORDER)
 
 
 @pytest.mark.parametrize("option,full,quick", [
