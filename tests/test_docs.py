@@ -220,6 +220,15 @@ def test_derived_folders_the_docs_name_exist(doc):
     assert named <= existing, sorted(named - existing)
 
 
+def test_the_torch_versions_are_pyprojects_and_cis():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    low, high = re.search(r'"torch>=2\.(\d+),<2\.(\d+)"', pyproject).groups()
+    supported = f"2.{low} to 2.{int(high) - 1}"
+    assert f"CUDA torch ({supported}" in DOCS["README.md"] and f"CUDA torch ({supported}" in DOCS["REFERENCE.md"]
+    ci = re.search(r"torch==([\d.]+)", (ROOT / ".ci" / "run").read_text()).group(1)
+    assert f"pip install torch=={ci} --index-url" in DOCS["README.md"], "the README's CPU wheel is not CI's"
+
+
 # ---- the options' defaults ------------------------------------------------------------------
 
 def option_row(option: str) -> str:
