@@ -224,7 +224,7 @@ def test_the_torch_versions_are_pyprojects_and_cis():
     pyproject = (ROOT / "pyproject.toml").read_text()
     low, high = re.search(r'"torch>=2\.(\d+),<2\.(\d+)"', pyproject).groups()
     supported = f"2.{low} to 2.{int(high) - 1}"
-    assert f"CUDA torch ({supported}" in DOCS["README.md"] and f"CUDA torch ({supported}" in DOCS["REFERENCE.md"]
+    assert f"CUDA torch ({supported})" in DOCS["README.md"]
     ci = re.search(r"torch==([\d.]+)", (ROOT / ".ci" / "run").read_text()).group(1)
     assert f"pip install torch=={ci} --index-url" in DOCS["README.md"], "the README's CPU wheel is not CI's"
 
