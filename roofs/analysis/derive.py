@@ -1,14 +1,37 @@
-"""From measurement rows to roofs (ARCHITECTURE.md, rules 10 and 11), and the probes' roofs (rule 5).
+"""From measurement rows to roofs, and from roofs to each row's bound.
 
-Only trusted rows set roofs (trusted, TRUST_*: rule 10); the off-chip window counts the rows
-usable_offchip keeps (rule 11). bandwidth_roofs: each level's roof from its plateau, its
-direction roofs ("<level>.read", ".write", ".copy"), the off-chip roof as a ceiling over the
-revisit passes; a cache's edge and reach are roofs/analysis/levels.py's. compute_roofs: one
-roof per precision from its own GEMMs and FMA chains, and rule 10's extra lines ("fp32 via
-fp64", "<precision>.vector", "<precision>.elementwise"). _with_l1_probe: the l1 roof from
-probe.l1's plateau; the launch floors are roofs/analysis/launch_floor.py's. Every roof names
-the row it came from and carries its spread. Each row's bound from these roofs is
-roofs/analysis/bounds.py's (rule 12)."""
+Only trustworthy rows set roofs (TRUST_*): rows that converged, or that have at least
+TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and that
+were not measured while the machine was busy. Every roof carries the spread of its row.
+
+Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): a cache's capacity is its measured
+plateau edge (roofs/analysis/levels.py), its reported size where the sweep shows no fall. The
+off-chip roof (dram/hbm) comes only from working sets of at least 4x the last-level cache
+(its edge, and past the edge's reach), filtered before the size envelope, from at least two
+sizes; a cache level's roof comes from its plateau, the sizes from twice the next inner
+level's reported size to 3/4 of its own or its edge (clear of the transition between two
+levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
+the next outer level's is still the roof of that band, labelled indistinct, and one more than
+10% below it gives none. The off-chip window counts rows with enough samples whatever their
+spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value is the best median over
+every kernel, implementation and dtype on the plateau, named with the row it came from.
+Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
+same window, one class of kernels at a time.
+
+Compute roofs (ARCHITECTURE.md, rule 10): one per precision, its own units' best: its own GEMMs
+and its own FMA chains (fma.chains, the vector unit), named with the row that set it and
+extra["unit"] ("gemm" or "vector"). A wider precision its inputs convert to exactly
+(EXACT_IN) that runs faster is a labelled extra line, "fp32 via fp64" (extra "via",
+"line_of", "own_gflops"), never the precision's roof; only a precision that points carry
+but that no GEMM or FMA chain of its own measured (no unit for it) takes the wider path as
+its roof, with extra "via". A precision whose roof is not its vector unit's also gets
+"<precision>.vector" from its FMA chains ("<precision>.elementwise" for torch's chains on a CPU,
+whose every step is an elementwise pass through the caches: not a unit's roof). Probe roofs (roofs/analysis/launch_floor.py, rule 5): the l1
+roof from probe.l1's plateau over its span sizes (the faster of it and a size-window l1
+roof), and the launch floors.
+
+Each row's bound (ARCHITECTURE.md, rule 12) from these roofs is roofs/analysis/bounds.py's.
+"""
 from __future__ import annotations
 
 from dataclasses import replace
