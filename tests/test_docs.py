@@ -3,10 +3,12 @@ quote that the code or a committed run determines is computed here, from the cod
 the run folder's own files, and compared with what the docs say (as tests/test_refusals.py
 runs every refusal REFERENCE.md lists): the module map against the modules on disk, the
 method version against bench.results.METHOD_VERSION, the measurements.csv columns against
-COLUMNS, the sweeps' first sizes against the sweeps, the device check's limits and the H200
-plans against the dry run's prediction, and each reference run's figures against its
-run.json and roofs.json. Every code name and path the docs cite must exist, and every link
-to a rule or a section must land on a heading."""
+COLUMNS, the rules' thresholds and the options' defaults against the constants that hold
+them, the sweeps' sizes against the sweeps, the device check's limits and the H200 plans
+against the dry run's prediction, and each reference run's figures against its run.json and
+roofs.json. Every code name and path the docs cite must exist, and every link to a rule or a
+section must land on its anchor. A figure that changes whenever a kernel is added (a plan's
+rows and seconds) is not quoted at all: `python -m bench.aot.predict --check` prints it."""
 import ast
 import importlib
 import json
