@@ -1,14 +1,9 @@
-"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets.
-
-The memory boundary a point's bytes cross (boundary_level): a cold point crosses the
-off-chip memory; a warm point is served by the innermost cache whose measured reach (or,
-unmeasured, BAND_FACTOR x its capacity) exceeds its working set. At that level, the
-bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
-write_bytes). A level with no measured roof gives no bound (the row's bound stays empty and
-bound_note says why), unless the next level out that has one explains the point's speed
-(slower_level): then that level bounds it, and bound_note says so. annotate() writes every row's bound, its percentage of it, and, for a
-point above its bound beyond its spread, a flag naming the likely causes.
-"""
+"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets:
+boundary_level (the memory level a point's bytes cross), faster_level and slower_level (the
+neighbouring level whose roof explains a point's speed), point_bound (min(P, BW x I) with BW
+the level's roof in the point's direction, Roofline.point_bandwidth), and annotate (every
+row's bound, bound_note, its percentage of the bound and, for a point above it beyond its
+spread, a flag naming the likely causes)."""
 from __future__ import annotations
 
 from dataclasses import replace
