@@ -4,17 +4,14 @@ fit the report's findings quote), drawn at each intensity's attainable rate. Rea
 run's rows and roofs; none when the run has no energy model."""
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only, no display (the charts' backend, as in plot.py)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from bench.results import Run  # noqa: E402
-from roofs.analysis.energy import fit_energy, flops_per_joule  # noqa: E402
-from roofs.analysis.roofline import Roofline  # noqa: E402
-from roofs.charts.kit import DPI  # noqa: E402
+from bench.results import Run
+from roofs.analysis.energy import fit_energy, flops_per_joule
+from roofs.analysis.roofline import Roofline
+from roofs.charts.kit import DPI
 
 
 def draw_energy(run: Run) -> Figure | None:
@@ -25,7 +22,9 @@ def draw_energy(run: Run) -> Figure | None:
     if not model:
         return None
     d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=DPI)
+    fig = Figure(figsize=(8, 5), dpi=DPI)
+    FigureCanvasAgg(fig)  # a canvas of its own (no pyplot state): saving and measuring text need one
+    ax = fig.subplots()
     for fam, g in d.groupby("family"):
         ax.scatter(g["intensity"], g["flops"] / g["joules"], s=14, label=fam)
     rl = Roofline(run.roofs)
