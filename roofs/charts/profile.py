@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from roofs.analysis.program import read_ops
 from roofs.analysis.roofline import Roof, Roofline
@@ -53,7 +54,9 @@ def draw_profile(folder):
     flop = ops[(ops["flops"].fillna(0) > 0) & ((ops["read_bytes"] + ops["write_bytes"]) > 0)]
     flop = flop.assign(fmt=flop["precision"].replace("", "other"))
     rest = ops[ops["flops"].fillna(0) <= 0]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 6.5), dpi=DPI, gridspec_kw={"width_ratios": (3, 2)})
+    fig = Figure(figsize=(14, 6.5), dpi=DPI)
+    FigureCanvasAgg(fig)  # a canvas of its own (no pyplot state): saving and measuring text need one
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": (3, 2)})
     placer = LabelPlacer(fig)
     lims = _limits(flop, model, precisions=set(flop["precision"].dropna()) or None, tight=True)
     _draw_roofs(ax, placer, model, *lims, precisions=set(flop["precision"].dropna()) or None)
@@ -111,9 +114,6 @@ def plot_profile(folder) -> list[Path]:
     """Draw roofline.svg (points named on hover) and roofline.png into a profile folder; return both paths."""
     folder = Path(folder)
     fig = draw_profile(folder)
-    try:
-        svg = save_svg(fig, folder / "roofline.svg")
-        fig.savefig(folder / "roofline.png", dpi=DPI)
-    finally:
-        plt.close(fig)
+    svg = save_svg(fig, folder / "roofline.svg")
+    fig.savefig(folder / "roofline.png", dpi=DPI)
     return [svg, folder / "roofline.png"]
