@@ -176,11 +176,12 @@ def count_step(step) -> tuple[list[Call], float]:
 
 class InductorKernels:
     """While active, every Inductor kernel loaded (a CPU C++ kernel through AsyncCompile.cpp_pybinding, a
-    Triton kernel through CachingAutotuner.run) runs inside record_function("inductor:<name>") and its
-    arguments' read and written bytes and dtype are kept in `bytes` by that name (the module docstring's rule)."""
+    Triton kernel through CachingAutotuner.run, which names its own profiler event) runs inside
+    record_function("inductor:<name>"), and its arguments' read and written bytes, dtype and shapes are kept
+    in `bytes` by that name (the module docstring's rule)."""
 
     def __init__(self):
-        self.bytes: dict[str, tuple[float, float, str]] = {}  # name: (read, written, dtype)
+        self.bytes: dict[str, tuple] = {}  # name: (read, written, dtype, its tensors' shapes)
         self._undo = []
 
     def __enter__(self):
@@ -201,8 +202,9 @@ class InductorKernels:
         def traced_run(autotuner, *args, **kw):
             name = autotuner.inductor_meta.get("kernel_name") or getattr(autotuner.fn, "__name__", "triton")
             if name not in kernels.bytes:
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
                 kernels.bytes[name] = (*_by_arg_names(list(getattr(autotuner.fn, "arg_names", [])), args),
-                                       _dtype_of([a for a in args if isinstance(a, torch.Tensor)]))
+                                       _dtype_of(tensors), _shape_text(tensors))
             return run(autotuner, *args, **kw)
         triton_heuristics.CachingAutotuner.run = traced_run
         self._undo.append(lambda: setattr(triton_heuristics.CachingAutotuner, "run", run))
@@ -229,7 +231,8 @@ class InductorKernels:
                 writes = [t.endswith("*") and not t.startswith("const") for t in argtypes]
                 self.bytes[name] = (float(sum(tensor_bytes(a) for a, r in zip(args, reads) if r)),
                                     float(sum(tensor_bytes(a) for a, w in zip(args, writes) if w)),
-                                    _dtype_of([a for a in args if isinstance(a, torch.Tensor)]))
+                                    _dtype_of([a for a in args if isinstance(a, torch.Tensor)]),
+                                    _shape_text([a for a in args if isinstance(a, torch.Tensor)]))
             with record_function(INDUCTOR + name):
                 return (fn.result() if hasattr(fn, "result") else fn)(*args)
         return kernel
@@ -255,8 +258,8 @@ def _event_call(e, kernels: InductorKernels) -> Call:
     op's recorded shapes and dtypes (inputs read; FLOPs from the formula on meta tensors)."""
     if e.name.startswith(INDUCTOR) or e.name in kernels.bytes:
         name = e.name.removeprefix(INDUCTOR)
-        r, w, dtype = kernels.bytes.get(name, (0.0, 0.0, ""))
-        return Call(name, "compiled", "", dtype, None, r, w, kind="inductor")
+        r, w, dtype, shapes = kernels.bytes.get(name, (0.0, 0.0, "", ""))
+        return Call(name, "compiled", shapes, dtype, None, r, w, kind="inductor")
     shapes, dtypes = e.input_shapes or [], list(getattr(e, "input_dtypes", None) or [])
     metas = []
     for s, d in zip(shapes, dtypes + [""] * len(shapes)):
