@@ -75,7 +75,7 @@ def draw_profile(folder):
     ax.set_title(f"ops with a FLOP formula ({len(flop)}): marker area = share of the step")
     if len(flop):
         ax.legend(fontsize=8, loc="upper left", title="precision", title_fontsize=8, markerscale=0.5)
-    _draw_bandwidth_panel(bx, rest, model)
+    _draw_bandwidth_panel(bx, rest, model, placer)
     step_ms = 1e3 * meta["step_s"]
     fig.suptitle(f"{meta.get('program', 'program')}: step {step_ms:.4g} ms on {meta['device'].get('name', '?')}",
                  fontsize=11)
@@ -84,7 +84,7 @@ def draw_profile(folder):
     return fig
 
 
-def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline) -> None:
+def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline, placer: LabelPlacer) -> None:
     """Draw the ops without FLOPs: GB/s against working set, each level's measured bandwidth as a line."""
     ws = rest["read_bytes"] + rest["write_bytes"]
     ok = (ws > 0) & (rest["gbps"] > 0)
@@ -95,6 +95,9 @@ def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline) -> None:
         c = ax.scatter(ws, rest["gbps"], s=_area(rest["share"]), color="tab:gray", alpha=0.6, edgecolors="black",
                        linewidths=0.4, zorder=4, gid="ops:bandwidth")
         name_points(c, [op_title(r) for r in rest.itertuples()])
+        placer.avoid(ax, ws, rest["gbps"])
+        for r, w in sorted(zip(rest.itertuples(), ws), key=lambda p: -p[0].share)[:6]:
+            placer.add(ax, w, r.gbps, f"{r.op.split('::')[-1][:28]} {100 * r.share:.2g}%", gap=7, color="0.3")
     for r in bws:
         ax.axhline(r.value, color=LEVEL_COLORS.get(r.name, "0.4"), lw=1, zorder=2)
         ax.annotate(f"{r.name} {r.value:.4g} GB/s", (1.0, r.value), xycoords=("axes fraction", "data"),
