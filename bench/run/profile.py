@@ -175,10 +175,10 @@ def count_step(step) -> tuple[list[Call], float]:
 
 
 class InductorKernels:
-    """While active, every Inductor kernel loaded (a CPU C++ kernel through AsyncCompile.cpp_pybinding, a
-    Triton kernel through CachingAutotuner.run, which names its own profiler event) runs inside
-    record_function("inductor:<name>"), and its arguments' read and written bytes, dtype and shapes are kept
-    in `bytes` by that name (the module docstring's rule)."""
+    """While active, each Inductor kernel has its arguments' read and written bytes, dtype and shapes kept in
+    `bytes` by its name (the module docstring's rule): a CPU C++ kernel (AsyncCompile.cpp_pybinding, wrapped
+    when its module loads) also runs inside record_function("inductor:<name>"); a Triton kernel
+    (CachingAutotuner.run) is counted at its first launch and names its own profiler event."""
 
     def __init__(self):
         self.bytes: dict[str, tuple] = {}  # name: (read, written, dtype, its tensors' shapes)
