@@ -185,3 +185,29 @@ def test_the_pct_interval_spans_the_roofs_plateau():
     # 3e9 bytes in 0.1 s = 30 GB/s: 60% of 50, 75% of the plateau's low end 40
     assert p["pct_of_attainable"] == pytest.approx(60) and p["pct_low"] == pytest.approx(60)
     assert p["pct_high"] == pytest.approx(75) and p["share"] == pytest.approx(0.5)
+
+
+def test_svg_titles_follow_the_points_order_for_scatters_and_lines(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from roofs.charts.svg import SVG, name_points
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    name_points(ax.scatter([3, 1, 2], [1, 1, 1], s=[10, 20, 30], gid="pts"), ["x3", "x1", "x2"])
+    line, = ax.plot([1, 2, 3], [2, 2, 2], marker="o", ls="-", gid="line")
+    name_points(line, ["l1", "l2", "l3"])
+    save_svg(fig, tmp_path / "c.svg")
+    root = ET.parse(tmp_path / "c.svg").getroot()
+
+    def x_of(mark):   # a <use> has its x; a scatter's <path> starts at "M x y"
+        return float(mark.get("x")) if mark.get("x") else float(mark.get("d").split()[1])
+    xs = {}
+    for g in root.iter(f"{{{SVG}}}g"):
+        if g.get("class") == "point":
+            xs[g.find(f"{{{SVG}}}title").text] = x_of(next(c for c in g if not c.tag.endswith("title")))
+    assert set(xs) == {"x1", "x2", "x3", "l1", "l2", "l3"}
+    assert xs["x1"] < xs["x2"] < xs["x3"] and xs["l1"] < xs["l2"] < xs["l3"]

@@ -62,7 +62,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -78,7 +77,6 @@ from roofs.charts.families import (  # noqa: E402
     draw_stream_roofline,
 )
 from roofs.charts.fma import draw_fma, draw_launch_floor  # noqa: E402
-from roofs.charts.svg import has_named_points, name_points, save_svg  # noqa: E402
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     FAMILY_COLORS,
@@ -111,6 +109,7 @@ from roofs.charts.kit import (  # noqa: E402
     far_under_bound,
     roofline_points,
 )
+from roofs.charts.svg import has_named_points, name_points, point_title, save_svg  # noqa: E402
 
 
 def _under_note(under) -> str:
@@ -340,13 +339,6 @@ def figures(run: Run) -> dict:
         if fig is not None:
             out[name] = fig
     return out
-
-
-def point_title(r) -> str:
-    """Return a point's hover text: "gemm.square/torch fp32 1024x1024x1024: 250 GFLOP/s, 80% of attainable"."""
-    pct = getattr(r, "pct_of_attainable", None)
-    pct = f", {float(pct):.3g}% of attainable" if pct is not None and pd.notna(pct) and pct != "" else ""
-    return f"{r.impl} {r.precision or r.dtype} {r.shape}: {r.gflops:.4g} GFLOP/s{pct}"
 
 
 def _save(fig, path: Path) -> Path | None:
