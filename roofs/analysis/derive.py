@@ -1,8 +1,6 @@
-"""From measurement rows to roofs, and from roofs to each row's bound.
+"""From measurement rows to roofs: derive() gathers every roof of a run.
 
-Only trustworthy rows set roofs (TRUST_*): rows that converged, or that have at least
-TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and that
-were not measured while the machine was busy. Every roof carries the spread of its row.
+Only trustworthy rows set roofs (roofs/analysis/trust.py). Every roof carries the spread of its row.
 
 Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): a cache's capacity is its measured
 plateau edge (roofs/analysis/levels.py), its reported size where the sweep shows no fall. The
@@ -13,24 +11,15 @@ level's reported size to 3/4 of its own or its edge (clear of the transition bet
 levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
 the next outer level's is still the roof of that band, labelled indistinct, and one more than
 10% below it gives none. The off-chip window counts rows with enough samples whatever their
-spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value is the best median over
-every kernel, implementation and dtype on the plateau, named with the row it came from.
-Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
-same window, one class of kernels at a time.
+spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value
+is the best median over every kernel, implementation and dtype on the plateau, named with the
+row it came from. Each level with a roof gets direction roofs ("<level>.read", ".write",
+".copy") from the same window, one class of kernels at a time.
 
-Compute roofs (ARCHITECTURE.md, rule 10): one per precision, its own units' best: its own GEMMs
-and its own FMA chains (fma.chains, the vector unit), named with the row that set it and
-extra["unit"] ("gemm" or "vector"). A wider precision its inputs convert to exactly
-(EXACT_IN) that runs faster is a labelled extra line, "fp32 via fp64" (extra "via",
-"line_of", "own_gflops"), never the precision's roof; only a precision that points carry
-but that no GEMM or FMA chain of its own measured (no unit for it) takes the wider path as
-its roof, with extra "via". A precision whose roof is not its vector unit's also gets
-"<precision>.vector" from its FMA chains ("<precision>.elementwise" for torch's chains on a CPU,
-whose every step is an elementwise pass through the caches: not a unit's roof). Probe roofs (roofs/analysis/launch_floor.py, rule 5): the l1
-roof from probe.l1's plateau over its span sizes (the faster of it and a size-window l1
-roof), and the launch floors.
-
-Each row's bound (ARCHITECTURE.md, rule 12) from these roofs is roofs/analysis/bounds.py's.
+Compute roofs (rule 10) are roofs/analysis/compute.py's. Probe roofs
+(roofs/analysis/launch_floor.py, rule 5): the l1 roof from probe.l1's plateau over its span
+sizes (the faster of it and a size-window l1 roof), and the launch floors. Each row's bound
+(rule 12) from these roofs is roofs/analysis/bounds.py's.
 """
 from __future__ import annotations
 
@@ -39,12 +28,14 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
+from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num
+from roofs.analysis.compute import compute_notes, compute_roofs
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
-from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, Roof, direction_of
+from roofs.analysis.roofline import DIRECTIONS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
+from roofs.analysis.trust import TRUST_MIN_SAMPLES, TRUST_SPREAD, is_runner_flag, row_spread, trusted, untrusted_text
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -53,21 +44,8 @@ CLEAR_FACTOR = 2     # ... and from 2x the next inner level's capacity (clear of
 REL_TOL = 0.10       # plateau: within 10% of its best point; a level within 10% of the next outer is indistinct
 CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more in a cache than off chip
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
-TRUST_MIN_SAMPLES = 5
-TRUST_SPREAD = 0.10
 NOISY_SPREAD = 0.50  # an off-chip row spread this much is broken, not a noisy host (those spread 10-35%)
-RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring set no roof
 SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py): roofs/analysis/sustained.py reads them
-
-# Precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math.
-EXACT_IN = {
-    "fp32": ("fp64",),
-    "tf32": ("fp32", "fp64"),
-    "fp16": ("fp32", "fp64"),
-    "bf16": ("fp32", "fp64"),
-    "fp8e4m3": ("fp16", "bf16", "fp32", "fp64"),
-    "fp8e5m2": ("fp16", "bf16", "fp32", "fp64"),
-}
 
 BINS_PER_OCTAVE = 16
 
@@ -77,29 +55,6 @@ def size_bin(nbytes):
     whose element count was rounded from the same target size (3 arrays do not divide every
     size) share a bin."""
     return np.round(np.log2(nbytes.astype(float)) * BINS_PER_OCTAVE).astype(int)
-
-
-def row_spread(rows: pd.DataFrame) -> pd.Series:
-    """Return (p80 - p20) / median of each row (NaN where the columns are missing)."""
-    if not {"p20_ms", "p80_ms", "median_ms"} <= set(rows.columns):
-        return pd.Series(np.nan, index=rows.index)
-    return (rows["p80_ms"].astype(float) - rows["p20_ms"].astype(float)) / rows["median_ms"].astype(float)
-
-
-def trusted(rows: pd.DataFrame) -> pd.Series:
-    """Return, per row, whether it may set a roof: status ok, converged (or at least
-    TRUST_MIN_SAMPLES samples with a spread under TRUST_SPREAD), and not measured while the
-    machine was busy or whose time jumped against its sweep. Rows of runs that predate the
-    stop column count as converged."""
-    ok = rows["status"] == "ok"
-    if "stop" in rows.columns:
-        samples = rows["samples"].fillna(0).astype(float) if "samples" in rows.columns else 0
-        converged = text_column(rows, "stop") == "converged"
-        steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
-        ok = ok & (converged | steady)
-    if "flag" in rows.columns:
-        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
-    return ok
 
 
 def usable_offchip(rows: pd.DataFrame) -> pd.Series:
@@ -344,51 +299,78 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     flushed out of every cache); only trustworthy rows count (see trusted()).
     """
     stream, good, warm, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
-    tol = max(rel_tol, CACHE_REL_TOL)
-    roofs, notes = [], []
+    notes = []
     if not stream.empty and (stream["status"] == "ok").sum() > len(good):
         notes.append(f"stream rows that set no roof: {untrusted_text(stream)}")
-    if not caches:
-        notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
-        mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \
-            if not good.empty else good
-    else:
-        usable = stream[usable_offchip(stream)] if not stream.empty else stream
-        mem_rows = usable[at_or_past(usable["working_set_bytes"], offchip_start(good, env_warm, caches, edges, rel_tol))] \
-            if not usable.empty else usable
-    roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
-    if roof is None:
-        notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache"
-                     f"{' (its measured edge)' if caches and edges[caches[-1][0]] else ''} with {MIN_SIZES}+ sizes")
-    else:
-        roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
-        own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
-        roofs += [roof] + own
-        notes += why
-    outer = roof
+    mem_rows, why = _offchip_rows(stream, good, env_warm, caches, edges, rel_tol)
+    roofs, outer, level_notes = _offchip_level(memory_level, mem_rows, caches, edges, rel_tol)
+    notes += why + level_notes
     for i in range(len(caches) - 1, -1, -1):
         name, size = caches[i]
-        inner = caches[i - 1][1] if i > 0 else 0
-        hi = min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size
-        in_window = lambda df: df[(df["working_set_bytes"] >= CLEAR_FACTOR * inner)  # noqa: E731
-                                  & (df["working_set_bytes"] <= hi)] if not df.empty else df
-        roof, note = _roof_from(name, in_window(env_warm), tol, size)
-        if roof is not None and outer is not None:
-            roof, note = _distinct_from(roof, outer, rel_tol)
-        if roof is None:
-            if edges[name]:
-                note += f" (its plateau ends at {edges[name] / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
-            notes.append(note)
-            continue
-        reach = capped_reach(measured_reach(env_warm, edges[name], outer.extra.get("plateau_median", outer.value),
-                                            rel_tol), size) if edges[name] and outer is not None else None
-        sizes = {"capacity_bytes": size, "edge_bytes": edges[name], "reach_bytes": reach}
-        roof = replace(roof, extra={**roof.extra, **sizes})
-        own, why = _direction_roofs(name, in_window(warm), tol, {})
-        roofs += [roof] + own
-        notes += why
-        outer = roof
+        window = (CLEAR_FACTOR * (caches[i - 1][1] if i > 0 else 0),
+                  min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size)
+        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, warm, outer, rel_tol)
+        roofs += own
+        notes += level_notes
+        outer = roof or outer
     return roofs, notes
+
+
+def _offchip_rows(stream: pd.DataFrame, good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dict,
+                  rel_tol: float) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the rows in the off-chip window, notes): with no cache sizes known, the trusted
+    rows at the largest two sizes measured; else the rows usable_offchip keeps at or past
+    offchip_start."""
+    if not caches:
+        note = "no cache sizes known: the memory roof uses the largest working sets measured"
+        if good.empty:
+            return good, [note]
+        return good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()], [note]
+    usable = stream[usable_offchip(stream)] if not stream.empty else stream
+    if usable.empty:
+        return usable, []
+    return usable[at_or_past(usable["working_set_bytes"], offchip_start(good, env_warm, caches, edges, rel_tol))], []
+
+
+def _offchip_level(memory_level: str, mem_rows: pd.DataFrame, caches, edges: dict,
+                   rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
+    """Return (the off-chip roof and its direction roofs, the off-chip roof or None, notes)
+    from the rows of its window (offchip_roof; extra "from_bytes": the window's smallest size)."""
+    roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
+    if roof is None:
+        edge = " (its measured edge)" if caches and edges[caches[-1][0]] else ""
+        return [], None, [f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache{edge} with {MIN_SIZES}+ sizes"]
+    roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
+    own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
+    return [roof] + own, roof, why
+
+
+def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+    """Return the rows whose working set lies in [lo, hi]."""
+    if rows.empty:
+        return rows
+    return rows[(rows["working_set_bytes"] >= lo) & (rows["working_set_bytes"] <= hi)]
+
+
+def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm: pd.DataFrame, warm: pd.DataFrame,
+                 outer: Roof | None, rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
+    """Return (the cache's roof and its direction roofs, its roof or None, notes): the plateau
+    of the warm envelope in its window (CACHE_REL_TOL), judged against the next outer level's
+    roof (_distinct_from), with its reported size, measured edge and reach (capped_reach) in extra."""
+    tol = max(rel_tol, CACHE_REL_TOL)
+    roof, note = _roof_from(name, _in_window(env_warm, *window), tol, size)
+    if roof is not None and outer is not None:
+        roof, note = _distinct_from(roof, outer, rel_tol)
+    if roof is None:
+        if edge:
+            note += f" (its plateau ends at {edge / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
+        return [], None, [note]
+    reach = None
+    if edge and outer is not None:
+        reach = capped_reach(measured_reach(env_warm, edge, outer.extra.get("plateau_median", outer.value), rel_tol), size)
+    roof = replace(roof, extra={**roof.extra, "capacity_bytes": size, "edge_bytes": edge, "reach_bytes": reach})
+    own, why = _direction_roofs(name, _in_window(warm, *window), tol, {})
+    return [roof] + own, roof, why
 
 
 def _distinct_from(roof: Roof, outer: Roof, rel_tol: float) -> tuple[Roof | None, str]:
@@ -417,129 +399,6 @@ def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> d
     by_name = {r.name: r.extra for r in roofs}
     return {str(n): {"reported_bytes": int(b), "edge_bytes": by_name.get(str(n), {}).get("edge_bytes"),
                      "reach_bytes": by_name.get(str(n), {}).get("reach_bytes")} for n, b in caches}
-
-
-COMPUTE_FAMILIES = ("gemm", "fma")  # GEMMs, and the FMA chains that measure each vector unit
-
-
-def _own_compute_roofs(ok: pd.DataFrame) -> dict:
-    """Return precision -> the row with the best median GFLOP/s among ok."""
-    if ok.empty:
-        return {}
-    return {str(p): g.loc[g["gflops"].idxmax()] for p, g in ok.groupby("dtype", sort=False)}
-
-
-def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
-    spread = row_spread(pd.DataFrame([src])).iloc[0]
-    return Roof(kind="compute", name=name, value=float(src["gflops"]),
-                unit="GOP/s" if name.split(" ")[0].split(".")[0] in INTEGER_PRECISIONS else "GFLOP/s",
-                source="measured", op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]),
-                point_id=str(src["point_id"]), shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
-                spread=None if pd.isna(spread) else float(spread), note=note, extra=extra)
-
-
-def _unit(row) -> str:
-    """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
-    a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
-    step of which is an elementwise pass of the chains through the caches: a ceiling of
-    such passes, not of the FMA units (issue 28: 34 GFLOP/s beside 332 computed)."""
-    if row.get("family") != "fma":
-        return "gemm"
-    return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
-
-
-def line_name(precision: str, unit: str) -> str:
-    """Return the name of a precision's FMA-chain line beside its roof: "<p>.vector", or
-    "<p>.elementwise" for torch's chains."""
-    return f"{precision}.{unit}"
-
-
-def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozenset()) -> list[Roof]:
-    """Return the compute roofs (see the module docstring): per precision its own units'
-    best median GFLOP/s among trustworthy GEMM and FMA-chain rows (the dtype column); a
-    faster exact wider path as the extra line "<p> via <wider>"; the wider path as the roof
-    only for a precision that rows carry (the precision column) but none of its own measured;
-    "<p>.vector" where the vector unit is not the precision's roof. A precision in no_unit
-    (the device has no unit for it: fp16 on a CPU without AVX512-FP16) is bounded by the
-    exact wider path, labelled via, its own best kept beside it."""
-    fam = rows[rows["family"].isin(families)] if "family" in rows else rows
-    ok = fam[trusted(fam)] if not fam.empty else fam
-    ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
-    own_all = _own_compute_roofs(ok)
-    own = {p: best for p, best in own_all.items() if p not in no_unit}
-    vector = _own_compute_roofs(ok[ok["family"] == "fma"]) if "family" in ok else {}
-    roofs = []
-    for precision, best in own.items():
-        shapes = ok[ok["dtype"] == precision]
-        roofs.append(_compute_roof(precision, best, f"best median over {shapes['impl'].nunique()} impl(s) and "
-                                   f"{shapes['shape'].nunique()} shape(s)", {"unit": _unit(best)}))
-        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own and own[w]["gflops"] > best["gflops"]),
-                    key=lambda w: own[w]["gflops"], default=None)
-        if wider:
-            src = own[wider]
-            roofs.append(_compute_roof(
-                f"{precision} via {wider}", src,
-                f"{precision} inputs convert exactly to {wider}, whose {_unit(src)} ({float(src['gflops']):,.4g}) beats "
-                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x): "
-                f"an extra line, not {precision}'s roof",
-                {"via": wider, "line_of": precision, "own_gflops": float(best["gflops"]),
-                 "own_point_id": str(best["point_id"])}))
-        if precision in vector and _unit(best) == "gemm":
-            unit = _unit(vector[precision])
-            what = ("the vector unit" if unit == "vector" else
-                    "torch's elementwise passes through the caches (a ceiling of such passes, not the FMA units')")
-            roofs.append(_compute_roof(line_name(precision, unit), vector[precision],
-                                       f"{precision} FMA chains: {what}", {"unit": unit, "line_of": precision}))
-    # a precision with no steady row of its own (it never ran here, only points carry it, or
-    # its own rows were too unsteady to set a roof) is bounded by the fastest exact wider path
-    ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
-    unsteady = {str(p): g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
-    # ... among the points that ran: a skipped row (tf32 on a CPU) needs no bound
-    placed = rows[rows["status"] == "ok"] if "status" in rows else rows
-    carried = set(placed["precision"].dropna().astype(str)) - {""} if "precision" in placed else set()
-    for precision in sorted((carried | set(unsteady) | (set(own_all) & set(no_unit))) - set(own)):
-        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own), key=lambda w: own[w]["gflops"], default=None)
-        if wider is None:
-            if precision in own_all:  # no unit, but no wider path measured either: its own rows stand
-                best = own_all[precision]
-                roofs.append(_compute_roof(precision, best, "best of its own rows (no unit and no wider path)",
-                                           {"unit": _unit(best)}))
-            continue
-        mine = own_all.get(precision) if precision in no_unit else unsteady.get(precision)
-        extra = {"via": wider} if mine is None else {
-            "via": wider, "own_gflops": float(mine["gflops"]), "own_point_id": str(mine["point_id"]),
-            **({"no_unit": True} if precision in no_unit else {"own_steady": False})}
-        why = (f"the device has no {precision} unit (its own best, {float(mine['gflops']):,.4g}, runs through "
-               "conversion)" if precision in no_unit and mine is not None
-               else f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof"
-               if mine is not None else "no GEMM or FMA chain of its own measured here")
-        roofs.append(_compute_roof(precision, own[wider], f"{precision}: {why}; its inputs convert exactly to {wider}",
-                                   extra))
-    return sorted(roofs, key=lambda r: -r.value)
-
-
-def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[str]:
-    """Return one line per precision whose GEMMs ran but set no roof (no trustworthy row)."""
-    fam = rows[rows["family"].isin(families) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    have = {r.name for r in roofs if r.kind == "compute"}
-    return [f"{p}: no compute roof: of its {len(g)} GEMM rows, {untrusted_text(g)}"
-            for p, g in fam.groupby("dtype", sort=False) if p not in have]
-
-
-def untrusted_text(rows: pd.DataFrame) -> str:
-    """Return how many ok rows could not set a roof, counted apart by cause, each with its
-    remedy: not converged within the budget (a larger --budget), measured while the machine
-    was busy or whose time jumped (a quiet machine)."""
-    ok = rows[rows["status"] == "ok"]
-    flags = text_column(ok, "flag")
-    noisy = flags.map(is_runner_flag)
-    unsteady = ~trusted(ok.assign(flag="")) if not ok.empty else noisy
-    parts = []
-    if (unsteady & ~noisy).any():
-        parts.append(f"{int((unsteady & ~noisy).sum())} did not converge within the budget (a larger --budget helps)")
-    if noisy.any():
-        parts.append(f"{int(noisy.sum())} ran while the machine was busy or their time jumped (run on a quiet machine)")
-    return "; ".join(parts) or "none is steady"
 
 
 def link_roofs(rows: pd.DataFrame) -> list[Roof]:
@@ -604,9 +463,3 @@ def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, 
         sizes = {k: v for k, v in old.extra.items() if k in ("capacity_bytes", "edge_bytes", "reach_bytes")}
         roof = replace(roof, extra={**roof.extra, **sizes})
     return [r for r in roofs if r is not old] + [roof], notes
-
-
-def is_runner_flag(flag: str) -> bool:
-    """Return whether a flag was set by the runner while measuring (a busy machine, a time
-    jump, or both joined by "; "): such rows set no roof."""
-    return any(part.startswith(RUNNER_FLAGS) for part in flag.split("; "))
