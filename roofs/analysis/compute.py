@@ -7,8 +7,11 @@ line, "fp32 via fp64" (extra "via", "line_of", "own_gflops"), never the precisio
 a precision that points carry but that no GEMM or FMA chain of its own measured (no unit for
 it) takes the wider path as its roof, with extra "via". A precision whose roof is not its
 vector unit's also gets "<precision>.vector" from its FMA chains ("<precision>.elementwise"
-for torch's chains on a CPU, whose every step is an elementwise pass through the caches: not a
-unit's roof).
+for torch's chains, whose every step is an elementwise pass through the caches: not a unit's
+roof). Those elementwise chains set only their "<precision>.elementwise" line, in any run (full,
+quick, --only fma, interrupted): they never set or stand in for a precision's roof, and a
+precision whose only rows of its own are such chains has no compute roof (compute_notes says
+so once; its points have no compute bound).
 """
 from __future__ import annotations
 
@@ -57,6 +60,13 @@ def _unit(row) -> str:
     return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
 
 
+def units_of(rows: pd.DataFrame) -> pd.Series:
+    """Return _unit of each row."""
+    if rows.empty:
+        return pd.Series([], index=rows.index, dtype=object)
+    return pd.Series([_unit(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
 def line_name(precision: str, unit: str) -> str:
     """Return the name of a precision's FMA-chain line beside its roof: "<p>.vector", or
     "<p>.elementwise" for torch's chains."""
@@ -93,30 +103,48 @@ def _faster_wider_line(precision: str, best, own: dict) -> Roof | None:
                          {"via": wider, "line_of": precision, "own_gflops": mine, "own_point_id": str(best["point_id"])})
 
 
-def _chain_line(precision: str, best, vector: dict) -> Roof | None:
-    """Return the precision's FMA-chain line ("<p>.vector" or "<p>.elementwise") where a GEMM,
+def _vector_line(precision: str, best, vector: dict) -> Roof | None:
+    """Return the precision's vector-unit line "<p>.vector" (its Triton FMA chains) where a GEMM,
     not its chains, set its roof; else None."""
     if precision not in vector or _unit(best) != "gemm":
         return None
-    unit = _unit(vector[precision])
-    if unit == "vector":
-        what = "the vector unit"
-    else:
-        what = "torch's elementwise passes through the caches (a ceiling of such passes, not the FMA units')"
-    return _compute_roof(line_name(precision, unit), vector[precision],
-                         f"{precision} FMA chains: {what}", {"unit": unit, "line_of": precision})
+    return _compute_roof(line_name(precision, "vector"), vector[precision], f"{precision} FMA chains: the vector unit",
+                         {"unit": "vector", "line_of": precision})
+
+
+def _elementwise_line(precision: str, best) -> Roof:
+    """Return the line "<p>.elementwise" of torch's FMA chains: every step an elementwise pass
+    through the caches, a ceiling of such passes and never a unit's roof (rule 10), whether or
+    not the precision has a roof."""
+    return _compute_roof(line_name(precision, "elementwise"), best,
+                         f"{precision} FMA chains: torch's elementwise passes through the caches (a ceiling of such "
+                         "passes, not the FMA units')", {"unit": "elementwise", "line_of": precision})
 
 
 def _without_own_roof(rows: pd.DataFrame, fam: pd.DataFrame, own: dict, own_all: dict, no_unit) -> tuple[list, dict]:
     """Return (the precisions with no steady row of their own that need a bound, sorted; the
     best ok row of each whose own rows ran but were too unsteady): those the points that ran
     carry (a skipped row, tf32 on a CPU, needs no bound), those whose rows were unsteady, and
-    those the device has no unit for."""
+    those the device has no unit for; never one whose only rows of its own are elementwise
+    FMA chains (chain_only: it has no compute roof)."""
     ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
+    ran = ran[units_of(ran) != "elementwise"] if not ran.empty else ran
     unsteady = {p: best for p, best in _best_per_precision(ran).items() if p not in own}
     placed = rows[rows["status"] == "ok"] if "status" in rows else rows
     carried = set(placed["precision"].dropna().astype(str)) - {""} if "precision" in placed else set()
-    return sorted((carried | set(unsteady) | (set(own_all) & set(no_unit))) - set(own)), unsteady
+    need = (carried | set(unsteady) | (set(own_all) & set(no_unit))) - set(own) - chain_only(fam)
+    return sorted(need), unsteady
+
+
+def chain_only(fam: pd.DataFrame) -> set:
+    """Return the precisions whose only ok rows among fam (the compute families' rows) are
+    torch's elementwise FMA chains: no GEMM (or vector-unit chain) of theirs ran."""
+    ok = fam[fam["status"] == "ok"] if not fam.empty else fam
+    if ok.empty:
+        return set()
+    units = units_of(ok)
+    dtypes = ok["dtype"].astype(str)
+    return set(dtypes[units == "elementwise"]) - set(dtypes[units != "elementwise"])
 
 
 def _why_wider(precision: str, mine, no_unit) -> str:
@@ -157,21 +185,36 @@ def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozens
     (the device has no unit for it: fp16 on a CPU without AVX512-FP16) is bounded by the
     exact wider path, labelled via, its own best kept beside it."""
     fam, ok = _steady_rows(rows, families)
-    own_all = _best_per_precision(ok)
+    units = units_of(ok)
+    own_all = _best_per_precision(ok[units != "elementwise"] if not ok.empty else ok)
     own = {p: best for p, best in own_all.items() if p not in no_unit}
-    vector = _best_per_precision(ok[ok["family"] == "fma"]) if "family" in ok else {}
-    roofs = []
+    vector = _best_per_precision(ok[units == "vector"] if not ok.empty else ok)
+    roofs = [_elementwise_line(p, best) for p, best in _best_per_precision(ok[units == "elementwise"]
+                                                                             if not ok.empty else ok).items()]
     for precision, best in own.items():
         roofs.append(_own_roof(precision, best, ok))
-        roofs += [r for r in (_faster_wider_line(precision, best, own), _chain_line(precision, best, vector)) if r]
+        roofs += [r for r in (_faster_wider_line(precision, best, own), _vector_line(precision, best, vector)) if r]
     need, unsteady = _without_own_roof(rows, fam, own, own_all, no_unit)
     roofs += [r for r in (_wider_path_roof(p, own, own_all, unsteady, no_unit) for p in need) if r]
     return sorted(roofs, key=lambda r: -r.value)
 
 
 def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[str]:
-    """Return one line per precision whose GEMMs ran but set no roof (no trustworthy row)."""
+    """Return one line per precision that ran but has no compute roof: its GEMMs ran but none
+    was trustworthy, or only its elementwise FMA chains ran (chain_only): its points then have
+    no compute bound, said here once."""
     fam = rows[rows["family"].isin(families) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     have = {r.name for r in roofs if r.kind == "compute"}
-    return [f"{p}: no compute roof: of its {len(g)} GEMM rows, {untrusted_text(g)}"
-            for p, g in fam.groupby("dtype", sort=False) if p not in have]
+    chains = chain_only(fam)
+    notes = []
+    for p, g in fam.groupby("dtype", sort=False):
+        if p in have:
+            continue
+        if p in chains:
+            notes.append(f"{p}: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) "
+                         f"set only the {line_name(p, 'elementwise')} line, never a unit's roof: its points have "
+                         "no compute bound")
+        else:
+            units = g[units_of(g) != "elementwise"]
+            notes.append(f"{p}: no compute roof: of its {len(units)} GEMM rows, {untrusted_text(units)}")
+    return notes
