@@ -44,6 +44,7 @@ CLEAR_FACTOR = 2     # ... and from 2x the next inner level's capacity (clear of
 REL_TOL = 0.10       # plateau: within 10% of its best point; a level within 10% of the next outer is indistinct
 CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more in a cache than off chip
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
+CONSISTENT_MARGIN = 0.75  # an off-chip direction's best at a size past 1.75x the others there needs a second size
 NOISY_SPREAD = 0.50  # an off-chip row spread this much is broken, not a noisy host (those spread 10-35%)
 SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py): roofs/analysis/sustained.py reads them
 
@@ -271,14 +272,24 @@ def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dic
     transition after the edge sets it. A reach never lies past DRAM_FACTOR x the reported
     size (capped_reach): no cache serves a working set that large, and a VM's memory that
     slows as the working set grows (364 MiB at 0.6x of 128 MiB) would otherwise push the
-    window past all but one size."""
+    window past all but one size. Where the reported size is plausible (the sweep reaches
+    off-chip speed only past it: the reach lies beyond the reported size, or was not
+    measured), the start is at least DRAM_FACTOR x the reported size: no cache serves that
+    far, where a victim L3 (AMD's) still serves part of a set twice its size, so 4x a
+    measured edge of half the L3 (64 MiB of a 32 MiB L3) read 74 GB/s against DRAM's 36-40.
+    Where the sweep runs at off-chip speed inside the reported size (a VM that reports its
+    host's 300 MiB L3, at DRAM speed from 64 MiB; H200's two-partition 60 MiB L2, at HBM speed
+    from 45 MiB), the measured knee alone decides."""
     name, size = caches[-1]
     edge = edges.get(name)
     if not edge:
         return int(DRAM_FACTOR * size)
     tail = float(envelope(good).tail(MIN_SIZES)["gbps"].median())
     reach = capped_reach(measured_reach(env_warm, edge, tail, rel_tol), size)
-    return int(max(DRAM_FACTOR * edge, reach or 0))
+    knee = int(max(DRAM_FACTOR * edge, reach or 0))
+    if reach is not None and reach <= size:  # off-chip speed within the reported size: not this cache's size
+        return knee
+    return max(knee, int(DRAM_FACTOR * size))
 
 
 def capped_reach(reach: int | None, reported: int) -> int | None:
@@ -336,13 +347,61 @@ def _offchip_level(memory_level: str, mem_rows: pd.DataFrame, caches, edges: dic
                    rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
     """Return (the off-chip roof and its direction roofs, the off-chip roof or None, notes)
     from the rows of its window (offchip_roof; extra "from_bytes": the window's smallest size)."""
+    mem_rows, untrusted = consistent_offchip(mem_rows, rel_tol)
     roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
     if roof is None:
         edge = " (its measured edge)" if caches and edges[caches[-1][0]] else ""
-        return [], None, [f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache{edge} with {MIN_SIZES}+ sizes"]
+        why = f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache{edge} with {MIN_SIZES}+ sizes"
+        return [], None, [*untrusted, why]
     roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
     own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
-    return [roof] + own, roof, why
+    return [roof] + own, roof, untrusted + why
+
+
+def consistent_offchip(rows: pd.DataFrame, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the off-chip window's rows without those the consistency rule does not trust,
+    one note per row left out) (ARCHITECTURE.md, rule 11): a direction's best row at a size
+    (its bin) more than CONSISTENT_MARGIN above the other directions' best there, or above
+    its own direction's other passes there, is left out unless a second size of that
+    direction sides with it (its best at least the geometric mean of the rate and the
+    highest reading it outran: nearer the rate than the reading); the rule is applied again
+    to what is left until every best row stands."""
+    notes, rows = [], rows.reset_index(drop=True)  # a row is left out by its label: make the labels unique
+    while True:
+        found = _inconsistent_row(rows, rel_tol)
+        if found is None:
+            return rows, notes
+        rows, notes = rows.drop(index=found[0]), notes + [found[1]]
+
+
+def _inconsistent_row(rows: pd.DataFrame, rel_tol: float):
+    """Return (index, note) of the first best row that consistent_offchip leaves out, or None."""
+    if rows.empty or "gbps" not in rows:
+        return None
+    ok = rows[(rows["status"] == "ok") & rows["gbps"].notna()]
+    kinds, bins = stream_direction(ok), size_bin(ok["working_set_bytes"])
+    passes = ok["pass"].fillna(1).astype(int) if "pass" in ok else pd.Series(1, index=ok.index)
+    for d in DIRECTIONS:
+        mine = ok[kinds == d]
+        best_per_bin = mine.groupby(bins[kinds == d])["gbps"].idxmax() if not mine.empty else {}
+        for b, idx in dict(best_per_bin).items():
+            rate = float(ok.at[idx, "gbps"])
+            here = bins == b
+            others = ok.loc[here & (kinds != d), "gbps"].max()
+            revisits = ok.loc[here & (kinds == d) & (passes != passes[idx]), "gbps"].max()
+            outran = [(ref, what) for ref, what in ((others, "the other directions' best at that size"),
+                                                    (revisits, "its own other passes there"))
+                      if not pd.isna(ref) and rate > (1 + CONSISTENT_MARGIN) * ref]
+            if not outran:
+                continue
+            sides = (rate * max(ref for ref, _ in outran)) ** 0.5
+            if (mine.loc[bins[kinds == d] != b, "gbps"] >= sides).any():
+                continue
+            why = " and ".join(f"{rate / ref:.2f}x {what} ({ref:,.3g})" for ref, what in outran)
+            return idx, (f"{d}: {rate:,.3g} GB/s from {ok.at[idx, 'op']} at {fmt_bytes(ok.at[idx, 'working_set_bytes'])}"
+                         f" is {why}, and no second size reaches {sides:,.3g} (their geometric mean): not trusted, "
+                         "left out of the off-chip window")
+    return None
 
 
 def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
