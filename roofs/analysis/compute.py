@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.util import number
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
 from roofs.analysis.trust import row_spread, trusted, untrusted_text
 
@@ -47,7 +48,7 @@ def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
                 unit="GOP/s" if name.split(" ")[0].split(".")[0] in INTEGER_PRECISIONS else "GFLOP/s",
                 source="measured", op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]),
                 point_id=str(src["point_id"]), shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
-                spread=None if pd.isna(spread) else float(spread), note=note, extra=extra)
+                spread=number(spread), note=note, extra=extra)
 
 
 def _unit(row) -> str:
