@@ -70,3 +70,13 @@ def test_full_run_keeps_the_elementwise_line_beside_the_gemm_roof():
     got = {r.name: r for r in compute_roofs(df)}
     assert got["fp64"].value == 98.9 and got["fp64.elementwise"].value == 150.0
     assert Roofline(list(got.values())).compute().name == "fp64"  # the highest roof is a precision's, not a line
+
+
+def test_an_interrupted_run_whose_chains_never_steadied_says_so():
+    # Ctrl-C 30 s into a loaded quick run: two chains, neither converged nor steady
+    df = pd.DataFrame([row("fma", "fp64", 2.34, 1, stop="budget"), row("fma", "fp64", 7.6, 8, stop="budget")])
+    roofs = compute_roofs(df)
+    assert roofs == []
+    assert compute_notes(df, roofs) == [
+        "fp64: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) set no roof, not "
+        "even the fp64.elementwise line (none steady), never a unit's roof: its points have no compute bound"]

@@ -212,9 +212,10 @@ def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[
         if p in have:
             continue
         if p in chains:
+            line = line_name(p, "elementwise")
+            what = f"set only the {line} line" if line in have else f"set no roof, not even the {line} line (none steady)"
             notes.append(f"{p}: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) "
-                         f"set only the {line_name(p, 'elementwise')} line, never a unit's roof: its points have "
-                         "no compute bound")
+                         f"{what}, never a unit's roof: its points have no compute bound")
         else:
             units = g[units_of(g) != "elementwise"]
             notes.append(f"{p}: no compute roof: of its {len(units)} GEMM rows, {untrusted_text(units)}")
