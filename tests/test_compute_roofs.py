@@ -78,5 +78,5 @@ def test_an_interrupted_run_whose_chains_never_steadied_says_so():
     roofs = compute_roofs(df)
     assert roofs == []
     assert compute_notes(df, roofs) == [
-        "fp64: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) set no roof, not "
-        "even the fp64.elementwise line (none steady), never a unit's roof: its points have no compute bound"]
+        ("fp64: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) set no roof, not "
+        "even the fp64.elementwise line (none steady), never a unit's roof: its points have no compute bound")]

@@ -83,7 +83,8 @@ def test_records_without_family_and_model_are_placed_by_their_flags():
         hit, how = specs.cpu_core({"kind": "cpu", "name": "AMD EPYC", "cpu_flags": flags})
         assert hit.core == core and "flags" in how
     # a vendor or core the table does not know: the register width and 2 pipes, said to be assumed
-    unknown = {"kind": "cpu", "name": "Some CPU", "cpu_flags": ["avx2", "fma"], "compute_units": 4, "max_clock_mhz": 1000}
+    unknown = {"kind": "cpu", "name": "Some CPU", "cpu_flags": ["avx2", "fma"], "compute_units": 4,
+               "max_clock_mhz": 1000}
     assert specs.cpu_core(unknown) == (None, "")
     assert "assumed" in specs.reference_roofs(unknown)[1]
     assert specs.computed_cpu_roofs(unknown)[0].value == 4 * 8 * 2 * 2

@@ -100,8 +100,8 @@ def _faster_wider_line(precision: str, best, own: dict) -> Roof | None:
     mine, theirs = float(best["gflops"]), float(src["gflops"])
     note = (f"{precision} inputs convert exactly to {wider}, whose {_unit(src)} ({theirs:,.4g}) beats "
             f"{precision}'s own best ({mine:,.4g}, {mine / theirs:.2f}x): an extra line, not {precision}'s roof")
-    return _compute_roof(f"{precision} via {wider}", src, note,
-                         {"via": wider, "line_of": precision, "own_gflops": mine, "own_point_id": str(best["point_id"])})
+    extra = {"via": wider, "line_of": precision, "own_gflops": mine, "own_point_id": str(best["point_id"])}
+    return _compute_roof(f"{precision} via {wider}", src, note, extra)
 
 
 def _vector_line(precision: str, best, vector: dict) -> Roof | None:
@@ -153,7 +153,8 @@ def _why_wider(precision: str, mine, no_unit) -> str:
     if mine is None:
         return "no GEMM or FMA chain of its own measured here"
     if precision in no_unit:
-        return f"the device has no {precision} unit (its own best, {float(mine['gflops']):,.4g}, runs through conversion)"
+        return (f"the device has no {precision} unit (its own best, {float(mine['gflops']):,.4g}, runs through "
+                "conversion)")
     return f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof"
 
 
@@ -213,7 +214,10 @@ def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[
             continue
         if p in chains:
             line = line_name(p, "elementwise")
-            what = f"set only the {line} line" if line in have else f"set no roof, not even the {line} line (none steady)"
+            if line in have:
+                what = f"set only the {line} line"
+            else:
+                what = f"set no roof, not even the {line} line (none steady)"
             notes.append(f"{p}: no compute roof: no GEMM of it ran, and its FMA chains (torch's elementwise passes) "
                          f"{what}, never a unit's roof: its points have no compute bound")
         else:

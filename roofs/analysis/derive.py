@@ -5,8 +5,10 @@ Only trustworthy rows set roofs (roofs/analysis/trust.py). Every roof carries th
 Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): a cache's capacity is its measured
 plateau edge (roofs/analysis/levels.py), its reported size where the sweep shows no fall. The
 off-chip roof (dram/hbm) comes only from working sets of at least 4x the last-level cache
-(its edge, and past the edge's reach), filtered before the size envelope, from at least two
-sizes; a cache level's roof comes from its plateau, the sizes from twice the next inner
+(its edge, and past the edge's reach; never under 4x a reported size the sweep does not
+contradict), filtered before the size envelope, from at least two sizes, a direction far above
+the others or its own passes at one size left out unless a second size sides with it
+(consistent_offchip); a cache level's roof comes from its plateau, the sizes from twice the next inner
 level's reported size to 3/4 of its own or its edge (clear of the transition between two
 levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
 the next outer level's is still the roof of that band, labelled indistinct, and one more than
@@ -400,8 +402,8 @@ def _inconsistent_row(rows: pd.DataFrame, rel_tol: float):
             if (mine.loc[bins[kinds == d] != b, "gbps"] >= sides).any():
                 continue
             why = " and ".join(f"{rate / ref:.2f}x {what} ({ref:,.3g})" for ref, what in outran)
-            return idx, (f"{d}: {rate:,.3g} GB/s from {ok.at[idx, 'op']} at {fmt_bytes(ok.at[idx, 'working_set_bytes'])}"
-                         f" is {why}, and no second size reaches {sides:,.3g} (their geometric mean): not trusted, "
+            where = f"{ok.at[idx, 'op']} at {fmt_bytes(ok.at[idx, 'working_set_bytes'])}"
+            return idx, (f"{d}: {rate:,.3g} GB/s from {where} is {why}, and no second size reaches {sides:,.3g} (their geometric mean): not trusted, "
                          "left out of the off-chip window")
     return None
 
@@ -428,7 +430,8 @@ def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm
         return [], None, [note]
     reach = None
     if edge and outer is not None:
-        reach = capped_reach(measured_reach(env_warm, edge, outer.extra.get("plateau_median", outer.value), rel_tol), size)
+        outer_median = outer.extra.get("plateau_median", outer.value)
+        reach = capped_reach(measured_reach(env_warm, edge, outer_median, rel_tol), size)
     roof = replace(roof, extra={**roof.extra, "capacity_bytes": size, "edge_bytes": edge, "reach_bytes": reach})
     own, why = _direction_roofs(name, _in_window(warm, *window), tol, {})
     return [roof] + own, roof, why

@@ -241,7 +241,8 @@ def computed_cpu_roofs(device: dict) -> list[Roof]:
              "published_clock_mhz": core.clock_mhz if core else None}
     units = cpu_units(device.get("cpu_flags", ()), core, device.get("name", ""))
     return [Roof("compute", p, cores * clock / 1000 * ops, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s",
-                 source="computed", note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {ops:g} per clock per core ({unit})",
+                 source="computed",
+                 note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {ops:g} per clock per core ({unit})",
                  extra={**extra, "per_clock": ops})
             for p, (ops, unit) in units.items()]
 
