@@ -55,7 +55,7 @@ def _unit(row) -> str:
     """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
     a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
     step of which is an elementwise pass of the chains through the caches: a ceiling of
-    such passes, not of the FMA units (34 GFLOP/s measured on a Zen 5 core beside 332 computed)."""
+    such passes, not of the FMA units (a CPU run's chains read 34 GFLOP/s beside 332 computed)."""
     if row.get("family") != "fma":
         return "gemm"
     return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"

@@ -35,7 +35,7 @@ from bench.util import fmt_bytes, fmt_num, number, offchip_level
 from roofs.analysis.compute import compute_notes, compute_roofs
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
-from roofs.analysis.roofline import DIRECTIONS, Roof, direction_of
+from roofs.analysis.roofline import DIRECTIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
 from roofs.analysis.trust import TRUST_MIN_SAMPLES, TRUST_SPREAD, is_runner_flag, row_spread, trusted, untrusted_text
 
@@ -44,11 +44,11 @@ BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded
 FIT_FRACTION = 0.75  # a cache plateau uses working sets up to 3/4 of the cache (what LRU with real associativity keeps)
 CLEAR_FACTOR = 2     # ... and from 2x the next inner level's capacity (clear of the transition)
 REL_TOL = 0.10       # plateau: within 10% of its best point; a level within 10% of the next outer is indistinct
-CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more in a cache than off chip
+CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more there
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
 CONSISTENT_MARGIN = 0.75  # an off-chip direction's best at a size past 1.75x the others there needs a second size
 NOISY_SPREAD = 0.50  # an off-chip row spread this much is broken, not a noisy host (those spread 10-35%)
-SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py): roofs/analysis/sustained.py reads them
+SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py), read by sustained.py
 
 BINS_PER_OCTAVE = 16
 
@@ -124,7 +124,8 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     lo, hi = plateau(window["gbps"], rel_tol)
     plat = window.iloc[lo:hi + 1]
     if len(plat) < MIN_SIZES:
-        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {_why_no_plateau(window, hi)})"
+        why = _why_no_plateau(window, hi)
+        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {why})"
     note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
     return _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {}), ""
 
@@ -194,25 +195,20 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
     sizes = env[(env["working_set_bytes"] >= lo) & (env["working_set_bytes"] <= hi)]
     noisy = int((~trusted(sizes)).sum()) if not sizes.empty else 0
     if noisy:
-        roof = replace(roof, note=roof.note + f"; {noisy} of its {len(sizes)} sizes' best rows spread past "
-                                              f"{TRUST_SPREAD:.0%} (a noisy host)", extra={**roof.extra, "noisy_sizes": noisy})
+        note = f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past {TRUST_SPREAD:.0%}"
+        note += " (a noisy host)"
+        roof = replace(roof, note=note, extra={**roof.extra, "noisy_sizes": noisy})
     return roof, ""
-
-
-# runs made before the read_bytes and write_bytes columns (method 3 and older): the stream
-# kernels' direction classes by name, as those runs had them
-OLD_RUN_DIRECTIONS = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
-                      "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
 
 
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
     """Return each stream row's direction class (roofline.direction_of): from read_bytes and
-    write_bytes where the run has them, else from the op's name (OLD_RUN_DIRECTIONS)."""
+    write_bytes where the run has them, else from the op's arrays (OLD_RUN_STREAM_ARRAYS)."""
     rb = rows["read_bytes"] if "read_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     wb = rows["write_bytes"] if "write_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     out = []
     for op, r, w in zip(rows["op"], rb, wb):
-        out.append(direction_of(r, w) or OLD_RUN_DIRECTIONS.get(str(op), ""))
+        out.append(direction_of(r, w) or direction_of(*OLD_RUN_STREAM_ARRAYS.get(str(op), (None, None))))
     return pd.Series(out, index=rows.index, dtype=object)
 
 
@@ -230,7 +226,10 @@ def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extr
         env = envelope(mine)
         if env.empty:
             continue
-        roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol) if offchip else _roof_from(f"{level}.{d}", env, rel_tol)
+        if offchip:
+            roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol)
+        else:
+            roof, note = _roof_from(f"{level}.{d}", env, rel_tol)
         if roof is None:
             notes.append(note + f": {level}'s {d} points are bounded by the level's best")
         else:
@@ -403,8 +402,8 @@ def _inconsistent_row(rows: pd.DataFrame, rel_tol: float):
                 continue
             why = " and ".join(f"{rate / ref:.2f}x {what} ({ref:,.3g})" for ref, what in outran)
             where = f"{ok.at[idx, 'op']} at {fmt_bytes(ok.at[idx, 'working_set_bytes'])}"
-            return idx, (f"{d}: {rate:,.3g} GB/s from {where} is {why}, and no second size reaches {sides:,.3g} (their geometric mean): not trusted, "
-                         "left out of the off-chip window")
+            return idx, (f"{d}: {rate:,.3g} GB/s from {where} is {why}, and no second size reaches {sides:,.3g} "
+                         "(their geometric mean): not trusted, left out of the off-chip window")
     return None
 
 
@@ -472,13 +471,16 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     if not comm.empty:
         pairs = text_column(comm, "pair")
-        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)],
+        keys = [op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)]
+        comm = comm.assign(key=keys,
                            rate=comm["bus_gbps"].fillna(comm["gbps"]))
         for key, g in comm.groupby("key", sort=False):
             best = g.loc[g["rate"].idxmax()]
             roofs.append(Roof("bandwidth", f"link.{key}", float(best["rate"]), "GB/s", op=str(best["op"]),
-                              impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
-                              note="bus bandwidth" if key.startswith(("all_", "reduce", "broad")) else "point-to-point bandwidth"))
+                              impl=str(best["impl"]), point_id=str(best["point_id"]),
+                              working_set_bytes=int(best["bytes"]),
+                              note=("bus bandwidth" if key.startswith(("all_", "reduce", "broad"))
+                                    else "point-to-point bandwidth")))
     host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     for (op, memory), g in (host.groupby(["op", "memory"], sort=False) if not host.empty else ()):
         best = g.loc[g["gbps"].idxmax()]
@@ -522,7 +524,8 @@ def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, 
     roof = replace(roof, note=f"probe.l1: each program rereads its own span; {roof.note}")
     old = next((r for r in roofs if r.kind == "bandwidth" and r.name == "l1"), None)
     if old is not None and old.value >= roof.value:
-        return roofs, notes + [f"l1: probe.l1 ({roof.value:,.1f} GB/s) is below the size-window roof ({old.value:,.1f})"]
+        why = f"l1: probe.l1 ({roof.value:,.1f} GB/s) is below the size-window roof ({old.value:,.1f})"
+        return roofs, [*notes, why]
     if old is not None:  # the level's measured sizes (capacity, edge, reach) stay the size window's
         sizes = {k: v for k, v in old.extra.items() if k in ("capacity_bytes", "edge_bytes", "reach_bytes")}
         roof = replace(roof, extra={**roof.extra, **sizes})
