@@ -28,7 +28,7 @@ def unpack(name: str, root: Path) -> tuple[Path, Path]:
 
 # per core per clock: fp32 = datapath / 32 x pipes x 2; fp64 half; bf16, fp16 2x; int8 4x; AMX its own
 CASES = {
-    # Zen 4: AVX-512 on a 256-bit datapath, 2 pipes: 32 / 16 / 64 / 128 (the figures)
+    # Zen 4: AVX-512 on a 256-bit datapath, 2 pipes: 32 / 16 / 64 / 128 (the figures measured on the 2-core Zen 4 VM)
     "zen4-epyc-vm.txt": ("Zen 4 (EPYC 9004 Genoa)", 2, 2596.15, "nominal",
                          {"fp32": 32, "fp64": 16, "bf16": 64, "int8": 128}),
     # Zen 5: the full 512-bit datapath, 2 pipes
@@ -60,7 +60,7 @@ def test_recorded_cpus_get_their_cores_width_pipes_clock_and_cores(name, tmp_pat
 
 
 def test_the_zen4_vms_measured_roofs_imply_clocks_within_its_parts_published_range(tmp_path):
-    # the VM: fp32 198.9, fp64 98.9, bf16 422.6 GFLOP/s, int8 840 GOP/s imply 3.1-3.3 GHz
+    # the 2-core Zen 4 VM: fp32 198.9, fp64 98.9, bf16 422.6 GFLOP/s, int8 840 GOP/s imply 3.1-3.3 GHz
     # (an all-core boost) at 32 / 16 / 64 / 128 per core per clock on 2 cores: 198.9 / 64 = 3.108 GHz
     device = cpu_info(*unpack("zen4-epyc-vm.txt", tmp_path)).to_dict()
     refs = {r.name: r for r in specs.computed_cpu_roofs(device)}
