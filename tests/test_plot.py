@@ -411,27 +411,19 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_
             assert any(t.startswith(f"run {i}: AMD EPYC") for t in legend), legend
         assert any(t.startswith("run 3:") and "no off-chip roof" in t for t in legend)
         count, overlaps = _intersecting(fig)
-        labels = [t.get_text() for t in plot.drawn_texts(fig)]
-        assert {"run 1 fp32", "run 2 fp32", "run 3 fp32"} <= set(labels)
         assert overlaps == []
-        # issue 31, item 7: each roof's label sits at its line: within the line's span, and its box
-        # touching the line or within one label height of it
         ax = fig.axes[0]
-        renderer = fig.canvas.get_renderer()
-        lines = {c.get_gid(): c for c in ax.collections if (c.get_gid() or "").startswith("run")}
-        checked = 0
-        for t in ax.texts:
-            name = t.get_text()
-            if not name.startswith("run ") or ":" in name:
-                continue
-            run_no, roof = name[4:].split(" ", 1)
-            (x0, y), (x1, _) = lines[f"run{run_no}:{roof}"].get_segments()[0]
-            (px0, py), (px1, _) = ax.transData.transform([(x0, y), (x1, y)])
-            bb = t.get_window_extent(renderer)
-            assert px0 - 2 <= bb.x0 and bb.x1 <= px1 + 2, name
-            assert bb.y0 - bb.height <= py <= bb.y1 + bb.height, (name, py, bb)
-            checked += 1
-        assert checked >= 6
+        gids = {a.get_gid() for a in ax.get_children() if a.get_gid()}
+        labels = [t.get_text() for t in ax.texts]
+        for i, run in enumerate(runs, 1):
+            for r in run.roofs:  # every level's slope and every precision's flat of every run
+                if r["source"] == "measured" and r["kind"] == "bandwidth" and r["name"] in ("l1", "l2", "l3", "dram"):
+                    assert f"run{i}:slope:{r['name']}" in gids, (i, r["name"])
+                if r["source"] == "measured" and r["kind"] == "compute" and "." not in r["name"]:
+                    assert f"run{i}:{r['name']}" in gids, (i, r["name"])
+                    # one label per roof: the runs sharing a value share it
+                    assert sum(t.split(": ", 1)[1].startswith(r["name"] + " ") and str(i) in t.split(":")[0]
+                               for t in labels) == 1, (i, r["name"], labels)
     finally:
         plt.close(fig)
 

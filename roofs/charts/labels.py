@@ -24,7 +24,7 @@ SIDE_COST = 12.0     # choosing the next of a label's sides costs as much as mov
 ALONG_COST = 8.0     # each further anchor along a line (add's `along`) costs this much
 LEADER_SLACK = 1.0   # a label within gap + this of its anchor needs no leader line
 FREE_TRIES = 6       # free heights tried per column when a leader would cross a label
-LEADER_STYLE = {"lw": 0.5, "alpha": 0.7, "zorder": 5, "clip_on": False}
+LEADER_STYLE = {"lw": 0.5, "alpha": 0.7, "zorder": 5, "clip_on": False, "gid": "leader"}
 _UNBOUNDED = (-np.inf, -np.inf, np.inf, np.inf)
 
 
@@ -202,7 +202,8 @@ class _Tier:
     bounds: tuple
     off_points: bool
     near_only: bool        # a label with `near` may move at most near heights in this round
-    clear_leader: bool = True  # its leader must cross no placed label (the last round: always room)
+    clear_leader: bool = True  # its leader must cross no placed label
+    off_lines: bool = True     # its box must cross no line (the last rounds, texts only: always room)
 
 
 @dataclass
@@ -223,8 +224,10 @@ class LabelPlacer:
     a line) and each side, the box is slid into its bounds and moved vertically by the least
     amount that keeps it `pad` pixels clear of every box and segment; the cheapest choice
     wins (displacement + SIDE_COST per side rank + ALONG_COST per anchor rank). The rounds:
-    inside the axes and off the points, inside the axes, inside the figure, anywhere (the
-    last always has room: above everything in the label's column). A label moved away from
+    inside the axes and off the points, inside the axes, inside the figure (then with a
+    leader that may cross a label); only where none of those had room, inside the figure
+    clear of texts alone, and anywhere (the last
+    always has room: above everything in the label's column). A label moved away from
     its anchor gets a thin leader line to it, drawn only where it crosses no placed label;
     the leaders become segments the later labels keep clear of."""
 
@@ -274,7 +277,9 @@ class LabelPlacer:
     def _tiers(self, axes_box) -> tuple[_Tier, ...]:
         fig_box = (0, 0, self.fig.bbox.width, self.fig.bbox.height)
         return (_Tier(axes_box, True, True), _Tier(axes_box, False, False), _Tier(fig_box, False, False),
-                _Tier(_UNBOUNDED, False, False, clear_leader=False))
+                _Tier(fig_box, False, False, clear_leader=False),
+                _Tier(fig_box, False, False, clear_leader=False, off_lines=False),
+                _Tier(_UNBOUNDED, False, False, clear_leader=False, off_lines=False))
 
     def _needs_leader(self, x0, y0, w, h, anchor, gap) -> bool:
         px, py = anchor
@@ -309,7 +314,8 @@ class LabelPlacer:
                 shift = min(max(x0, bx0), bx1 - w) - x0  # slid sideways to fit its bounds
                 x0 += shift
                 blocked = np.concatenate([_blocked_by_boxes(obstacles, x0, w, h, self.pad),
-                                          _blocked_by_segments(segments, x0, w, h, self.pad)])
+                                          _blocked_by_segments(segments if tier.off_lines else segments[:0],
+                                                               x0, w, h, self.pad)])
                 for y0 in free_heights(want, by0, by1 - h, blocked)[:FREE_TRIES]:
                     if tier.near_only and req.near is not None and abs(y0 - want) > req.near * h:
                         break
