@@ -5,16 +5,16 @@ memory level, elementwise ceilings dash-dotted and named, a point's level by rul
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
 
-from roofs.analysis.bounds import boundary_level  # noqa: E402
-from roofs.analysis.roofline import Roof, Roofline  # noqa: E402
-from roofs.charts.ceilings import CHAIN, RoofStyle, draw_roofs  # noqa: E402
-from roofs.charts.kit import LEVEL_COLORS, level_color  # noqa: E402
-from roofs.charts.labels import LabelPlacer  # noqa: E402
+from roofs.analysis.bounds import boundary_level
+from roofs.analysis.roofline import Roof, Roofline
+from roofs.charts.ceilings import CHAIN, RoofStyle, draw_roofs
+from roofs.charts.kit import LEVEL_COLORS, level_color
+from roofs.charts.labels import LabelPlacer
 
 
 def _segments(fig, leaders: bool = False):
@@ -177,7 +177,7 @@ def test_a_points_level_follows_its_boundary_column_or_rule_12():
     assert got == [boundary_level(w, m, sizes, "dram") for w, m in zip(ws, pts["mode"])]
     assert got == ["l1", "l1", "l2", "dram", "dram"]  # 100 KB is within L1's 4x band; 3 MB within L2's
     pts["boundary"] = ["l2", "", "", "", ""]
-    assert list(point_levels(run, pts))[0] == "l2"
+    assert point_levels(run, pts).iloc[0] == "l2"
 
 
 if __name__ == "__main__":
