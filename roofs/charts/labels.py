@@ -24,6 +24,8 @@ SIDE_COST = 12.0     # choosing the next of a label's sides costs as much as mov
 ALONG_COST = 8.0     # each further anchor along a line (add's `along`) costs this much
 LEADER_SLACK = 1.0   # a label within gap + this of its anchor needs no leader line
 FREE_TRIES = 6       # free heights tried per column when a leader would cross a label
+LEADER_CROSS_COST = 150.0  # where leaders may cross labels: each one crossed costs this much
+SLIDES = (0.0, -0.5, 0.5, -1.0, 1.0, -2.0, 2.0)  # sideways moves tried, in box widths, for a displaced label
 LEADER_STYLE = {"lw": 0.5, "alpha": 0.7, "zorder": 5, "clip_on": False, "gid": "leader"}
 _UNBOUNDED = (-np.inf, -np.inf, np.inf, np.inf)
 
@@ -291,41 +293,72 @@ class LabelPlacer:
         """Return the point of the box nearest the anchor (where its leader line ends)."""
         return min(max(anchor[0], x0), x0 + w), min(max(anchor[1], y0), y0 + h)
 
-    def _leader_clear(self, x0, y0, w, h, anchor, labels) -> bool:
-        """Return whether the leader from anchor to the box passes no placed label's box."""
+    def _leader_crossings(self, x0, y0, w, h, anchor, labels) -> int:
+        """Return how many placed labels' boxes the leader from anchor to the box passes."""
         end = self._leader_end(x0, y0, w, h, anchor)
-        return not any(_segment_meets_box(anchor, end, b, 0.0) for b in labels)
+        return sum(_segment_meets_box(anchor, end, b, 0.0) for b in labels)
+
+    def _columns(self, req, anchor, size, tier, gap):
+        """Yield (x0, want, cost) for each column req's box may take by anchor in this round:
+        each side's column slid into the bounds, and, for a label with a leader outside the
+        first round, the same slid sideways by SLIDES box widths; want is the bottom the
+        side asks for, cost the side's rank and the slide."""
+        w, h = size
+        px, py = anchor
+        bx0, bx1 = tier.bounds[0], tier.bounds[2]
+        slides = SLIDES if req.leader and not tier.near_only else (0.0,)
+        for rank, side in enumerate(req.sides):
+            sx, sy = _SIDES[side]
+            x0 = px + (gap if sx > 0 else -gap - w if sx < 0 else -w / 2)
+            want = py + (gap if sy > 0 else -gap - h if sy < 0 else -h / 2)
+            for slide in slides:
+                x = min(max(x0 + slide * w, bx0), bx1 - w)  # slid sideways, kept in its bounds
+                yield x, want, abs(x - x0) + SIDE_COST * rank
+
+    def _first_free(self, req, x0, want, size, tier, obstacles, segments, anchor, gap, labels):
+        """Return (bottom, penalty) of the free place in column x0 nearest want (clear of the
+        obstacles and, in rounds that ask it, of segments) whose leader, where it needs one,
+        passes no label; in rounds that allow crossing leaders, of the FREE_TRIES nearest the
+        one with the least displacement + LEADER_CROSS_COST per label its leader passes. None
+        when there is none."""
+        w, h = size
+        lines = segments if tier.off_lines else segments[:0]
+        blocked = np.concatenate([_blocked_by_boxes(obstacles, x0, w, h, self.pad),
+                                  _blocked_by_segments(lines, x0, w, h, self.pad)])
+        best = None
+        for y0 in free_heights(want, tier.bounds[1], tier.bounds[3] - h, blocked)[:FREE_TRIES]:
+            if tier.near_only and req.near is not None and abs(y0 - want) > req.near * h:
+                break
+            crossed = self._leader_crossings(x0, y0, w, h, anchor, labels) \
+                if req.leader and self._needs_leader(x0, y0, w, h, anchor, gap) else 0
+            if crossed and tier.clear_leader:
+                continue
+            penalty = LEADER_CROSS_COST * crossed
+            if best is None or abs(y0 - want) + penalty < abs(best[0] - want) + best[1]:
+                best = (y0, penalty)
+            if not crossed:
+                break  # the nearest clear place: a further one only moves it more
+        return best
 
     def _best(self, req, size, tier, boxes, segments, soft, labels) -> _Choice | None:
-        """Return the cheapest place for req's box (w, h = size) in one round, or None."""
-        w, h = size
-        bx0, by0, bx1, by1 = tier.bounds
-        if bx1 - bx0 < w:
+        """Return the cheapest place for req's box (w, h = size) in one round, or None: over
+        its anchors and columns, displacement + column cost + ALONG_COST per anchor rank."""
+        if tier.bounds[2] - tier.bounds[0] < size[0]:
             return None
         gap = self.gap if req.gap is None else req.gap
         obstacles = np.array(boxes + (soft if tier.off_points else []), float).reshape(-1, 4)
         best = None
         for along, anchor in enumerate(req.ax.transData.transform(np.asarray(req.anchors))):
-            px, py = anchor
-            for rank, side in enumerate(req.sides):
-                sx, sy = _SIDES[side]
-                x0 = px + (gap if sx > 0 else -gap - w if sx < 0 else -w / 2)
-                want = py + (gap if sy > 0 else -gap - h if sy < 0 else -h / 2)
-                shift = min(max(x0, bx0), bx1 - w) - x0  # slid sideways to fit its bounds
-                x0 += shift
-                blocked = np.concatenate([_blocked_by_boxes(obstacles, x0, w, h, self.pad),
-                                          _blocked_by_segments(segments if tier.off_lines else segments[:0],
-                                                               x0, w, h, self.pad)])
-                for y0 in free_heights(want, by0, by1 - h, blocked)[:FREE_TRIES]:
-                    if tier.near_only and req.near is not None and abs(y0 - want) > req.near * h:
-                        break
-                    if tier.clear_leader and req.leader and self._needs_leader(x0, y0, w, h, anchor, gap) \
-                            and not self._leader_clear(x0, y0, w, h, anchor, labels):
-                        continue
-                    cost = abs(y0 - want) + abs(shift) + SIDE_COST * rank + ALONG_COST * along
-                    if best is None or cost < best.cost:
-                        best = _Choice(cost, x0, y0, (px, py))
-                    break
+            anchor = (float(anchor[0]), float(anchor[1]))
+            for x0, want, cost in self._columns(req, anchor, size, tier, gap):
+                if best is not None and cost + ALONG_COST * along >= best.cost:
+                    continue  # cannot beat the best found (displacement only adds)
+                found = self._first_free(req, x0, want, size, tier, obstacles, segments, anchor, gap, labels)
+                if found is not None:
+                    y0, penalty = found
+                    total = abs(y0 - want) + penalty + cost + ALONG_COST * along
+                    if best is None or total < best.cost:
+                        best = _Choice(total, x0, y0, anchor)
         return best
 
     def _draw_leader(self, req, choice, size, color) -> np.ndarray | None:
