@@ -279,6 +279,11 @@ def test_overview_roofs_points_and_legend(synthetic):
         assert len([t for t in ax.texts if t.get_gid() == "label:point"]) == len(best)  # each best point labelled
         assert any(t.startswith("prefill/triton fp16") and "above its bound" in t for t in texts)
         assert len(gids["flagged"].get_offsets()) == int(best["flagged"].sum()) >= 1
+        sweep = gids["sweep:user.double:torch:fp32"]  # a user's sweep: one marker per shape, joined
+        assert len(sweep.get_xdata()) == 2 and sweep.get_marker() == "o" and sweep.get_linestyle() == "-"
+        from roofs.charts.kit import LEVEL_COLORS
+        for level in ("hbm", "l2", "l1"):  # each level in its own colour, as on every chart
+            assert matplotlib.colors.same_color(gids[f"slope:{level}"].get_color(), LEVEL_COLORS[level])
         entries = [t.get_text() for t in ax.get_legend().get_texts()]
         assert len(entries) <= 13 and {"stream", "gemm", "gemv", "attention", "user"} <= set(entries)
     finally:
@@ -308,6 +313,9 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
                 assert (f"roof:{r.name}" in gids) == is_roof and (f"candidate:{r.name}" in gids) != is_roof
                 assert any(t.startswith(f"{r.name.upper()} {'roof' if is_roof else 'candidate'} ") for t in texts)
             assert {g for g in gids if g.startswith("overall:")} == {"overall:hbm", "overall:l2", "overall:l1"}
+            from roofs.charts.kit import LEVEL_COLORS
+            for name in ("hbm", "l2", "l1"):  # the level's colour, as on the rooflines
+                assert matplotlib.colors.same_color(gids[f"overall:{name}"].get_color(), LEVEL_COLORS[name])
             assert "4xllc" in gids
         bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith(("roof:", "candidate:"))}
         assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own

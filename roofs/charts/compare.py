@@ -69,8 +69,9 @@ def figure_compare(runs) -> Figure:
             start = max(r.value / fastest, lo_x) if fastest else lo_x
             ax.hlines(r.value, start, hi_x, color="0.15", ls=ls, lw=1.1, zorder=2, gid=f"run{i + 1}:{r.name}")
             flats.append((i + 1, r, "0.15"))
+        offchip = any(r.name in MEMORY_LEVELS for r in bws)
         handles.append(Line2D([], [], color="0.3", ls=ls, marker=marker, ms=5,
-                              label=f"run {i + 1}: {run_label(run)}" + ("" if any(r.name in MEMORY_LEVELS for r in bws) else " (no off-chip roof)")))
+                              label=f"run {i + 1}: {run_label(run)}" + ("" if offchip else " (no off-chip roof)")))
     order = ("l1", "l2", "l3", "dram", "hbm")
     levels = {r.name: color for _, r, color in sorted(slopes, key=lambda s: order.index(s[1].name)
                                                       if s[1].name in order else len(order))}

@@ -109,7 +109,8 @@ def draw_fma(run: Run):
         if peak is not None and peak.name not in drawn:
             drawn.add(peak.name)
             chain = is_chain_line(peak)
-            ax.hlines(peak.value, lo_x, hi_x, color=color, zorder=2, gid=f"flat:{peak.name}", **(CHAIN if chain else MEASURED))
+            ax.hlines(peak.value, lo_x, hi_x, color=color, zorder=2, gid=f"flat:{peak.name}",
+                      **(CHAIN if chain else MEASURED))
             name = chain_label(peak) if chain else f"{peak.name} roof"
             places = [(hi_x / 1.05 / 2 ** i, peak.value) for i in range(6)]
             placer.add(ax, *places[0], f"{name} {_fmt_rate(peak.value, peak.unit)}",
@@ -125,22 +126,26 @@ def draw_fma(run: Run):
                 lw=2 if bw.name in MEMORY_LEVELS else 1.6, zorder=2, gid=f"slope:{bw.name}")
         xa = min(max(lo_x * 1.5, 4 * lo_y / bw.value), hi_x / 2)
         places = [(xa * 1.6 ** i, bw.value * xa * 1.6 ** i) for i in range(6)]
-        placer.add(ax, *places[0], f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')} (the level the sweep's bytes cross)",
+        placer.add(ax, *places[0], f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')} (the level the bytes cross)",
                    sides=("nw", "se"), leader=True, near=1.5, along=places[1:], color=level_color(bw.name))
     _finish_axes(ax, (lo_x, hi_x, lo_y, hi_y))
     ax.set_xlabel("arithmetic intensity (FLOP/byte): 2 k C n / ((2 n + C + 1) w)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
     ax.set_title(_title(run, "Vector units: FMA chains, k swept"))
-    handles = [Line2D([], [], marker="D", ls="none", color="0.3", ms=8, label="measured knee (own best GFLOP/s / best GB/s)"),
+    handles = [Line2D([], [], marker="D", ls="none", color="0.3", ms=8,
+                      label="measured knee (own best GFLOP/s / best GB/s)"),
                Line2D([], [], marker="D", ls="none", mfc="none", mec="0.3", ms=9,
                       label="roofline corner (vector roof / bandwidth roof)")]
-    handles += [Line2D([], [], ls=SWEEP_STYLES.get(i, "--"), marker="o", ms=3, color="0.3", label=f"{i} sweep (k grows)")
+    handles += [Line2D([], [], ls=SWEEP_STYLES.get(i, "--"), marker="o", ms=3, color="0.3",
+                       label=f"{i} sweep (k grows)")
                 for i in sorted({_impl_name(i) for i in pts["impl"]})]
     if bw is not None:
-        handles.append(Line2D([], [], color=level_color(bw.name), lw=2, label=f"slope: {bw.name.upper()} bandwidth roof"))
+        handles.append(Line2D([], [], color=level_color(bw.name), lw=2,
+                              label=f"slope: {bw.name.upper()} bandwidth roof"))
     roofs = [vector_roof(model, d) for d in sorted(set(pts["dtype"]))]
     if any(r is not None and is_chain_line(r) for r in roofs):
-        handles.append(Line2D([], [], color="0.3", label="dash-dot: elementwise ceiling (no precision's roof)", **CHAIN))
+        handles.append(Line2D([], [], color="0.3", label="dash-dot: elementwise ceiling (no precision's roof)",
+                              **CHAIN))
     if any(r is not None and not is_chain_line(r) for r in roofs):
         handles.append(Line2D([], [], color="0.3", label="solid flat: the vector unit's roof", **MEASURED))
     ax.legend(handles=handles, fontsize=8, loc="upper left")

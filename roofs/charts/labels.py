@@ -172,10 +172,23 @@ def free_heights(want: float, lo: float, hi: float, blocked: np.ndarray) -> list
     return sorted(free, key=lambda c: (abs(c - want), c))
 
 
-def _segment_meets_box(p, q, box, pad: float) -> bool:
-    """Return whether the segment p-q passes within pad of box (x0, y0, x1, y1)."""
-    grown = (box[0] - pad, box[1] - pad, box[2] + pad, box[3] + pad)
-    return len(_clip(np.array([[p[0], p[1], q[0], q[1], 0.0]]), grown)) > 0
+def _segment_hits(p, q, boxes: np.ndarray) -> np.ndarray:
+    """Return which of boxes (rows x0, y0, x1, y1) the segment p-q passes through or touches:
+    p + t (q - p) lies in a box for some t in [0, 1] (the parametric rule, per axis)."""
+    if not len(boxes):
+        return np.zeros(0, bool)
+    lo, hi = np.zeros(len(boxes)), np.ones(len(boxes))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for axis in (0, 1):
+            d = q[axis] - p[axis]
+            a, b = boxes[:, axis], boxes[:, axis + 2]
+            if d == 0:
+                inside = (a <= p[axis]) & (p[axis] <= b)
+                lo, hi = np.where(inside, lo, np.inf), np.where(inside, hi, -np.inf)
+            else:
+                t1, t2 = (a - p[axis]) / d, (b - p[axis]) / d
+                lo, hi = np.maximum(lo, np.minimum(t1, t2)), np.minimum(hi, np.maximum(t1, t2))
+    return lo <= hi
 
 
 # ---- the placer ------------------------------------------------------------------------------
@@ -293,10 +306,10 @@ class LabelPlacer:
         """Return the point of the box nearest the anchor (where its leader line ends)."""
         return min(max(anchor[0], x0), x0 + w), min(max(anchor[1], y0), y0 + h)
 
-    def _leader_crossings(self, x0, y0, w, h, anchor, labels) -> int:
+    def _leader_crossings(self, x0, y0, w, h, anchor, labels: np.ndarray) -> int:
         """Return how many placed labels' boxes the leader from anchor to the box passes."""
         end = self._leader_end(x0, y0, w, h, anchor)
-        return sum(_segment_meets_box(anchor, end, b, 0.0) for b in labels)
+        return int(_segment_hits(anchor, end, labels).sum())
 
     def _columns(self, req, anchor, size, tier, gap):
         """Yield (x0, want, cost) for each column req's box may take by anchor in this round:
@@ -347,6 +360,7 @@ class LabelPlacer:
             return None
         gap = self.gap if req.gap is None else req.gap
         obstacles = np.array(boxes + (soft if tier.off_points else []), float).reshape(-1, 4)
+        labels = np.array(labels, float).reshape(-1, 4)
         best = None
         for along, anchor in enumerate(req.ax.transData.transform(np.asarray(req.anchors))):
             anchor = (float(anchor[0]), float(anchor[1]))

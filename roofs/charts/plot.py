@@ -9,8 +9,8 @@ roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: e
                         and host links dotted. Points: the best point of each (op, impl,
                         precision), labelled; colour = family, marker = precision (a stream
                         point's: its element type); one legend.
-roofline-stream.png     Every stream point that does FLOPs, coloured by the smallest memory
-                        level its working set fits in, under the slopes of those levels.
+roofline-stream.png     Every stream point that does FLOPs, coloured by the memory level that
+                        bounds it (its boundary column, rule 12), under the slopes of those levels.
 roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
                         it; each sweep (square, skinny) joined in order.
 roofline-gemv.png       Every decode GEMV point, one panel per weight format: each layer's batch
@@ -22,7 +22,7 @@ bandwidth.png           GB/s against working-set size, one panel per dtype: a li
                         the cache sizes, the sizes of at least 4x the last-level cache (the
                         only ones the off-chip roof comes from) shaded, the roofs derived from
                         that dtype's rows alone (roofs.analysis.derive.bandwidth_roofs) over their
-                        plateaus, and the run's overall roof of each level thin and grey.
+                        plateaus, and the run's overall roof of each level thin, each in its level's colour.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
@@ -31,15 +31,24 @@ fma.png                 The FMA-chain sweep against each vector roof: measured k
                         point: a grey dash at F / t_floor near the floor, a grey square when
                         launch-bound (within 2x of it).
 
+A memory level has one colour on every chart (kit.LEVEL_COLORS: its slope, its roofs and
+size on bandwidth.png, its level points); line styles mean one thing each and a "lines"
+legend says which (roofs/charts/ceilings.py): solid a measured roof, thin its burst figure,
+dash-dot an FMA chain's elementwise ceiling (no precision's roof), dashed a datasheet or
+computed reference, dotted a link. A user's sweep is drawn on the overview as one marker per
+shape joined in the sweep's order.
+
 In every chart a colour means one thing (its legend says which), and red is kept for
 points above their attainable bound beyond their spread (the flag column): ringed, and
 labelled so on the overview. Rows may carry `boundary` (the memory level whose roof bounds
 the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
 written before that column draw all the same.
 
-No two texts overprint: LabelPlacer puts each label by its point or roof and moves it
-(vertically, or to the point's other side) until its box, measured in display coordinates
-after a canvas draw, meets no other text. `figures(run)` returns the charts unsaved, and
+No two texts overprint and no label sits on a line: LabelPlacer (roofs/charts/labels.py) puts
+each label by its point or along its roof and moves it (vertically, sideways, or to the
+point's other side) until its box, measured in display coordinates after a canvas draw,
+meets no other text and no drawn line segment; a moved label gets a leader line.
+`figures(run)` returns the charts unsaved, and
 `drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
 `plot_run` draws the charts of a run folder in forked worker processes, one per core
 (the charts are independent and the measuring is over): the files are the same bytes.
@@ -149,11 +158,10 @@ def draw_roofline(run: Run):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
     ax.set_title(_title(run, "Roofline"))
-    handles = [Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
+    # a user's sweep: its entry drawn as the sweep is, one marker per shape joined by a line
+    handles = [Line2D([], [], color=FAMILY_COLORS["user"], marker="o", ms=4, lw=1, label=f) if f == "user" and len(users)
+               else Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
     handles += _marker_handles(best["fmt"].unique())
-    if len(users):
-        handles.append(Line2D([], [], color=FAMILY_COLORS["user"], marker="o", ms=4, lw=1,
-                              label="a user sweep: one marker per shape"))
     if best["flagged"].any():
         handles.append(_flag_handle())
     if roof_handles:
