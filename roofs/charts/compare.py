@@ -38,6 +38,59 @@ def _shared(items):
     return out
 
 
+X_SPAN = (1e-2, 1e4)  # the chart's intensities, FLOP/byte
+
+
+def _draw_run(ax, i: int, run, slopes: list, flats: list) -> tuple[Line2D, bool]:
+    """Draw run number i (from 1): its FLOP-counted points, every level's slope in the level's
+    colour and its compute flats, in the run's line style; append (i, roof, colour) of each
+    to slopes and flats. Return its legend entry and whether it drew anything."""
+    lo_x, hi_x = X_SPAN
+    ls, marker = RUN_STYLES[(i - 1) % len(RUN_STYLES)], RUN_MARKERS[(i - 1) % len(RUN_MARKERS)]
+    model = Roofline(run.roofs)
+    bws, computes = _bandwidth(model), [r for r in _compute(model) if "." not in r.name]
+    top = max((r.value for r in computes), default=None)
+    df = run.measurements
+    ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0)]
+    ax.scatter(ok["intensity"], ok["gflops"], s=10, marker=marker, color="0.45", alpha=0.5, zorder=3)
+    for r in bws:
+        end = min(hi_x, top / r.value) if top else hi_x
+        ax.plot([lo_x, end], [r.value * lo_x, r.value * end], color=level_color(r.name), ls=ls,
+                lw=2 if r.name in MEMORY_LEVELS else 1.3, zorder=2, gid=f"run{i}:slope:{r.name}")
+        slopes.append((i, r, level_color(r.name)))
+    fastest = bws[0].value if bws else None
+    for r in computes:
+        start = max(r.value / fastest, lo_x) if fastest else lo_x
+        ax.hlines(r.value, start, hi_x, color="0.15", ls=ls, lw=1.1, zorder=2, gid=f"run{i}:{r.name}")
+        flats.append((i, r, "0.15"))
+    offchip = any(r.name in MEMORY_LEVELS for r in bws)
+    handle = Line2D([], [], color="0.3", ls=ls, marker=marker, ms=5,
+                    label=f"run {i}: {run_label(run)}" + ("" if offchip else " (no off-chip roof)"))
+    return handle, not ok.empty or bool(bws) or bool(computes)
+
+
+def _label_roofs(ax, placer: LabelPlacer, slopes: list, flats: list) -> None:
+    """One label per drawn roof, runs sharing a value sharing it: slopes' labels along the
+    slope, flats' from the right edge leftwards."""
+    lo_x, hi_x = X_SPAN
+    for runs_of, value, name, unit, color in _shared(slopes):
+        places = [(v, value * v) for v in np.geomspace(lo_x * 2, hi_x / 10, 8)]
+        placer.add(ax, *places[0], f"{_who(runs_of)}: {name.upper()} {_fmt_rate(value, unit)}", sides=("nw", "se"),
+                   leader=True, near=1.5, along=places[1:], color=color)
+    for runs_of, value, name, unit, color in _shared(flats):
+        places = [(v, value) for v in np.geomspace(hi_x / 1.5, hi_x / 300, 8)]
+        placer.add(ax, *places[0], f"{_who(runs_of)}: {name} {_fmt_rate(value, unit)}", sides=("nw", "sw"),
+                   leader=True, near=1.5, along=places[1:], color=color)
+
+
+def _level_handles(slopes: list) -> list[Line2D]:
+    """Return a legend entry per memory level drawn, innermost first."""
+    order = ("l1", "l2", "l3", *MEMORY_LEVELS)
+    levels = {r.name: color for _, r, color in sorted(slopes, key=lambda s: order.index(s[1].name)
+                                                      if s[1].name in order else len(order))}
+    return [Line2D([], [], color=c, lw=2, label=f"slope: {n.upper()} bandwidth roof") for n, c in levels.items()]
+
+
 def figure_compare(runs) -> Figure:
     """Return the compare chart: per run (its line style), every level's bandwidth roof as a
     slope in the level's colour up to the run's highest compute roof, its compute roofs flat
@@ -48,46 +101,16 @@ def figure_compare(runs) -> Figure:
     FigureCanvasAgg(fig)  # its own canvas: the placer measures texts; pyplot's backend is left alone
     ax = fig.subplots()
     placer = LabelPlacer(fig)
-    lo_x, hi_x = 1e-2, 1e4
-    drawn, slopes, flats, handles = False, [], [], []
-    for i, run in enumerate(runs):
-        ls, marker = RUN_STYLES[i % len(RUN_STYLES)], RUN_MARKERS[i % len(RUN_MARKERS)]
-        model = Roofline(run.roofs)
-        bws, computes = _bandwidth(model), [r for r in _compute(model) if "." not in r.name]
-        top = max((r.value for r in computes), default=None)
-        df = run.measurements
-        ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0)]
-        drawn = drawn or not ok.empty or bool(bws) or bool(computes)
-        ax.scatter(ok["intensity"], ok["gflops"], s=10, marker=marker, color="0.45", alpha=0.5, zorder=3)
-        for r in bws:
-            end = min(hi_x, top / r.value) if top else hi_x
-            ax.plot([lo_x, end], [r.value * lo_x, r.value * end], color=level_color(r.name), ls=ls,
-                    lw=2 if r.name in MEMORY_LEVELS else 1.3, zorder=2, gid=f"run{i + 1}:slope:{r.name}")
-            slopes.append((i + 1, r, level_color(r.name)))
-        fastest = bws[0].value if bws else None
-        for r in computes:
-            start = max(r.value / fastest, lo_x) if fastest else lo_x
-            ax.hlines(r.value, start, hi_x, color="0.15", ls=ls, lw=1.1, zorder=2, gid=f"run{i + 1}:{r.name}")
-            flats.append((i + 1, r, "0.15"))
-        offchip = any(r.name in MEMORY_LEVELS for r in bws)
-        handles.append(Line2D([], [], color="0.3", ls=ls, marker=marker, ms=5,
-                              label=f"run {i + 1}: {run_label(run)}" + ("" if offchip else " (no off-chip roof)")))
-    order = ("l1", "l2", "l3", "dram", "hbm")
-    levels = {r.name: color for _, r, color in sorted(slopes, key=lambda s: order.index(s[1].name)
-                                                      if s[1].name in order else len(order))}
-    handles += [Line2D([], [], color=c, lw=2, label=f"slope: {n.upper()} bandwidth roof") for n, c in levels.items()]
-    for runs_of, value, name, unit, color in _shared(slopes):
-        x = np.geomspace(lo_x * 2, hi_x / 10, 8)
-        places = [(v, value * v) for v in x if value * v > 0]
-        text = f"{_who(runs_of)}: {name.upper()} {_fmt_rate(value, unit)}"
-        placer.add(ax, *places[0], text, sides=("nw", "se"), leader=True, near=1.5, along=places[1:], color=color)
-    for runs_of, value, name, unit, color in _shared(flats):
-        places = [(v, value) for v in np.geomspace(hi_x / 1.5, hi_x / 300, 8)]
-        placer.add(ax, *places[0], f"{_who(runs_of)}: {name} {_fmt_rate(value, unit)}", sides=("nw", "sw"),
-                   leader=True, near=1.5, along=places[1:], color=color)
+    slopes, flats, handles, drawn = [], [], [], False
+    for i, run in enumerate(runs, 1):
+        handle, some = _draw_run(ax, i, run, slopes, flats)
+        handles.append(handle)
+        drawn = drawn or some
+    handles += _level_handles(slopes)
+    _label_roofs(ax, placer, slopes, flats)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(lo_x, hi_x)
+    ax.set_xlim(*X_SPAN)
     tops = [r.value for _, r, _ in flats]
     if tops:  # headroom above the highest roof, so its labels sit by it, not pushed below the others
         ax.set_ylim(top=max(max(tops) * 3, ax.get_ylim()[1]))
