@@ -2,6 +2,8 @@
 intersect and no label box crosses a drawn line segment (the lines checked by sampling each
 segment, not by the placer's own geometry), and the charts' shared rules: one colour per
 memory level, elementwise ceilings dash-dotted and named, a point's level by rule 12."""
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -36,9 +38,9 @@ def _segments(fig, leaders: bool = False):
             else:
                 continue
             for xy in polylines:
-                for a, b in zip(xy[:-1], xy[1:]):
+                for a, b in itertools.pairwise(xy):
                     if np.isfinite(a).all() and np.isfinite(b).all():
-                        t = np.linspace(0, 1, 400)[:, None]
+                        t = np.linspace(0, 1, 200)[:, None]
                         pts = a + t * (b - a)
                         if artist.get_clip_on():
                             pts = pts[(pts[:, 0] >= frame.x0) & (pts[:, 0] <= frame.x1)
@@ -52,14 +54,13 @@ def crossings(fig, texts, leaders: bool = False) -> list[str]:
     line (of the placer's leaders too, with leaders)."""
     renderer = fig.canvas.get_renderer()
     lines = _segments(fig, leaders)
+    pts = np.concatenate(lines) if lines else np.zeros((0, 2))
     bad = []
     for t in texts:
         b = t.get_window_extent(renderer)
-        for pts in lines:
-            if ((pts[:, 0] > b.x0 + 0.5) & (pts[:, 0] < b.x1 - 0.5) & (pts[:, 1] > b.y0 + 0.5)
-                    & (pts[:, 1] < b.y1 - 0.5)).any():
-                bad.append(t.get_text())
-                break
+        if ((pts[:, 0] > b.x0 + 0.5) & (pts[:, 0] < b.x1 - 0.5) & (pts[:, 1] > b.y0 + 0.5)
+                & (pts[:, 1] < b.y1 - 0.5)).any():
+            bad.append(t.get_text())
     return bad
 
 

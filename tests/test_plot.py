@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from test_labels import crossings  # noqa: E402
 
 from bench.results import COLUMNS, load_run  # noqa: E402
 from roofs.analysis.derive import bandwidth_roofs  # noqa: E402
@@ -241,7 +242,8 @@ CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofl
     ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png"}), ("synthetic", set(plot.CHARTS))])
 def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
     """A family chart exists only for the families the run has; on every chart no two drawn
-    texts (labels, titles, ticks, legend entries) intersect, and none runs off the figure."""
+    texts (labels, titles, ticks, legend entries) intersect, none runs off the figure, and no
+    drawn line (leaders aside) passes through a label."""
     figs = plot.figures(load_run(_runs(synthetic)[name]))
     try:
         assert set(figs) == charts
@@ -249,6 +251,8 @@ def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
             count, overlaps = _intersecting(fig)
             assert count > 5, chart  # titles, ticks and labels were drawn
             assert overlaps == [], f"{name}/{chart}"
+            # no label on a line: roofs, sweeps, size lines and frames pass beside every label
+            assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], f"{name}/{chart}"
     finally:
         for fig in figs.values():
             plt.close(fig)
