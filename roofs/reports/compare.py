@@ -12,8 +12,8 @@ import pandas as pd
 
 from bench.results import load_run
 from bench.util import fmt_bytes
-from roofs.charts.compare import figure_compare
-from roofs.charts.compare import run_label as label
+from roofs.charts.fleet import figure_compare
+from roofs.charts.fleet import run_label as label
 from roofs.reports.report import _fmt, md_table
 
 
