@@ -61,7 +61,8 @@ def sustained_columns(m: Roof, ref: Roof | None) -> dict:
 
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
-    reference roofs came from). "measured" is the roof's value: the sweeps' burst figure
+    reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
+    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value: the sweeps' burst figure
     (or, for a roof the sustained phase settled, its sustained one); the sustained columns
     give the window's figure beside it (sustained_columns)."""
     refs, origin = specs.reference_roofs(run.device)
@@ -79,6 +80,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
+            "clock implied MHz": specs.implied_clock_mhz(m.value, ref) if ref is not None else None,
             "% of reference": 100 * m.value / ref.value if ref else None,
             "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
             "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
