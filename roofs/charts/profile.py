@@ -19,16 +19,16 @@ from matplotlib.figure import Figure
 
 from roofs.analysis.program import read_ops
 from roofs.analysis.roofline import Roof, Roofline
+from roofs.charts.ceilings import RoofStyle, draw_roofs
 from roofs.charts.kit import (
     DPI,
-    LEVEL_COLORS,
     PRECISION_COLORS,
     PRECISION_MARKERS,
-    LabelPlacer,
-    _draw_roofs,
     _finish_axes,
     _limits,
+    level_color,
 )
+from roofs.charts.labels import LabelPlacer
 from roofs.charts.svg import name_points, save_svg
 
 MAX_AREA = 900.0  # points^2 of an op taking the whole step
@@ -59,7 +59,7 @@ def draw_profile(folder):
     ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": (3, 2)})
     placer = LabelPlacer(fig)
     lims = _limits(flop, model, precisions=set(flop["precision"].dropna()) or None, tight=True)
-    _draw_roofs(ax, placer, model, *lims, precisions=set(flop["precision"].dropna()) or None)
+    draw_roofs(ax, placer, model, lims, RoofStyle(precisions=set(flop["precision"]) or None))
     for fmt, g in flop.groupby("fmt"):
         c = ax.scatter(g["intensity"], g["gflops"], s=_area(g["share"]), color=PRECISION_COLORS.get(fmt, "tab:gray"),
                        marker=PRECISION_MARKERS.get(fmt, "o"), alpha=0.7, edgecolors="black", linewidths=0.4,
@@ -99,7 +99,7 @@ def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline, placer: Label
         for r, w in sorted(zip(rest.itertuples(), ws), key=lambda p: -p[0].share)[:6]:
             placer.add(ax, w, r.gbps, f"{r.op.split('::')[-1][:28]} {100 * r.share:.2g}%", gap=7, color="0.3")
     for r in bws:
-        ax.axhline(r.value, color=LEVEL_COLORS.get(r.name, "0.4"), lw=1, zorder=2)
+        ax.axhline(r.value, color=level_color(r.name), lw=1, zorder=2)
         ax.annotate(f"{r.name} {r.value:.4g} GB/s", (1.0, r.value), xycoords=("axes fraction", "data"),
                     ha="right", va="bottom", fontsize=7, color="0.3")
     ax.set_xscale("log")
