@@ -29,7 +29,7 @@ import warnings
 
 from bench import models as mdl
 from bench.aot import learned, predict
-from bench.api import RoofWarning, quick_roofs, roofs_from
+from bench.api import ForeignRoofsWarning, RoofWarning, quick_roofs, roofs_from
 from bench.hw import detect
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
@@ -197,8 +197,10 @@ def model_main(argv) -> int:
         cfg = mdl.get_model(args.name)
         per_batch = mdl.layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
         device = detect.resolve(args.device)
-        roofs = roofs_from(args.roofs) if args.roofs else None
-        warned = [w for w in [mdl.foreign_roofs(load_run(args.roofs).device, device)] if w] if args.roofs else []
+        with warnings.catch_warnings():  # another machine's roofs are printed once, below, with the others
+            warnings.simplefilter("ignore", ForeignRoofsWarning)
+            roofs = roofs_from(args.roofs, device.torch_device) if args.roofs else None
+        warned = [roofs.foreign] if roofs is not None and roofs.foreign else []
     except (mdl.ModelError, devmod.DeviceError, ResultsError, opt.OptionError) as e:
         return refuse(e)
     if roofs is None:
@@ -241,8 +243,17 @@ def fleet_main(argv) -> int:
     except OSError as e:
         return refuse(f"cannot write the fleet folder {out} ({e.strerror or e}): give --out a folder you can write.")
     slow = {(o["host"], o["id"]) for o in result["outliers"]}
-    print(f"roofbench: {fleet.rows['id'].nunique()} devices in {len(fleet.rows)} runs, {len(result['groups'])} "
+    n = fleet.rows["id"].nunique()
+    print(f"roofbench: {n} device{'' if n == 1 else 's'} in {len(fleet.rows)} runs, {len(result['groups'])} "
           f"model(s), {len(slow)} outlier device(s), {len(fleet.left_out)} left out; {time.perf_counter() - t0:.1f} s")
+    for g, info in result["groups"].items():
+        if info.get("no_outliers"):
+            print(f"  {info['no_outliers']}")
+    for dev, spread in result["spread"].items():
+        said = ", ".join(f"{c} {s['spread_pct']:.1f}%" for c, s in spread.items()
+                         if not c.endswith(".sustained") and s["spread_pct"] is not None)
+        if said:
+            print(f"  {dev}: run-to-run spread over {max(s['runs'] for s in spread.values())} runs: {said}")
     for host, dev in sorted(slow):
         print(f"  outlier: {dev} on {host}")
     for d, why in fleet.left_out:

@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 
 from bench.hw import detect
+from bench.hw.device import DeviceError
 from bench.hw.telemetry import LoadProbe
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
@@ -46,6 +47,7 @@ from bench.results import (
     derived_name,
     load_run,
     measured_home,
+    other_machine,
     rewrite_measurements,
     start_derived,
     utc_stamp,
@@ -197,6 +199,26 @@ def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, 
     return r, w
 
 
+def _counts(bytes, read_bytes, write_bytes, direction, shape, name: str) -> tuple:
+    """Return (bytes, read bytes, write bytes) of one call at shape: bytes as given, split by
+    _split; without bytes, read_bytes + write_bytes (both needed: neither gives the other
+    without the total). Raises APIError when no byte count is given, or only one part."""
+    if bytes is None:
+        if read_bytes is None or write_bytes is None:
+            given = "read_bytes" if read_bytes is not None else "write_bytes" if write_bytes is not None else ""
+            raise APIError(f"kernel '{name}' has no byte count"
+                           + (f" (only {given}, which without bytes= does not give the other)" if given else "")
+                           + ": give bytes= (the compulsory traffic of one call), or both read_bytes= and write_bytes=.")
+        r = _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
+        w = _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
+        if r + w <= 0:
+            raise APIError(f"read_bytes and write_bytes of kernel '{name}' are both 0: give the bytes one call "
+                           "reads and writes (together above 0).")
+        return r + w, r, w
+    b = _count(bytes, shape, "bytes", name)
+    return (b, *_split(b, read_bytes, write_bytes, direction, shape, name))
+
+
 def _roofs_arg(roofs) -> tuple:
     """Return roofs= as a tuple of Roof: a run folder (a path) is read as roofs_from(it); a
     roofs.json entry (a dict) as its Roof. Raises APIError for anything else."""
@@ -222,24 +244,47 @@ class BusyWarning(UserWarning):
 
 
 class Roofs(list):
-    """A list of Roof, with `missing`: one sentence per roof that could not be set, and why."""
+    """A list of Roof, with `missing`: one sentence per roof that could not be set, and why;
+    and `foreign`: the sentence saying the roofs were measured on another machine, or ""."""
 
-    def __init__(self, roofs=(), missing=()):
+    def __init__(self, roofs=(), missing=(), foreign: str = ""):
         super().__init__(roofs)
         self.missing = list(missing)
+        self.foreign = foreign
 
 
 class RoofWarning(UserWarning):
     """A roof quick_roofs() could not set (also listed in its result's `missing`)."""
 
 
-def roofs_from(run_dir) -> Roofs:
+class ForeignRoofsWarning(UserWarning):
+    """Roofs read from a run made on another machine than this one (also the result's `foreign`)."""
+
+
+def foreign_note(recorded: dict, device: str | None = None) -> str:
+    """Return bench.results.other_machine's sentence for roofs measured on the device
+    `recorded` (a run.json device) against this machine's device (default: of the run's kind),
+    or ""; a device this machine does not have is said so."""
+    try:
+        here = detect.resolve(device or ("cpu" if recorded.get("kind") == "cpu" else None))
+    except DeviceError:
+        return (f"the roofs were measured on {recorded.get('name', 'a device')}, which this machine does not have: "
+                "its bounds describe that machine, not this one")
+    return other_machine(recorded, here.to_dict())
+
+
+def roofs_from(run_dir, device: str | None = None) -> Roofs:
     """Return the roofs of a run folder (measured, datasheet and computed); `missing` holds
-    roofs.json's notes on the levels and precisions that got none."""
+    roofs.json's notes on the levels and precisions that got none. Roofs measured on another
+    machine than this one (device: default the run's kind) are warned of in one sentence
+    (ForeignRoofsWarning, bench.results.other_machine), kept in `foreign`."""
     run = load_run(run_dir)
     path = Path(run_dir) / "roofs.json"
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
-    return Roofs([Roof.from_dict(r) for r in run.roofs], notes)
+    foreign = foreign_note(run.device, device)
+    if foreign:
+        warnings.warn(f"{run_dir}: {foreign}", ForeignRoofsWarning, stacklevel=2)
+    return Roofs([Roof.from_dict(r) for r in run.roofs], notes, foreign)
 
 
 QUICK_PRECISIONS = ("fp32", "bf16")
@@ -313,14 +358,15 @@ def _error(out, ref, inputs) -> float:
     return relative_norm_error(torch.as_tensor(out), ref, inputs)
 
 
-def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", shape="", device: str | None = None,
+def measure(fn: Callable[[], object], *, flops, bytes=None, name: str = "kernel", shape="", device: str | None = None,
             precision: str = "", mode: str = "warm", roofs: Iterable[Roof] = (), reference=None,
             backend: str = "torch", budget_s: float = 0.3, tolerance: float | None = None,
             read_bytes=None, write_bytes=None, direction: str | None = None) -> Result:
     """Return the Result of timing fn() (a zero-argument callable, inputs already allocated)
     with the suite's timer on device (default: the first GPU, else the CPU).
 
-    flops and bytes are the counts of one call: numbers, or functions of shape. reference,
+    flops and bytes are the counts of one call: numbers, or functions of shape (bytes may be
+    left out when read_bytes and write_bytes are both given: bytes = read + write). reference,
     when given, is the expected output: fn()'s result passes the suite's correctness gate
     first (relative norm error in float64 within the precision's tolerance, or tolerance),
     and a wrong result is an error, never timed. read_bytes and write_bytes (numbers or
@@ -332,8 +378,8 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     Raises APIError for bad input or a callable that raises (one sentence)."""
     precision = check_precision(precision, roofs := _roofs_arg(roofs))
     info = detect.resolve(device)
-    f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
-    rb, wb = _split(b, read_bytes, write_bytes, direction, shape, name)
+    f = _count(flops, shape, "flops", name)
+    b, rb, wb = _counts(bytes, read_bytes, write_bytes, direction, shape, name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
                 read_bytes=rb, write_bytes=wb,
                 caches=tuple((c.name, c.total_bytes) for c in info.caches),
@@ -401,9 +447,8 @@ class Kernel:
         out = []
         for shape in self.shapes:
             # bad counts are the caller's mistake and stop the sweep; a failing call does not
-            b = _count(self.bytes, shape, "bytes", self.name)
             _count(self.flops, shape, "flops", self.name)
-            _split(b, self.read_bytes, self.write_bytes, self.direction, shape, self.name)
+            _counts(self.bytes, self.read_bytes, self.write_bytes, self.direction, shape, self.name)
             args = self._call("make_inputs", self.make_inputs, shape, shape, info.torch_device)
             ref = self._call("reference", self.reference, shape, *args) if self.reference else None
             try:
@@ -417,7 +462,7 @@ class Kernel:
         return out
 
 
-def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str | None = None,
+def kernel(*, flops, shapes, make_inputs, bytes=None, precision: str = "", name: str | None = None,
            reference: Callable | None = None, backend: str = "torch", read_bytes=None, write_bytes=None,
            direction: str | None = None):
     """Decorator: attach counts (numbers or functions of the shape; bytes split by

@@ -326,23 +326,6 @@ def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report
     return "\n".join(out) + "\n"
 
 
-def foreign_roofs(roofs_device: dict, device) -> str:
-    """Return a warning when the roofs were measured on another device than this one (name,
-    memory, compute units or caches differ), else ""."""
-    here = device.to_dict()
-    keys = ("name", "kind", "memory_bytes", "compute_units")
-    differ = [k for k in keys if roofs_device.get(k) != here.get(k)]
-    caches = lambda d: [(c.get("name"), c.get("total_bytes")) for c in d.get("caches") or []]  # noqa: E731
-    if caches(roofs_device) != caches(here):
-        differ.append("caches")
-    if not differ:
-        return ""
-    return (f"the roofs were measured on another machine ({roofs_device.get('name', '?')}, "
-            f"{roofs_device.get('compute_units', '?')} {roofs_device.get('compute_unit_kind', 'units')}) than this one "
-            f"({here.get('name')}, {here.get('compute_units')} {here.get('compute_unit_kind', 'units')}; "
-            f"{', '.join(differ)} differ): the bounds describe that machine, so a percentage of them says little here")
-
-
 def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: str, budget_s: float,
                   out: Path, options: dict, prompt: int, context: int, dtype: str,
                   warnings=()) -> tuple[str, Path, str]:

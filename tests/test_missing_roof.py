@@ -89,11 +89,13 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
     from bench import models
-    here = detect.resolve("cpu")
-    other = dict(load_run(DATA / "run_a").device, name="Some Other CPU", compute_units=96)
-    w = models.foreign_roofs(other, here)
-    assert w.startswith("the roofs were measured on another machine (Some Other CPU, 96 cores)")
-    assert models.foreign_roofs(here.to_dict(), here) == ""
+    from bench.results import other_machine
+    here = detect.resolve("cpu").to_dict()
+    other = dict(here, name="Some Other CPU", machine_id="0" * 32)
+    w = other_machine(other, here)
+    assert w.startswith("the roofs were measured on another machine (Some Other CPU on ")
+    assert "machine id, model differ" in w and "\n" not in w
+    assert other_machine(here, here) == ""
     cfg = models.get_model("tiny")
     text = models.summary_text(cfg, 8, 16, "bf16", {}, [w])
     assert f"WARNING: {w}" in text

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from bench.results import device_id
 from bench.util import triton_interpreting
 
 
@@ -63,14 +64,20 @@ class DeviceInfo:
     host: str = field(default_factory=socket.gethostname)  # the machine it was measured on
     uuid: str | None = None        # a GPU's UUID (NVML's "GPU-...", or amdsmi's); None on a CPU
     pci_bus_id: str | None = None  # "0000:3b:00.0" where the device sits on PCI; None on a CPU
+    machine_id: str | None = field(default_factory=lambda: machine_id())  # the OS's id of this machine
+    cpu_signature: str | None = None  # a CPU's "family/model/stepping" (25/17/1: Zen 4; 26/...: Zen 5)
 
     @property
     def id(self) -> str:
-        """Return the physical device's identity across a fleet: a GPU's UUID, else
-        "<host>:cpu" for a CPU, else "<host>:<torch device>" for a GPU that gave none."""
-        if self.uuid:
-            return self.uuid
-        return f"{self.host}:cpu" if self.kind == "cpu" else f"{self.host}:{self.torch_device}"
+        """Return the physical device's identity across a fleet (bench.results.device_id): a
+        GPU's UUID, else "<host>:cpu:<machine key>" for a CPU, the key hashed from the machine
+        id, model, CPU signature, flags, caches and memory, so two VMs named alike differ."""
+        return device_id(self._record())
+
+    def _record(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
+        return d
 
     @property
     def llc(self) -> CacheLevel | None:
@@ -94,8 +101,7 @@ class DeviceInfo:
         return re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:48] or self.kind
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
+        d = self._record()
         d["slug"] = self.slug
         d["id"] = self.id
         return d
@@ -168,6 +174,16 @@ def cpu_caches(sysfs: str | Path = "/sys/devices/system/cpu") -> tuple[CacheLeve
     return tuple(levels[k] for k in sorted(levels))
 
 
+def machine_id() -> str | None:
+    """Return the OS's id of this machine (systemd's /etc/machine-id, else D-Bus's), or None
+    where neither can be read: what tells two VMs of one image and host name apart."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        text = _read(path)
+        if text:
+            return text
+    return None
+
+
 def _cpuinfo() -> dict:
     text = _read("/proc/cpuinfo") or ""
     info = {}
@@ -200,6 +216,7 @@ def cpu_info() -> DeviceInfo:
         cpu_flags=tuple(sorted(f for f in ci.get("flags", "").split() if re.match(r"(avx|sse|fma|amx|f16c|neon|sve)", f))),
         software=software_versions(),
         extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz"},
+        cpu_signature="/".join(ci[k] for k in ("cpu family", "model", "stepping") if k in ci) or None,
     )
 
 
