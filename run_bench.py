@@ -140,7 +140,9 @@ def report_main(argv) -> int:
     if args.out and args.in_place:
         return refuse("--out and --in-place name two different places: give one of them.")
     try:
-        load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
+        run = load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
+        if run.lost_note:
+            print(f"roofbench: note: {run.lost_note}.", file=sys.stderr)
         if args.out:
             opt.writable_folder(args.out, "--out")
     except (ResultsError, opt.OptionError) as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import subprocess
@@ -52,6 +53,20 @@ def fmt_bytes(n: float) -> str:
         if float(f"{v:.3g}") < 1000:
             break
     return f"{v:.3g} {unit}" if v < 999.5 else f"{v:.0f} {unit}"  # past 1000 GiB: whole GiB
+
+
+def option_size(n: float, up: bool = False) -> str:
+    """Return n bytes as a size option takes it, with no space ("24KiB", "11.8GiB"), so advice
+    can be typed as written; up=True rounds the 3 significant digits up (an "at least" figure
+    never rounds below what is needed)."""
+    if up and n >= 1000:
+        for scale in (2**10, 2**20, 2**30):
+            if n / scale < 999.5:
+                break
+        v = n / scale
+        step = 10 ** (math.floor(math.log10(v)) - 2)
+        n = math.ceil(v / step - 1e-9) * step * scale
+    return fmt_bytes(n).replace(" ", "")
 
 
 def fmt_num(v, digits: int = 4) -> str:

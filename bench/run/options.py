@@ -25,7 +25,7 @@ from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
 from bench.run.distributed import nprocs
-from bench.util import dtype_spellings, fmt_bytes
+from bench.util import dtype_spellings, fmt_bytes, option_size
 
 
 class OptionError(ValueError):
@@ -214,7 +214,7 @@ def _check_max_ws(args, plan: Plan, device) -> None:
     if len(sizes) < 2 <= len(every):
         raise OptionError(f"--max-ws {fmt_bytes(args.max_ws)} is below what any memory level needs: it leaves "
                           f"{len(sizes)} stream working set{'' if len(sizes) == 1 else 's'} and a level's roof needs "
-                          f"two sizes on its plateau; give at least --max-ws {fmt_bytes(every[1])}, or leave stream "
+                          f"two sizes on its plateau; give at least --max-ws {option_size(every[1], up=True)}, or leave stream "
                           "out with --only.")
 
 
@@ -229,7 +229,7 @@ def _check_max_memory(limit: Limit | None, device) -> None:
     for have, what in ((total, "this device has"), (avail, "is available now")):
         if have and limit.bytes > have:
             raise OptionError(f"--max-memory {limit.text} is more than the {fmt_bytes(have)} {what}: give a size "
-                              f"below it (e.g. {fmt_bytes(have // 2)}) or a share like 50%.")
+                              f"below it (e.g. {option_size(have // 2)}) or a share like 50%.")
 
 
 def _all_skipped(plan: Plan, device, quick: bool) -> str:
