@@ -38,7 +38,7 @@ from bench.measure.registry import (
     load_all,
 )
 from bench.measure.runner import make_plan
-from bench.measure.skip import backend_reason
+from bench.measure.skip import static_reason
 from bench.measure.timing import MODES, timer_config  # noqa: E402
 from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
 from bench.run import distributed as distrib
@@ -46,7 +46,7 @@ from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
 from bench.run.counters_phase import DEFAULT_POINTS
 from bench.run.distributed import worker_argv
-from bench.util import git_commit, precision_name  # noqa: E402
+from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
 from roofs.reports.compare import compare
 from roofs.reports.finish import rederive
 from roofs.reports.fleet import FleetError, gather, write_fleet
@@ -59,10 +59,21 @@ SUBCOMMANDS = """subcommands (each with its own --help):
   model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline"""
 
 
+COMMANDS = ("model", "report", "compare", "fleet")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a bad option ends with one sentence and exit code 2, not a usage block."""
 
     def error(self, message):
+        if message.startswith("unrecognized arguments: "):  # name the option (or subcommand) meant, when one is close
+            options = [o for a in self._actions for o in a.option_strings]
+            words = message.split(": ", 1)[1].split()
+            said = [w + (did_you_mean(w.split("=")[0], options) if w.startswith("-") else
+                         did_you_mean(w, COMMANDS) if i == 0 and self.prog == "run_bench.py" else "")
+                    for i, w in enumerate(words)]
+            if said != words:
+                message = f"unrecognized arguments: {' '.join(said)}; see --help"
         print(f"roofbench: {message.rstrip('.')}.", file=sys.stderr)
         raise SystemExit(2)
 
@@ -107,18 +118,55 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def print_list(registry, device) -> None:
-    print(f"device: {device.torch_device} ({device.name})")
-    for op in registry.ordered():
+def axis_values(axis, values) -> str:
+    """Return an axis's values as --list prints them, from the sweep itself: sizes in binary
+    units, long sweeps as "first .. last (N values)"."""
+    show = [fmt_bytes(v) if axis.name.endswith("bytes") and isinstance(v, (int, float)) else str(v) for v in values]
+    return ", ".join(show) if len(show) <= 8 else f"{show[0]} .. {show[-1]} ({len(show)} values)"
+
+
+def impl_skips(op, impl, device, quick: bool, points) -> dict:
+    """Return reason -> how many of points the skip rules (bench.measure.skip.static_reason)
+    leave impl out of on device, and None -> how many it runs."""
+    out = {}
+    for point in points:
+        why = static_reason(op, impl, point, device, quick)
+        out[why] = out.get(why, 0) + 1
+    return out
+
+
+def print_list(registry, device, only=None, quick: bool = False) -> None:
+    """Print the ops --only selects, each axis's values on this device (full and quick, from
+    the sweeps), and per impl what the skip rules say over the op's points; a reason said
+    once in a family is named again by the impl that said it first."""
+    print(f"device: {device.torch_device} ({device.name})" + ("; a quick run" if quick else ""))
+    said = {}  # (family, reason) -> the impl that said it first
+    for op, impls in registry.select(only):
         print(f"\n{op.name}  [{op.family}]  {op.doc}")
         for axis in op.axes:
-            full, quick = axis.expand(device, False), axis.expand(device, True)
-            vals = ", ".join(map(str, full)) if len(full) <= 8 else f"{full[0]} .. {full[-1]} ({len(full)} values)"
-            print(f"  axis {axis.name}: {vals}" + (f"  (quick: {len(quick)} values)" if quick != full else "")
-                  + (f"  -- {axis.doc}" if axis.doc else ""))
-        for impl in registry.impls_of(op.name):
-            why = backend_reason(impl, {}, device)
-            print(f"  impl {impl.id}  ({impl.backend}){'  skipped here: ' + why if why else ''}")
+            full, fast = axis.expand(device, False), axis.expand(device, True)
+            other = ("" if fast == full else "  (quick runs: none)" if not fast else
+                     f"  (quick runs: {axis_values(axis, fast)})")
+            print(f"  axis {axis.name}: {axis_values(axis, full)}{other}" + (f"  -- {axis.doc}" if axis.doc else ""))
+        points = op.points(device, quick)
+        if not points:
+            print(f"  no points {'in a quick run' if quick else 'on this device'}: "
+                  + ", ".join(impl.id for impl in impls))
+            continue
+        for impl in impls:
+            counts = impl_skips(op, impl, device, quick, points)
+            runs = counts.pop(None, 0)
+            head = f"  impl {impl.id}  ({impl.backend})"
+            if not counts:
+                print(head)
+                continue
+            parts = [f"runs {runs} of {len(points)} points here" if runs else ""]
+            for why, n in counts.items():
+                first = said.setdefault((op.family, why), impl.id)
+                text = why if first == impl.id else f"as {first} above"
+                parts.append(f"{n} skipped: {text}" if runs else text)
+            print(head + "  " + ("; ".join(parts) if runs else f"skipped here: {parts[1]}" if len(parts) == 2 else
+                                 "skipped here: " + "; ".join(parts[1:])))
 
 
 def refuse(e) -> int:
@@ -289,7 +337,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = worker_argv() or argv
-    commands = {"model": model_main, "report": report_main, "compare": compare_main, "fleet": fleet_main}
+    commands = dict(zip(COMMANDS, (model_main, report_main, compare_main, fleet_main)))
     if argv[:1] and argv[0] in commands:
         return commands[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)
@@ -307,7 +355,7 @@ def main(argv=None) -> int:
     if note:
         print(f"roofbench: {note}", file=sys.stderr)
     if args.list:
-        print_list(registry, device)
+        print_list(registry, device, args.only, args.quick)
         return 0
     if args.dry_run:
         return dry_run(args, device, plan)

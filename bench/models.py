@@ -39,7 +39,7 @@ from bench.measure.runner import Plan, Task
 from bench.measure.timing import timer_config
 from bench.results import utc_stamp
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
-from bench.util import fmt_bytes, fmt_num, plural
+from bench.util import did_you_mean, fmt_bytes, fmt_num, plural
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.roofline import Roofline
 
@@ -72,7 +72,7 @@ def load_models(path: Path = MODELS) -> dict[str, ModelConfig]:
 def get_model(name: str) -> ModelConfig:
     models = load_models()
     if name not in models:
-        raise ModelError(f"unknown model '{name}': choose from {', '.join(models)}.")
+        raise ModelError(f"unknown model '{name}'{did_you_mean(name, models)}: choose from {', '.join(models)}.")
     return models[name]
 
 

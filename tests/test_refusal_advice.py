@@ -18,7 +18,11 @@ DATA = Path(__file__).parent / "data"
 
 def refusal(argv, capsys) -> str:
     capsys.readouterr()
-    assert run_bench.main(argv) == 2
+    try:
+        rc = run_bench.main(argv)
+    except SystemExit as e:   # argparse's errors end the parse with exit code 2
+        rc = e.code
+    assert rc == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("roofbench: ") and "\n" not in err and "Traceback" not in err, err
     return err
@@ -78,3 +82,54 @@ def test_a_cut_last_row_deleted_as_advised_keeps_the_rows_before_it(capsys, tmp_
     out = works(["report", str(run)], capsys)
     assert f"holds {rows - 1} of the {rows} points run.json records: the last 1 point (cut off its end) is lost" in out
     assert "report:" in out
+
+
+@pytest.mark.parametrize("argv,meant", [
+    ("--quik", "--quik (did you mean '--quick'?)"),
+    ("--only strem", "unknown op or impl 'strem' (did you mean 'stream'?)"),
+    ("--only stream.tirad", "(did you mean 'stream.triad'?)"),
+    ("reprot x", "reprot (did you mean 'report'?)"),
+    ("model lama-3-8b", "unknown model 'lama-3-8b' (did you mean 'llama-3-8b'?)"),
+    ("model tiny --bach 2", "--bach (did you mean '--batch'?)"),
+    ("--only stream.copy --quick --dtype fp33", "dtype fp33 (did you mean 'fp32'?)"),
+])
+def test_a_near_miss_is_named(argv, meant, capsys):
+    assert meant in refusal(shlex.split(argv), capsys)
+
+
+def test_dtypes_are_read_case_blind(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROOFBENCH_CACHE", str(tmp_path / "cache"))
+    works(["--only", "stream.copy", "--quick", "--dtype", "FP32", "--dry-run"], capsys)
+    from bench.util import precision_name
+    assert precision_name("BFloat16") == "bf16"
+
+
+def test_list_honours_only_and_says_a_family_reason_once(capsys):
+    from bench.measure.registry import load_all
+    out = works(["--list", "--only", "stream,gemm.square"], capsys)
+    ops = [line.split()[0] for line in out.splitlines() if line and not line.startswith((" ", "device"))]
+    assert ops[0] == "stream.copy" and "gemm.square" in ops and "fma.chains" not in ops and "gemv.decode" not in ops
+    reg, said, op = load_all(), {}, None
+    for line in out.splitlines():
+        if line and not line.startswith(" ") and not line.startswith("device"):
+            op = reg.ops[line.split()[0]]
+        if not line.startswith("  impl ") or "  " not in line.split(")", 1)[-1]:
+            continue
+        text = line.split(")", 1)[1].strip()
+        m = re.match(r"runs (\d+) of (\d+) points here; (.*)", text)
+        parts = re.split(r"; (?=\d+ skipped: )", m.group(3)) if m else [text.removeprefix("skipped here: ")]
+        skipped = sum(int(re.match(r"(\d+) skipped", p).group(1)) for p in parts) if m else 0
+        if m:   # every point of the op is either run or skipped, counted once
+            assert int(m.group(1)) + skipped == int(m.group(2)) == len(op.points(_device(), False))
+        for p in parts:
+            reason = re.sub(r"^\d+ skipped: ", "", p)
+            if not reason.startswith("as "):
+                assert (op.family, reason) not in said, (reason, "said twice in", op.family)
+                said[(op.family, reason)] = line
+    quick = works(["--list", "--only", "stream.scale", "--quick"], capsys)
+    assert "(quick: 0 values)" not in quick and "no points in a quick run" in quick or "cuda" in quick.splitlines()[0]
+
+
+def _device():
+    from bench.hw import detect
+    return detect.resolve(None)

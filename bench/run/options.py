@@ -25,7 +25,7 @@ from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
 from bench.run.distributed import nprocs
-from bench.util import dtype_spellings, fmt_bytes, option_size
+from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size
 
 
 class OptionError(ValueError):
@@ -165,6 +165,7 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         if unknown:
             raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
                               + f"none of the selected ops has dtype {', '.join(unknown)}"
+                              + did_you_mean(unknown[0], [s for h in have for s in dtype_spellings(h)])
                               + (" in a quick run" if args.quick else "") + f"; they have {', '.join(have) or 'no dtype axis'}.")
         args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
     plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
