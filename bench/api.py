@@ -35,7 +35,7 @@ from bench.hw.device import DeviceError
 from bench.hw.telemetry import LoadProbe
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
-from bench.measure.runner import Runner, Task, busy_flag
+from bench.measure.runner import Runner, busy_flag, make_plan
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.ops.gemm import PRECISIONS
 from bench.results import (
@@ -54,7 +54,7 @@ from bench.results import (
 )
 from bench.util import first_line, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
-from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
+from roofs.analysis.derive import derive, untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
 
@@ -133,6 +133,21 @@ class Result:
     def pct_of_attainable(self) -> float | None:
         att = self.attainable_gflops
         return 100 * self.gflops / att if att and self.samples_s else None
+
+    @property
+    def above_bound(self) -> str:
+        """Return the finding when even this point's slow end (its p80 time) beats its
+        attainable bound (rule 12's flag: cache residency, a wrong count, or a roof measured
+        too low), else ""."""
+        att = self.attainable_gflops
+        if not att or not self.samples_s:
+            return ""
+        slow = self.flops / stats(self.samples_s).p80_s / 1e9
+        if slow <= att:
+            return ""
+        return (f"{slow / att - 1:.0%} above its attainable bound of {att:,.1f} GFLOP/s even at p80: its working set "
+                "may sit in a cache its bound does not credit, a count may be too high, or a roof was measured low "
+                "(on a busy machine: measure the roofs again)")
 
     @property
     def bound(self) -> str:
@@ -287,43 +302,43 @@ def roofs_from(run_dir, device: str | None = None) -> Roofs:
     return Roofs([Roof.from_dict(r) for r in run.roofs], notes, foreign)
 
 
-QUICK_PRECISIONS = ("fp32", "bf16")
+QUICK_ROOF_OPS = ("stream.copy", "stream.read", "stream.write", "stream.reread", "probe.l1", "gemm.square")
 
 
-def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
-    """Measure roofs on the spot: the memory roof from stream copy and read at working sets
-    4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; tens of seconds on a 2-core CPU VM.
-    A roof it could not set (rows that did not converge on a busy machine, a precision the
-    device lacks) is named in the result's `missing`, with why, and warned of (RoofWarning)."""
-
+def quick_roofs(device: str | None = None, budget_s: float | None = None) -> Roofs:
+    """Measure roofs on the spot, as a quick run measures them and with its budgets (rule 4:
+    0.1 s a point, each op's own floor above it, a point predicted past its budget cut
+    before its inputs are made, the stream sweep stopped once the off-chip rate settles):
+    the quick plan's stream copy, read, write and reread (every cache level's window, and
+    the off-chip roof past the last), probe.l1 and its square GEMMs (each precision a quick
+    run measures here), derived by the run's own rules (roofs.analysis.derive.derive).
+    About 20-30 s on a 2-core CPU VM, seconds on a GPU. A roof it could not set (a level or
+    a precision whose rows did not converge on a busy machine, or were cut) is named in the
+    result's `missing` with why (derive's notes) and warned of (RoofWarning); never raises
+    for a roof it could not set."""
     info = detect.resolve(device)
     reg = load_all()
-    llc = info.llc_bytes
-    tasks = [Task(reg.ops[f"stream.{k}"], {"dtype": "float32", "ws_bytes": f * llc}, (reg.impls[f"stream.{k}/torch"],))
-             for k in ("copy", "read") for f in (4, 8)]
-    sizes = (1024, 2048) if info.kind == "cpu" else (4096, 8192)
-    tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
-              for p in ("fp32", "bf16") for n in sizes]
-    runner = Runner(info, timer_config(False, budget_s, warmup_s=0.01))
-    rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
-    roofs, notes = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
-    roofs = [r for r in roofs if r.name == info.memory_level]  # the quick sweep measures no cache plateau
-    compute = compute_roofs(rows)
+    plan = make_plan(reg, info, list(QUICK_ROOF_OPS), quick=True)
+    runner = Runner(info, timer_config(True, budget_s), quick=True)
+    rows = pd.DataFrame([m.row() for m in runner.run(plan)], columns=COLUMNS)
+    roofs, notes = derive(rows, info.to_dict())
+    have = {r.name for r in roofs}
+    levels = [c.name for c in info.caches] + [info.memory_level]
+    precisions = sorted({str(t.point["dtype"]) for t in plan.tasks if t.op.family == "gemm"},
+                        key=list(PRECISIONS).index)
     missing = []
-    if not roofs:
-        why = next((n for n in notes if n.startswith(f"{info.memory_level}:")), "")
-        busy = next((n.split(": ", 1)[1] for n in notes if n.startswith("stream rows that set no roof")), "")
-        missing.append(f"{info.memory_level} roof: " + "; ".join(x for x in (why.split(": ", 1)[-1], busy) if x))
-    for p in QUICK_PRECISIONS:
-        if not any(r.name == p for r in compute):
-            g = rows[(rows["family"] == "gemm") & (rows["dtype"] == p)]
+    for name in levels + precisions:
+        if name in have:
+            continue
+        why = [n.split(": ", 1)[1] for n in notes if n.startswith(f"{name}:") or n.startswith(f"{name} ")]
+        if name in precisions and not why:
+            g = rows[(rows["family"] == "gemm") & (rows["dtype"] == name)]
             reasons = sorted(set(g.loc[g["status"] != "ok", "reason"].dropna().astype(str)))
-            missing.append(f"{p} roof: " + ("; ".join(reasons) if reasons else
-                                            f"of its {len(g)} GEMM rows, {untrusted_text(g)}"))
+            why = reasons or [f"of its {len(g)} GEMM rows, {untrusted_text(g)}"]
+        missing.append(f"{name} roof: " + ("; ".join(why) if why else "no row of the quick plan set it"))
     for m in missing:
         warnings.warn(f"quick_roofs could not set the {m}", RoofWarning, stacklevel=2)
-    return Roofs(roofs + compute, missing)
+    return Roofs([r for r in roofs if r.source == "measured" or r.kind != "bandwidth"], missing)
 
 
 def check_precision(precision: str, roofs=()) -> str:

@@ -14,6 +14,7 @@ from bench import api
 from bench.hw import detect
 from bench.measure.timing import timer_config
 from bench.results import load_run
+from roofs.analysis.roofline import Roof
 
 ROOT = Path(run_bench.__file__).parent
 
@@ -141,8 +142,10 @@ def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path):
 
 
 def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
-    """Issue 24, item 2: on a machine where nothing converges, quick_roofs returns what it
-    has and names each missing roof with its reason (and warns)."""
+    """On a machine where nothing converges, quick_roofs returns what it has and names each
+    missing roof, every cache level, the off-chip level and each precision of its quick
+    GEMMs, with its reason (and warns); it never raises."""
+    from bench.hw import detect
     from bench.measure.runner import Runner
 
     def too_slow(self, task, modes):
@@ -150,8 +153,22 @@ def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
     monkeypatch.setattr(Runner, "run_task", too_slow)
     with pytest.warns(api.RoofWarning) as caught:
         roofs = api.quick_roofs("cpu")
-    assert [str(w.message).split(":")[0] for w in caught] == [
-        f"quick_roofs could not set the {r} roof" for r in ("dram", "fp32", "bf16")]
-    assert list(roofs) == []
-    assert roofs.missing[0].startswith("dram roof: no trustworthy measured working set")
-    assert roofs.missing[1:] == ["fp32 roof: cut short: slow", "bf16 roof: cut short: slow"]
+    info = detect.resolve("cpu")
+    names = [c.name for c in info.caches] + ["dram", "fp32", "bf16", "int8"]
+    assert [str(w.message).split(":")[0] for w in caught] == [f"quick_roofs could not set the {r} roof" for r in names]
+    assert [r for r in roofs if r.source == "measured"] == []
+    assert roofs.missing[len(info.caches)].startswith("dram roof: no trustworthy measured working set")
+    assert roofs.missing[-3:] == ["fp32 roof: cut short: slow", "bf16 roof: cut short: slow", "int8 roof: cut short: slow"]
+
+
+def test_a_point_above_its_bound_is_flagged_and_one_under_is_not():
+    """Hand-worked: 1e6 FLOPs over 1 MB (I = 1) under a 100 GB/s dram roof and a 1,000
+    GFLOP/s fp32 roof: attainable 100 GFLOP/s. Samples of 5 us (200 GFLOP/s even at p80) beat
+    it by 100%; samples of 20 us (50 GFLOP/s) do not."""
+    roofs = (Roof("bandwidth", "dram", 100.0, "GB/s"), Roof("compute", "fp32", 1000.0, "GFLOP/s"))
+    base = dict(name="k", shape="", flops=1e6, bytes=1e6, device="cpu", mode="cold", backend="torch",
+                precision="fp32", roofs=roofs, caches=(("l3", 2**25),))
+    fast = api.Result(**base, samples_s=(5e-6,) * 9)
+    assert fast.attainable_gflops == pytest.approx(100.0)
+    assert fast.above_bound.startswith("100% above its attainable bound of 100.0 GFLOP/s even at p80")
+    assert api.Result(**base, samples_s=(2e-5,) * 9).above_bound == ""
