@@ -41,7 +41,7 @@ def h200_rows():
 
 
 def test_direction_of():
-    assert direction_of(10, 0) == "read" and direction_of(0, 10) == "write" and direction_of(5, 5) == "mixed"
+    assert direction_of(10, 0) == "read" and direction_of(0, 10) == "write" and direction_of(5, 5) == "copy"
     assert direction_of(None, 3) == "" and direction_of(float("nan"), 0) == "" and direction_of(0, 0) == ""
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from bench.results import device_id
-from bench.util import triton_interpreting
+from bench.util import offchip_level, triton_interpreting
 
 
 class DeviceError(ValueError):
@@ -92,7 +92,7 @@ class DeviceInfo:
     @property
     def memory_level(self) -> str:
         """Return the name of the off-chip memory level: "hbm" on a GPU, "dram" on a CPU."""
-        return "hbm" if self.kind == "cuda" else "dram"
+        return offchip_level(self.kind)
 
     @property
     def slug(self) -> str:

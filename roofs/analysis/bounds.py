@@ -11,11 +11,11 @@ point above its bound beyond its spread, a flag naming the likely causes.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pandas as pd
 
+from bench.util import missing, number
 from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.levels import level_sizes
@@ -38,10 +38,6 @@ def boundary_level(working_set: float, mode: str, caches, memory_level: str, rea
     return memory_level
 
 
-def _nan_free(v):
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, read_bytes=None,
                  write_bytes=None) -> str | None:
     """Return the cache inside `level` that explains a warm point running faster than
@@ -50,7 +46,7 @@ def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, 
     direction the point does not beat by more than REL_TOL. A point at L2 speed just past
     L2's measured reach is L2's, not bounded by the L3 roof it beats."""
     names = [n for n, _ in caches]
-    if gbps is None or gbps != gbps:
+    if missing(gbps):
         return None
     found = model.point_bandwidth(level, read_bytes, write_bytes)
     if found is None or gbps <= found[0]:
@@ -96,24 +92,24 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
                            {n: r for n, _, r in sizes if r})
     served = None
     if mode != "cold":
-        served = faster_level(model, level, float(working_set or 0), _nan_free(gbps), caches,
-                              _nan_free(read_bytes), _nan_free(write_bytes))
+        served = faster_level(model, level, float(working_set or 0), number(gbps), caches,
+                              number(read_bytes), number(write_bytes))
     if served:
         level = served
     why = f"runs at {served} speed past its measured reach: bounded by {served}" if served else ""
-    found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
+    found = model.point_bandwidth(level, number(read_bytes), number(write_bytes))
     if found is None:
-        outer = slower_level(model, level, _nan_free(gbps), [n for n, _ in caches], memory_level,
-                             _nan_free(read_bytes), _nan_free(write_bytes))
+        outer = slower_level(model, level, number(gbps), [n for n, _ in caches], memory_level,
+                             number(read_bytes), number(write_bytes))
         if outer is None:
             return "", f"{level}: no measured roof for this level, so no bound", None, None
         why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
-        level, found = outer, model.point_bandwidth(outer, _nan_free(read_bytes), _nan_free(write_bytes))
+        level, found = outer, model.point_bandwidth(outer, number(read_bytes), number(write_bytes))
     value, label, note = found
     note = "; ".join(x for x in (note, why) if x)
     best = model.bandwidth(level)
     bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
-    i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
+    i = number(intensity) or 0.0
     peak = model.compute(precision) if precision else None
     att = min(value * i, peak.value) if peak else value * i
     return level, note, att, bw
@@ -128,11 +124,11 @@ def direction_bytes(r) -> tuple:
     """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
     that predates them, bytes split by the kernel's arrays read and written; (None, None)
     when unknown."""
-    rb, wb = _nan_free(getattr(r, "read_bytes", None)), _nan_free(getattr(r, "write_bytes", None))
+    rb, wb = number(getattr(r, "read_bytes", None)), number(getattr(r, "write_bytes", None))
     if rb is not None and wb is not None:
         return rb, wb
     arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
-    nbytes = _nan_free(getattr(r, "bytes", None))
+    nbytes = number(getattr(r, "bytes", None))
     if arrays is None or nbytes is None:
         return None, None
     return nbytes * arrays[0] / sum(arrays), nbytes * arrays[1] / sum(arrays)
@@ -160,7 +156,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
                                               *direction_bytes(r), gbps=getattr(r, "gbps", None))
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
-        flops = r.flops if r.flops == r.flops else 0
+        flops = 0 if missing(r.flops) else r.flops
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
         cols["boundary"].append(boundary)
         cols["bound_note"].append(note)
@@ -187,9 +183,9 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
     A point is judged at its slow end (the p80 time): flop-free points against their
     bandwidth roof, the others against their attainable GFLOP/s."""
     p80 = getattr(r, "p80_ms", None)
-    if bw is None or not p80 or p80 != p80:
+    if bw is None or missing(p80) or not p80:
         return ""
-    flops = r.flops if r.flops == r.flops else 0
+    flops = 0 if missing(r.flops) else r.flops
     if flops:
         slow, bound, unit = flops / (p80 * 1e-3) / 1e9, attainable, "GFLOP/s"
     else:

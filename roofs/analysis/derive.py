@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
-from bench.util import fmt_bytes, fmt_num
+from bench.util import fmt_bytes, fmt_num, number, offchip_level
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
 from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, Roof, direction_of
@@ -183,7 +183,7 @@ def _best_of(name: str, sizes: pd.DataFrame, note: str, extra: dict) -> Roof:
         plateau_bytes=(int(sizes["working_set_bytes"].min()), int(sizes["working_set_bytes"].max())),
         plateau_points=len(sizes),
         plateau_values=(float(sizes["gbps"].min()), float(sizes["gbps"].max())),
-        spread=None if pd.isna(spread) else float(spread),
+        spread=number(spread),
         note=note, extra={"plateau_median": float(sizes["gbps"].median()), **extra},
     )
 
@@ -241,18 +241,20 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
     return roof, ""
 
 
+# runs made before the read_bytes and write_bytes columns (method 3 and older): the stream
+# kernels' direction classes by name, as those runs had them
+OLD_RUN_DIRECTIONS = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
+                      "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
+
+
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
-    """Return each stream row's direction class: "read" (nothing written), "write" (nothing
-    read), "copy" (both: copy, scale, add, triad), "" when unknown. From read_bytes and
-    write_bytes where the run has them, else from the op's name (runs before the columns)."""
-    by_name = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
-               "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
+    """Return each stream row's direction class (roofline.direction_of): from read_bytes and
+    write_bytes where the run has them, else from the op's name (OLD_RUN_DIRECTIONS)."""
     rb = rows["read_bytes"] if "read_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     wb = rows["write_bytes"] if "write_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     out = []
     for op, r, w in zip(rows["op"], rb, wb):
-        d = direction_of(r, w)
-        out.append("copy" if d == "mixed" else d or by_name.get(str(op), ""))
+        out.append(direction_of(r, w) or OLD_RUN_DIRECTIONS.get(str(op), ""))
     return pd.Series(out, index=rows.index, dtype=object)
 
 
@@ -435,7 +437,7 @@ def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
                 unit="GOP/s" if name.split(" ")[0].split(".")[0] in INTEGER_PRECISIONS else "GFLOP/s",
                 source="measured", op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]),
                 point_id=str(src["point_id"]), shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
-                spread=None if pd.isna(spread) else float(spread), note=note, extra=extra)
+                spread=number(spread), note=note, extra=extra)
 
 
 def _unit(row) -> str:
@@ -569,7 +571,7 @@ def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
     """Return ([(cache name, total bytes)] innermost first, the off-chip level's name) of a
     device record (run.json's "device")."""
     caches = [(c["name"], int(c["total_bytes"])) for c in (device or {}).get("caches", [])]
-    return caches, ("hbm" if (device or {}).get("kind") == "cuda" else "dram")
+    return caches, offchip_level((device or {}).get("kind", ""))
 
 
 def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:

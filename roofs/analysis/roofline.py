@@ -17,15 +17,20 @@ COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1
 
 
 def direction_of(read_bytes, write_bytes) -> str:
-    """Return "read" (nothing written), "write" (nothing read), "mixed" (both), or "" when
-    either count is unknown (None or NaN) or both are zero."""
+    """Return a point's direction class: "read" (nothing written), "write" (nothing read),
+    "copy" (both, as copy, scale, add and triad do), or "" when either count is unknown
+    (None or NaN) or both are zero. A level's direction roofs are named by these classes."""
     try:
         r, w = float(read_bytes), float(write_bytes)
     except (TypeError, ValueError):
         return ""
     if r != r or w != w or (r <= 0 and w <= 0):
         return ""
-    return "read" if w <= 0 else "write" if r <= 0 else "mixed"
+    if w <= 0:
+        return "read"
+    if r <= 0:
+        return "write"
+    return "copy"
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class Roofline:
             if own is not None:
                 return own.value, own.name, ""
             return best.value, best.name, f"no {level}.{kind} roof: bounded by the level's best"
-        if kind == "mixed":
+        if kind == "copy":
             r, w = float(read_bytes), float(write_bytes)
             rd, wr, cp = (self.direction(level, d) for d in DIRECTIONS)
             options = []

@@ -20,13 +20,13 @@ from matplotlib.figure import Figure
 
 from bench.hw.counters import FLAG_FRACTION
 from bench.results import load_counters, load_run, text_column
-from bench.util import fmt_bytes, fmt_num, plural
+from bench.util import fmt_bytes, fmt_num, missing, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
 from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
 from roofs.analysis.hierarchy import triton_binding_table
-from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -72,7 +72,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     for m in Roofline(run.roofs).roofs:
         if m.source != "measured" or is_pass_ceiling(m):  # not a unit's roof: no reference beside it
             continue
-        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in ("dram", "hbm") else m.name))
+        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in MEMORY_LEVELS else m.name))
         ref = by_name.get(key)
         clock = observed_clock(run.measurements, m.point_id)
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
@@ -347,7 +347,7 @@ def plot_energy(run, model: dict, path: Path) -> Path:
 # ---- rendering --------------------------------------------------------------------------
 
 def _fmt(v):
-    if v is None or (isinstance(v, float) and v != v):
+    if missing(v):
         return ""
     if isinstance(v, float):
         return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"

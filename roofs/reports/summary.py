@@ -9,7 +9,7 @@ import pandas as pd
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
 from roofs.reports.report import best_rows, counter_lines
 
 
@@ -39,9 +39,9 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
     for r in model.roofs:
         if r.source != "measured" or is_pass_ceiling(r):
             continue
-        name = "memory" if r.name in ("dram", "hbm") else r.name
+        name = "memory" if r.name in MEMORY_LEVELS else r.name
         ref = next((x for x in refs if x.kind == r.kind and (x.name == r.name or x.name == name
-                                                             or (name == "memory" and x.name in ("dram", "hbm")))), None)
+                                                             or (name == "memory" and x.name in MEMORY_LEVELS))), None)
         if ref is not None:
             used.add(id(ref))
         where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({plural(r.plateau_points, 'size')})"
