@@ -240,6 +240,8 @@ def model_main(argv) -> int:
     p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
     p.add_argument("--device")
     p.add_argument("--budget", type=opt.seconds, default=0.2, help="seconds per point")
+    p.add_argument("--op-cap", type=opt.seconds, default=mdl.OP_CAP_S,
+                   help=f"seconds an op's point may stretch to so that its predicted calls fit (default {mdl.OP_CAP_S:g})")
     p.add_argument("--out", type=Path, default=ROOT / "results")
     args = p.parse_args(argv)
     try:
@@ -265,7 +267,7 @@ def model_main(argv) -> int:
         print(f"roofbench: warning: {w}", file=sys.stderr)
     status, run_dir, text = mdl.measure_model(cfg, per_batch, device, roofs, given, args.budget, args.out,
                                               session.options_record(args), args.prompt, args.context, args.dtype,
-                                              warned)
+                                              warned, args.op_cap)
     # each warning once: printed above, before the measuring; model.md keeps them at its top
     print("\n".join(line for line in text.splitlines() if not (line.startswith("WARNING: ") and line[9:] in warned)))
     print(f"\nresults: {run_dir}")
