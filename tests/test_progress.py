@@ -65,3 +65,21 @@ def test_clock_without_predictions_and_at_the_end():
     assert t.clock(65.0, 3) == "1:05"
     t = Ticker(5, [10, 10, 10, 10, 10], lambda line: None, str)
     assert t.clock(5.0, 5) == "0:05, ~0:00 left"
+
+
+def test_the_counter_counts_the_rows_that_may_run():
+    """A bf16 GEMM with the torch and numpy impls: numpy's own rule (fp32 and fp64 only)
+    skips its row before the run, so the counter counts 1 row, not 2, and ends at 1/1."""
+    from bench.hw import detect
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Plan, Runner, Task, counted_rows
+    from bench.measure.timing import timer_config
+    reg, dev = load_all(), detect.resolve("cpu")
+    task = Task(reg.ops["gemm.square"], {"dtype": "bf16", "shape": (64, 64, 64)},
+                (reg.impls["gemm.square/torch"], reg.impls["gemm.square/numpy"]), ("warm",))
+    plan = Plan([task])
+    assert counted_rows(plan, dev, False) == (1, {(0, "gemm.square/numpy")})
+    lines = []
+    rows = Runner(dev, timer_config(True, 0.05), progress=lines.append).run(plan)
+    assert len(rows) == 2 and {r.status for r in rows if r.impl.endswith("numpy")} == {"skipped"}
+    assert lines and all(line.startswith("[1/1 ") for line in lines), lines

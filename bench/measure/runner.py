@@ -74,6 +74,15 @@ def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=Fa
     return Plan(tasks, tuple(modes) if modes else None)
 
 
+def counted_rows(plan: Plan, device: devmod.DeviceInfo, quick: bool) -> tuple[int, set]:
+    """Return (the rows of plan that may run, the (task index, impl id) pairs a static rule
+    skips): a row skipped by bench.measure.skip's reasons 1-4 (the op's, the backend's, the
+    quick plan's, the impl's) is known before the run, so the progress counter leaves it out."""
+    static = {(i, impl.id) for i, task in enumerate(plan.tasks) for impl in task.impls
+              if skip.static_reason(task.op, impl, task.point, device, quick)}
+    return len(plan) - sum(len(plan.modes_of(plan.tasks[i])) for i, _ in static), static
+
+
 @dataclass
 class Runner:
     device: devmod.DeviceInfo
@@ -125,7 +134,8 @@ class Runner:
         estimate on each progress line, corrected by how the run keeps to them; skipped
         rows are printed grouped at their family's end (bench/measure/progress.py)."""
         out: list[Measurement] = []
-        total, done = len(plan), 0
+        total, static = counted_rows(plan, self.device, self.quick)
+        done = counted = 0
         ticker = Ticker(total, estimates, self.progress, progress_line)
         t0 = time.perf_counter()
         stops = revisit_stops(plan, self.revisits)
@@ -138,9 +148,10 @@ class Runner:
                 t_task, self._family = time.perf_counter(), task.op.family
                 for m in self.run_task(task, plan.modes_of(task)):
                     done += 1
+                    counted += (i, m.impl) not in static
                     out.append(m)
                     self.sink(m)
-                    ticker.row(m, done, time.perf_counter() - t0)
+                    ticker.row(m, done, time.perf_counter() - t0, counted)
                 # a pool or cache no later point uses is let go now, not at the end (rule 16)
                 memory.release([k for k in memory.held() if k not in later[i]])
                 if last[task.op.name] == i and task.op.release is not None:

@@ -24,7 +24,7 @@ from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod
 from bench.measure import memory
 from bench.measure.registry import load_all
-from bench.measure.runner import Plan, Runner, make_plan, revisit_passes
+from bench.measure.runner import Plan, Runner, counted_rows, make_plan, revisit_passes
 from bench.measure.timing import TimerConfig, default_window, timer_config
 from bench.results import RunWriter, load_run
 from bench.run import counters_phase
@@ -104,7 +104,9 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
                 memory_budget_bytes=budget.limit,
                 **({"precompile": pre} if pre else {}))
     writer = RunWriter(run_dir, meta)
-    say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
+    runs = counted_rows(plan, device, quick)[0]
+    say(f"roofbench: {runs} points to run on {device.torch_device} ({device.name})"
+        + (f" ({len(plan) - runs} more known to be skipped)" if runs < len(plan) else "") + f" -> {run_dir}"
         + (f"; predicted {predicted / 60:.1f} min" if predicted else "") + f"; memory budget {budget.describe()}")
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget,
                     revisits=revisit_passes(device, quick))
