@@ -172,3 +172,26 @@ def test_a_point_above_its_bound_is_flagged_and_one_under_is_not():
     assert fast.attainable_gflops == pytest.approx(100.0)
     assert fast.above_bound.startswith("100% above its attainable bound of 100.0 GFLOP/s even at p80")
     assert api.Result(**base, samples_s=(2e-5,) * 9).above_bound == ""
+
+
+def test_quick_roofs_sets_every_level_and_precision_from_a_quick_runs_rows(monkeypatch):
+    """The rows a quick run on a 2-core Zen 4 VM measured (committed), for quick_roofs' ops
+    only, given back by the runner: quick_roofs derives a roof for every cache level, the
+    off-chip level and each precision of its quick GEMMs (fp32, bf16, int8), and misses none."""
+    from types import SimpleNamespace
+
+    from bench.hw.device import CacheLevel, DeviceInfo
+    from bench.measure.runner import Runner
+    run = load_run(ROOT / "results" / "cpu-amd-epyc-20261201T103023Z")
+    d = run.device
+    dev = DeviceInfo("cpu", "cpu", d["name"], d["memory_bytes"], d["compute_units"], "cores",
+                     tuple(CacheLevel(c["name"], c["size_bytes"], c["instances"]) for c in d["caches"]),
+                     max_clock_mhz=d.get("max_clock_mhz"), cpu_flags=tuple(d.get("cpu_flags") or ()))
+    rows = run.measurements[run.measurements["op"].isin(api.QUICK_ROOF_OPS) & (run.measurements["mode"] != "sustained")]
+    monkeypatch.setattr(api.detect, "resolve", lambda device=None: dev)
+    monkeypatch.setattr(Runner, "run", lambda self, plan, estimates=None: [
+        SimpleNamespace(row=lambda r=r: r) for r in rows.to_dict("records")])
+    roofs = api.quick_roofs()
+    measured = {r.name for r in roofs if r.source == "measured"}
+    assert {"l1", "l2", "l3", "dram", "fp32", "bf16", "int8"} <= measured, (measured, roofs.missing)
+    assert roofs.missing == []
