@@ -326,7 +326,7 @@ def dry_run(args, device=None, plan=None) -> int:
     timer = timer_config(args.quick, args.budget, args.min_time)
     budget = run_budget(device, args.max_memory)
     pred = predict.predict(plan, device, timer, args.quick, sustain_s=args.sustain, budget=budget,
-                           factors=learned.factors(device, args.quick))
+                           factors=learned.expected(device, args.quick))
     print(predict.prediction_text(pred, device, args.quick))
     if args.counters:
         print(f"with --counters {args.counters}: about {args.counters * predict.COUNTER_REPLAY_S:.0f} s more after the "

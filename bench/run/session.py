@@ -73,7 +73,7 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
         rows = predict.row_seconds(plan, device, timer, quick, budget)[0]
     except Exception:  # noqa: BLE001
         return None, {}
-    factors = learned.factors(device, quick)
+    factors = learned.expected(device, quick)
     raw: dict = {}
     for fam, sec in rows:
         raw[fam] = raw.get(fam, 0.0) + sec
@@ -98,7 +98,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     rows, raw = estimates(plan, device, timer, quick, budget)
     if sustain_s > 0:
         raw["sustained"] = predict.sustain_seconds(plan, device, quick, sustain_s)[0]
-    factors = learned.factors(device, quick)
+    factors = learned.expected(device, quick)
     predicted = sum(rows) + raw.get("sustained", 0.0) * factors.get("sustained", 1.0) if rows else None
     meta = dict(meta, predicted_s=predicted, predicted_raw_s=raw, learned_factors=factors,
                 memory_budget_bytes=budget.limit,
