@@ -1,4 +1,4 @@
-"""Issue 29, item 5: hardware counters beside counted bytes (--counters). On the CPU: ncu's raw
+"""Hardware counters beside counted bytes (--counters). On the CPU: ncu's raw
 CSV as recorded on an H200 (tests/data/ncu/) parsed and summed with hand-worked ratios; a
 faked ncu (an executable script in tmp_path) that prints the recorded table, or the failures
 seen on real machines (gVisor's LibraryNotLoaded, the driver's ERR_NVGPUCTRPERM), each

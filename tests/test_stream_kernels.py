@@ -70,24 +70,6 @@ def test_interpreter_is_on_without_cuda():
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_reread_kernel_reads_every_block_every_pass(dtype, dev):
-    # 5 passes over 3 blocks and a masked tail, on 2 programs: pass r sends each program to
-    # other blocks, so a block skipped or read twice changes the sum
-    from bench.ops.stream import reread_error, reread_reference
-    from kernels import stream as k
-    n = 2 * 1024 + 320
-    a = (torch.randint(-1000, 1001, (n,), dtype=torch.int32, device=dev) if dtype == "int32"
-         else torch.randn(n, device=dev))
-    x = {"a": a, "repeats": 5}
-    out = k.reread_partials(a, block=1024, programs=2)
-    for _ in range(2):  # a second call finds the first one's sums and overwrites them
-        k.reread(a, out, 5, block=1024)
-        assert reread_error(out, reread_reference(x), x) <= (0.0 if dtype == "int32" else 1e-5)
-    if dtype == "int32":
-        assert int(out.long().sum().item()) == 5 * int(a.long().sum().item())
-
-
-@pytest.mark.parametrize("dtype", ["int32", "float32"])
 def test_reread_torch_impl_matches_its_reference(dtype):
     # the suite's own torch impl, at a real point: 64 KiB read 4096 times (2**28 bytes)
     from bench.measure.registry import LaunchContext

@@ -1,27 +1,13 @@
 """The one timer.
 
-Rules (ARCHITECTURE.md, rules 3, 4 and 6): time on the device (CUDA events per sample on a GPU,
-perf_counter_ns around a finished call on a CPU); warm up by time, not by count; stop a
-point once it has min_samples and a relative spread (p80 - p20) / median under
-rel_spread, or once its budget is spent; keep every raw sample.
-
-The first sample (ARCHITECTURE.md, rule 4): when a point has at least FIRST_RULE_MIN_REST
-samples after its first and the first exceeds FIRST_SAMPLE_FACTOR (1.5) x the median of
-the others, it is a warm-up (a cold instruction cache, a page fault, a clock still ramping):
-it is left out of the samples the point is judged and summarized by, and kept in
-Timing.dropped_s, so no sample is lost. The rule is applied while sampling, so an outlying
-first sample does not hold a steady point from converging.
-
-A sustained window (TimerConfig.window_s > 0): the samples run back to back until they
-span window_s, whatever their spread; the stop reason is "window".
-
-Cold points and the dispatch floor (rule 6): a cold sample is one call after a flush, and
-stays one call however short: a second call in the same sample would find the data the
-first one brought in, so it would be warm. A cold point whose median is under
-FLOOR_CHECK_S (100 us) instead records the timer's dispatch floor (Timing.floor_s): the
-median time of an empty call in the same frame (on a GPU: the delay, the start marker, an
-empty kernel, the end marker; on a CPU: perf_counter_ns around a call that does nothing).
-A median within 2x of the floor measures mostly launch and timer, not the kernel.
+ARCHITECTURE.md's rules 3, 4 and 6, as code: time_fn warms up by time, then samples until
+min_samples span min_time_s with (p80 - p20) / median under rel_spread, or the budget is
+spent (should_stop), and keeps every raw sample. Rule 4's first-sample rule
+(FIRST_SAMPLE_FACTOR, FIRST_RULE_MIN_REST) is applied while sampling; a dropped first sample
+is kept in Timing.dropped_s. A sustained window (TimerConfig.window_s > 0) samples back to
+back until its samples span window_s, whatever their spread (stop reason "window"). A cold
+sample is one call after a flush; a cold point under FLOOR_CHECK_S records rule 6's dispatch
+floor (Timing.floor_s: cpu_floor, device_floor), an empty call timed in the same frame.
 
 Modes:
 - warm: back-to-back calls with the data left wherever the previous call put it (caches

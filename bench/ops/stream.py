@@ -527,7 +527,7 @@ def _reread_torch(x, ctx):
 
 
 def _reread_triton(x, ctx):
-    """The L2 probe (kernels/probes.py l2_reread, issue 20.4): the R x nblocks block-reads
+    """The L2 probe (kernels/probes.py l2_reread): the R x nblocks block-reads
     dealt to a persistent grid, several independent L1-bypassing loads in flight each."""
     from kernels import probes as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     device = getattr(ctx, "device", None)
@@ -560,7 +560,7 @@ REGISTRY.add_impl(Impl("stream.reread", "torch", "torch", _reread_torch,
 def _reread_triton_skip(point, device):
     if triton_interpreting():
         return ("its hundreds of MiB per call are far too many for Triton's interpreter; "
-                "tests/test_stream_kernels.py checks the kernel with few passes")
+                "tests/test_probes.py checks the kernel (kernels/probes.py l2_reread) with few passes")
     return None
 
 

@@ -1,14 +1,9 @@
-"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets.
-
-The memory boundary a point's bytes cross (boundary_level): a cold point crosses the
-off-chip memory; a warm point is served by the innermost cache whose measured reach (or,
-unmeasured, BAND_FACTOR x its capacity) exceeds its working set. At that level, the
-bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
-write_bytes). A level with no measured roof gives no bound (the row's bound stays empty and
-bound_note says why), unless the next level out that has one explains the point's speed
-(slower_level): then that level bounds it, and bound_note says so. annotate() writes every row's bound, its percentage of it, and, for a
-point above its bound beyond its spread, a flag naming the likely causes.
-"""
+"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets:
+boundary_level (the memory level a point's bytes cross), faster_level and slower_level (the
+neighbouring level whose roof explains a point's speed), point_bound (min(P, BW x I) with BW
+the level's roof in the point's direction, Roofline.point_bandwidth), and annotate (every
+row's bound, bound_note, its percentage of the bound and, for a point above it beyond its
+spread, a flag naming the likely causes)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,7 +14,7 @@ from bench.util import missing, number
 from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.levels import level_sizes
-from roofs.analysis.roofline import Roof, Roofline
+from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
 
 
 def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
@@ -115,11 +110,6 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     return level, note, att, bw
 
 
-# stream kernels' read and written arrays, for runs written before read_bytes and write_bytes
-STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
-                 "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
-
-
 def direction_bytes(r) -> tuple:
     """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
     that predates them, bytes split by the kernel's arrays read and written; (None, None)
@@ -127,7 +117,7 @@ def direction_bytes(r) -> tuple:
     rb, wb = number(getattr(r, "read_bytes", None)), number(getattr(r, "write_bytes", None))
     if rb is not None and wb is not None:
         return rb, wb
-    arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
+    arrays = OLD_RUN_STREAM_ARRAYS.get(str(getattr(r, "op", "")))
     nbytes = number(getattr(r, "bytes", None))
     if arrays is None or nbytes is None:
         return None, None

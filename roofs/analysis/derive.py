@@ -43,7 +43,7 @@ from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
 from bench.util import fmt_bytes, fmt_num, number, offchip_level
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
-from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, Roof, direction_of
+from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
@@ -241,20 +241,14 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
     return roof, ""
 
 
-# runs made before the read_bytes and write_bytes columns (method 3 and older): the stream
-# kernels' direction classes by name, as those runs had them
-OLD_RUN_DIRECTIONS = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
-                      "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
-
-
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
     """Return each stream row's direction class (roofline.direction_of): from read_bytes and
-    write_bytes where the run has them, else from the op's name (OLD_RUN_DIRECTIONS)."""
+    write_bytes where the run has them, else from the op's arrays (OLD_RUN_STREAM_ARRAYS)."""
     rb = rows["read_bytes"] if "read_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     wb = rows["write_bytes"] if "write_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     out = []
     for op, r, w in zip(rows["op"], rb, wb):
-        out.append(direction_of(r, w) or OLD_RUN_DIRECTIONS.get(str(op), ""))
+        out.append(direction_of(r, w) or direction_of(*OLD_RUN_STREAM_ARRAYS.get(str(op), (None, None))))
     return pd.Series(out, index=rows.index, dtype=object)
 
 
@@ -444,7 +438,7 @@ def _unit(row) -> str:
     """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
     a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
     step of which is an elementwise pass of the chains through the caches: a ceiling of
-    such passes, not of the FMA units (issue 28: 34 GFLOP/s beside 332 computed)."""
+    such passes, not of the FMA units (a CPU run's chains read 34 GFLOP/s beside 332 computed)."""
     if row.get("family") != "fma":
         return "gemm"
     return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"

@@ -16,6 +16,12 @@ DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<
 COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
 
 
+# for run folders written before the read_bytes and write_bytes columns: the stream kernels'
+# (read, written) n-element arrays by op, as those runs' kernels had them
+OLD_RUN_STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
+                         "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
+
+
 def direction_of(read_bytes, write_bytes) -> str:
     """Return a point's direction class: "read" (nothing written), "write" (nothing read),
     "copy" (both, as copy, scale, add and triad do), or "" when either count is unknown

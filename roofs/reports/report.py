@@ -14,9 +14,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from bench.hw.counters import FLAG_FRACTION
 from bench.results import load_counters, load_run, text_column
@@ -24,7 +22,7 @@ from bench.util import fmt_bytes, fmt_num, missing, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
-from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
+from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
 
@@ -318,32 +316,6 @@ def charts(run) -> list[str]:
     return [n for n in names if (run.dir / n).exists()]
 
 
-def plot_energy(run, model: dict, path: Path) -> Path:
-    """Draw energy.png: FLOP/J against intensity, the points and the fitted model at the
-    attainable rate."""
-
-    df = run.measurements
-    d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for fam, g in d.groupby("family"):
-        ax.scatter(g["intensity"], g["flops"] / g["joules"], s=14, label=fam)
-    rl = Roofline(run.roofs)
-    xs = np.logspace(-2, 4, 200)
-    ax.plot(xs, flops_per_joule(model, xs, [rl.attainable_gflops(x) for x in xs]), color="black",
-            label="fit: 1 / (e_flop + e_byte / I + P0 / attainable)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("FLOP per joule")
-    ax.set_title(f"Energy roofline: {run.device.get('name', '')}")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
-
-
 # ---- rendering --------------------------------------------------------------------------
 
 def _fmt(v):
@@ -396,8 +368,6 @@ def sections(run) -> list[tuple[str, object]]:
                 ("Failed points", _error_lines(df))]
     table, origin = validation(run)
     energy, energy_why = fit_energy(df)
-    if energy:
-        plot_energy(run, energy, run.dir / "energy.png")
     out = [("Device and software", env)]
     if kind == "model":
         out.append(("Roofs", [f"This model run is placed under the roofs {run.meta.get('roofs_from', 'it was given')}; "
