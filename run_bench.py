@@ -241,7 +241,8 @@ def model_main(argv) -> int:
     p.add_argument("--device")
     p.add_argument("--budget", type=opt.seconds, default=0.2, help="seconds per point")
     p.add_argument("--op-cap", type=opt.seconds, default=mdl.OP_CAP_S,
-                   help=f"seconds an op's point may stretch to so that its predicted calls fit (default {mdl.OP_CAP_S:g})")
+                   help="seconds an op's point may stretch to so that its predicted calls fit "
+                   f"(default {mdl.OP_CAP_S:g})")
     p.add_argument("--out", type=Path, default=ROOT / "results")
     args = p.parse_args(argv)
     try:
@@ -298,7 +299,7 @@ def fleet_main(argv) -> int:
     n = fleet.rows["id"].nunique()
     print(f"roofbench: {n} device{'' if n == 1 else 's'} in {len(fleet.rows)} runs, {len(result['groups'])} "
           f"model(s), {len(slow)} outlier device(s), {len(fleet.left_out)} left out; {time.perf_counter() - t0:.1f} s")
-    for g, info in result["groups"].items():
+    for info in result["groups"].values():
         if info.get("no_outliers"):
             print(f"  {info['no_outliers']}")
     for dev, spread in result["spread"].items():

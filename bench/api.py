@@ -224,7 +224,8 @@ def _counts(bytes, read_bytes, write_bytes, direction, shape, name: str) -> tupl
             given = "read_bytes" if read_bytes is not None else "write_bytes" if write_bytes is not None else ""
             raise APIError(f"kernel '{name}' has no byte count"
                            + (f" (only {given}, which without bytes= does not give the other)" if given else "")
-                           + ": give bytes= (the compulsory traffic of one call), or both read_bytes= and write_bytes=.")
+                           + ": give bytes= (the compulsory traffic of one call), or both read_bytes= and "
+                           "write_bytes=.")
         r = _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
         w = _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
         if r + w <= 0:

@@ -158,7 +158,7 @@ def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
     assert [str(w.message).split(":")[0] for w in caught] == [f"quick_roofs could not set the {r} roof" for r in names]
     assert [r for r in roofs if r.source == "measured"] == []
     assert roofs.missing[len(info.caches)].startswith("dram roof: no trustworthy measured working set")
-    assert roofs.missing[-3:] == ["fp32 roof: cut short: slow", "bf16 roof: cut short: slow", "int8 roof: cut short: slow"]
+    assert roofs.missing[-3:] == [f"{p} roof: cut short: slow" for p in ("fp32", "bf16", "int8")]
 
 
 def test_a_point_above_its_bound_is_flagged_and_one_under_is_not():

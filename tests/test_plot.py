@@ -496,7 +496,8 @@ def test_a_model_runs_layer_ops_are_each_a_point():
     df = pd.DataFrame([row("model.gemm", "model", "2048x6144x4096", 400.0),
                        row("model.gemm", "model", "2048x4096x4096", 380.0),
                        row("model.gemm", "model", "2048x28672x4096", 420.0),
-                       row("stream.triad", "stream", "64 MiB", 5.0, ""), row("stream.triad", "stream", "1 GiB", 6.0, "")])
+                       row("stream.triad", "stream", "64 MiB", 5.0, ""),
+                       row("stream.triad", "stream", "1 GiB", 6.0, "")])
     best = plot.roofline_points(df)
     assert sorted(best[best["family"] == "model"]["gflops"]) == [380.0, 400.0, 420.0]
     assert list(best[best["family"] == "stream"]["gflops"]) == [6.0]

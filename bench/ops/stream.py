@@ -406,7 +406,8 @@ def _register(kind: Kind):
             Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind.name),
                  doc="element type (the values: this device's sweep)"
                  + (f"; none on a GPU, where it repeats {GPU_REPEATS[kind.name]}" if kind.name in GPU_REPEATS else "")),
-            Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric until the off-chip rate settles"),
+            Axis("ws_bytes", sweep=ws_sweep,
+                 doc="working set in bytes (all arrays), geometric until the off-chip rate settles"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
         reference=kind.reference,

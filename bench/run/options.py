@@ -215,8 +215,8 @@ def _check_max_ws(args, plan: Plan, device) -> None:
     if len(sizes) < 2 <= len(every):
         raise OptionError(f"--max-ws {fmt_bytes(args.max_ws)} is below what any memory level needs: it leaves "
                           f"{len(sizes)} stream working set{'' if len(sizes) == 1 else 's'} and a level's roof needs "
-                          f"two sizes on its plateau; give at least --max-ws {option_size(every[1], up=True)}, or leave stream "
-                          "out with --only.")
+                          f"two sizes on its plateau; give at least --max-ws {option_size(every[1], up=True)}, "
+                          "or leave stream out with --only.")
 
 
 def _check_max_memory(limit: Limit | None, device) -> None:
