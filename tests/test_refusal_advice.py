@@ -134,3 +134,26 @@ def test_list_honours_only_and_says_a_family_reason_once(capsys):
 def _device():
     from bench.hw import detect
     return detect.resolve(None)
+
+
+def test_the_apis_refusals_followed_work():
+    """measure() refusing a precision the roofs have no roof for says to pass precision='';
+    roofs= refusing a list of numbers says to give api.roofs_from(RUN_DIR): both, done, work."""
+    import warnings
+
+    import torch
+
+    from bench import api
+    x = torch.randn(64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", api.ForeignRoofsWarning)
+        roofs = api.roofs_from(DATA / "run_a")
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: x * 2, flops=64, bytes=512, precision="fp8e4m3", roofs=roofs, device="cpu")
+    assert "pass precision=''" in str(e.value)
+    assert api.measure(lambda: x * 2, flops=64, bytes=512, precision="", roofs=roofs, device="cpu",
+                       budget_s=0.02).status == "ok"
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: x * 2, flops=64, bytes=512, roofs=[1, 2], device="cpu")
+    assert "api.roofs_from(RUN_DIR)" in str(e.value)
+    assert api.measure(lambda: x * 2, flops=64, bytes=512, roofs=roofs, device="cpu", budget_s=0.02).status == "ok"
