@@ -36,7 +36,7 @@ def main(run_dir=None):
             print(f"{r.name:10} {r.shape:>12}  {r.status}: {r.reason}")
             continue
         where = (f"{r.pct_of_attainable:5.1f}% of attainable ({r.bound}-bound)" if r.pct_of_attainable
-                 else f"no bound: {r.bound_note}" if roofs else "no bound: no roof could be set (the lines above say why)")
+                 else f"no bound: {r.bound_note}" if roofs else "no bound: no roof could be set (see above)")
         print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  {where}")
         if r.above_bound:
             print(f"  FLAG {r.name} {r.shape}: {r.above_bound}")
