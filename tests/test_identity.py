@@ -2,6 +2,7 @@
 that tells two VMs of one host name apart, a derived identity for runs made before they were
 recorded, and the one sentence that says roofs come from another machine."""
 import dataclasses
+import json
 import socket
 import warnings
 from pathlib import Path
@@ -84,3 +85,12 @@ def test_roofs_from_another_machines_run_warn_in_one_sentence():
     foreign = [w for w in seen if issubclass(w.category, api.ForeignRoofsWarning)]
     assert len(foreign) == 1 and roofs.foreign and str(foreign[0].message).endswith(roofs.foreign)
     assert "\n" not in roofs.foreign
+
+
+def test_the_machine_id_is_recorded_hashed_never_raw():
+    from bench.hw.device import machine_id
+    raw = Path("/etc/machine-id")
+    mid = machine_id()
+    if raw.exists() and raw.read_text().strip():
+        assert mid and len(mid) == 32 and mid != raw.read_text().strip()
+        assert raw.read_text().strip() not in json.dumps(cpu_info().to_dict())

@@ -9,6 +9,7 @@ results say so instead of guessing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -64,7 +65,7 @@ class DeviceInfo:
     host: str = field(default_factory=socket.gethostname)  # the machine it was measured on
     uuid: str | None = None        # a GPU's UUID (NVML's "GPU-...", or amdsmi's); None on a CPU
     pci_bus_id: str | None = None  # "0000:3b:00.0" where the device sits on PCI; None on a CPU
-    machine_id: str | None = field(default_factory=lambda: machine_id())  # the OS's id of this machine
+    machine_id: str | None = field(default_factory=lambda: machine_id())  # this machine's id, hashed (machine_id())
     cpu_signature: str | None = None  # a CPU's "family/model/stepping" (25/17/1: Zen 4; 26/...: Zen 5)
 
     @property
@@ -175,12 +176,14 @@ def cpu_caches(sysfs: str | Path = "/sys/devices/system/cpu") -> tuple[CacheLeve
 
 
 def machine_id() -> str | None:
-    """Return the OS's id of this machine (systemd's /etc/machine-id, else D-Bus's), or None
-    where neither can be read: what tells two VMs of one image and host name apart."""
+    """Return this machine's id as roofbench records it: the OS's id (systemd's
+    /etc/machine-id, else D-Bus's) hashed with the application's own key, sha256("roofbench:"
+    + id)[:32] (the raw id is meant to stay private: systemd's machine-id(5)), or None where
+    neither can be read. It tells two VMs of one image and host name apart."""
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
         text = _read(path)
         if text:
-            return text
+            return hashlib.sha256(f"roofbench:{text}".encode()).hexdigest()[:32]
     return None
 
 
