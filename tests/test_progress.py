@@ -2,6 +2,9 @@
 and a time-left estimate that does not jump."""
 from types import SimpleNamespace
 
+import pytest
+
+
 from bench.measure.progress import Ticker, reason_key, time_left
 
 TRITON = "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1"
@@ -83,3 +86,23 @@ def test_the_counter_counts_the_rows_that_may_run():
     rows = Runner(dev, timer_config(True, 0.05), progress=lines.append).run(plan)
     assert len(rows) == 2 and {r.status for r in rows if r.impl.endswith("numpy")} == {"skipped"}
     assert lines and all(line.startswith("[1/1 ") for line in lines), lines
+
+
+@pytest.mark.parametrize("predicted,actual", [
+    ([3.0] * 100, [4.5] * 100),                        # every row 1.5x slower than predicted
+    ([3.0] * 100, [2.1] * 100),                        # 0.7x
+    ([0.01] * 300 + [3.0] * 100, [0.01] * 300 + [4.5] * 100),   # quick skips first, then 1.5x
+    ([3.0] * 100, [3.0] * 50 + [4.8] * 50),            # on time, then a family 1.6x: the worst it can see
+])
+def test_the_eta_is_within_a_quarter_of_the_truth_from_the_first_minute(predicted, actual):
+    """From the first minute on, elapsed + the shown time left is within 25% of the run's
+    true end, on runs whose rows are off the prediction by a factor (the ETA can be no better
+    than the prediction of the families not yet run: the last case is the edge)."""
+    t = Ticker(len(predicted), predicted, lambda line: None, lambda m: "x")
+    elapsed, end, worst = 0.0, sum(actual), 0.0
+    for done, sec in enumerate(actual, 1):
+        elapsed += sec
+        t.row(row("gemm", "gemm.square/torch"), done, elapsed)
+        if elapsed >= 60 and done < len(actual):
+            worst = max(worst, abs((elapsed + t.shown) / end - 1))
+    assert worst <= 0.25, worst
