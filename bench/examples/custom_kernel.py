@@ -23,6 +23,8 @@ def axpy(x, y, out):
 
 
 def main(run_dir=None):
+    if not run_dir:
+        print("measuring this device's roofs first (api.quick_roofs: the quick run's stream, cache and GEMM points)")
     roofs = api.roofs_from(run_dir) if run_dir else api.quick_roofs()
     results = axpy.sweep(roofs=roofs)
     # a torch matmul measured directly, with its counts as numbers
