@@ -32,6 +32,7 @@ import torch
 
 from bench.hw import detect
 from bench.hw.device import DeviceError
+from bench.identity import other_machine
 from bench.hw.telemetry import LoadProbe
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
@@ -48,7 +49,6 @@ from bench.results import (
     derived_name,
     load_run,
     measured_home,
-    other_machine,
     rewrite_measurements,
     start_derived,
     utc_stamp,
@@ -279,7 +279,7 @@ class ForeignRoofsWarning(UserWarning):
 
 
 def foreign_note(recorded: dict, device: str | None = None) -> str:
-    """Return bench.results.other_machine's sentence for roofs measured on the device
+    """Return bench.identity.other_machine's sentence for roofs measured on the device
     `recorded` (a run.json device) against this machine's device (default: of the run's kind),
     or ""; a device this machine does not have is said so."""
     try:
@@ -294,7 +294,7 @@ def roofs_from(run_dir, device: str | None = None) -> Roofs:
     """Return the roofs of a run folder (measured, datasheet and computed); `missing` holds
     roofs.json's notes on the levels and precisions that got none. Roofs measured on another
     machine than this one (device: default the run's kind) are warned of in one sentence
-    (ForeignRoofsWarning, bench.results.other_machine), kept in `foreign`."""
+    (ForeignRoofsWarning, bench.identity.other_machine), kept in `foreign`."""
     run = load_run(run_dir)
     path = Path(run_dir) / "roofs.json"
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []

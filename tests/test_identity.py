@@ -13,7 +13,7 @@ import pytest
 from bench import api
 from bench.hw.device import CacheLevel, DeviceInfo, cpu_info, pci_of
 from bench.hw.nvidia import _pci_text
-from bench.results import device_identity, machine_key, other_machine
+from bench.identity import device_identity, machine_key, other_machine
 
 DATA = Path(__file__).parent / "data"
 

@@ -90,7 +90,7 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
     from bench import models
-    from bench.results import other_machine
+    from bench.identity import other_machine
     here = detect.resolve("cpu").to_dict()
     other = dict(here, name="Some Other CPU", machine_id="0" * 32)
     w = other_machine(other, here)

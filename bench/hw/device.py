@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bench.results import device_id
+from bench.identity import device_id
 from bench.util import offchip_level, triton_interpreting
 
 
@@ -70,7 +70,7 @@ class DeviceInfo:
 
     @property
     def id(self) -> str:
-        """Return the physical device's identity across a fleet (bench.results.device_id): a
+        """Return the physical device's identity across a fleet (bench.identity.device_id): a
         GPU's UUID, else "<host>:cpu:<machine key>" for a CPU, the key hashed from the machine
         id, model, CPU signature, flags, caches and memory, so two VMs named alike differ."""
         return device_id(self._record())

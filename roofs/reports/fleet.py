@@ -22,7 +22,7 @@ outlier is named with the recorded state that probably explains it (causes()). A
 judged by its latest run, and only in a group of at least MIN_DEVICES devices: with fewer,
 the group says why it cannot tell, and a device measured several times is one device with
 its run-to-run spread (min, max, (max - min) / median per roof), never an outlier of itself.
-Devices are told apart by their identity (bench.results.device_identity: a GPU's UUID, a
+Devices are told apart by their identity (bench.identity.device_identity: a GPU's UUID, a
 CPU's host and machine key), so two VMs of one host name are two devices.
 """
 from __future__ import annotations
@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.results import ResultsError, device_identity, load_meta, load_small
+from bench.identity import device_identity
+from bench.results import ResultsError, load_meta, load_small
 from bench.util import missing, number
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.report import md_table
