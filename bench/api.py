@@ -50,6 +50,7 @@ from bench.results import (
     load_run,
     measured_home,
     rewrite_measurements,
+    source_of,
     start_derived,
     utc_stamp,
 )
@@ -493,16 +494,19 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     """Add results (family "user") to a run: into a derived folder beside it, by default
     RUN/derived/<method>-<commit>-user-<UTC timestamp>/ (or `out`), holding the run's rows
     and these, their samples, and the roofs, pictures and report re-derived from them; the
-    run's own files stay as it wrote them. in_place=True writes into the run's own folder
+    run's own files stay as it wrote them. An `out` that an earlier add_to_run wrote (a
+    derived folder holding its own samples) gets these appended to its points, so one sweep
+    after another stays in one folder. in_place=True writes into the run's own folder
     instead (your own run only). Returns the folder written."""
 
     run_dir = Path(run_dir)
-    run = load_run(run_dir)
     ms = [r.measurement() for r in results]
-    if in_place:
-        target = run_dir
+    earlier = out is not None and source_of(out) is not None and measured_home(out) == Path(out).resolve()
+    if in_place or earlier:
+        target = run_dir if in_place else Path(out)
     else:
         target = start_derived(run_dir, out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
+    run = load_run(run_dir if in_place or not earlier else target)
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
     rewrite_measurements(target, df)

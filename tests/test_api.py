@@ -209,6 +209,21 @@ def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     assert len(pd.read_csv(run_dir / "measurements.csv")) == len(df)
 
 
+def test_add_to_run_appends_to_an_earlier_user_folder(tmp_path):
+    """A second sweep given the first one's folder as out joins it: both points in one folder."""
+    run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
+    x = torch.randn(1024)
+    first = api.measure(lambda: x * 2, flops=1024, bytes=8 * 1024, name="double", shape="1024", precision="fp32",
+                        device="cpu", budget_s=0.01)
+    second = api.measure(lambda: x * 3, flops=1024, bytes=8 * 1024, name="triple", shape="1024", precision="fp32",
+                         device="cpu", budget_s=0.01)
+    folder = api.add_to_run(run_dir, [first])
+    assert api.add_to_run(run_dir, [second], out=folder) == folder
+    df = pd.read_csv(folder / "measurements.csv")
+    assert sorted(df.loc[df["family"] == "user", "impl"]) == ["user.double/torch", "user.triple/torch"]
+    assert len(df) == len(load_run(run_dir).measurements) + 2 and len(load_run(folder).points) == len(df)
+
+
 def test_example_file_runs(tmp_path):
     run_dir = shutil.copytree(DATA / "run_a", tmp_path / "run")
     r = subprocess.run([sys.executable, "-m", "bench.examples.custom_kernel", str(run_dir)],

@@ -127,9 +127,10 @@ class Roofline:
         return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
-        """Return the compute roof of precision, or the highest compute roof when precision is None."""
+        """Return the compute roof of precision, or, when precision is None, the highest compute roof
+        that is a precision's own (not an extra line: extra "line_of", rule 10)."""
         hits = [r for r in self.roofs if r.kind == "compute" and r.source == source
-                and (precision is None or r.name == precision)]
+                and (r.name == precision if precision is not None else not (r.extra or {}).get("line_of"))]
         return max(hits, key=lambda r: r.value, default=None)
 
     def attainable_gflops(self, intensity: float, precision: str | None = None,

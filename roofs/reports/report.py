@@ -61,7 +61,8 @@ def sustained_columns(m: Roof, ref: Roof | None) -> dict:
 
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
-    reference roofs came from). "measured" is the roof's value: the sweeps' burst figure
+    reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
+    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value: the sweeps' burst figure
     (or, for a roof the sustained phase settled, its sustained one); the sustained columns
     give the window's figure beside it (sustained_columns)."""
     refs, origin = specs.reference_roofs(run.device)
@@ -79,6 +80,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
+            "clock implied MHz": specs.implied_clock_mhz(m.value, ref) if ref is not None else None,
             "% of reference": 100 * m.value / ref.value if ref else None,
             "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
             "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
@@ -540,8 +542,10 @@ def write_report(run_dir) -> tuple[Path, Path]:
             body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
     d = Path(run_dir)
     (d / "report.md").write_text("".join(md))
+    # a table wider than the page scrolls inside its own box (display:block lets overflow apply to it)
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
-             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}img{max-width:100%}")
+             "font-size:12px;display:block;max-width:100%;overflow-x:auto}td,th{border:1px solid #ccc;"
+             "padding:2px 6px;white-space:nowrap}img{max-width:100%}")
     (d / "report.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
                                    f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
                                    + "".join(body) + "</body></html>")
