@@ -246,3 +246,32 @@ def test_cuda_graph_captured_callable():
         y.copy_(x)
     r = api.measure(g.replay, flops=1, bytes=8 * (1 << 20), device="cuda", budget_s=0.1)
     assert r.status == "ok" and r.gbps > 0
+
+
+@pytest.mark.parametrize("kw,total,read", [
+    ({"bytes": 4000}, 4000, None),                                   # bytes alone
+    ({"bytes": 4000, "read_bytes": 3000}, 4000, 3000),               # either part gives the other
+    ({"bytes": 4000, "write_bytes": 1000}, 4000, 3000),
+    ({"read_bytes": 3000, "write_bytes": 1000}, 4000, 3000),         # together they are bytes
+    ({"read_bytes": lambda n: 3 * n, "write_bytes": lambda n: n}, 4000, 3000),
+    ({"bytes": 4000, "direction": "copy"}, 4000, 2000),
+])
+def test_every_documented_byte_form_of_measure_and_kernel(kw, total, read):
+    """REFERENCE.md's forms: bytes=, read_bytes=/write_bytes= with or without bytes=, direction=;
+    the same through @api.kernel's sweep (shape 1000: 3 n read, n written)."""
+    x = torch.randn(250)
+    r = api.measure(lambda: x * 2, flops=1, shape=1000, device="cpu", budget_s=0.02, **kw)
+    assert r.status == "ok" and r.bytes == total and r.read_bytes == read
+    k = api.kernel(flops=1, shapes=[1000], make_inputs=lambda n, dev: (torch.randn(n // 4),), **kw)(lambda a: a * 2)
+    (s,) = k.sweep(device="cpu", budget_s=0.02)
+    assert s.status == "ok" and s.bytes == total and s.read_bytes == read
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"read_bytes": 3000}, "kernel 'kernel' has no byte count (only read_bytes, which without bytes= does not give"),
+    ({}, "kernel 'kernel' has no byte count: give bytes="),
+])
+def test_a_byte_count_missing_is_one_sentence(kw, expect):
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, flops=1, device="cpu", **kw)
+    assert str(e.value).startswith(expect) and "\n" not in str(e.value)

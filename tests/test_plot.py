@@ -489,3 +489,20 @@ def test_a_busy_point_is_not_drawn_as_above_its_bound():
                        "flag": ["measured while the machine was busy: load 3", "", "measured while the machine was busy: "
                                 "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
     assert list(_points(df)["flagged"]) == [False, False, True]
+
+
+def test_a_model_runs_layer_ops_are_each_a_point():
+    """Three layer GEMMs of one model op and impl, and two stream rows: three points for
+    the model (one per shape), one for the stream kernel (its best)."""
+    def row(op, family, shape, gflops, precision="bf16"):
+        return {"op": op, "family": family, "impl": f"{op}/torch", "shape": shape, "mode": "warm", "status": "ok",
+                "flops": 1e9, "gflops": gflops, "intensity": 10.0, "precision": precision, "dtype": "bfloat16",
+                "flag": "", "boundary": ""}
+    df = pd.DataFrame([row("model.gemm", "model", "2048x6144x4096", 400.0),
+                       row("model.gemm", "model", "2048x4096x4096", 380.0),
+                       row("model.gemm", "model", "2048x28672x4096", 420.0),
+                       row("stream.triad", "stream", "64 MiB", 5.0, ""),
+                       row("stream.triad", "stream", "1 GiB", 6.0, "")])
+    best = plot.roofline_points(df)
+    assert sorted(best[best["family"] == "model"]["gflops"]) == [380.0, 400.0, 420.0]
+    assert list(best[best["family"] == "stream"]["gflops"]) == [6.0]

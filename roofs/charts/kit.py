@@ -99,11 +99,16 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
 
 def roofline_points(df: pd.DataFrame) -> pd.DataFrame:
     """Return the best (highest GFLOP/s) row of each (op, impl, precision) among the rows a
-    roofline can place; rows without a precision (stream) group by (op, impl)."""
+    roofline can place; rows without a precision (stream) group by (op, impl); a model run's
+    rows (family "model": one op per kind, each layer op its own shape) by shape and mode too,
+    so each layer op is its own point."""
     pts = _points(df)
     if pts.empty:
         return pts
     key = text_column(pts, "precision")
+    if "shape" in pts:
+        model = pts["family"] == "model"
+        key = key.where(~model, key + " " + text_column(pts, "shape") + " " + text_column(pts, "mode"))
     idx = pts.assign(_key=key).groupby(["op", "impl", "_key"])["gflops"].idxmax()
     return pts.loc[idx].reset_index(drop=True)
 

@@ -156,7 +156,7 @@ def draw_roofline(run: Run):
     floor_note = draw_launch_floor(ax, best, model.roofs)
     placer.avoid(ax, best["intensity"], best["gflops"])
     for r in best.sort_values("gflops", ascending=False).itertuples():
-        label = f"{_short(r.op)}/{_impl_name(r.impl)}"
+        label = f"{_short(r.op)}/{_impl_name(r.impl)}" + (f" {r.shape} {r.mode}" if r.family == "model" else "")
         if r.precision:
             label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
         placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),

@@ -74,7 +74,7 @@ def summary_lines(t: dict, meta: dict) -> list[str]:
            ops, bound, flops]
     if t["unbounded"]:
         out.append(f"{t['unbounded']} op(s) have no bound (counted at their own time in the sum)")
-    return out + list(meta.get("notes", []))
+    return out + [f"warning: {n}" for n in meta.get("roof_notes", [])] + list(meta.get("notes", []))
 
 
 def finish_profile(folder) -> tuple[str, list[Path]]:
