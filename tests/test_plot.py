@@ -397,13 +397,11 @@ def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, tmp_
         assert a.read_bytes() == b.read_bytes(), a.name
 
 
-def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_path):
-    """Issue 24, item 7: every run in the legend (one without an off-chip roof too), and the
-    right-edge labels of equal roofs of several runs never overprint."""
-    from noroof import run_without_dram
-
+def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(nodram):
+    """Issue 24, item 7: every run in the legend (one without an off-chip roof too: conftest.py's
+    nodram), and the right-edge labels of equal roofs of several runs never overprint."""
     from roofs.reports.compare import figure_compare
-    runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(run_without_dram(tmp_path / "nodram"))]
+    runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(nodram)]
     fig = figure_compare(runs)
     try:
         legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
