@@ -36,6 +36,7 @@ from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
 from bench.measure.runner import Runner, Task, busy_flag
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
+from bench.measure.tolerance import tolerance
 from bench.ops.gemm import PRECISIONS
 from bench.results import (
     COLUMNS,
@@ -50,7 +51,7 @@ from bench.results import (
     start_derived,
     utc_stamp,
 )
-from bench.util import first_line, precision_name, triton_interpreting
+from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
@@ -117,7 +118,7 @@ class Result:
         return self._bound()[2]
 
     def _bound(self):
-        level = "hbm" if self.device.startswith("cuda") else "dram"
+        level = offchip_level(torch.device(self.device).type)
         return point_bound(Roofline(self.roofs), self.bytes, self.mode, self.intensity, self.precision,
                            list(self.caches), level, self.read_bytes, self.write_bytes)
 
@@ -300,13 +301,12 @@ def check_precision(precision: str, roofs=()) -> str:
 
 
 def tolerance_of(precision: str) -> float:
-    """Return the gate's tolerance for a precision: the suite's per-precision table (the GEMM
-    precisions, bench/ops/gemm.py); "" counts as fp32. Raises APIError for an unknown one."""
-    p = PRECISIONS.get(precision or "fp32")
-    if p is None:
-        raise APIError(f"no tolerance is known for precision '{precision}': use one of {', '.join(PRECISIONS)}, "
-                       "or give tolerance=.")
-    return p.tolerance
+    """Return the gate's tolerance for a precision: the suite's per-precision table
+    (bench/measure/tolerance.py); "" counts as fp32. Raises APIError for an unknown one."""
+    try:
+        return tolerance(precision or "fp32")
+    except KeyError as e:
+        raise APIError(f"{e.args[0]}, or give tolerance=.") from None
 
 
 def _error(out, ref, inputs) -> float:

@@ -216,7 +216,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
             key = "layer" if lo.per_layer else "head"
             totals[f"bound_{key}_s"] += lo.count * (bound or 0.0)
             totals[f"measured_{key}_s"] += lo.count * (measured or 0.0)
-            if key == "layer":  # how complete each per-layer sum is (issue 31, item 5)
+            if key == "layer":  # how complete each per-layer sum is
                 counts["ops"] += 1
                 counts["measured"] += measured is not None
                 counts["bounded"] += bound is not None

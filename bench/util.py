@@ -34,6 +34,31 @@ def precision_name(name: str) -> str:
     return next((short for short, long in DTYPE_SPELLINGS if name == long), name)
 
 
+def offchip_level(device_kind: str) -> str:
+    """Return the name of a device's off-chip memory level: "hbm" on a GPU (kind "cuda", which
+    ROCm's torch shares), "dram" on anything else."""
+    return "hbm" if device_kind == "cuda" else "dram"
+
+
+def missing(v) -> bool:
+    """Return True when v is no number: None, a float or numpy NaN, or pandas' NA."""
+    if v is None:
+        return True
+    try:
+        return bool(v != v)
+    except TypeError:  # pandas' NA has no truth value
+        return True
+
+
+def number(v) -> float | None:
+    """Return v as a float, or None when it is missing (missing) or not a number ("", "abc")."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if f != f else f
+
+
 def itemsize(dtype) -> int:
     """Return the bytes of one element of dtype: a torch.dtype, a torch name ("bfloat16")
     or a precision name ("bf16", "fp8e4m3")."""
@@ -58,7 +83,7 @@ def fmt_num(v, digits: int = 4) -> str:
     """Return a number as people write it: thousands separated and whole from 1,000 up
     ("21,890", not "2.189e+04"), else digits significant digits ("12.35", "0.09375");
     "" for None or NaN."""
-    if v is None or v != v:
+    if missing(v):
         return ""
     if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
         return str(v)

@@ -1,10 +1,10 @@
-"""Triton stream kernels: copy, scale, add, triad, read (a full sum), write (a fill) and
-reread (one buffer summed many times in one launch, for the cache roofs).
+"""Triton stream kernels: copy, scale, add, triad, read (a full sum) and write (a fill).
+(stream.reread's Triton impl is the L2 probe, kernels/probes.py.)
 
 Pure compute: no timing, no files, no printing. Each host wrapper takes tensors that the
 caller allocated (so allocation stays outside any timed region), launches one kernel, and
-returns the output tensor. The reductions (read, reread) write one partial sum per program
-of their persistent grid into a buffer of slots (partials(), allocated by the caller): no
+returns the output tensor. The reduction (read) writes one partial sum per program
+of its persistent grid into a buffer of slots (partials(), allocated by the caller): no
 atomic into a scalar that would have to be zeroed by a second launch first; the result is
 the slots' sum, which the caller takes outside the timed call. Elementwise kernels compute in fp32 and round once on store,
 as torch's own elementwise ops do, so both agree with a float64 reference to within one
@@ -120,29 +120,6 @@ def write_kernel(b_ptr,  # output, n elements: b = s
     tl.store(b_ptr + offs, vals, mask=offs < n)
 
 
-@triton.jit
-def reread_kernel(a_ptr,  # input, n elements (int32 or fp32), read REPEATS times
-                  part_ptr,  # output, one element of a's dtype per program: sum(part) = REPEATS x sum(a)
-                  n,  # element count
-                  repeats,  # passes over the buffer
-                  BLOCK: tl.constexpr):
-    # Persistent grid. Pass r sends program p to blocks (j + r) mod nblocks for its
-    # j = p, p + G, ...: every pass reads every block once, and no load is the same from one
-    # pass to the next, so none can be hoisted out of the pass loop. Loads bypass L1
-    # (".cg"), so a buffer that fits L2 is read from L2. Each program stores its partial sum
-    # in its own slot: one launch a call, nothing to zero.
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    nblocks = tl.cdiv(n, BLOCK)
-    acc = tl.zeros([BLOCK], a_ptr.dtype.element_ty)
-    for r in range(0, repeats):
-        for j in range(pid, nblocks, programs):
-            b = (j + r) % nblocks
-            offs = b.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-            acc += tl.load(a_ptr + offs, mask=offs < n, other=0, cache_modifier=".cg")
-    tl.store(part_ptr + pid, tl.sum(acc, axis=0))
-
-
 def _grid(n, block):
     return (triton.cdiv(n, block),)
 
@@ -185,7 +162,7 @@ def read_programs(device):
 
 
 def partials(programs: int, dtype, device) -> torch.Tensor:
-    """Return the output of a persistent reduction (read, reread): one slot per program, NaN
+    """Return the output of a persistent reduction (read, the probes' rereads): one slot per program, NaN
     (the largest integer for an integer dtype) until a call writes it. Allocate it once,
     outside any timed region; the call writes every slot, and the result is its sum."""
     fill = float("nan") if dtype.is_floating_point else torch.iinfo(dtype).max
@@ -213,23 +190,3 @@ def write(b, s, block=BLOCK):
     """Return b after b = s everywhere (a fill)."""
     write_kernel[_grid(b.numel(), block)](b, float(s), b.numel(), BLOCK=block, num_warps=NUM_WARPS)
     return b
-
-
-REREAD_BLOCK = 1024
-REREAD_PROGRAMS_PER_SM = 4
-
-
-def reread_partials(a, block=REREAD_BLOCK, programs=None) -> torch.Tensor:
-    """Return reread()'s output for a: one slot of a's dtype per program of its grid."""
-    if programs is None:
-        programs = (REREAD_PROGRAMS_PER_SM * torch.cuda.get_device_properties(a.device).multi_processor_count
-                    if a.device.type == "cuda" else 4)
-    return partials(max(1, min(programs, triton.cdiv(a.numel(), block))), a.dtype, a.device)
-
-
-def reread(a, part, repeats, block=REREAD_BLOCK):
-    """Return part (from reread_partials) holding per-program partial sums whose total is
-    repeats x sum(a): a is read from memory `repeats` times in one launch (int32 adds wrap
-    modulo 2**32, as torch's do)."""
-    reread_kernel[(part.numel(),)](a, part, a.numel(), int(repeats), BLOCK=block, num_warps=4)
-    return part

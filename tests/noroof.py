@@ -1,4 +1,4 @@
-"""A run folder without an off-chip roof, as `--max-ws 64MiB` leaves one (issue 22, item 2):
+"""A run folder without an off-chip roof, as `--max-ws 64MiB` leaves one:
 tests/data/run_a with every working set past the given size dropped (its DRAM band starts at
 4x its 32 MiB L3), so roofs.json has cache and compute roofs but no dram roof."""
 import json

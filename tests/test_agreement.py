@@ -1,4 +1,4 @@
-"""Issue 31, item 4: the end-of-run summary, the report and roofs.json name the same roofs,
+"""The end-of-run summary, the report and roofs.json name the same roofs,
 on a synthetic run with a missing level (conftest.py's nodram, tests/noroof.py: run_a without its DRAM sizes, so
 roofs.json has cache and compute roofs, and a note on dram). A note on a roof the file holds
 is never printed as "no roof"; every "no roof" names a level roofs.json has no roof for."""

@@ -106,7 +106,7 @@ DIRECTED = [Roof("bandwidth", "l1", 300.0, "GB/s"), Roof("bandwidth", "l1.read",
     ({"write_bytes": lambda n: n // 4}, 200.0, "l1.read+write"),   # a function of the shape, as the counts
 ])
 def test_measure_takes_the_direction_and_gets_the_direction_bound(kw, bw, roof):
-    """Issue 31, item 6: the bound of rule 12, as the suite's own kernels get it (hand-worked:
+    """The bound of rule 12, as the suite's own kernels get it (hand-worked:
     4,000 bytes, 3,000 read at 300 GB/s and 1,000 written at 100 GB/s take 20 ns: 200 GB/s)."""
     x = torch.randn(250)
     r = api.measure(lambda: x * 2, flops=1, bytes=4000, shape=4000, roofs=DIRECTED, device="cpu", budget_s=0.02, **kw)
@@ -169,7 +169,7 @@ class _Busy:
 
 
 def test_measure_warns_when_the_machine_was_busy(monkeypatch):
-    """Issue 31, item 6: the runner's busy flag (bench.results.BUSY_PREFIX), warned of."""
+    """The runner's busy flag (bench.results.BUSY_PREFIX), warned of."""
     from bench.results import BUSY_PREFIX
     x = torch.randn(64)
     busy = type("Busy", (_Busy,), {"share": 0.9})
@@ -192,7 +192,7 @@ def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
                     device="cpu", budget_s=0.02, mode="cold")
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     out = api.add_to_run(run_dir, [r])
-    # issue 31, item 1: the run's own files are untouched; the points and the re-derivation are beside them
+    # the run's own files are untouched; the points and the re-derivation are beside them
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
     assert out.parent == run_dir / "derived" and out.name.startswith(f"m{METHOD_VERSION}-")
     df = pd.read_csv(out / "measurements.csv")

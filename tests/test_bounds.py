@@ -41,7 +41,7 @@ def h200_rows():
 
 
 def test_direction_of():
-    assert direction_of(10, 0) == "read" and direction_of(0, 10) == "write" and direction_of(5, 5) == "mixed"
+    assert direction_of(10, 0) == "read" and direction_of(0, 10) == "write" and direction_of(5, 5) == "copy"
     assert direction_of(None, 3) == "" and direction_of(float("nan"), 0) == "" and direction_of(0, 0) == ""
 
 
@@ -289,7 +289,7 @@ def _cpu_levels_model(l2_reach):
 
 
 def test_a_point_at_l2_speed_past_l2s_measured_reach_is_bounded_by_l2_not_the_l3_roof_it_beats():
-    """Issue 28: the reread points at 0.5-1 MiB ran 220-230 GB/s (L2 speed) on a core pair whose
+    """The reread points at 0.5-1 MiB ran 220-230 GB/s (L2 speed) on a core pair whose
     L2 totals 2 MiB, past an L2 reach measured at 384 KiB; they were bounded by L3 (190) and
     flagged. A faster level whose band (4x its reported size) holds them and whose speed
     explains them (within 10%) bounds them instead."""

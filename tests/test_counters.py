@@ -1,4 +1,4 @@
-"""Issue 29, item 5: hardware counters beside counted bytes (--counters). On the CPU: ncu's raw
+"""Hardware counters beside counted bytes (--counters). On the CPU: ncu's raw
 CSV as recorded on an H200 (tests/data/ncu/) parsed and summed with hand-worked ratios; a
 faked ncu (an executable script in tmp_path) that prints the recorded table, or the failures
 seen on real machines (gVisor's LibraryNotLoaded, the driver's ERR_NVGPUCTRPERM), each
@@ -250,11 +250,12 @@ def test_a_point_the_replay_cannot_carry_is_an_error_row(tmp_path, monkeypatch):
 
 
 def test_a_counters_phase_that_crashes_costs_no_measurement(tmp_path, monkeypatch):
+    from helpers import toy_registry
+
     from bench.hw import detect
     from bench.measure.runner import make_plan
     from bench.measure.timing import TimerConfig
     from bench.run import session
-    from helpers import toy_registry
 
     def crash(*args, **kw):
         raise RuntimeError("a bug in the phase")

@@ -94,7 +94,7 @@ def test_unconverged_rows_set_no_roof():
 
 
 def test_torchs_fma_chains_are_an_elementwise_pass_ceiling_never_a_units_roof():
-    """Issue 28, item 6: on a CPU, torch's FMA chains (34 GFLOP/s beside 332 computed) make one
+    """On a CPU, torch's FMA chains (34 GFLOP/s beside 332 computed) make one
     elementwise pass through the caches per step: the line is named for that, "fp32.elementwise",
     and the units' tables leave it out."""
     from roofs.analysis.derive import compute_roofs
@@ -138,7 +138,7 @@ def test_compute_roof_is_each_precisions_own_unit():
 
 
 def test_via_rule_is_the_same_on_every_machine():
-    """Issue 24, item 6: on the EPYC VM the fp8 GEMMs converged (slowly) and fp8 was bounded
+    """On the EPYC VM the fp8 GEMMs converged (slowly) and fp8 was bounded
     via bf16; on the AMX VM they were too slow to converge, so fp8 had no steady row of its
     own and got no roof. The rule now looks at every precision the device ran: both machines
     bound fp8 by bf16, and a precision that never ran (tf32 on a CPU, skipped) gets none."""

@@ -47,7 +47,7 @@ def test_collectives_with_gloo(tmp_path, procs):
     roofs = json.loads((node / "comm" / "roofs.json").read_text())["roofs"]
     assert {"link.all_reduce", "link.broadcast"} <= {x["name"] for x in roofs}
     assert (node / "comm" / "report.md").exists()
-    meta = json.loads((node / "comm" / "run.json").read_text())  # issue 15, item 5
+    meta = json.loads((node / "comm" / "run.json").read_text())
     assert meta["command"].endswith(f"--comm --procs {procs} --quick --max-ws 64KiB --out {tmp_path}")
     assert meta["options"]["procs"] == procs and meta["run_kind"] == "comm" and meta["ranks"] == procs
     md = (node / "comm" / "report.md").read_text()

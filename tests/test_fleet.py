@@ -1,4 +1,4 @@
-"""A fleet (issue 30): run folders written through the project's own writers (RunWriter,
+"""A fleet: run folders written through the project's own writers (RunWriter,
 write_roofs) with known values, combined by `run_bench.py fleet`; the statistics, the robust
 outlier rule and its causes, mixed models and method versions, the runs left out."""
 import json

@@ -1,4 +1,4 @@
-"""Faults across nodes (issue 30, item 5): two torchrun launchers on this machine stand in for
+"""Faults across nodes: two torchrun launchers on this machine stand in for
 two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test itself kills rank 2's
 measuring process mid-run, and the fleet report names it and keeps the three others."""
 import json

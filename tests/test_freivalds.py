@@ -1,4 +1,4 @@
-"""Freivalds' check for large GEMMs (bench/ops/gemm.py; issue 28, item 3): a product of
+"""Freivalds' check for large GEMMs (bench/ops/gemm.py): a product of
 2 x 512^3 FLOPs and more is checked by projection onto random directions in float64, O(n^2),
 and the check still fails a wrong or unwritten output (an error row, never timed)."""
 import pytest

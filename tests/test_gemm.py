@@ -163,7 +163,7 @@ def test_tile_lists_leave_out_the_tiles_that_spill_on_their_target():
 
 
 def test_a_cpus_quick_search_leaves_out_the_precisions_it_has_no_unit_for():
-    """Issue 28: fp16 and fp8 GEMMs on a CPU without their units run through conversion at a
+    """Fp16 and fp8 GEMMs on a CPU without their units run through conversion at a
     fraction of the rate; their bound is the exact wider path the search measures anyway."""
     from bench.hw.device import CacheLevel, DeviceInfo
     avx2 = DeviceInfo("cpu", "cpu", "avx2", 2**34, 2, "cores", (CacheLevel("l3", 2**25),), cpu_flags=("avx", "avx2", "fma"))

@@ -1,4 +1,4 @@
-"""Identity in every run (issue 30, item 1): host, device id and PCI bus id in run.json's
+"""Identity in every run: host, device id and PCI bus id in run.json's
 device, and a fallback for runs made before they were recorded."""
 import socket
 from types import SimpleNamespace

@@ -1,5 +1,5 @@
-"""The dry run learns from the runs before it on this machine (bench/aot/learned.py; issue 28,
-item 4): per family the ratio of measured to modelled seconds, the median of the last three
+"""The dry run learns from the runs before it on this machine (bench/aot/learned.py):
+per family the ratio of measured to modelled seconds, the median of the last three
 scaling the next prediction; the finishing seconds replace the model's guess."""
 import json
 

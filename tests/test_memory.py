@@ -1,4 +1,4 @@
-"""The memory budget (issue 22, item 1; ARCHITECTURE.md, rule 16) and the stream sweep's
+"""The memory budget (ARCHITECTURE.md, rule 16) and the stream sweep's
 upper end (rule 5): decided before inputs are made, on hand-worked sizes and synthetic
 rate curves; one quick stream run in a subprocess whose peak RSS is measured."""
 import dataclasses
@@ -64,8 +64,8 @@ def test_budget_counts_held_pools_growth_and_releases_other_pools():
 
 
 def test_stream_memory_by_hand():
-    """Issue 22: references of 16-bit arrays are 2-4x their bytes; each is counted. Outputs
-    come from the output pool (issue 28: no fresh array per point), counted as pool bytes."""
+    """References of 16-bit arrays are 2-4x their bytes; each is counted. Outputs
+    come from the output pool (no fresh array per point), counted as pool bytes."""
     kinds = {k.name: k for k in stream.KINDS}
     n = 2**20
     p16 = {"dtype": "bfloat16", "ws_bytes": 3 * 2 * n}  # triad: 3 arrays of n bf16
@@ -83,7 +83,7 @@ def test_stream_memory_by_hand():
 
 
 def test_stream_outputs_are_disjoint_pool_slices_reused_across_points():
-    """Issue 28: a point's outputs are slices of the held output pool, apart from each other
+    """A point's outputs are slices of the held output pool, apart from each other
     and from the inputs; a later point of no larger size reuses the same memory."""
     kinds = {k.name: k for k in stream.KINDS}
     memory.release()
@@ -209,7 +209,7 @@ PARENT = textwrap.dedent("""
 
 
 def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(tmp_path):
-    """Issue 22: --quick was killed by the OOM killer in the stream family (8x a 300 MiB L3:
+    """A --quick run was once killed by the OOM killer in the stream family (8x a 300 MiB L3:
     2.4 GiB working sets, pools at twice their size, inputs made for points then cut short)."""
     def run(budget_mib: int, out_dir):
         args = ["--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.05",

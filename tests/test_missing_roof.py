@@ -1,4 +1,4 @@
-"""Issue 22, item 2 and issue 24, items 2-4: a run without an off-chip roof (as `--max-ws`
+"""A run without an off-chip roof (as `--max-ws`
 leaves one) never crashes a command; each says which roof is missing and goes on."""
 import json
 import subprocess
@@ -67,7 +67,7 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
-    for line in {x for x in (r.stdout + r.stderr).splitlines() if "warning" in x.lower()}:  # issue 31, item 5: once each
+    for line in {x for x in (r.stdout + r.stderr).splitlines() if "warning" in x.lower()}:  # once each
         body = line.split("warning: ", 1)[-1].split("WARNING: ", 1)[-1]
         assert (r.stdout + r.stderr).count(body) == 1, line
     [run_dir] = list(tmp_path.iterdir())
@@ -109,7 +109,7 @@ def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
 
 
 def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
-    """Issue 24, item 3: an error inside the measuring loop leaves run.json saying failed."""
+    """An error inside the measuring loop leaves run.json saying failed."""
     from bench.measure.runner import Plan, Runner
     from bench.run import session
     monkeypatch.setattr(Runner, "run", lambda self, plan, rows=None: {}["boom"])
@@ -121,7 +121,7 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
 
 
 def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_process):
-    """Issue 22, item 2: the run command itself, with a --max-ws that leaves no DRAM roof."""
+    """The run command itself, with a --max-ws that leaves no DRAM roof."""
     r = cli_in_process("--quick", "--only", "stream.copy/torch", "--dtype", "fp32", "--max-ws", "256KiB",
                        "--budget", "0.02", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
@@ -132,7 +132,7 @@ def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_
 
 
 def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
-    """Issue 24, item 2: on a machine where nothing converges, quick_roofs returns what it
+    """On a machine where nothing converges, quick_roofs returns what it
     has and names each missing roof with its reason (and warns)."""
     from bench.measure.runner import Runner
 

@@ -70,7 +70,7 @@ def test_prediction_sums_bounds_per_layer_and_step():
 
 
 def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
-    """Issue 15, item 6: "at most 2,831 tokens/s by the roofs, 2,878 measured" with no flag."""
+    """A line like "at most 2,831 tokens/s by the roofs, 2,878 measured" with no flag."""
     from roofs.analysis.roofline import Roof
     cfg = m.get_model("tiny")
     ops = m.layer_ops(cfg, 1, 16, 32)
@@ -92,8 +92,8 @@ def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
 @pytest.mark.slow
 def test_model_command_end_to_end(tmp_path, cli_in_process):
     # in this process (conftest.py); tests/test_missing_roof.py runs the model command in one of its own
-    r = cli_in_process("model", "tiny", "--batch", "1,2", "--prompt", "64", "--context", "256", "--roofs", DATA / "run_a",
-                       "--budget", "0.02", "--out", tmp_path)
+    r = cli_in_process("model", "tiny", "--batch", "1,2", "--prompt", "64", "--context", "256",
+                       "--roofs", DATA / "run_a", "--budget", "0.02", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
     report = json.loads((run_dir / "model.json").read_text())
@@ -121,7 +121,7 @@ def test_model_command_unknown_name(capsys):
 
 
 def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
-    """Issue 11: the model command applies the boundary rule: warm prefill ops that fit in a
+    """The model command applies the boundary rule: warm prefill ops that fit in a
     cache take that cache's roof, cold decode ops the off-chip roof; a level without a roof
     gives no bound at all."""
     from bench.measure.registry import REGISTRY
@@ -145,7 +145,7 @@ def test_model_ops_are_bounded_by_the_level_their_bytes_cross():
 
 
 def test_incomplete_sums_say_so_and_the_roofs_it_has_still_bound():
-    """Issue 31, item 5: no per-layer "measured" total of an incomplete set without "3 of 5
+    """No per-layer "measured" total of an incomplete set without "3 of 5
     layer ops", no "measured 0 ms" for nothing measured, and a missing roof leaves the bound
     of the ops the roofs it has do bound (a lower bound on the step)."""
     from roofs.analysis.roofline import Roof

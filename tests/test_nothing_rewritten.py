@@ -1,4 +1,4 @@
-"""Issue 31, items 1 and 2 ("done means"): in a copy of the repository, `report` on every
+"""In a copy of the repository, `report` on every
 committed run, every Python example of README.md and REFERENCE.md as written (the API
 example's add_to_run on a committed run included) and the custom-kernel example leave no
 tracked file modified: what was measured, and the files derived from it, stay as committed.

@@ -1,4 +1,4 @@
-"""The off-chip roof under a noisy host (ARCHITECTURE.md, rule 11; issue 28): a neighbour's
+"""The off-chip roof under a noisy host (ARCHITECTURE.md, rule 11): a neighbour's
 traffic only ever slows a read, so each off-chip size keeps its best pass and the roof is
 the ceiling of those bests; revisit passes are spread over the run. Synthetic data with
 known answers."""

@@ -1,4 +1,4 @@
-"""Issue 24, item 5: progress output fits a screen: skips grouped per family with a count,
+"""Progress output fits a screen: skips grouped per family with a count,
 and a time-left estimate that does not jump."""
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Issue 24, item 1 (and issue 27, item 8): every Python example in the README and in
+"""Every Python example in the README and in
 REFERENCE.md runs as written, from outside the checkout (PYTHONPATH, as the README says), on
 the CPU, in a few seconds.
 

@@ -1,4 +1,4 @@
-"""Issue 31, item 3: every refusal REFERENCE.md lists holds. The list under "Every option is
+"""Every refusal REFERENCE.md lists holds. The list under "Every option is
 checked before anything is measured" is parsed for its examples (each backticked command
 line of two or more words); each must be in EXAMPLES below (so a refusal added to the docs
 without a test fails here), and each ends with one sentence naming the input, exit code 2,

@@ -3,6 +3,7 @@ import torch
 from helpers import toy_registry
 
 from bench.measure.registry import REGISTRY, Axis, Impl, RegistryError, geometric, load_all
+from bench.ops.stream import KINDS as STREAM_KINDS
 
 
 def test_duplicate_op_and_impl_ids_are_errors():
@@ -52,9 +53,10 @@ def test_every_family_registers_its_impls():
     load_all()
     stream = [i for i in REGISTRY.impls.values() if i.op.startswith("stream.")]
     gemm = [i for i in REGISTRY.impls.values() if i.op.startswith("gemm.")]
-    # six kernels and reread: torch + triton; torch + numpy + triton, and triton_tma on the square sweep;
-    # gemm.fp4's triton
-    assert len(stream) == 7 * 2 and len(gemm) == 3 * 3 + 1 + 1
+    # each stream kernel and reread: torch + triton; torch + numpy + triton, and triton_tma on the square
+    # sweep; gemm.fp4's triton
+    assert len(stream) == (len(STREAM_KINDS) + 1) * 2 and len(gemm) == 3 * 3 + 1 + 1
+    assert {i.op for i in stream} == {f"stream.{k.name}" for k in STREAM_KINDS} | {"stream.reread"}
     assert all(i.op in REGISTRY.ops for i in REGISTRY.impls.values())
 
 

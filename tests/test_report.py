@@ -20,7 +20,7 @@ def run_a(tmp_path):
 
 
 def test_report_rebuilds_everything_from_the_files(run_a, capsys):
-    """Issue 31, item 1: into RUN/derived/m<method>-<commit>/, the run's own files untouched."""
+    """Into RUN/derived/m<method>-<commit>/, the run's own files untouched."""
     from bench.results import METHOD_VERSION, derived_name, load_run
     before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
     assert run_bench.main(["report", str(run_a)]) == 0
@@ -38,7 +38,7 @@ def test_report_rebuilds_everything_from_the_files(run_a, capsys):
         assert section in md, section
     assert "DRAM bandwidth:" in md and "No energy model" in md
     html = (run_a / "report.html").read_text()
-    # the pictures are linked beside it, not inlined as MBs of base64 (issue 22, item 5)
+    # the pictures are linked beside it, not inlined as MBs of base64
     assert "base64" not in html and html.count('<img ') >= 3 and "<table>" in html
     for src in re.findall(r'<img alt="[^"]*" src="([^"]+)"', html):
         assert (run_a / src).is_file(), src
@@ -80,6 +80,12 @@ def test_report_of_a_gpu_run_validates_against_the_datasheet_at_the_observed_clo
     assert {"measured", "datasheet", "datasheet@clock"} <= {r["source"] for r in roofs}
     md = (run_a / "report.md").read_text()
     assert "Energy model:" in md and "static" in md and (run_a / "energy.png").exists()
+    # the chart is drawn by the charts' entry point, never by the report: writing the report
+    # again draws nothing, and its picture list follows what the charts drew
+    from roofs.reports.report import write_report
+    (run_a / "energy.png").unlink()
+    write_report(run_a)
+    assert not (run_a / "energy.png").exists() and "energy.png" not in (run_a / "report.md").read_text()
 
 
 def test_compare_two_runs(tmp_path, capsys):
@@ -125,7 +131,6 @@ def test_a_roof_over_its_computed_reference_names_the_clock_it_needs():
     (["report", "/nonexistent/run"], "does not exist"),
     (["compare", str(DATA / "run_a")], "at least two run folders"),
     (["compare", str(DATA / "run_a"), "/nonexistent/run"], "does not exist"),
-    # issue 24, item 8
     (["report", str(DATA / "run_a" / "run.json")],
      f"{DATA / 'run_a' / 'run.json'} is a file, not a run folder: give the folder that holds it ({DATA / 'run_a'})."),
     (["compare", str(DATA / "run_a"), str(DATA / "run_a") + "/"],
@@ -165,7 +170,7 @@ def _swap_rows(d: Path):
     (_swap_rows, "row 1 of"),
 ])
 def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a, tmp_path, capsys, damage, expect):
-    """Issue 15, item 3: measurements.csv is checked against itself and run.json first."""
+    """Measurements.csv is checked against itself and run.json first."""
     damage(run_a)
     before = {p.name: p.read_bytes() for p in run_a.iterdir()}
     assert run_bench.main(["report", str(run_a)]) == 2
@@ -176,7 +181,7 @@ def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a
 
 
 def test_report_into_a_named_folder_or_in_place_only_when_asked(run_a, tmp_path, capsys):
-    """Issue 31, item 1: --out names the folder; --in-place rewrites the run's derived files only."""
+    """--out names the folder; --in-place rewrites the run's derived files only."""
     before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
     assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "mine")]) == 0
     assert (tmp_path / "mine" / "roofs.json").exists() and (tmp_path / "mine" / "report.md").exists()
@@ -195,7 +200,7 @@ def test_compare_reads_its_runs_only(run_a, tmp_path):
 
 
 def test_report_lists_every_flagged_point_grouped_by_op(run_a):
-    """Issue 15, item 4: the findings' count and the listing agree; nothing is cut at 50 rows."""
+    """The findings' count and the listing agree; nothing is cut at 50 rows."""
     from roofs.reports.report import write_report
     df = pd.read_csv(run_a / "measurements.csv", dtype={"flag": str})
     ok = df.index[df["status"] == "ok"]
@@ -230,7 +235,7 @@ def test_a_busy_point_under_its_bound_is_not_listed_as_above_it(run_a):
 
 
 def test_compare_text_names_its_runs_and_warns_on_method_and_simd(tmp_path, capsys):
-    """Issue 15, item 8 and issue 14: a legend, numbers people read, and the warnings."""
+    """A legend, numbers people read, and the warnings."""
     b = Path(shutil.copytree(DATA / "run_b", tmp_path / "run_b"))
     meta = json.loads((b / "run.json").read_text())
     meta["method_version"] = 1  # as if run_b were made by the method before this one
@@ -268,7 +273,7 @@ def test_summary_lists_roof_notes_and_counts_what_it_cuts(run_a):
 
 
 def test_numbers_printed_as_people_write_them(run_a):
-    """Issue 24, item 10: sizes in binary units, counts with separators, "1 token"; and no
+    """Sizes in binary units, counts with separators, "1 token"; and no
     pandas FutureWarning from the throttled column (a float column once filled with False)."""
     import warnings
 
@@ -337,7 +342,7 @@ def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mod
 
 
 def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, capsys):
-    """Issue 31, item 1: report on add_to_run's folder keeps its added points; report on a
+    """Report on add_to_run's folder keeps its added points; report on a
     plain derived folder re-derives its run into the same place."""
     import torch
 

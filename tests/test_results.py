@@ -53,7 +53,7 @@ def test_round_trip(tmp_path):
     assert df.loc[0, "gbps"] == pytest.approx(8000 / 0.002 / 1e9) and df.loc[0, "status"] == "ok"
     assert df.loc[1, "reason"] == "Triton compiles for GPUs only" and math.isnan(df.loc[1, "median_ms"])
     assert run.meta["status"] == "complete" and run.meta["schema_version"] == 1
-    assert run.meta["method_version"] == METHOD_VERSION == 6 and run.meta["roofbench_commit"]
+    assert run.meta["method_version"] == METHOD_VERSION and run.meta["roofbench_commit"]
     assert "points" not in run.meta and run.meta["point_count"] == 2 and run.meta["samples_file"] == "samples.jsonl"
     assert run.points[0]["samples_s"] == [0.001, 0.002, 0.003] and run.points[1]["status"] == "skipped"
     assert run.roofs[0]["value"] == 4.0 and run.roofs[0]["x"] is None
@@ -93,7 +93,7 @@ def test_missing_folder(tmp_path):
 
 
 def test_axis_values_are_columns_and_shape_is_for_display():
-    """Issue 14: m, n, k (and the other axes) are columns; nothing needs to parse shape."""
+    """M, n, k (and the other axes) are columns; nothing needs to parse shape."""
     at = COLUMNS.index(AXIS_COLUMNS[0])  # appended after the columns that were there (traffic columns after them)
     assert COLUMNS[at:at + len(AXIS_COLUMNS)] == AXIS_COLUMNS
     gemm = meas(op="gemm.square", family="gemm", point={"dtype": "bf16", "shape": (64, 128, 256)}, shape="64x128x256")
@@ -125,13 +125,13 @@ def test_registered_ops_fill_their_axis_columns():
 @pytest.mark.parametrize("n,text", [(512, "512 B"), (999.6 * 1024, "0.976 MiB"), (2**20, "1 MiB"),
                                     (1.5 * 2**30, "1.5 GiB"), (5000 * 2**30, "5000 GiB")])
 def test_byte_sizes_for_people(n, text):
-    """Issue 15, item 8: the progress line printed "ws=1.02e+03 KiB"."""
+    """The progress line printed "ws=1.02e+03 KiB"."""
     from bench.util import fmt_bytes
     assert fmt_bytes(n) == text
 
 
 def test_samples_live_in_samples_jsonl_compressed_when_large(tmp_path):
-    """Issue 22, item 5: raw samples only in samples.jsonl (gzip when large), run.json small."""
+    """Raw samples only in samples.jsonl (gzip when large), run.json small."""
     import gzip
 
     from bench.results import GZIP_SAMPLES_BYTES, load_samples
@@ -153,7 +153,7 @@ def test_samples_live_in_samples_jsonl_compressed_when_large(tmp_path):
 
 
 def test_old_folders_keep_their_samples_in_run_json():
-    """Folders written before issue 22 hold every point's samples in run.json: still read."""
+    """Older folders (before samples.jsonl) hold every point's samples in run.json: still read."""
     from pathlib import Path
     run = load_run(Path(__file__).parent / "data" / "run_a")
     assert "points" in run.meta and len(run.points) == len(run.measurements) > 0

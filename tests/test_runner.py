@@ -130,7 +130,7 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
 
 
 def test_launchers_leave_global_state_as_they_found_it():
-    """Issue 14: no global state changed without being restored (TF32 mode, torch's RNG)."""
+    """No global state changed without being restored (TF32 mode, torch's RNG)."""
     from bench.measure.registry import LaunchContext
     reg = load_all()
     before = torch.get_float32_matmul_precision()

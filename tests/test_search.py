@@ -1,4 +1,4 @@
-"""The adaptive GEMM search (issue 22, item 3): its decision is a pure function of the rates
+"""The adaptive GEMM search: its decision is a pure function of the rates
 seen so far, checked on synthetic curves with a known plateau; the runner skips the sizes
 past it without making their inputs; the layouts give the same product."""
 import dataclasses

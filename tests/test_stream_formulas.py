@@ -83,7 +83,7 @@ def test_reread_reference_wraps_like_int32_adds():
 
 
 def test_write_is_checked_against_its_constant_element_by_element():
-    """Issue 28: write's reference is one 0-d constant (no n-element array is made); an
+    """Write's reference is one 0-d constant (no n-element array is made); an
     output with one element unwritten (poisoned) or one wrong value fails the gate."""
     import torch
 
@@ -120,7 +120,7 @@ def _cpu():
 
 
 def test_block_sum_is_exact_for_integers_and_float64_for_floats(monkeypatch):
-    """Issue 28: the read and reread references sum a block at a time; the result is the
+    """The read and reread references sum a block at a time; the result is the
     whole array's sum (integers exactly, past int32's range; floats as math.fsum to 1e-12)."""
     import math
 

@@ -7,9 +7,11 @@ from conftest import HAS_CUDA, INTERPRETING
 from bench.measure.gate import poison
 from bench.measure.registry import load_all
 from bench.ops.stream import KINDS as STREAM_KINDS
+from bench.ops.stream import arrays as array_count
 
 REG = load_all()
 KINDS = [k.name for k in STREAM_KINDS]
+ARRAYS = {k.name: array_count(k) for k in STREAM_KINDS}  # n-element arrays each kernel streams
 
 
 def _check(kind, dtype, ws, device):
@@ -32,7 +34,7 @@ def _check(kind, dtype, ws, device):
 def test_triton_stream_kernel_matches_float64(kind, dtype, dev):
     # 5001 elements per array round down to 4992: not a multiple of the 4096-element block
     itemsize = 4 if dtype == "float32" else 2
-    arrays = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "read": 1, "write": 1}[kind]
+    arrays = ARRAYS[kind]
     x, out = _check(kind, dtype, 5001 * arrays * itemsize, dev)
     assert x["s"] == 3.0
     if kind != "read":
@@ -59,30 +61,12 @@ def test_write_kernel_leaves_memory_past_n_alone(dev):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS)
 def test_triton_stream_kernel_bf16_on_gpu(kind):
-    arrays = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "read": 1, "write": 1}[kind]
+    arrays = ARRAYS[kind]
     _check(kind, "bfloat16", 1_000_003 * arrays * 2, "cuda")
 
 
 def test_interpreter_is_on_without_cuda():
     assert HAS_CUDA or INTERPRETING
-
-
-@pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_reread_kernel_reads_every_block_every_pass(dtype, dev):
-    # 5 passes over 3 blocks and a masked tail, on 2 programs: pass r sends each program to
-    # other blocks, so a block skipped or read twice changes the sum
-    from bench.ops.stream import reread_error, reread_reference
-    from kernels import stream as k
-    n = 2 * 1024 + 320
-    a = (torch.randint(-1000, 1001, (n,), dtype=torch.int32, device=dev) if dtype == "int32"
-         else torch.randn(n, device=dev))
-    x = {"a": a, "repeats": 5}
-    out = k.reread_partials(a, block=1024, programs=2)
-    for _ in range(2):  # a second call finds the first one's sums and overwrites them
-        k.reread(a, out, 5, block=1024)
-        assert reread_error(out, reread_reference(x), x) <= (0.0 if dtype == "int32" else 1e-5)
-    if dtype == "int32":
-        assert int(out.long().sum().item()) == 5 * int(a.long().sum().item())
 
 
 @pytest.mark.parametrize("dtype", ["int32", "float32"])

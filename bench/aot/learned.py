@@ -1,4 +1,4 @@
-"""What the dry run learns from the runs before it on this machine (issue 28, item 4).
+"""What the dry run learns from the runs before it on this machine.
 
 The model of bench/aot/predict.py prices a plan from datasheet or computed roofs; how long a
 family really takes here (its inputs, checks, slow paths, a VM's noisy memory) it cannot

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from bench.util import triton_interpreting
+from bench.util import offchip_level, triton_interpreting
 
 
 class DeviceError(ValueError):
@@ -85,7 +85,7 @@ class DeviceInfo:
     @property
     def memory_level(self) -> str:
         """Return the name of the off-chip memory level: "hbm" on a GPU, "dram" on a CPU."""
-        return "hbm" if self.kind == "cuda" else "dram"
+        return offchip_level(self.kind)
 
     @property
     def slug(self) -> str:
@@ -168,8 +168,9 @@ def cpu_caches(sysfs: str | Path = "/sys/devices/system/cpu") -> tuple[CacheLeve
     return tuple(levels[k] for k in sorted(levels))
 
 
-def _cpuinfo() -> dict:
-    text = _read("/proc/cpuinfo") or ""
+def _cpuinfo(path: str | Path = "/proc/cpuinfo") -> dict:
+    """Return /proc/cpuinfo's fields, the first CPU's value of each."""
+    text = _read(path) or ""
     info = {}
     for line in text.splitlines():
         key, _, val = line.partition(":")
@@ -179,27 +180,52 @@ def _cpuinfo() -> dict:
     return info
 
 
-def _meminfo_bytes(key: str) -> int | None:
-    for line in (_read("/proc/meminfo") or "").splitlines():
+def _meminfo_bytes(key: str, path: str | Path = "/proc/meminfo") -> int | None:
+    for line in (_read(path) or "").splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     return None
 
 
-def cpu_info() -> DeviceInfo:
-    ci = _cpuinfo()
-    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+ARM_IMPLEMENTERS = {"0x41": "ARM"}  # /proc/cpuinfo's "CPU implementer" on Arm's own cores
+
+
+def cpu_identity(ci: dict) -> dict:
+    """Return {"cpu_vendor", "cpu_family", "cpu_model"} from /proc/cpuinfo's fields: x86's
+    vendor_id, cpu family and model; Arm's implementer (ARM for 0x41), CPU architecture and CPU
+    part (the key of roofs/analysis/cpu_cores.json); {} where they cannot be read."""
+    try:
+        if "vendor_id" in ci:
+            return {"cpu_vendor": ci["vendor_id"], "cpu_family": int(ci["cpu family"]), "cpu_model": int(ci["model"])}
+        if "CPU implementer" in ci:
+            impl = ci["CPU implementer"].lower()
+            return {"cpu_vendor": ARM_IMPLEMENTERS.get(impl, impl), "cpu_family": int(ci.get("CPU architecture", 0)),
+                    "cpu_model": int(ci["CPU part"], 16)}
+    except (KeyError, ValueError):
+        pass
+    return {}
+
+
+def cpu_info(proc: str | Path = "/proc", sysfs: str | Path = "/sys/devices/system/cpu") -> DeviceInfo:
+    """Return the CPU's DeviceInfo from /proc (cpuinfo, meminfo) and sysfs (caches, online CPUs,
+    threads per core, cpufreq's maximum clock; else cpuinfo's MHz, a nominal clock)."""
+    ci = _cpuinfo(Path(proc) / "cpuinfo")
+    max_khz = _read(Path(sysfs) / "cpu0" / "cpufreq" / "cpuinfo_max_freq")
     clock = float(max_khz) / 1000 if max_khz else (float(ci["cpu MHz"]) if "cpu MHz" in ci else None)
+    online, siblings = _read(Path(sysfs) / "online"), _read(Path(sysfs) / "cpu0" / "topology" / "thread_siblings_list")
+    features = (ci.get("flags") or ci.get("Features") or "").split()  # x86's flags, Arm's Features
+    simd = r"(avx|sse|fma|amx|f16c|neon|sve|asimd|bf16|i8mm|fphp)"
     return DeviceInfo(
         kind="cpu", torch_device="cpu",
         name=ci.get("model name") or platform.processor() or "cpu",
-        memory_bytes=_meminfo_bytes("MemTotal"),
-        compute_units=os.cpu_count(), compute_unit_kind="cores",
-        caches=cpu_caches(),
+        memory_bytes=_meminfo_bytes("MemTotal", Path(proc) / "meminfo"),
+        compute_units=_cpu_list_len(online) if online else os.cpu_count(), compute_unit_kind="cores",
+        caches=cpu_caches(sysfs),
         max_clock_mhz=clock,
-        cpu_flags=tuple(sorted(f for f in ci.get("flags", "").split() if re.match(r"(avx|sse|fma|amx|f16c|neon|sve)", f))),
+        cpu_flags=tuple(sorted(f for f in features if re.match(simd, f))),
         software=software_versions(),
-        extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz"},
+        extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz", **cpu_identity(ci),
+               "threads_per_core": _cpu_list_len(siblings) if siblings else None},
     )
 
 

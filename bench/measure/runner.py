@@ -27,6 +27,7 @@ from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
 from roofs.analysis.derive import at_or_past, offchip_window
+from roofs.analysis.roofline import direction_of
 
 
 def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
@@ -422,11 +423,8 @@ def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
 
 
 def _direction(m: Measurement) -> str:
-    """Return a stream row's direction class from its read and write bytes."""
-    r, w = m.columns.get("read_bytes"), m.columns.get("write_bytes")
-    if r is None or w is None:
-        return ""
-    return "copy" if r and w else "read" if r else "write" if w else ""
+    """Return a stream row's direction class from its read and write bytes (roofline.direction_of)."""
+    return direction_of(m.columns.get("read_bytes"), m.columns.get("write_bytes"))
 
 
 def pools_used_later(plan: Plan, torch_device: str, stops: dict | None = None) -> list[set]:

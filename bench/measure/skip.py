@@ -28,7 +28,7 @@ import importlib.util
 
 from bench.hw.device import DeviceInfo
 from bench.measure.registry import Impl, Op
-from bench.util import fmt_bytes, triton_interpreting
+from bench.util import fmt_bytes, precision_name, triton_interpreting
 
 
 def backend_reason(impl: Impl, point: dict, device: DeviceInfo) -> str | None:
@@ -45,8 +45,17 @@ def backend_reason(impl: Impl, point: dict, device: DeviceInfo) -> str | None:
     if device.kind == "cpu" and not triton_interpreting():
         return ("Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1, whose timings are "
                 "never reported (the tests check its correctness)")
-    if triton_interpreting() and point.get("dtype") == "bfloat16":
-        return "bf16 is silently wrong in Triton's interpreter (triton issue 11584); checked on a GPU only"
+    return interpreter_bf16_reason(point, device)
+
+
+INTERPRETER_BF16 = "bf16 is silently wrong in Triton's interpreter (triton issue 11584); checked on a GPU only"
+
+
+def interpreter_bf16_reason(point: dict, device: DeviceInfo) -> str | None:
+    """Return INTERPRETER_BF16 for a bf16 point (either spelling) on a CPU while Triton
+    interprets (the interpreter runs CPU tensors; a GPU's plan compiles), else None."""
+    if device.kind == "cpu" and triton_interpreting() and precision_name(str(point.get("dtype", ""))) == "bf16":
+        return INTERPRETER_BF16
     return None
 
 

@@ -1,27 +1,13 @@
 """The one timer.
 
-Rules (ARCHITECTURE.md, rules 3, 4 and 6): time on the device (CUDA events per sample on a GPU,
-perf_counter_ns around a finished call on a CPU); warm up by time, not by count; stop a
-point once it has min_samples and a relative spread (p80 - p20) / median under
-rel_spread, or once its budget is spent; keep every raw sample.
-
-The first sample (ARCHITECTURE.md, rule 4): when a point has at least FIRST_RULE_MIN_REST
-samples after its first and the first exceeds FIRST_SAMPLE_FACTOR (1.5) x the median of
-the others, it is a warm-up (a cold instruction cache, a page fault, a clock still ramping):
-it is left out of the samples the point is judged and summarized by, and kept in
-Timing.dropped_s, so no sample is lost. The rule is applied while sampling, so an outlying
-first sample does not hold a steady point from converging.
-
-A sustained window (TimerConfig.window_s > 0): the samples run back to back until they
-span window_s, whatever their spread; the stop reason is "window".
-
-Cold points and the dispatch floor (rule 6): a cold sample is one call after a flush, and
-stays one call however short: a second call in the same sample would find the data the
-first one brought in, so it would be warm. A cold point whose median is under
-FLOOR_CHECK_S (100 us) instead records the timer's dispatch floor (Timing.floor_s): the
-median time of an empty call in the same frame (on a GPU: the delay, the start marker, an
-empty kernel, the end marker; on a CPU: perf_counter_ns around a call that does nothing).
-A median within 2x of the floor measures mostly launch and timer, not the kernel.
+ARCHITECTURE.md's rules 3, 4 and 6, as code: time_fn warms up by time, then samples until
+min_samples span min_time_s with (p80 - p20) / median under rel_spread, or the budget is
+spent (should_stop), and keeps every raw sample. Rule 4's first-sample rule
+(FIRST_SAMPLE_FACTOR, FIRST_RULE_MIN_REST) is applied while sampling; a dropped first sample
+is kept in Timing.dropped_s. A sustained window (TimerConfig.window_s > 0) samples back to
+back until its samples span window_s, whatever their spread (stop reason "window"). A cold
+sample is one call after a flush; a cold point under FLOOR_CHECK_S records rule 6's dispatch
+floor (Timing.floor_s: cpu_floor, device_floor), an empty call timed in the same frame.
 
 Modes:
 - warm: back-to-back calls with the data left wherever the previous call put it (caches
@@ -321,11 +307,30 @@ def cpu_floor(n: int = FLOOR_SAMPLES) -> float:
 class DeviceClock:
     """What the device timing loop needs from a device: markers recorded in its stream and
     the seconds between two of them, a synchronize, a device-side delay, graph capture,
-    and the host's wall clock (for the budget). CudaClock implements it with CUDA events;
-    the tests implement it with a simulated device."""
+    and the host's wall clock (for the budget). CudaClock implements it with CUDA events,
+    HostClock with perf_counter_ns around blocking calls; the tests implement it with a
+    simulated device. bracket and span_s are the one place a sample is framed."""
+    method = ""   # the Timing.method of its samples
 
     def now(self) -> float:
         return time.perf_counter()
+
+    def bracket(self, run, delay_s: float = DELAY_S) -> tuple:
+        """Return (start, end) markers around run(), with no synchronize (a batch of samples
+        synchronizes once): a device-side delay of delay_s first, so that run's launches
+        queue up behind it and the start marker waits for the device, not for the host; then
+        the start marker, run(), the end marker."""
+        if delay_s:
+            self.delay(delay_s)
+        start = self.record()
+        run()
+        return start, self.record()
+
+    def span_s(self, run, delay_s: float = DELAY_S) -> float:
+        """Return the seconds between the markers of one bracketed run(), synchronized."""
+        start, end = self.bracket(run, delay_s)
+        self.sync()
+        return self.elapsed_s(start, end)
 
     def record(self):
         raise NotImplementedError
@@ -348,7 +353,23 @@ class DeviceClock:
         nothing, so the floor is the two markers' own cost."""
 
 
+class HostClock(DeviceClock):
+    """A device whose calls block until done (a CPU): markers are perf_counter_ns readings."""
+    method = "perf_counter_ns"
+
+    def record(self):
+        return time.perf_counter_ns()
+
+    def elapsed_s(self, start, end) -> float:
+        return (end - start) * 1e-9
+
+    def sync(self) -> None:
+        """Nothing to wait for: every call has finished when it returns."""
+
+
 class CudaClock(DeviceClock):
+    method = "cuda_event"
+
     def __init__(self, device: torch.device):
         self.device = device
         props = torch.cuda.get_device_properties(device)
@@ -387,13 +408,7 @@ def estimate_per_call(fn, clock: DeviceClock, max_reps: int, span_s: float = EST
     max_reps)."""
     k = 1
     while True:
-        clock.delay(DELAY_S)  # the launches queue up behind it: the start marker waits for them
-        start = clock.record()
-        for _ in range(k):
-            fn()
-        end = clock.record()
-        clock.sync()
-        span = clock.elapsed_s(start, end)
+        span = clock.span_s(lambda: [fn() for _ in range(k)])
         if span >= span_s or k >= max_reps:
             return span / k
         grow = math.ceil(span_s / span) if span > 0 else 16
@@ -425,7 +440,7 @@ def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=No
             if replay is not None:
                 run, method = replay, "cuda_graph"
                 run()  # the first replay uploads the graph: not a sample
-                span = _one_sample(run, clock)
+                span = clock.span_s(run)
                 if span < target / 2 and reps < max_reps:  # the host estimate ran slower than the graph
                     more = reps_for(span / reps, target, max_reps)
                     replay = clock.capture(fn, more)
@@ -442,11 +457,7 @@ def time_device(fn, clock: DeviceClock, mode: str, config: TimerConfig, flush=No
         for _ in range(batch):
             if mode == "cold":
                 flush()
-            clock.delay(DELAY_S)
-            start = clock.record()
-            run()
-            end = clock.record()
-            pairs.append((start, end))
+            pairs.append(clock.bracket(run))
         clock.sync()
         sample_wall = (clock.now() - t_batch) / batch
         for start, end in pairs:  # all measured: all kept (an outlying first in dropped_s)
@@ -466,23 +477,9 @@ def device_floor(clock: DeviceClock, n: int = FLOOR_SAMPLES) -> float:
     """Return the device timer's dispatch floor: the median time of an empty call
     (clock.empty) in a cold sample's frame: the delay, the start marker, the call, the end
     marker."""
-    pairs = []
-    for _ in range(n):
-        clock.delay(DELAY_S)
-        start = clock.record()
-        clock.empty()
-        pairs.append((start, clock.record()))
+    pairs = [clock.bracket(clock.empty) for _ in range(n)]
     clock.sync()
     return float(np.median([clock.elapsed_s(a, b) for a, b in pairs]))
-
-
-def _one_sample(run, clock: DeviceClock) -> float:
-    clock.delay(DELAY_S)
-    start = clock.record()
-    run()
-    end = clock.record()
-    clock.sync()
-    return clock.elapsed_s(start, end)
 
 
 def _capture_graph(fn, reps: int, device):
@@ -531,32 +528,28 @@ def time_lockstep(fn: Callable[[], object], device: str, warmup: int, samples: i
                   prepare: Callable[[], object] = lambda: None) -> Timing:
     """Return the Timing of a collective fn() run in lockstep by every rank: fixed warm-up
     and sample counts (a per-rank stopping rule would leave ranks waiting on each other),
-    prepare() (refilling the buffers) and a barrier before each sample, outside the timed region, each sample timed on the device
-    (CUDA events, or perf_counter_ns around the blocking call on a CPU), and each sample's
-    maximum over the ranks (reduce_max: a list of floats -> the same list, maxed), since a
-    collective has finished only when its slowest rank has."""
-    cuda = device.startswith("cuda")
-    sync = (lambda: torch.cuda.synchronize(torch.device(device))) if cuda else (lambda: None)
+    prepare() (refilling the buffers) and a barrier before each sample, outside the timed
+    region, each sample framed by the device's clock (clock_for: CUDA events, or
+    perf_counter_ns around the blocking call on a CPU) with no delay in front (the barrier
+    lines the ranks up), and each sample's maximum over the ranks (reduce_max: a list of
+    floats -> the same list, maxed), since a collective has finished only when its slowest
+    rank has."""
+    clock = clock_for(device)
     t_start = time.perf_counter()
     for _ in range(warmup):
         prepare()
         fn()
-    sync()
+    clock.sync()
     own = []
     for _ in range(samples):
         prepare()
-        sync()
+        clock.sync()
         barrier()
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            own.append(start.elapsed_time(end) * 1e-3)
-        else:
-            t0 = time.perf_counter_ns()
-            fn()
-            own.append((time.perf_counter_ns() - t0) * 1e-9)
-    return Timing(tuple(reduce_max(own)), 1, "cuda_event" if cuda else "perf_counter_ns", "warm", warmup,
+        own.append(clock.span_s(fn, delay_s=0))
+    return Timing(tuple(reduce_max(own)), 1, clock.method, "warm", warmup,
                   "fixed_count", time.perf_counter() - t_start)
+
+
+def clock_for(device: str) -> DeviceClock:
+    """Return the clock that frames a sample on device: CudaClock on a GPU, else HostClock."""
+    return CudaClock(torch.device(device)) if device.startswith("cuda") else HostClock()

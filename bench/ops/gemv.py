@@ -29,6 +29,7 @@ import torch
 
 from bench.measure.inputs import tiled_normal
 from bench.measure.registry import PROJECTION_VECTORS, REGISTRY, Axis, Impl, Op, Projection
+from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
 from bench.util import first_line
@@ -42,17 +43,21 @@ class WeightFormat:
     bits: int
     act: str                 # activation and output dtype
     precision: str           # the compute roof that bounds it: the 16-bit math it runs in
-    tolerance: float
     scale_bytes_per: str     # "channel" (4 bytes per output row), "group" (2 bytes per 128 of K), ""
     doc: str
 
+    @property
+    def tolerance(self) -> float:
+        """Return the gate's tolerance for the output's precision (bench/measure/tolerance.py)."""
+        return tolerance(self.precision)
+
 
 FORMATS = {f.name: f for f in (
-    WeightFormat("fp16", 16, "float16", "fp16", 5e-3, "", "fp16 weights"),
-    WeightFormat("bf16", 16, "bfloat16", "bf16", 1.5e-2, "", "bf16 weights"),
-    WeightFormat("int8", 8, "bfloat16", "bf16", 1.5e-2, "channel", "int8 weight-only, fp32 per-channel scales"),
-    WeightFormat("fp8", 8, "bfloat16", "bf16", 1.5e-2, "channel", "fp8 e4m3 weight-only, fp32 per-channel scales"),
-    WeightFormat("int4", 4, "bfloat16", "bf16", 1.5e-2, "group", "int4 weight-only, fp16 scales per 128 along K"),
+    WeightFormat("fp16", 16, "float16", "fp16", "", "fp16 weights"),
+    WeightFormat("bf16", 16, "bfloat16", "bf16", "", "bf16 weights"),
+    WeightFormat("int8", 8, "bfloat16", "bf16", "channel", "int8 weight-only, fp32 per-channel scales"),
+    WeightFormat("fp8", 8, "bfloat16", "bf16", "channel", "fp8 e4m3 weight-only, fp32 per-channel scales"),
+    WeightFormat("int4", 4, "bfloat16", "bf16", "group", "int4 weight-only, fp16 scales per 128 along K"),
 )}
 
 # (N, K) of real layers. llama8b: hidden 4096, 32 query heads and 8 KV heads of 128, FFN

@@ -47,6 +47,7 @@ import torch
 from bench.measure import memory
 from bench.measure.inputs import tiled_normal
 from bench.measure.registry import REGISTRY, Axis, Impl, Op, geometric
+from bench.measure.tolerance import tolerance
 from bench.util import fmt_bytes, itemsize, triton_interpreting
 from roofs.analysis.derive import DRAM_FACTOR
 
@@ -60,10 +61,14 @@ GPU_MIN_WS = 4 * 2**20  # below this a GPU stream call lasts under a microsecond
 # free) and add moves triad's (two reads, one write): their rows repeat those kernels' points
 # and no roof needs them, so a GPU runs copy and triad only (ARCHITECTURE.md rule 15).
 GPU_REPEATS = {"scale": "copy", "add": "triad"}
-TOLERANCE = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, "int32": 0.0}
+# an elementwise kernel rounds an exact fp32 result once, with nothing accumulated: tighter
+# than a product's tolerance (bench/measure/tolerance.py)
+STREAM_FACTOR = 2 / 3
 # A 16-bit sum is rounded once more at the end, by up to half an ulp of |sum|, and |sum|
 # can be a few times ||a||_2, the scale its error is measured against.
-READ_TOLERANCE_FACTOR = 4
+READ_TOLERANCE_FACTOR = 4 * STREAM_FACTOR
+# R passes of an fp32 sum (hundreds of millions of adds) lose more than one pass does
+REREAD_FP32_FACTOR = 10
 ELEMENT_MULTIPLE = 64
 REREAD_CALL_BYTES = {"cpu": 2**28, "cuda": 2**30}  # bytes one reread call moves
 REREAD_DTYPES = ("int32", "float32")  # int32: integer adds keep up with a CPU's L1 where fp32 adds do not
@@ -112,6 +117,22 @@ def block_sum(a: torch.Tensor) -> torch.Tensor:
     return total
 
 
+def _fp32_check_memory(n: int, w: int) -> int:
+    """Return the fp32 check's peak temporaries: n-element fp32 arrays, three beside 16-bit data
+    (whose .float() copies), two for fp32 (see _fp32_error)."""
+    return (3 if w < 4 else 2) * 4 * n
+
+
+def _no_check_memory(n: int, w: int) -> int:
+    """Return 0: the reference is the input itself (copy) or one constant (write)."""
+    return 0
+
+
+def _sum_check_memory(n: int, w: int) -> int:
+    """Return block_sum's float64 block: 8 x min(n, SUM_BLOCK) bytes."""
+    return 8 * min(n, SUM_BLOCK)
+
+
 def _triton_read(k, x):
     """The Triton read: setup (here, outside the timed region) allocates its output, one fp32
     slot per program of the persistent grid, as the inputs' "out" (so the gate and the tuner's
@@ -144,7 +165,8 @@ class Kind:
     triton: Callable           # (kernels.stream module, inputs) -> zero-argument callable
     error: Callable = _fp32_error
     extra_outputs: tuple[str, ...] = ()   # scalar outputs beside the n-element arrays
-    tolerance_factor: float = 1.0         # for 16-bit dtypes
+    check_memory: Callable = _fp32_check_memory   # (n, itemsize) -> peak bytes of its reference and check
+    tolerance_factor: float = STREAM_FACTOR   # of bench/measure/tolerance.py's figure
 
 
 def _f(x, name):
@@ -153,7 +175,7 @@ def _f(x, name):
 
 KINDS = (
     Kind("copy", ("a",), ("b",), 0, "b = a",
-         reference=lambda x: x["a"], error=_exact_error,
+         reference=lambda x: x["a"], error=_exact_error, check_memory=_no_check_memory,
          torch=lambda x: lambda: x["b"].copy_(x["a"]),
          triton=lambda k, x: lambda: k.copy(x["a"], x["b"])),
     Kind("scale", ("a",), ("b",), 1, "b = s * a",
@@ -172,9 +194,11 @@ KINDS = (
          reference=lambda x: block_sum(x["a"]),
          torch=_torch_read,
          triton=_triton_read,
-         extra_outputs=("out", "out_native"), error=_read_error, tolerance_factor=READ_TOLERANCE_FACTOR),
+         extra_outputs=("out", "out_native"), error=_read_error, tolerance_factor=READ_TOLERANCE_FACTOR,
+         check_memory=_sum_check_memory),
     Kind("write", (), ("b",), 0, "b = s",
          reference=lambda x: torch.tensor(x["s"], dtype=x["b"].dtype, device=x["b"].device), error=_exact_error,
+         check_memory=_no_check_memory,
          torch=lambda x: lambda: x["b"].fill_(x["s"]),
          triton=lambda k, x: lambda: k.write(x["b"], x["s"])),
 )
@@ -347,12 +371,9 @@ def stream_pools(kind: Kind, point, device) -> dict:
 
 
 def stream_memory(kind: Kind, point) -> int:
-    """Return the peak bytes of a point beyond its pools: the reference and the check at
-    their peak (fp32 temporaries of n elements: three beside 16-bit data, whose .float()
-    copies, two for fp32; block_sum's float64 block for read; nothing for copy, whose reference is its
-    input, and write, whose reference is one constant)."""
-    n, w = elements(kind, point), itemsize(point["dtype"])
-    return {"copy": 0, "write": 0, "read": 8 * min(n, SUM_BLOCK)}.get(kind.name, (3 if w < 4 else 2) * 4 * n)
+    """Return the peak bytes of a point beyond its pools: its kind's check_memory (the
+    reference and the check at their peak)."""
+    return kind.check_memory(elements(kind, point), itemsize(point["dtype"]))
 
 
 def make_stream_inputs(kind: Kind, point, device) -> dict:
@@ -373,8 +394,8 @@ def make_stream_inputs(kind: Kind, point, device) -> dict:
 
 
 def stream_tolerance(kind: Kind, point) -> float:
-    dtype = point["dtype"]
-    return TOLERANCE[dtype] * (kind.tolerance_factor if dtype in ("float16", "bfloat16") else 1)
+    """Return the dtype's tolerance x the kind's factor (STREAM_FACTOR; the read's READ_TOLERANCE_FACTOR)."""
+    return tolerance(point["dtype"], kind.tolerance_factor)
 
 
 def _register(kind: Kind):
@@ -506,7 +527,7 @@ def _reread_torch(x, ctx):
 
 
 def _reread_triton(x, ctx):
-    """The L2 probe (kernels/probes.py l2_reread, issue 20.4): the R x nblocks block-reads
+    """The L2 probe (kernels/probes.py l2_reread): the R x nblocks block-reads
     dealt to a persistent grid, several independent L1-bypassing loads in flight each."""
     from kernels import probes as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     device = getattr(ctx, "device", None)
@@ -531,7 +552,7 @@ REGISTRY.add_op(Op(
     write_bytes=lambda p: 0,  # read only: the scalar result is not counted
     working_set=lambda p: reread_elements(p) * itemsize(p["dtype"]),
     describe=lambda p: (reread_elements(p), f"({reread_elements(p)},)x{reread_repeats(p)}"),
-    tolerance=lambda p: 0.0 if p["dtype"] == "int32" else 1e-4,
+    tolerance=lambda p: tolerance(p["dtype"], REREAD_FP32_FACTOR),  # int32: exact (0)
     outputs=("out", "out_native"), error=reread_error, memory_factor=3.0, cost_group="stream.reread",
 ))
 REGISTRY.add_impl(Impl("stream.reread", "torch", "torch", _reread_torch,
@@ -539,7 +560,7 @@ REGISTRY.add_impl(Impl("stream.reread", "torch", "torch", _reread_torch,
 def _reread_triton_skip(point, device):
     if triton_interpreting():
         return ("its hundreds of MiB per call are far too many for Triton's interpreter; "
-                "tests/test_stream_kernels.py checks the kernel with few passes")
+                "tests/test_probes.py checks the kernel (kernels/probes.py l2_reread) with few passes")
     return None
 
 

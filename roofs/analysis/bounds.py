@@ -1,25 +1,20 @@
-"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets.
-
-The memory boundary a point's bytes cross (boundary_level): a cold point crosses the
-off-chip memory; a warm point is served by the innermost cache whose measured reach (or,
-unmeasured, BAND_FACTOR x its capacity) exceeds its working set. At that level, the
-bandwidth of the point's direction (Roofline.point_bandwidth, from read_bytes and
-write_bytes). A level with no measured roof gives no bound (the row's bound stays empty and
-bound_note says why), unless the next level out that has one explains the point's speed
-(slower_level): then that level bounds it, and bound_note says so. annotate() writes every row's bound, its percentage of it, and, for a
-point above its bound beyond its spread, a flag naming the likely causes.
-"""
+"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets:
+boundary_level (the memory level a point's bytes cross), faster_level and slower_level (the
+neighbouring level whose roof explains a point's speed), point_bound (min(P, BW x I) with BW
+the level's roof in the point's direction, Roofline.point_bandwidth), and annotate (every
+row's bound, bound_note, its percentage of the bound and, for a point above it beyond its
+spread, a flag naming the likely causes)."""
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pandas as pd
 
+from bench.util import missing, number
 from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.levels import level_sizes
-from roofs.analysis.roofline import Roof, Roofline
+from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
 
 
 def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
@@ -38,10 +33,6 @@ def boundary_level(working_set: float, mode: str, caches, memory_level: str, rea
     return memory_level
 
 
-def _nan_free(v):
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, read_bytes=None,
                  write_bytes=None) -> str | None:
     """Return the cache inside `level` that explains a warm point running faster than
@@ -50,7 +41,7 @@ def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, 
     direction the point does not beat by more than REL_TOL. A point at L2 speed just past
     L2's measured reach is L2's, not bounded by the L3 roof it beats."""
     names = [n for n, _ in caches]
-    if gbps is None or gbps != gbps:
+    if missing(gbps):
         return None
     found = model.point_bandwidth(level, read_bytes, write_bytes)
     if found is None or gbps <= found[0]:
@@ -96,43 +87,38 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
                            {n: r for n, _, r in sizes if r})
     served = None
     if mode != "cold":
-        served = faster_level(model, level, float(working_set or 0), _nan_free(gbps), caches,
-                              _nan_free(read_bytes), _nan_free(write_bytes))
+        served = faster_level(model, level, float(working_set or 0), number(gbps), caches,
+                              number(read_bytes), number(write_bytes))
     if served:
         level = served
     why = f"runs at {served} speed past its measured reach: bounded by {served}" if served else ""
-    found = model.point_bandwidth(level, _nan_free(read_bytes), _nan_free(write_bytes))
+    found = model.point_bandwidth(level, number(read_bytes), number(write_bytes))
     if found is None:
-        outer = slower_level(model, level, _nan_free(gbps), [n for n, _ in caches], memory_level,
-                             _nan_free(read_bytes), _nan_free(write_bytes))
+        outer = slower_level(model, level, number(gbps), [n for n, _ in caches], memory_level,
+                             number(read_bytes), number(write_bytes))
         if outer is None:
             return "", f"{level}: no measured roof for this level, so no bound", None, None
         why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
-        level, found = outer, model.point_bandwidth(outer, _nan_free(read_bytes), _nan_free(write_bytes))
+        level, found = outer, model.point_bandwidth(outer, number(read_bytes), number(write_bytes))
     value, label, note = found
     note = "; ".join(x for x in (note, why) if x)
     best = model.bandwidth(level)
     bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
-    i = 0.0 if intensity is None or (isinstance(intensity, float) and math.isnan(intensity)) else float(intensity)
+    i = number(intensity) or 0.0
     peak = model.compute(precision) if precision else None
     att = min(value * i, peak.value) if peak else value * i
     return level, note, att, bw
-
-
-# stream kernels' read and written arrays, for runs written before read_bytes and write_bytes
-STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
-                 "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
 
 
 def direction_bytes(r) -> tuple:
     """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
     that predates them, bytes split by the kernel's arrays read and written; (None, None)
     when unknown."""
-    rb, wb = _nan_free(getattr(r, "read_bytes", None)), _nan_free(getattr(r, "write_bytes", None))
+    rb, wb = number(getattr(r, "read_bytes", None)), number(getattr(r, "write_bytes", None))
     if rb is not None and wb is not None:
         return rb, wb
-    arrays = STREAM_ARRAYS.get(str(getattr(r, "op", "")))
-    nbytes = _nan_free(getattr(r, "bytes", None))
+    arrays = OLD_RUN_STREAM_ARRAYS.get(str(getattr(r, "op", "")))
+    nbytes = number(getattr(r, "bytes", None))
     if arrays is None or nbytes is None:
         return None, None
     return nbytes * arrays[0] / sum(arrays), nbytes * arrays[1] / sum(arrays)
@@ -160,7 +146,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         boundary, note, att, bw = point_bound(model, r.working_set_bytes, r.mode, r.intensity, precision, caches, level,
                                               *direction_bytes(r), gbps=getattr(r, "gbps", None))
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
-        flops = r.flops if r.flops == r.flops else 0
+        flops = 0 if missing(r.flops) else r.flops
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
         cols["boundary"].append(boundary)
         cols["bound_note"].append(note)
@@ -187,9 +173,9 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
     A point is judged at its slow end (the p80 time): flop-free points against their
     bandwidth roof, the others against their attainable GFLOP/s."""
     p80 = getattr(r, "p80_ms", None)
-    if bw is None or not p80 or p80 != p80:
+    if bw is None or missing(p80) or not p80:
         return ""
-    flops = r.flops if r.flops == r.flops else 0
+    flops = 0 if missing(r.flops) else r.flops
     if flops:
         slow, bound, unit = flops / (p80 * 1e-3) / 1e9, attainable, "GFLOP/s"
     else:

@@ -1,36 +1,27 @@
-"""From measurement rows to roofs, and from roofs to each row's bound.
+"""From measurement rows to roofs: derive() gathers every roof of a run.
 
-Only trustworthy rows set roofs (TRUST_*): rows that converged, or that have at least
-TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and that
-were not measured while the machine was busy. Every roof carries the spread of its row.
+Only trustworthy rows set roofs (roofs/analysis/trust.py). Every roof carries the spread of its row.
 
 Bandwidth roofs (ARCHITECTURE.md, rules 5, 10, 11): a cache's capacity is its measured
 plateau edge (roofs/analysis/levels.py), its reported size where the sweep shows no fall. The
 off-chip roof (dram/hbm) comes only from working sets of at least 4x the last-level cache
-(its edge, and past the edge's reach), filtered before the size envelope, from at least two
-sizes; a cache level's roof comes from its plateau, the sizes from twice the next inner
+(its edge, and past the edge's reach; never under 4x a reported size the sweep does not
+contradict), filtered before the size envelope, from at least two sizes, a direction far above
+the others or its own passes at one size left out unless a second size sides with it
+(consistent_offchip); a cache level's roof comes from its plateau, the sizes from twice the next inner
 level's reported size to 3/4 of its own or its edge (clear of the transition between two
 levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
 the next outer level's is still the roof of that band, labelled indistinct, and one more than
 10% below it gives none. The off-chip window counts rows with enough samples whatever their
-spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value is the best median over
-every kernel, implementation and dtype on the plateau, named with the row it came from.
-Each level with a roof gets direction roofs ("<level>.read", ".write", ".copy") from the
-same window, one class of kernels at a time.
+spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value
+is the best median over every kernel, implementation and dtype on the plateau, named with the
+row it came from. Each level with a roof gets direction roofs ("<level>.read", ".write",
+".copy") from the same window, one class of kernels at a time.
 
-Compute roofs (ARCHITECTURE.md, rule 10): one per precision, its own units' best: its own GEMMs
-and its own FMA chains (fma.chains, the vector unit), named with the row that set it and
-extra["unit"] ("gemm" or "vector"). A wider precision its inputs convert to exactly
-(EXACT_IN) that runs faster is a labelled extra line, "fp32 via fp64" (extra "via",
-"line_of", "own_gflops"), never the precision's roof; only a precision that points carry
-but that no GEMM or FMA chain of its own measured (no unit for it) takes the wider path as
-its roof, with extra "via". A precision whose roof is not its vector unit's also gets
-"<precision>.vector" from its FMA chains ("<precision>.elementwise" for torch's chains on a CPU,
-whose every step is an elementwise pass through the caches: not a unit's roof). Probe roofs (roofs/analysis/launch_floor.py, rule 5): the l1
-roof from probe.l1's plateau over its span sizes (the faster of it and a size-window l1
-roof), and the launch floors.
-
-Each row's bound (ARCHITECTURE.md, rule 12) from these roofs is roofs/analysis/bounds.py's.
+Compute roofs (rule 10) are roofs/analysis/compute.py's. Probe roofs
+(roofs/analysis/launch_floor.py, rule 5): the l1 roof from probe.l1's plateau over its span
+sizes (the faster of it and a size-window l1 roof), and the launch floors. Each row's bound
+(rule 12) from these roofs is roofs/analysis/bounds.py's.
 """
 from __future__ import annotations
 
@@ -39,35 +30,25 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
-from bench.util import fmt_bytes, fmt_num
+from bench.results import text_column
+from bench.util import fmt_bytes, fmt_num, number, offchip_level
+from roofs.analysis.compute import compute_notes, compute_roofs
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
-from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, Roof, direction_of
+from roofs.analysis.roofline import DIRECTIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
+from roofs.analysis.trust import TRUST_MIN_SAMPLES, TRUST_SPREAD, is_runner_flag, row_spread, trusted, untrusted_text
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
 FIT_FRACTION = 0.75  # a cache plateau uses working sets up to 3/4 of the cache (what LRU with real associativity keeps)
 CLEAR_FACTOR = 2     # ... and from 2x the next inner level's capacity (clear of the transition)
 REL_TOL = 0.10       # plateau: within 10% of its best point; a level within 10% of the next outer is indistinct
-CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more in a cache than off chip
+CACHE_REL_TOL = 0.15  # a cache plateau may spread 15%: read-only and read-write kernels differ more there
 MIN_SIZES = 2        # every bandwidth roof rests on at least two working-set sizes
-TRUST_MIN_SAMPLES = 5
-TRUST_SPREAD = 0.10
+CONSISTENT_MARGIN = 0.75  # an off-chip direction's best at a size past 1.75x the others there needs a second size
 NOISY_SPREAD = 0.50  # an off-chip row spread this much is broken, not a noisy host (those spread 10-35%)
-RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring set no roof
-SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py): roofs/analysis/sustained.py reads them
-
-# Precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math.
-EXACT_IN = {
-    "fp32": ("fp64",),
-    "tf32": ("fp32", "fp64"),
-    "fp16": ("fp32", "fp64"),
-    "bf16": ("fp32", "fp64"),
-    "fp8e4m3": ("fp16", "bf16", "fp32", "fp64"),
-    "fp8e5m2": ("fp16", "bf16", "fp32", "fp64"),
-}
+SUSTAINED_MODE = "sustained"  # rows of the sustained phase (bench/run/sustain_phase.py), read by sustained.py
 
 BINS_PER_OCTAVE = 16
 
@@ -77,29 +58,6 @@ def size_bin(nbytes):
     whose element count was rounded from the same target size (3 arrays do not divide every
     size) share a bin."""
     return np.round(np.log2(nbytes.astype(float)) * BINS_PER_OCTAVE).astype(int)
-
-
-def row_spread(rows: pd.DataFrame) -> pd.Series:
-    """Return (p80 - p20) / median of each row (NaN where the columns are missing)."""
-    if not {"p20_ms", "p80_ms", "median_ms"} <= set(rows.columns):
-        return pd.Series(np.nan, index=rows.index)
-    return (rows["p80_ms"].astype(float) - rows["p20_ms"].astype(float)) / rows["median_ms"].astype(float)
-
-
-def trusted(rows: pd.DataFrame) -> pd.Series:
-    """Return, per row, whether it may set a roof: status ok, converged (or at least
-    TRUST_MIN_SAMPLES samples with a spread under TRUST_SPREAD), and not measured while the
-    machine was busy or whose time jumped against its sweep. Rows of runs that predate the
-    stop column count as converged."""
-    ok = rows["status"] == "ok"
-    if "stop" in rows.columns:
-        samples = rows["samples"].fillna(0).astype(float) if "samples" in rows.columns else 0
-        converged = text_column(rows, "stop") == "converged"
-        steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
-        ok = ok & (converged | steady)
-    if "flag" in rows.columns:
-        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
-    return ok
 
 
 def usable_offchip(rows: pd.DataFrame) -> pd.Series:
@@ -166,7 +124,8 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     lo, hi = plateau(window["gbps"], rel_tol)
     plat = window.iloc[lo:hi + 1]
     if len(plat) < MIN_SIZES:
-        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {_why_no_plateau(window, hi)})"
+        why = _why_no_plateau(window, hi)
+        return None, f"{name}: no plateau of {MIN_SIZES}+ sizes ({len(window)} sizes in its window, {why})"
     note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
     return _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {}), ""
 
@@ -183,7 +142,7 @@ def _best_of(name: str, sizes: pd.DataFrame, note: str, extra: dict) -> Roof:
         plateau_bytes=(int(sizes["working_set_bytes"].min()), int(sizes["working_set_bytes"].max())),
         plateau_points=len(sizes),
         plateau_values=(float(sizes["gbps"].min()), float(sizes["gbps"].max())),
-        spread=None if pd.isna(spread) else float(spread),
+        spread=number(spread),
         note=note, extra={"plateau_median": float(sizes["gbps"].median()), **extra},
     )
 
@@ -236,23 +195,20 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
     sizes = env[(env["working_set_bytes"] >= lo) & (env["working_set_bytes"] <= hi)]
     noisy = int((~trusted(sizes)).sum()) if not sizes.empty else 0
     if noisy:
-        roof = replace(roof, note=roof.note + f"; {noisy} of its {len(sizes)} sizes' best rows spread past "
-                                              f"{TRUST_SPREAD:.0%} (a noisy host)", extra={**roof.extra, "noisy_sizes": noisy})
+        note = f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past {TRUST_SPREAD:.0%}"
+        note += " (a noisy host)"
+        roof = replace(roof, note=note, extra={**roof.extra, "noisy_sizes": noisy})
     return roof, ""
 
 
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
-    """Return each stream row's direction class: "read" (nothing written), "write" (nothing
-    read), "copy" (both: copy, scale, add, triad), "" when unknown. From read_bytes and
-    write_bytes where the run has them, else from the op's name (runs before the columns)."""
-    by_name = {"stream.read": "read", "stream.reread": "read", "stream.write": "write",
-               "stream.copy": "copy", "stream.scale": "copy", "stream.add": "copy", "stream.triad": "copy"}
+    """Return each stream row's direction class (roofline.direction_of): from read_bytes and
+    write_bytes where the run has them, else from the op's arrays (OLD_RUN_STREAM_ARRAYS)."""
     rb = rows["read_bytes"] if "read_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     wb = rows["write_bytes"] if "write_bytes" in rows else pd.Series(None, index=rows.index, dtype=float)
     out = []
     for op, r, w in zip(rows["op"], rb, wb):
-        d = direction_of(r, w)
-        out.append("copy" if d == "mixed" else d or by_name.get(str(op), ""))
+        out.append(direction_of(r, w) or direction_of(*OLD_RUN_STREAM_ARRAYS.get(str(op), (None, None))))
     return pd.Series(out, index=rows.index, dtype=object)
 
 
@@ -270,7 +226,10 @@ def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extr
         env = envelope(mine)
         if env.empty:
             continue
-        roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol) if offchip else _roof_from(f"{level}.{d}", env, rel_tol)
+        if offchip:
+            roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol)
+        else:
+            roof, note = _roof_from(f"{level}.{d}", env, rel_tol)
         if roof is None:
             notes.append(note + f": {level}'s {d} points are bounded by the level's best")
         else:
@@ -316,14 +275,24 @@ def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dic
     transition after the edge sets it. A reach never lies past DRAM_FACTOR x the reported
     size (capped_reach): no cache serves a working set that large, and a VM's memory that
     slows as the working set grows (364 MiB at 0.6x of 128 MiB) would otherwise push the
-    window past all but one size."""
+    window past all but one size. Where the reported size is plausible (the sweep reaches
+    off-chip speed only past it: the reach lies beyond the reported size, or was not
+    measured), the start is at least DRAM_FACTOR x the reported size: no cache serves that
+    far, where a victim L3 (AMD's) still serves part of a set twice its size, so 4x a
+    measured edge of half the L3 (64 MiB of a 32 MiB L3) read 74 GB/s against DRAM's 36-40.
+    Where the sweep runs at off-chip speed inside the reported size (a VM that reports its
+    host's 300 MiB L3, at DRAM speed from 64 MiB; H200's two-partition 60 MiB L2, at HBM speed
+    from 45 MiB), the measured knee alone decides."""
     name, size = caches[-1]
     edge = edges.get(name)
     if not edge:
         return int(DRAM_FACTOR * size)
     tail = float(envelope(good).tail(MIN_SIZES)["gbps"].median())
     reach = capped_reach(measured_reach(env_warm, edge, tail, rel_tol), size)
-    return int(max(DRAM_FACTOR * edge, reach or 0))
+    knee = int(max(DRAM_FACTOR * edge, reach or 0))
+    if reach is not None and reach <= size:  # off-chip speed within the reported size: not this cache's size
+        return knee
+    return max(knee, int(DRAM_FACTOR * size))
 
 
 def capped_reach(reach: int | None, reported: int) -> int | None:
@@ -344,51 +313,127 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     flushed out of every cache); only trustworthy rows count (see trusted()).
     """
     stream, good, warm, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
-    tol = max(rel_tol, CACHE_REL_TOL)
-    roofs, notes = [], []
+    notes = []
     if not stream.empty and (stream["status"] == "ok").sum() > len(good):
         notes.append(f"stream rows that set no roof: {untrusted_text(stream)}")
-    if not caches:
-        notes.append("no cache sizes known: the memory roof uses the largest working sets measured")
-        mem_rows = good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()] \
-            if not good.empty else good
-    else:
-        usable = stream[usable_offchip(stream)] if not stream.empty else stream
-        mem_rows = usable[at_or_past(usable["working_set_bytes"], offchip_start(good, env_warm, caches, edges, rel_tol))] \
-            if not usable.empty else usable
-    roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
-    if roof is None:
-        notes.append(f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache"
-                     f"{' (its measured edge)' if caches and edges[caches[-1][0]] else ''} with {MIN_SIZES}+ sizes")
-    else:
-        roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
-        own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
-        roofs += [roof] + own
-        notes += why
-    outer = roof
+    mem_rows, why = _offchip_rows(stream, good, env_warm, caches, edges, rel_tol)
+    roofs, outer, level_notes = _offchip_level(memory_level, mem_rows, caches, edges, rel_tol)
+    notes += why + level_notes
     for i in range(len(caches) - 1, -1, -1):
         name, size = caches[i]
-        inner = caches[i - 1][1] if i > 0 else 0
-        hi = min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size
-        in_window = lambda df: df[(df["working_set_bytes"] >= CLEAR_FACTOR * inner)  # noqa: E731
-                                  & (df["working_set_bytes"] <= hi)] if not df.empty else df
-        roof, note = _roof_from(name, in_window(env_warm), tol, size)
-        if roof is not None and outer is not None:
-            roof, note = _distinct_from(roof, outer, rel_tol)
-        if roof is None:
-            if edges[name]:
-                note += f" (its plateau ends at {edges[name] / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
-            notes.append(note)
-            continue
-        reach = capped_reach(measured_reach(env_warm, edges[name], outer.extra.get("plateau_median", outer.value),
-                                            rel_tol), size) if edges[name] and outer is not None else None
-        sizes = {"capacity_bytes": size, "edge_bytes": edges[name], "reach_bytes": reach}
-        roof = replace(roof, extra={**roof.extra, **sizes})
-        own, why = _direction_roofs(name, in_window(warm), tol, {})
-        roofs += [roof] + own
-        notes += why
-        outer = roof
+        window = (CLEAR_FACTOR * (caches[i - 1][1] if i > 0 else 0),
+                  min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size)
+        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, warm, outer, rel_tol)
+        roofs += own
+        notes += level_notes
+        outer = roof or outer
     return roofs, notes
+
+
+def _offchip_rows(stream: pd.DataFrame, good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dict,
+                  rel_tol: float) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the rows in the off-chip window, notes): with no cache sizes known, the trusted
+    rows at the largest two sizes measured; else the rows usable_offchip keeps at or past
+    offchip_start."""
+    if not caches:
+        note = "no cache sizes known: the memory roof uses the largest working sets measured"
+        if good.empty:
+            return good, [note]
+        return good[good["working_set_bytes"] >= envelope(good).tail(2)["working_set_bytes"].min()], [note]
+    usable = stream[usable_offchip(stream)] if not stream.empty else stream
+    if usable.empty:
+        return usable, []
+    return usable[at_or_past(usable["working_set_bytes"], offchip_start(good, env_warm, caches, edges, rel_tol))], []
+
+
+def _offchip_level(memory_level: str, mem_rows: pd.DataFrame, caches, edges: dict,
+                   rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
+    """Return (the off-chip roof and its direction roofs, the off-chip roof or None, notes)
+    from the rows of its window (offchip_roof; extra "from_bytes": the window's smallest size)."""
+    mem_rows, untrusted = consistent_offchip(mem_rows, rel_tol)
+    roof, note = offchip_roof(memory_level, mem_rows, rel_tol)
+    if roof is None:
+        edge = " (its measured edge)" if caches and edges[caches[-1][0]] else ""
+        why = f"{note}: the sweep must reach {DRAM_FACTOR}x the last-level cache{edge} with {MIN_SIZES}+ sizes"
+        return [], None, [*untrusted, why]
+    roof = replace(roof, extra={**roof.extra, "from_bytes": int(mem_rows["working_set_bytes"].min())})
+    own, why = _direction_roofs(memory_level, mem_rows, rel_tol, {}, offchip=True)
+    return [roof] + own, roof, untrusted + why
+
+
+def consistent_offchip(rows: pd.DataFrame, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, list[str]]:
+    """Return (the off-chip window's rows without those the consistency rule does not trust,
+    one note per row left out) (ARCHITECTURE.md, rule 11): a direction's best row at a size
+    (its bin) more than CONSISTENT_MARGIN above the other directions' best there, or above
+    its own direction's other passes there, is left out unless a second size of that
+    direction sides with it (its best at least the geometric mean of the rate and the
+    highest reading it outran: nearer the rate than the reading); the rule is applied again
+    to what is left until every best row stands."""
+    notes, rows = [], rows.reset_index(drop=True)  # a row is left out by its label: make the labels unique
+    while True:
+        found = _inconsistent_row(rows, rel_tol)
+        if found is None:
+            return rows, notes
+        rows, notes = rows.drop(index=found[0]), notes + [found[1]]
+
+
+def _inconsistent_row(rows: pd.DataFrame, rel_tol: float):
+    """Return (index, note) of the first best row that consistent_offchip leaves out, or None."""
+    if rows.empty or "gbps" not in rows:
+        return None
+    ok = rows[(rows["status"] == "ok") & rows["gbps"].notna()]
+    kinds, bins = stream_direction(ok), size_bin(ok["working_set_bytes"])
+    passes = ok["pass"].fillna(1).astype(int) if "pass" in ok else pd.Series(1, index=ok.index)
+    for d in DIRECTIONS:
+        mine = ok[kinds == d]
+        best_per_bin = mine.groupby(bins[kinds == d])["gbps"].idxmax() if not mine.empty else {}
+        for b, idx in dict(best_per_bin).items():
+            rate = float(ok.at[idx, "gbps"])
+            here = bins == b
+            others = ok.loc[here & (kinds != d), "gbps"].max()
+            revisits = ok.loc[here & (kinds == d) & (passes != passes[idx]), "gbps"].max()
+            outran = [(ref, what) for ref, what in ((others, "the other directions' best at that size"),
+                                                    (revisits, "its own other passes there"))
+                      if not pd.isna(ref) and rate > (1 + CONSISTENT_MARGIN) * ref]
+            if not outran:
+                continue
+            sides = (rate * max(ref for ref, _ in outran)) ** 0.5
+            if (mine.loc[bins[kinds == d] != b, "gbps"] >= sides).any():
+                continue
+            why = " and ".join(f"{rate / ref:.2f}x {what} ({ref:,.3g})" for ref, what in outran)
+            where = f"{ok.at[idx, 'op']} at {fmt_bytes(ok.at[idx, 'working_set_bytes'])}"
+            return idx, (f"{d}: {rate:,.3g} GB/s from {where} is {why}, and no second size reaches {sides:,.3g} "
+                         "(their geometric mean): not trusted, left out of the off-chip window")
+    return None
+
+
+def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
+    """Return the rows whose working set lies in [lo, hi]."""
+    if rows.empty:
+        return rows
+    return rows[(rows["working_set_bytes"] >= lo) & (rows["working_set_bytes"] <= hi)]
+
+
+def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm: pd.DataFrame, warm: pd.DataFrame,
+                 outer: Roof | None, rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
+    """Return (the cache's roof and its direction roofs, its roof or None, notes): the plateau
+    of the warm envelope in its window (CACHE_REL_TOL), judged against the next outer level's
+    roof (_distinct_from), with its reported size, measured edge and reach (capped_reach) in extra."""
+    tol = max(rel_tol, CACHE_REL_TOL)
+    roof, note = _roof_from(name, _in_window(env_warm, *window), tol, size)
+    if roof is not None and outer is not None:
+        roof, note = _distinct_from(roof, outer, rel_tol)
+    if roof is None:
+        if edge:
+            note += f" (its plateau ends at {edge / 2**20:.3g} MiB, reported {size / 2**20:.3g} MiB)"
+        return [], None, [note]
+    reach = None
+    if edge and outer is not None:
+        outer_median = outer.extra.get("plateau_median", outer.value)
+        reach = capped_reach(measured_reach(env_warm, edge, outer_median, rel_tol), size)
+    roof = replace(roof, extra={**roof.extra, "capacity_bytes": size, "edge_bytes": edge, "reach_bytes": reach})
+    own, why = _direction_roofs(name, _in_window(warm, *window), tol, {})
+    return [roof] + own, roof, why
 
 
 def _distinct_from(roof: Roof, outer: Roof, rel_tol: float) -> tuple[Roof | None, str]:
@@ -419,129 +464,6 @@ def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> d
                      "reach_bytes": by_name.get(str(n), {}).get("reach_bytes")} for n, b in caches}
 
 
-COMPUTE_FAMILIES = ("gemm", "fma")  # GEMMs, and the FMA chains that measure each vector unit
-
-
-def _own_compute_roofs(ok: pd.DataFrame) -> dict:
-    """Return precision -> the row with the best median GFLOP/s among ok."""
-    if ok.empty:
-        return {}
-    return {str(p): g.loc[g["gflops"].idxmax()] for p, g in ok.groupby("dtype", sort=False)}
-
-
-def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
-    spread = row_spread(pd.DataFrame([src])).iloc[0]
-    return Roof(kind="compute", name=name, value=float(src["gflops"]),
-                unit="GOP/s" if name.split(" ")[0].split(".")[0] in INTEGER_PRECISIONS else "GFLOP/s",
-                source="measured", op=str(src["op"]), impl=str(src["impl"]), dtype=str(src["dtype"]),
-                point_id=str(src["point_id"]), shape=str(src["shape"]), working_set_bytes=int(src["working_set_bytes"]),
-                spread=None if pd.isna(spread) else float(spread), note=note, extra=extra)
-
-
-def _unit(row) -> str:
-    """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
-    a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
-    step of which is an elementwise pass of the chains through the caches: a ceiling of
-    such passes, not of the FMA units (issue 28: 34 GFLOP/s beside 332 computed)."""
-    if row.get("family") != "fma":
-        return "gemm"
-    return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
-
-
-def line_name(precision: str, unit: str) -> str:
-    """Return the name of a precision's FMA-chain line beside its roof: "<p>.vector", or
-    "<p>.elementwise" for torch's chains."""
-    return f"{precision}.{unit}"
-
-
-def compute_roofs(rows: pd.DataFrame, families=COMPUTE_FAMILIES, no_unit=frozenset()) -> list[Roof]:
-    """Return the compute roofs (see the module docstring): per precision its own units'
-    best median GFLOP/s among trustworthy GEMM and FMA-chain rows (the dtype column); a
-    faster exact wider path as the extra line "<p> via <wider>"; the wider path as the roof
-    only for a precision that rows carry (the precision column) but none of its own measured;
-    "<p>.vector" where the vector unit is not the precision's roof. A precision in no_unit
-    (the device has no unit for it: fp16 on a CPU without AVX512-FP16) is bounded by the
-    exact wider path, labelled via, its own best kept beside it."""
-    fam = rows[rows["family"].isin(families)] if "family" in rows else rows
-    ok = fam[trusted(fam)] if not fam.empty else fam
-    ok = ok[ok["gflops"].notna()].reset_index(drop=True) if not ok.empty else ok
-    own_all = _own_compute_roofs(ok)
-    own = {p: best for p, best in own_all.items() if p not in no_unit}
-    vector = _own_compute_roofs(ok[ok["family"] == "fma"]) if "family" in ok else {}
-    roofs = []
-    for precision, best in own.items():
-        shapes = ok[ok["dtype"] == precision]
-        roofs.append(_compute_roof(precision, best, f"best median over {shapes['impl'].nunique()} impl(s) and "
-                                   f"{shapes['shape'].nunique()} shape(s)", {"unit": _unit(best)}))
-        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own and own[w]["gflops"] > best["gflops"]),
-                    key=lambda w: own[w]["gflops"], default=None)
-        if wider:
-            src = own[wider]
-            roofs.append(_compute_roof(
-                f"{precision} via {wider}", src,
-                f"{precision} inputs convert exactly to {wider}, whose {_unit(src)} ({float(src['gflops']):,.4g}) beats "
-                f"{precision}'s own best ({float(best['gflops']):,.4g}, {float(best['gflops']) / float(src['gflops']):.2f}x): "
-                f"an extra line, not {precision}'s roof",
-                {"via": wider, "line_of": precision, "own_gflops": float(best["gflops"]),
-                 "own_point_id": str(best["point_id"])}))
-        if precision in vector and _unit(best) == "gemm":
-            unit = _unit(vector[precision])
-            what = ("the vector unit" if unit == "vector" else
-                    "torch's elementwise passes through the caches (a ceiling of such passes, not the FMA units')")
-            roofs.append(_compute_roof(line_name(precision, unit), vector[precision],
-                                       f"{precision} FMA chains: {what}", {"unit": unit, "line_of": precision}))
-    # a precision with no steady row of its own (it never ran here, only points carry it, or
-    # its own rows were too unsteady to set a roof) is bounded by the fastest exact wider path
-    ran = fam[(fam["status"] == "ok") & fam["gflops"].notna()] if not fam.empty else fam
-    unsteady = {str(p): g.loc[g["gflops"].idxmax()] for p, g in ran.groupby("dtype", sort=False) if p not in own}
-    # ... among the points that ran: a skipped row (tf32 on a CPU) needs no bound
-    placed = rows[rows["status"] == "ok"] if "status" in rows else rows
-    carried = set(placed["precision"].dropna().astype(str)) - {""} if "precision" in placed else set()
-    for precision in sorted((carried | set(unsteady) | (set(own_all) & set(no_unit))) - set(own)):
-        wider = max((w for w in EXACT_IN.get(precision, ()) if w in own), key=lambda w: own[w]["gflops"], default=None)
-        if wider is None:
-            if precision in own_all:  # no unit, but no wider path measured either: its own rows stand
-                best = own_all[precision]
-                roofs.append(_compute_roof(precision, best, "best of its own rows (no unit and no wider path)",
-                                           {"unit": _unit(best)}))
-            continue
-        mine = own_all.get(precision) if precision in no_unit else unsteady.get(precision)
-        extra = {"via": wider} if mine is None else {
-            "via": wider, "own_gflops": float(mine["gflops"]), "own_point_id": str(mine["point_id"]),
-            **({"no_unit": True} if precision in no_unit else {"own_steady": False})}
-        why = (f"the device has no {precision} unit (its own best, {float(mine['gflops']):,.4g}, runs through "
-               "conversion)" if precision in no_unit and mine is not None
-               else f"its own best ({float(mine['gflops']):,.4g}) is from rows too unsteady to set a roof"
-               if mine is not None else "no GEMM or FMA chain of its own measured here")
-        roofs.append(_compute_roof(precision, own[wider], f"{precision}: {why}; its inputs convert exactly to {wider}",
-                                   extra))
-    return sorted(roofs, key=lambda r: -r.value)
-
-
-def compute_notes(rows: pd.DataFrame, roofs, families=COMPUTE_FAMILIES) -> list[str]:
-    """Return one line per precision whose GEMMs ran but set no roof (no trustworthy row)."""
-    fam = rows[rows["family"].isin(families) & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    have = {r.name for r in roofs if r.kind == "compute"}
-    return [f"{p}: no compute roof: of its {len(g)} GEMM rows, {untrusted_text(g)}"
-            for p, g in fam.groupby("dtype", sort=False) if p not in have]
-
-
-def untrusted_text(rows: pd.DataFrame) -> str:
-    """Return how many ok rows could not set a roof, counted apart by cause, each with its
-    remedy: not converged within the budget (a larger --budget), measured while the machine
-    was busy or whose time jumped (a quiet machine)."""
-    ok = rows[rows["status"] == "ok"]
-    flags = text_column(ok, "flag")
-    noisy = flags.map(is_runner_flag)
-    unsteady = ~trusted(ok.assign(flag="")) if not ok.empty else noisy
-    parts = []
-    if (unsteady & ~noisy).any():
-        parts.append(f"{int((unsteady & ~noisy).sum())} did not converge within the budget (a larger --budget helps)")
-    if noisy.any():
-        parts.append(f"{int(noisy.sum())} ran while the machine was busy or their time jumped (run on a quiet machine)")
-    return "; ".join(parts) or "none is steady"
-
-
 def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     """Return interconnect and host-link roofs: per collective its best bus bandwidth, per
     send/recv pair its best bandwidth, per host copy direction and memory kind its best GB/s."""
@@ -549,13 +471,16 @@ def link_roofs(rows: pd.DataFrame) -> list[Roof]:
     comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     if not comm.empty:
         pairs = text_column(comm, "pair")
-        comm = comm.assign(key=[op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)],
+        keys = [op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)]
+        comm = comm.assign(key=keys,
                            rate=comm["bus_gbps"].fillna(comm["gbps"]))
         for key, g in comm.groupby("key", sort=False):
             best = g.loc[g["rate"].idxmax()]
             roofs.append(Roof("bandwidth", f"link.{key}", float(best["rate"]), "GB/s", op=str(best["op"]),
-                              impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
-                              note="bus bandwidth" if key.startswith(("all_", "reduce", "broad")) else "point-to-point bandwidth"))
+                              impl=str(best["impl"]), point_id=str(best["point_id"]),
+                              working_set_bytes=int(best["bytes"]),
+                              note=("bus bandwidth" if key.startswith(("all_", "reduce", "broad"))
+                                    else "point-to-point bandwidth")))
     host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
     for (op, memory), g in (host.groupby(["op", "memory"], sort=False) if not host.empty else ()):
         best = g.loc[g["gbps"].idxmax()]
@@ -569,7 +494,7 @@ def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
     """Return ([(cache name, total bytes)] innermost first, the off-chip level's name) of a
     device record (run.json's "device")."""
     caches = [(c["name"], int(c["total_bytes"])) for c in (device or {}).get("caches", [])]
-    return caches, ("hbm" if (device or {}).get("kind") == "cuda" else "dram")
+    return caches, offchip_level((device or {}).get("kind", ""))
 
 
 def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
@@ -599,14 +524,9 @@ def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, 
     roof = replace(roof, note=f"probe.l1: each program rereads its own span; {roof.note}")
     old = next((r for r in roofs if r.kind == "bandwidth" and r.name == "l1"), None)
     if old is not None and old.value >= roof.value:
-        return roofs, notes + [f"l1: probe.l1 ({roof.value:,.1f} GB/s) is below the size-window roof ({old.value:,.1f})"]
+        why = f"l1: probe.l1 ({roof.value:,.1f} GB/s) is below the size-window roof ({old.value:,.1f})"
+        return roofs, [*notes, why]
     if old is not None:  # the level's measured sizes (capacity, edge, reach) stay the size window's
         sizes = {k: v for k, v in old.extra.items() if k in ("capacity_bytes", "edge_bytes", "reach_bytes")}
         roof = replace(roof, extra={**roof.extra, **sizes})
     return [r for r in roofs if r is not old] + [roof], notes
-
-
-def is_runner_flag(flag: str) -> bool:
-    """Return whether a flag was set by the runner while measuring (a busy machine, a time
-    jump, or both joined by "; "): such rows set no roof."""
-    return any(part.startswith(RUNNER_FLAGS) for part in flag.split("; "))

@@ -17,15 +17,14 @@ import math
 import pandas as pd
 
 from bench.results import LEVEL_BYTE_COLUMNS, text_column
+from bench.util import missing, number
 from roofs.analysis.roofline import Roofline
 
 
 def _num(v) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return math.nan
-    return f
+    """Return v as a float, NaN when it is missing (NaN compares false: a missing count is never > 0)."""
+    f = number(v)
+    return math.nan if f is None else f
 
 
 def level_bounds(row, model: Roofline) -> dict:
@@ -34,7 +33,7 @@ def level_bounds(row, model: Roofline) -> dict:
     {"compute": roof} when its precision has a compute roof."""
     get = (lambda k: row.get(k)) if isinstance(row, (dict, pd.Series)) else (lambda k: getattr(row, k, None))
     flops = _num(get("flops"))
-    if not flops or flops != flops or flops <= 0:
+    if missing(flops) or flops <= 0:
         return {}
     written = _num(get("write_bytes"))
     out = {}
@@ -46,10 +45,10 @@ def level_bounds(row, model: Roofline) -> dict:
             continue
         if level == boundary:
             nbytes = max(nbytes, levels[level][0])
-        w = 0.0 if level == "l1" else (written if written == written else None)
+        w = 0.0 if level == "l1" else number(written)
         levels[level] = (nbytes, nbytes - w if w is not None else None, w)
     for level, (nbytes, r, w) in levels.items():
-        found = model.point_bandwidth(level, None if r != r else r, None if w != w else w) if nbytes > 0 else None
+        found = model.point_bandwidth(level, number(r), number(w)) if nbytes > 0 else None
         if found is not None:
             out[level] = found[0] * flops / nbytes
     peak = model.compute(str(get("precision") or "")) if get("precision") else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.results import text_column
+from bench.util import missing, number
 from roofs.analysis.roofline import Roof
 
 LAUNCH_OP = "probe.launch"
@@ -45,7 +46,7 @@ def launch_roofs(rows: pd.DataFrame) -> list[Roof]:
         roofs.append(Roof(
             kind="latency", name=f"launch.{backend}.{form}", value=1e3 * float(best["median_ms"]), unit="us",
             op=LAUNCH_OP, impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=0,
-            spread=None if spread is None or spread != spread else spread,
+            spread=number(spread),
             note=f"an empty call per {'graph node' if form == 'graph' else form}: the floor under any {backend} call "
                  f"timed this way; points within {LAUNCH_FACTOR:g}x of it are launch-bound",
             extra={"backend": backend, "form": form}))
@@ -77,7 +78,7 @@ def floor_for(backend: str, timer: str, floors: dict) -> tuple[float, str] | Non
 def launch_note(median_ms, backend: str, timer: str, floors: dict, op: str = "") -> str:
     """Return "launch-bound: ..." when median_ms is under LAUNCH_FACTOR x the floor the row
     pays (floor_for), else "". The empty call's own rows are the floor, never launch-bound."""
-    if op == LAUNCH_OP or median_ms is None or median_ms != median_ms:
+    if op == LAUNCH_OP or missing(median_ms):
         return ""
     hit = floor_for(backend, timer, floors)
     if hit is None:

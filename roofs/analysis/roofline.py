@@ -16,16 +16,27 @@ DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<
 COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
 
 
+# for run folders written before the read_bytes and write_bytes columns: the stream kernels'
+# (read, written) n-element arrays by op, as those runs' kernels had them
+OLD_RUN_STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
+                         "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
+
+
 def direction_of(read_bytes, write_bytes) -> str:
-    """Return "read" (nothing written), "write" (nothing read), "mixed" (both), or "" when
-    either count is unknown (None or NaN) or both are zero."""
+    """Return a point's direction class: "read" (nothing written), "write" (nothing read),
+    "copy" (both, as copy, scale, add and triad do), or "" when either count is unknown
+    (None or NaN) or both are zero. A level's direction roofs are named by these classes."""
     try:
         r, w = float(read_bytes), float(write_bytes)
     except (TypeError, ValueError):
         return ""
     if r != r or w != w or (r <= 0 and w <= 0):
         return ""
-    return "read" if w <= 0 else "write" if r <= 0 else "mixed"
+    if w <= 0:
+        return "read"
+    if r <= 0:
+        return "write"
+    return "copy"
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,7 @@ class Roofline:
             if own is not None:
                 return own.value, own.name, ""
             return best.value, best.name, f"no {level}.{kind} roof: bounded by the level's best"
-        if kind == "mixed":
+        if kind == "copy":
             r, w = float(read_bytes), float(write_bytes)
             rd, wr, cp = (self.direction(level, d) for d in DIRECTIONS)
             options = []
@@ -116,9 +127,10 @@ class Roofline:
         return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
-        """Return the compute roof of precision, or the highest compute roof when precision is None."""
+        """Return the compute roof of precision, or, when precision is None, the highest compute roof
+        that is a precision's own (not an extra line: extra "line_of", rule 10)."""
         hits = [r for r in self.roofs if r.kind == "compute" and r.source == source
-                and (precision is None or r.name == precision)]
+                and (r.name == precision if precision is not None else not (r.extra or {}).get("line_of"))]
         return max(hits, key=lambda r: r.value, default=None)
 
     def attainable_gflops(self, intensity: float, precision: str | None = None,

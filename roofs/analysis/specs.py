@@ -1,5 +1,6 @@
 """Vendor datasheet roofs (roofs/analysis/specs.json, data not code), matched to a device by SKU,
-and a computed peak for CPUs.
+and a computed peak for CPUs from their core's datapath (roofs/analysis/cpu_cores.json, keyed by
+vendor, family and model).
 
 Matching is SKU-aware: the device name must match the part's name_regex, then its SM (or
 CU) count must equal the part's, then its memory must be within 8% of the part's. An H200
@@ -94,10 +95,63 @@ def clock_corrected(roof: Roof, observed_mhz: float | None) -> Roof | None:
 
 # ---- CPUs: a computed peak ------------------------------------------------------------------
 
-FMA_PIPES = 2  # vector FMA pipes per core assumed: true of current server cores (Zen 5, Sapphire Rapids)
+CPU_CORES = Path(__file__).with_name("cpu_cores.json")
+FMA_PIPES = 2  # vector FMA pipes per core assumed for a core the table does not know
+CPU_VENDORS = {"AMD": "AuthenticAMD", "Intel": "GenuineIntel"}  # a record without vendor_id: by its name
+
+
+@dataclass(frozen=True)
+class Core:
+    """One row of cpu_cores.json: a core's FMA datapath and pipes, the models it covers, the
+    published clocks of its parts (base to maximum boost) and the public source of each."""
+    core: str
+    vendor: str
+    family: int
+    models: list
+    datapath_bits: int
+    fma_pipes: int
+    source: str
+    clock_mhz: list | None = None     # [lowest base, highest boost] of the line's parts
+    one_pipe_names: str | None = None  # model names of the line's parts with one FMA unit
+    flags_any: dict | None = None      # {"all": [...], "none": [...]}: the row from flags alone
+
+    def pipes_for(self, name: str) -> int:
+        """Return the FMA pipes of the part called name: 1 where one_pipe_names matches it."""
+        return 1 if self.one_pipe_names and re.search(self.one_pipe_names, name or "") else self.fma_pipes
+
+    def covers(self, vendor: str, family, model) -> bool:
+        return (vendor == self.vendor and family == self.family
+                and any(lo <= model <= hi for lo, hi in self.models))
+
+    def has_flags(self, flags: set) -> bool:
+        want = self.flags_any or {}
+        return bool(want) and set(want.get("all", ())) <= flags and not set(want.get("none", ())) & flags
+
+
+def load_cores(path: Path = CPU_CORES) -> list[Core]:
+    return [Core(**c) for c in json.loads(Path(path).read_text())["cores"]]
+
+
+def cpu_core(device: dict, cores: list[Core] | None = None) -> tuple[Core | None, str]:
+    """Return (the cpu_cores.json row of a CPU's device record, how it was found): by vendor,
+    family and model (run.json's device extra "cpu_vendor", "cpu_family", "cpu_model");
+    for a record that predates them, by its name's vendor and the first row whose flags_any
+    its SIMD flags fit; (None, "") when neither finds a row."""
+    cores = load_cores() if cores is None else cores
+    extra = (device or {}).get("extra") or {}
+    vendor, family, model = extra.get("cpu_vendor"), extra.get("cpu_family"), extra.get("cpu_model")
+    if vendor and family is not None and model is not None:
+        hit = next((c for c in cores if c.covers(vendor, family, model)), None)
+        return hit, (f"{vendor} family {family} model {model}" if hit else "")
+    name = (device or {}).get("name", "")
+    vendor = next((v for word, v in CPU_VENDORS.items() if word in name), None)
+    flags = set((device or {}).get("cpu_flags") or ())
+    hit = next((c for c in cores if c.vendor == vendor and c.has_flags(flags)), None)
+    return hit, ("from its SIMD flags (the record names no family or model)" if hit else "")
 
 
 def cpu_vector_bits(flags) -> int:
+    """Return the widest vector register the flags name: 512 (AVX-512), 256 (AVX2 with FMA), else 128."""
     flags = set(flags)
     if "avx512f" in flags:
         return 512
@@ -109,26 +163,34 @@ def cpu_vector_bits(flags) -> int:
 # One AMX tile unit (TMUL) per core, per clock: 16 x 32 bf16 or fp16 products (1,024 FLOP)
 # or 16 x 64 int8 products (2,048 OP) into fp32 / int32 (Intel's optimization manual).
 AMX_OPS_PER_CLOCK = {"bf16": 1024, "fp16": 1024, "int8": 2048}
+# the flags of each narrow unit, and its rate against fp32's: a dot of bf16 pairs or an fp16
+# FMA per 16-bit lane (2x), a dot of four int8 products per 32-bit lane (4x); Arm's BFDOT,
+# FP16 arithmetic and SDOT alike
+NARROW_UNITS = (("bf16", ("avx512_bf16", "bf16"), 2, "bf16 dot products"),
+                ("fp16", ("avx512_fp16", "asimdhp"), 2, "fp16 FMA"),
+                ("int8", ("avx512_vnni", "avx_vnni", "asimddp"), 4, "int8 dot products"))
 
 
-def cpu_units(flags) -> dict:
+def cpu_units(flags, core: Core | None = None, name: str = "") -> dict:
     """Return, per precision, (operations per clock per core, the unit's name) of the
-    fastest unit the flags (/proc/cpuinfo) say the CPU has:
-    fp32 = (vector bits / 32) lanes x FMA_PIPES x 2 (an FMA is 2 FLOPs); fp64 = fp32 / 2;
-    bf16 = 2 x fp32 with AVX512-BF16 (a dot of bf16 pairs per fp32 lane), or AMX-BF16's
-    1,024; fp16 = 2 x fp32 with AVX512-FP16 (fp16 lanes, twice as many), or AMX-FP16's
-    1,024; int8 = 4 x fp32 with VNNI (four int8 products per 32-bit lane), or AMX-INT8's 2,048."""
+    fastest unit the flags (/proc/cpuinfo) say the CPU has, on its core's datapath (a
+    cpu_cores.json row; without one, the widest register the flags name and FMA_PIPES pipes,
+    assumed): fp32 = (datapath bits / 32) lanes x pipes x 2 (an FMA is 2 FLOPs); fp64 = fp32
+    / 2; bf16 = 2 x fp32 with AVX512-BF16 (or AMX-BF16's 1,024); fp16 = 2 x fp32 with
+    AVX512-FP16 (or AMX-FP16's 1,024); int8 = 4 x fp32 with VNNI (or AMX-INT8's 2,048).
+    Zen 4: 256-bit x 2 pipes, so fp32 32, fp64 16, bf16 64, int8 128."""
     flags = set(flags)
-    bits = cpu_vector_bits(flags)
-    fp32 = bits / 32 * FMA_PIPES * 2
-    fma = f"{bits}-bit FMA x {FMA_PIPES} pipes"
+    if core is not None:
+        bits, pipes = core.datapath_bits, core.pipes_for(name)
+        fma = f"{bits}-bit FMA datapath x {pipes} pipes, {core.core}"
+    else:
+        bits, pipes = cpu_vector_bits(flags), FMA_PIPES
+        fma = f"{bits}-bit FMA x {pipes} pipes, assumed: a core cpu_cores.json does not know"
+    fp32 = bits / 32 * pipes * 2
     units = {"fp32": (fp32, fma), "fp64": (fp32 / 2, fma)}
-    if "avx512_bf16" in flags:
-        units["bf16"] = (2 * fp32, "AVX512-BF16 dot products")
-    if "avx512_fp16" in flags:
-        units["fp16"] = (2 * fp32, "AVX512-FP16 FMA")
-    if "avx512_vnni" in flags or "avx_vnni" in flags:
-        units["int8"] = (4 * fp32, "VNNI dot products")
+    for precision, names, factor, what in NARROW_UNITS:
+        if flags & set(names):
+            units[precision] = (factor * fp32, f"{what} on the {fma}")
     for precision, flag in (("bf16", "amx_bf16"), ("fp16", "amx_fp16"), ("int8", "amx_int8")):
         if flag in flags and AMX_OPS_PER_CLOCK[precision] > units.get(precision, (0,))[0]:
             units[precision] = (AMX_OPS_PER_CLOCK[precision], f"AMX {precision} tiles (one TMUL per core)")
@@ -144,30 +206,75 @@ def cpu_missing_units(device: dict) -> set:
     return {"fp16", "bf16", "fp8e4m3", "fp8e5m2"} - set(cpu_units(device["cpu_flags"]))
 
 
-def cpu_peaks_gflops(cores: int, clock_mhz: float, flags) -> dict:
+def cpu_peaks_gflops(cores: int, clock_mhz: float, flags, core: Core | None = None, name: str = "") -> dict:
     """Return computed peaks in GFLOP/s (GOP/s for int8): cores x clock x each precision's
     operations per clock per core on its fastest unit (cpu_units)."""
-    return {p: cores * clock_mhz / 1000 * ops for p, (ops, _) in cpu_units(flags).items()}
+    return {p: cores * clock_mhz / 1000 * ops for p, (ops, _) in cpu_units(flags, core, name).items()}
+
+
+def cpu_clock(device: dict) -> tuple[float | None, str]:
+    """Return (the clock a CPU's computed peaks assume in MHz, its basis): cpufreq's maximum
+    where the kernel exposes one ("cpufreq maximum"), else the clock /proc/cpuinfo reports,
+    labelled "nominal" (a VM without cpufreq reports its nominal clock while its cores boost)."""
+    clock = device.get("max_clock_mhz")
+    source = (device.get("extra") or {}).get("clock_source", "")
+    return clock, ("cpufreq maximum" if source == "cpufreq max" else "nominal")
+
+
+def physical_cores(device: dict) -> int | None:
+    """Return the CPU's physical cores: its logical CPUs over the threads each core runs
+    (device extra "threads_per_core", 1 where unknown): SMT threads share their core's FMA pipes."""
+    logical = device.get("compute_units")
+    threads = (device.get("extra") or {}).get("threads_per_core") or 1
+    return max(1, logical // threads) if logical else None
 
 
 def computed_cpu_roofs(device: dict) -> list[Roof]:
-    """Return the CPU's computed compute roofs (source "computed"), or [] without clock or cores."""
-    clock, cores = device.get("max_clock_mhz"), device.get("compute_units")
+    """Return the CPU's computed compute roofs (source "computed"): physical cores x clock
+    (cpu_clock) x operations per clock per core (cpu_units on its cpu_core row), each with
+    extra "clock_mhz", "clock_basis", "core" and "published_clock_mhz"; [] without clock or cores."""
+    (clock, basis), cores = cpu_clock(device), physical_cores(device)
     if device.get("kind") != "cpu" or not clock or not cores:
         return []
-    units = cpu_units(device.get("cpu_flags", ()))
+    core, _ = cpu_core(device)
+    extra = {"clock_mhz": clock, "clock_basis": basis, "core": core.core if core else None,
+             "published_clock_mhz": core.clock_mhz if core else None}
+    units = cpu_units(device.get("cpu_flags", ()), core, device.get("name", ""))
     return [Roof("compute", p, cores * clock / 1000 * ops, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s",
-                 source="computed", note=f"{cores} cores x {clock:.0f} MHz x {ops:g} per clock ({unit}, assumed)",
-                 extra={"clock_mhz": clock})
+                 source="computed",
+                 note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {ops:g} per clock per core ({unit})",
+                 extra={**extra, "per_clock": ops})
             for p, (ops, unit) in units.items()]
+
+
+def cpu_reference_origin(device: dict, roofs: list[Roof]) -> str:
+    """Return the sentence that says where a CPU's computed peaks came from: its core (or the
+    assumption), how the core was found and the row's source, the cores and the clock with
+    its basis, and the published clocks of the core's parts where the table has them."""
+    if not roofs:
+        return "no datasheet entry, and no clock or core count to compute a CPU peak"
+    core, how = cpu_core(device)
+    (clock, basis), cores = cpu_clock(device), physical_cores(device)
+    what = (f"{core.core} ({how}; {core.source})" if core
+            else "a core cpu_cores.json does not know: 2 FMA pipes of the widest register its flags name, assumed")
+    text = f"computed CPU peaks: {what}; {cores} cores at {clock:,.0f} MHz ({basis})"
+    if core and core.clock_mhz:
+        text += f"; its parts' published clocks run {core.clock_mhz[0]:,}-{core.clock_mhz[1]:,} MHz"
+    return text
+
+
+def implied_clock_mhz(measured: float, reference: Roof) -> float | None:
+    """Return the clock at which the reference's rate per clock gives the measured rate:
+    the clock it assumes x measured / reference (None without that clock)."""
+    assumed = (reference.extra or {}).get("clock_mhz")
+    return assumed * measured / reference.value if assumed and reference.value else None
 
 
 def reference_roofs(device: dict) -> tuple[list[Roof], str]:
     """Return (the device's datasheet or computed roofs, a sentence saying where they came from)."""
     if device.get("kind") == "cpu":
         roofs = computed_cpu_roofs(device)
-        return roofs, ("computed CPU peaks from cores, clock and SIMD flags" if roofs
-                       else "no datasheet entry, and no clock or core count to compute a CPU peak")
+        return roofs, cpu_reference_origin(device, roofs)
     part = match(device)
     if part is None:
         return [], f"no datasheet entry for {device.get('name', 'this device')}"

@@ -30,6 +30,7 @@ import dataclasses
 import pandas as pd
 
 from bench.results import text_column
+from bench.util import number
 from roofs.analysis.derive import (
     CACHE_REL_TOL,
     CLEAR_FACTOR,
@@ -154,7 +155,7 @@ def _figure(row, kind: str, steady: bool) -> dict:
     spread = row_spread(pd.DataFrame([row])).iloc[0]
     return {"value": float(row[rate]), "point_id": str(row["point_id"]), "clock_mhz": get("clock_mhz"),
             "power_w": get("power_w"), "joules": get("joules"), "samples": int(row.get("samples") or 0),
-            "spread": None if pd.isna(spread) else float(spread), "steady": bool(steady), "stop": str(row.get("stop", ""))}
+            "spread": number(spread), "steady": bool(steady), "stop": str(row.get("stop", ""))}
 
 
 def _best(rows: pd.DataFrame, kind: str):
@@ -242,7 +243,7 @@ def _settled(kind, name, best, note, **kw) -> Roof:
     return Roof(kind=kind, name=name, value=float(best[rate]), unit=unit, source="measured", op=str(best["op"]),
                 impl=str(best["impl"]), dtype=str(best["dtype"]), point_id=str(best["point_id"]),
                 shape=str(best.get("shape", "")), working_set_bytes=int(best["working_set_bytes"]),
-                spread=None if pd.isna(spread) else float(spread), note=note,
+                spread=number(spread), note=note,
                 extra={"burst": None, "settled_by": "sustained", "sustained": _figure(best, kind, True)}, **kw)
 
 

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
-from bench.util import fmt_bytes
+from bench.util import fmt_bytes, offchip_level
 from roofs.analysis.checks import is_above  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 
@@ -248,7 +248,7 @@ def _title(run: Run, what: str) -> str:
 
 
 def _memory_level(run: Run) -> str:
-    return "hbm" if run.device.get("kind") == "cuda" else "dram"
+    return offchip_level(run.device.get("kind", ""))
 
 
 def _caches(run: Run) -> list[tuple[str, int]]:

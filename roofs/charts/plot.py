@@ -27,7 +27,9 @@ gemm.png                GFLOP/s against size per precision: the square sweep, an
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
 fma.png                 The FMA-chain sweep against each vector roof: measured knee and roofline
-                        corner (roofs/charts/fma.py). The overview marks the launch floor per
+                        corner (roofs/charts/fma.py).
+energy.png              FLOP per joule against intensity with the fitted energy model (roofs/charts/energy.py;
+                        runs with energy readings). The overview marks the launch floor per
                         point: a grey dash at F / t_floor near the floor, a grey square when
                         launch-bound (within 2x of it).
 
@@ -43,10 +45,12 @@ after a canvas draw, meets no other text. `figures(run)` returns the charts unsa
 `drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
 `plot_run` draws the charts of a run folder in forked worker processes, one per core
 (the charts are independent and the measuring is over): the files are the same bytes.
+Each worker gets the run it draws as an argument; nothing is passed through module state.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -65,6 +69,7 @@ from bench.results import Run, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
 from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
+from roofs.charts.energy import draw_energy  # noqa: E402
 from roofs.charts.families import (  # noqa: E402
     draw_attention_roofline,
     draw_gemm_roofline,
@@ -218,7 +223,7 @@ def draw_bandwidth(run: Run):
             if x0 == x1:
                 x0, x1 = x0 / 1.15, x1 * 1.15
             # the roof roofs.json holds is drawn as one; another dtype's plateau is only a candidate,
-            # labelled so (issue 31, item 4: the chart names no roof the file does not hold)
+            # labelled so: the chart names no roof the file does not hold
             kept = overall.get(r.name)
             is_roof = kept is not None and kept.point_id == r.point_id
             ax.hlines(r.value, x0, x1, color="black", lw=3 if is_roof else 1.6, alpha=0.75, zorder=4,
@@ -318,7 +323,9 @@ CHARTS = {
     "gemm.png": draw_gemm,
     "links.png": draw_links,
     "fma.png": draw_fma,
+    "energy.png": draw_energy,
 }
+ALL_ROWS = {"energy.png"}   # drawn from every row: the energy fit is over the sustained windows too
 
 
 def figures(run: Run) -> dict:
@@ -342,27 +349,9 @@ def _save(fig, path: Path) -> Path | None:
     return path
 
 
-def plot_roofline(run: Run, path: Path) -> Path:
-    return _save(draw_roofline(run), path)
-
-
-def plot_bandwidth(run: Run, path: Path) -> Path:
-    return _save(draw_bandwidth(run), path)
-
-
-def plot_gemm(run: Run, path: Path) -> Path | None:
-    return _save(draw_gemm(run), path)
-
-
-def plot_links(run: Run, path: Path) -> Path | None:
-    return _save(draw_links(run), path)
-
-
-_FORKED_RUN: Run | None = None  # the run plot_run's forked workers inherit (read once, here)
-
-
-def _draw_and_save(name: str, run: Run | None = None) -> Path | None:
-    run = run or _FORKED_RUN
+def _draw_and_save(name: str, runs: dict) -> Path | None:
+    """Draw chart name from the run it reads (runs: ALL_ROWS or the sweeps' rows) into the run's folder."""
+    run = runs["all" if name in ALL_ROWS else "sweeps"]
     return _save(CHARTS[name](run), Path(run.dir) / name)
 
 
@@ -371,21 +360,18 @@ def plot_run(run_dir, workers: int | None = None) -> list[Path]:
     is read once; the charts are independent, so on Linux they are drawn by up to `workers`
     forked processes (default: one per core, at most 4), which inherit it; one worker, or a
     pool that cannot start, draws them here one after another."""
-    global _FORKED_RUN
     run, names = load_run(run_dir), list(CHARTS)
     # the charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14)
-    run = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
+    sweeps = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
+    draw = functools.partial(_draw_and_save, runs={"all": run, "sweeps": sweeps})
     workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
     paths = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-        _FORKED_RUN = run
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                paths = list(pool.map(_draw_and_save, names))
+                paths = list(pool.map(draw, names))
         except BrokenProcessPool:  # a worker died (out of memory, a signal): draw them here
             paths = None
-        finally:
-            _FORKED_RUN = None
     if paths is None:
-        paths = [_draw_and_save(name, run) for name in names]
+        paths = [draw(name) for name in names]
     return [p for p in paths if p is not None]

@@ -13,7 +13,7 @@ from datetime import datetime
 import pandas as pd
 
 from bench.results import DERIVED, ResultsError, load_run, source_of, text_column
-from bench.util import fmt_num, plural
+from bench.util import fmt_num, number, plural
 from roofs.analysis.checks import split_notes, unbounded
 from roofs.reports.report import counter_lines, point_rate, validation
 
@@ -53,6 +53,7 @@ def brief(run_dir) -> str:
         pct = r.get("% of reference")
         lines.append(f"  {r['ceiling']:<9} {fmt_num(r['measured']):>12} {r['unit']:<7}"
                      + (f" {pct:5.0f}% of {fmt_num(r['reference'])}" if pct == pct and pct is not None else "")
+                     + (f" (implies {r['clock implied MHz']:,.0f} MHz)" if number(r.get("clock implied MHz")) else "")
                      + f"  by {r['measured by']}")
     missing, about = split_notes(run)
     lines += [f"  no roof: {n}" for n in missing] + [f"  note: {n}" for n in about]

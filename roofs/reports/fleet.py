@@ -23,7 +23,6 @@ outlier is named with the recorded state that probably explains it (causes()).
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from bench.results import ResultsError, device_identity, load_meta, load_small
+from bench.util import missing, number
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.report import md_table
 
@@ -184,39 +184,31 @@ def _mode(s: pd.Series):
     return s.mode().iloc[0] if len(s) and len(s.mode()) else None
 
 
-def _num(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
     """Return the recorded state that probably explains a slow row, compared with its group:
     a clock held down, a lower power limit, ECC or MIG state, a PCIe link below its maximum,
     a different driver, throttle reasons. Empty when nothing recorded differs."""
     out = []
-    clock, med_clock = _num(row.get(f"{roof}.clock_mhz")), _num(group.get(f"{roof}.clock_mhz", pd.Series()).median())
+    clock, med_clock = number(row.get(f"{roof}.clock_mhz")), number(group.get(f"{roof}.clock_mhz", pd.Series()).median())
     if clock and med_clock and clock < 0.97 * med_clock:
         out.append(f"clock held down ({clock:,.0f} MHz in its sustained window vs the fleet's median {med_clock:,.0f})")
     for key, what in (("app_sm_clock_mhz", "application SM clock"), ("max_clock_mhz", "maximum clock")):
-        v, med = _num(row.get(key)), _num(group[key].median())
+        v, med = number(row.get(key)), number(group[key].median())
         if v and med and v < 0.97 * med:
             out.append(f"{what} {v:,.0f} MHz vs the fleet's {med:,.0f}")
-    pl, med_pl = _num(row.get("power_limit_w")), _num(group["power_limit_w"].median())
+    pl, med_pl = number(row.get("power_limit_w")), number(group["power_limit_w"].median())
     if pl and med_pl and pl < 0.97 * med_pl:
         out.append(f"a lower power limit ({pl:,.0f} W vs the fleet's {med_pl:,.0f} W)")
     for key, what in (("ecc", "ECC"), ("mig", "MIG")):
         v, usual = row.get(key), _mode(group[key])
-        if v is not None and not pd.isna(v) and usual is not None and bool(v) != bool(usual):
+        if v is not None and not missing(v) and usual is not None and bool(v) != bool(usual):
             out.append(f"{what} {'on' if v else 'off'} where most of the fleet has it {'on' if usual else 'off'}")
-    gen, gmax = _num(row.get("pcie_gen")), _num(row.get("pcie_gen_max"))
-    width, wmax = _num(row.get("pcie_width")), _num(row.get("pcie_width_max"))
+    gen, gmax = number(row.get("pcie_gen")), number(row.get("pcie_gen_max"))
+    width, wmax = number(row.get("pcie_width")), number(row.get("pcie_width_max"))
     if (gen and gmax and gen < gmax) or (width and wmax and width < wmax):
         out.append(f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}")
     drv, usual = row.get("driver"), _mode(group["driver"])
-    if drv and usual and not pd.isna(drv) and drv != usual:
+    if drv and usual and not missing(drv) and drv != usual:
         out.append(f"driver {drv} where most of the fleet runs {usual}")
     thr = row.get(f"{roof}.throttle")
     if isinstance(thr, str) and thr:

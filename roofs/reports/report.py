@@ -14,19 +14,17 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from bench.hw.counters import FLAG_FRACTION
 from bench.results import load_counters, load_run, text_column
-from bench.util import fmt_bytes, fmt_num, plural
+from bench.util import fmt_bytes, fmt_num, missing, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
-from roofs.analysis.energy import fit_energy, fit_groups, flops_per_joule
+from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
-from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -63,7 +61,8 @@ def sustained_columns(m: Roof, ref: Roof | None) -> dict:
 
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
-    reference roofs came from). "measured" is the roof's value: the sweeps' burst figure
+    reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
+    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value: the sweeps' burst figure
     (or, for a roof the sustained phase settled, its sustained one); the sustained columns
     give the window's figure beside it (sustained_columns)."""
     refs, origin = specs.reference_roofs(run.device)
@@ -72,7 +71,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     for m in Roofline(run.roofs).roofs:
         if m.source != "measured" or is_pass_ceiling(m):  # not a unit's roof: no reference beside it
             continue
-        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in ("dram", "hbm") else m.name))
+        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in MEMORY_LEVELS else m.name))
         ref = by_name.get(key)
         clock = observed_clock(run.measurements, m.point_id)
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
@@ -81,6 +80,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
+            "clock implied MHz": specs.implied_clock_mhz(m.value, ref) if ref is not None else None,
             "% of reference": 100 * m.value / ref.value if ref else None,
             "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
             "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
@@ -318,36 +318,10 @@ def charts(run) -> list[str]:
     return [n for n in names if (run.dir / n).exists()]
 
 
-def plot_energy(run, model: dict, path: Path) -> Path:
-    """Draw energy.png: FLOP/J against intensity, the points and the fitted model at the
-    attainable rate."""
-
-    df = run.measurements
-    d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
-    fig = Figure(figsize=(8, 5))
-    ax = fig.subplots()
-    for fam, g in d.groupby("family"):
-        ax.scatter(g["intensity"], g["flops"] / g["joules"], s=14, label=fam)
-    rl = Roofline(run.roofs)
-    xs = np.logspace(-2, 4, 200)
-    ax.plot(xs, flops_per_joule(model, xs, [rl.attainable_gflops(x) for x in xs]), color="black",
-            label="fit: 1 / (e_flop + e_byte / I + P0 / attainable)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("FLOP per joule")
-    ax.set_title(f"Energy roofline: {run.device.get('name', '')}")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return path
-
-
 # ---- rendering --------------------------------------------------------------------------
 
 def _fmt(v):
-    if v is None or (isinstance(v, float) and v != v):
+    if missing(v):
         return ""
     if isinstance(v, float):
         return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
@@ -396,8 +370,6 @@ def sections(run) -> list[tuple[str, object]]:
                 ("Failed points", _error_lines(df))]
     table, origin = validation(run)
     energy, energy_why = fit_energy(df)
-    if energy:
-        plot_energy(run, energy, run.dir / "energy.png")
     out = [("Device and software", env)]
     if kind == "model":
         out.append(("Roofs", [f"This model run is placed under the roofs {run.meta.get('roofs_from', 'it was given')}; "

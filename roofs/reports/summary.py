@@ -9,7 +9,8 @@ import pandas as pd
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from roofs.analysis.roofline import Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
+from roofs.analysis.specs import implied_clock_mhz
 from roofs.reports.report import best_rows, counter_lines
 
 
@@ -31,6 +32,17 @@ def ridge_text(model: Roofline, roof: Roof) -> str:
     return f"{fmt_num(peak.value / roof.value, 3)} ({peak.name})"
 
 
+def reference_text(roof: Roof, ref: Roof | None) -> str:
+    """Return a measured roof's reference as the summary prints it: its value, source and the
+    measured share of it, and the clock the measured roof implies (specs.implied_clock_mhz)
+    where the reference says which clock it assumes."""
+    if ref is None:
+        return ""
+    implied = implied_clock_mhz(roof.value, ref)
+    clock = f", implies {implied:,.0f} MHz" if implied else ""
+    return f"{fmt_num(ref.value)} {ref.source} ({100 * roof.value / ref.value:.0f}%{clock})"
+
+
 def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
     """Return (one summary row per measured roof, with its datasheet or computed reference
     beside it and its ridge point; the reference roofs no measured roof matches)."""
@@ -39,15 +51,15 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
     for r in model.roofs:
         if r.source != "measured" or is_pass_ceiling(r):
             continue
-        name = "memory" if r.name in ("dram", "hbm") else r.name
+        name = "memory" if r.name in MEMORY_LEVELS else r.name
         ref = next((x for x in refs if x.kind == r.kind and (x.name == r.name or x.name == name
-                                                             or (name == "memory" and x.name in ("dram", "hbm")))), None)
+                                                             or (name == "memory" and x.name in MEMORY_LEVELS))), None)
         if ref is not None:
             used.add(id(ref))
         where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({plural(r.plateau_points, 'size')})"
                  if r.plateau_bytes else r.shape)
         rows.append({"roof": r.name, "value": f"{fmt_num(r.value)} {r.unit}",
-                     "reference": f"{fmt_num(ref.value)} {ref.source} ({100 * r.value / ref.value:.0f}%)" if ref else "",
+                     "reference": reference_text(r, ref),
                      "from": f"{r.impl} {r.dtype}" + (f" (via {r.extra['via']})" if (r.extra or {}).get("via") else ""),
                      "plateau or shape": where, "ridge FLOP/B": ridge_text(model, r)})
     return rows, [r for r in refs if id(r) not in used]
