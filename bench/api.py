@@ -31,10 +31,12 @@ import pandas as pd
 import torch
 
 from bench.hw import detect
+from bench.hw.device import DeviceError
+from bench.identity import other_machine
 from bench.hw.telemetry import LoadProbe
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
-from bench.measure.runner import Runner, Task, busy_flag
+from bench.measure.runner import Runner, busy_flag, make_plan
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.measure.tolerance import tolerance
 from bench.ops.gemm import PRECISIONS
@@ -48,12 +50,13 @@ from bench.results import (
     load_run,
     measured_home,
     rewrite_measurements,
+    source_of,
     start_derived,
     utc_stamp,
 )
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
-from roofs.analysis.derive import bandwidth_roofs, compute_roofs, untrusted_text
+from roofs.analysis.derive import derive, untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
 
@@ -134,6 +137,21 @@ class Result:
         return 100 * self.gflops / att if att and self.samples_s else None
 
     @property
+    def above_bound(self) -> str:
+        """Return the finding when even this point's slow end (its p80 time) beats its
+        attainable bound (rule 12's flag: cache residency, a wrong count, or a roof measured
+        too low), else ""."""
+        att = self.attainable_gflops
+        if not att or not self.samples_s:
+            return ""
+        slow = self.flops / stats(self.samples_s).p80_s / 1e9
+        if slow <= att:
+            return ""
+        return (f"{slow / att - 1:.0%} above its attainable bound of {att:,.1f} GFLOP/s even at p80: its working set "
+                "may sit in a cache its bound does not credit, a count may be too high, or a roof was measured low "
+                "(on a busy machine: measure the roofs again)")
+
+    @property
     def bound(self) -> str:
         """Return "memory" when the boundary level's bandwidth is the lower bound at this
         intensity, "compute" when the precision's roof is, "unknown" without a bound."""
@@ -198,6 +216,27 @@ def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, 
     return r, w
 
 
+def _counts(bytes, read_bytes, write_bytes, direction, shape, name: str) -> tuple:
+    """Return (bytes, read bytes, write bytes) of one call at shape: bytes as given, split by
+    _split; without bytes, read_bytes + write_bytes (both needed: neither gives the other
+    without the total). Raises APIError when no byte count is given, or only one part."""
+    if bytes is None:
+        if read_bytes is None or write_bytes is None:
+            given = "read_bytes" if read_bytes is not None else "write_bytes" if write_bytes is not None else ""
+            raise APIError(f"kernel '{name}' has no byte count"
+                           + (f" (only {given}, which without bytes= does not give the other)" if given else "")
+                           + ": give bytes= (the compulsory traffic of one call), or both read_bytes= and "
+                           "write_bytes=.")
+        r = _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
+        w = _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
+        if r + w <= 0:
+            raise APIError(f"read_bytes and write_bytes of kernel '{name}' are both 0: give the bytes one call "
+                           "reads and writes (together above 0).")
+        return r + w, r, w
+    b = _count(bytes, shape, "bytes", name)
+    return (b, *_split(b, read_bytes, write_bytes, direction, shape, name))
+
+
 def _roofs_arg(roofs) -> tuple:
     """Return roofs= as a tuple of Roof: a run folder (a path) is read as roofs_from(it); a
     roofs.json entry (a dict) as its Roof. Raises APIError for anything else."""
@@ -223,63 +262,86 @@ class BusyWarning(UserWarning):
 
 
 class Roofs(list):
-    """A list of Roof, with `missing`: one sentence per roof that could not be set, and why."""
+    """A list of Roof, with `missing`: one sentence per roof that could not be set, and why;
+    and `foreign`: the sentence saying the roofs were measured on another machine, or ""."""
 
-    def __init__(self, roofs=(), missing=()):
+    def __init__(self, roofs=(), missing=(), foreign: str = ""):
         super().__init__(roofs)
         self.missing = list(missing)
+        self.foreign = foreign
 
 
 class RoofWarning(UserWarning):
     """A roof quick_roofs() could not set (also listed in its result's `missing`)."""
 
 
-def roofs_from(run_dir) -> Roofs:
+class ForeignRoofsWarning(UserWarning):
+    """Roofs read from a run made on another machine than this one (also the result's `foreign`)."""
+
+
+def foreign_note(recorded: dict, device: str | None = None) -> str:
+    """Return bench.identity.other_machine's sentence for roofs measured on the device
+    `recorded` (a run.json device) against this machine's device (default: of the run's kind),
+    or ""; a device this machine does not have is said so."""
+    try:
+        here = detect.resolve(device or ("cpu" if recorded.get("kind") == "cpu" else None))
+    except DeviceError:
+        return (f"the roofs were measured on {recorded.get('name', 'a device')}, which this machine does not have: "
+                "its bounds describe that machine, not this one")
+    return other_machine(recorded, here.to_dict())
+
+
+def roofs_from(run_dir, device: str | None = None) -> Roofs:
     """Return the roofs of a run folder (measured, datasheet and computed); `missing` holds
-    roofs.json's notes on the levels and precisions that got none."""
+    roofs.json's notes on the levels and precisions that got none. Roofs measured on another
+    machine than this one (device: default the run's kind) are warned of in one sentence
+    (ForeignRoofsWarning, bench.identity.other_machine), kept in `foreign`."""
     run = load_run(run_dir)
     path = Path(run_dir) / "roofs.json"
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
-    return Roofs([Roof.from_dict(r) for r in run.roofs], notes)
+    foreign = foreign_note(run.device, device)
+    if foreign:
+        warnings.warn(f"{run_dir}: {foreign}", ForeignRoofsWarning, stacklevel=2)
+    return Roofs([Roof.from_dict(r) for r in run.roofs], notes, foreign)
 
 
-QUICK_PRECISIONS = ("fp32", "bf16")
+QUICK_ROOF_OPS = ("stream.copy", "stream.read", "stream.write", "stream.reread", "probe.l1", "gemm.square")
 
 
-def quick_roofs(device: str | None = None, budget_s: float = 0.05) -> Roofs:
-    """Measure roofs on the spot: the memory roof from stream copy and read at working sets
-    4x and 8x the last-level cache, and the fp32 and bf16 compute roofs from a few square
-    GEMMs (torch). Seconds on a GPU; tens of seconds on a 2-core CPU VM.
-    A roof it could not set (rows that did not converge on a busy machine, a precision the
-    device lacks) is named in the result's `missing`, with why, and warned of (RoofWarning)."""
-
+def quick_roofs(device: str | None = None, budget_s: float | None = None) -> Roofs:
+    """Measure roofs on the spot, as a quick run measures them and with its budgets (rule 4:
+    0.1 s a point, each op's own floor above it, a point predicted past its budget cut
+    before its inputs are made, the stream sweep stopped once the off-chip rate settles):
+    the quick plan's stream copy, read, write and reread (every cache level's window, and
+    the off-chip roof past the last), probe.l1 and its square GEMMs (each precision a quick
+    run measures here), derived by the run's own rules (roofs.analysis.derive.derive).
+    About 20-30 s on a 2-core CPU VM, seconds on a GPU. A roof it could not set (a level or
+    a precision whose rows did not converge on a busy machine, or were cut) is named in the
+    result's `missing` with why (derive's notes) and warned of (RoofWarning); never raises
+    for a roof it could not set."""
     info = detect.resolve(device)
     reg = load_all()
-    llc = info.llc_bytes
-    tasks = [Task(reg.ops[f"stream.{k}"], {"dtype": "float32", "ws_bytes": f * llc}, (reg.impls[f"stream.{k}/torch"],))
-             for k in ("copy", "read") for f in (4, 8)]
-    sizes = (1024, 2048) if info.kind == "cpu" else (4096, 8192)
-    tasks += [Task(reg.ops["gemm.square"], {"dtype": p, "shape": (n, n, n)}, (reg.impls["gemm.square/torch"],))
-              for p in ("fp32", "bf16") for n in sizes]
-    runner = Runner(info, timer_config(False, budget_s, warmup_s=0.01))
-    rows = pd.DataFrame([m.row() for t in tasks for m in runner.run_task(t, ("warm",))])
-    roofs, notes = bandwidth_roofs(rows, [(c.name, c.total_bytes) for c in info.caches[-1:]], info.memory_level)
-    roofs = [r for r in roofs if r.name == info.memory_level]  # the quick sweep measures no cache plateau
-    compute = compute_roofs(rows)
+    plan = make_plan(reg, info, list(QUICK_ROOF_OPS), quick=True)
+    runner = Runner(info, timer_config(True, budget_s), quick=True)
+    rows = pd.DataFrame([m.row() for m in runner.run(plan)], columns=COLUMNS)
+    roofs, notes = derive(rows, info.to_dict())
+    have = {r.name for r in roofs}
+    levels = [c.name for c in info.caches] + [info.memory_level]
+    precisions = sorted({str(t.point["dtype"]) for t in plan.tasks if t.op.family == "gemm"},
+                        key=list(PRECISIONS).index)
     missing = []
-    if not roofs:
-        why = next((n for n in notes if n.startswith(f"{info.memory_level}:")), "")
-        busy = next((n.split(": ", 1)[1] for n in notes if n.startswith("stream rows that set no roof")), "")
-        missing.append(f"{info.memory_level} roof: " + "; ".join(x for x in (why.split(": ", 1)[-1], busy) if x))
-    for p in QUICK_PRECISIONS:
-        if not any(r.name == p for r in compute):
-            g = rows[(rows["family"] == "gemm") & (rows["dtype"] == p)]
+    for name in levels + precisions:
+        if name in have:
+            continue
+        why = [n.split(": ", 1)[1] for n in notes if n.startswith(f"{name}:") or n.startswith(f"{name} ")]
+        if name in precisions and not why:
+            g = rows[(rows["family"] == "gemm") & (rows["dtype"] == name)]
             reasons = sorted(set(g.loc[g["status"] != "ok", "reason"].dropna().astype(str)))
-            missing.append(f"{p} roof: " + ("; ".join(reasons) if reasons else
-                                            f"of its {len(g)} GEMM rows, {untrusted_text(g)}"))
+            why = reasons or [f"of its {len(g)} GEMM rows, {untrusted_text(g)}"]
+        missing.append(f"{name} roof: " + ("; ".join(why) if why else "no row of the quick plan set it"))
     for m in missing:
         warnings.warn(f"quick_roofs could not set the {m}", RoofWarning, stacklevel=2)
-    return Roofs(roofs + compute, missing)
+    return Roofs([r for r in roofs if r.source == "measured" or r.kind != "bandwidth"], missing)
 
 
 def check_precision(precision: str, roofs=()) -> str:
@@ -313,14 +375,15 @@ def _error(out, ref, inputs) -> float:
     return relative_norm_error(torch.as_tensor(out), ref, inputs)
 
 
-def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", shape="", device: str | None = None,
+def measure(fn: Callable[[], object], *, flops, bytes=None, name: str = "kernel", shape="", device: str | None = None,
             precision: str = "", mode: str = "warm", roofs: Iterable[Roof] = (), reference=None,
             backend: str = "torch", budget_s: float = 0.3, tolerance: float | None = None,
             read_bytes=None, write_bytes=None, direction: str | None = None) -> Result:
     """Return the Result of timing fn() (a zero-argument callable, inputs already allocated)
     with the suite's timer on device (default: the first GPU, else the CPU).
 
-    flops and bytes are the counts of one call: numbers, or functions of shape. reference,
+    flops and bytes are the counts of one call: numbers, or functions of shape (bytes may be
+    left out when read_bytes and write_bytes are both given: bytes = read + write). reference,
     when given, is the expected output: fn()'s result passes the suite's correctness gate
     first (relative norm error in float64 within the precision's tolerance, or tolerance),
     and a wrong result is an error, never timed. read_bytes and write_bytes (numbers or
@@ -332,8 +395,8 @@ def measure(fn: Callable[[], object], *, flops, bytes, name: str = "kernel", sha
     Raises APIError for bad input or a callable that raises (one sentence)."""
     precision = check_precision(precision, roofs := _roofs_arg(roofs))
     info = detect.resolve(device)
-    f, b = _count(flops, shape, "flops", name), _count(bytes, shape, "bytes", name)
-    rb, wb = _split(b, read_bytes, write_bytes, direction, shape, name)
+    f = _count(flops, shape, "flops", name)
+    b, rb, wb = _counts(bytes, read_bytes, write_bytes, direction, shape, name)
     base = dict(name=name, shape=str(shape), flops=f, bytes=b, device=info.torch_device, mode=mode,
                 read_bytes=rb, write_bytes=wb,
                 caches=tuple((c.name, c.total_bytes) for c in info.caches),
@@ -401,9 +464,8 @@ class Kernel:
         out = []
         for shape in self.shapes:
             # bad counts are the caller's mistake and stop the sweep; a failing call does not
-            b = _count(self.bytes, shape, "bytes", self.name)
             _count(self.flops, shape, "flops", self.name)
-            _split(b, self.read_bytes, self.write_bytes, self.direction, shape, self.name)
+            _counts(self.bytes, self.read_bytes, self.write_bytes, self.direction, shape, self.name)
             args = self._call("make_inputs", self.make_inputs, shape, shape, info.torch_device)
             ref = self._call("reference", self.reference, shape, *args) if self.reference else None
             try:
@@ -417,7 +479,7 @@ class Kernel:
         return out
 
 
-def kernel(*, flops, bytes, shapes, make_inputs, precision: str = "", name: str | None = None,
+def kernel(*, flops, shapes, make_inputs, bytes=None, precision: str = "", name: str | None = None,
            reference: Callable | None = None, backend: str = "torch", read_bytes=None, write_bytes=None,
            direction: str | None = None):
     """Decorator: attach counts (numbers or functions of the shape; bytes split by
@@ -432,16 +494,19 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     """Add results (family "user") to a run: into a derived folder beside it, by default
     RUN/derived/<method>-<commit>-user-<UTC timestamp>/ (or `out`), holding the run's rows
     and these, their samples, and the roofs, pictures and report re-derived from them; the
-    run's own files stay as it wrote them. in_place=True writes into the run's own folder
+    run's own files stay as it wrote them. An `out` that an earlier add_to_run wrote (a
+    derived folder holding its own samples) gets these appended to its points, so one sweep
+    after another stays in one folder. in_place=True writes into the run's own folder
     instead (your own run only). Returns the folder written."""
 
     run_dir = Path(run_dir)
-    run = load_run(run_dir)
     ms = [r.measurement() for r in results]
-    if in_place:
-        target = run_dir
+    earlier = out is not None and source_of(out) is not None and measured_home(out) == Path(out).resolve()
+    if in_place or earlier:
+        target = run_dir if in_place else Path(out)
     else:
         target = start_derived(run_dir, out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
+    run = load_run(run_dir if in_place or not earlier else target)
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
     rewrite_measurements(target, df)

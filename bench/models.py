@@ -29,17 +29,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from bench.measure.registry import REGISTRY, load_all
-from bench.measure.runner import Plan, Task
+from bench.measure.runner import STRETCH_CALLS, Plan, Task
 from bench.measure.timing import timer_config
 from bench.results import utc_stamp
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
-from bench.util import fmt_bytes, fmt_num, plural
+from bench.util import did_you_mean, fmt_bytes, fmt_num, plural
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.roofline import Roofline
 
@@ -72,7 +73,7 @@ def load_models(path: Path = MODELS) -> dict[str, ModelConfig]:
 def get_model(name: str) -> ModelConfig:
     models = load_models()
     if name not in models:
-        raise ModelError(f"unknown model '{name}': choose from {', '.join(models)}.")
+        raise ModelError(f"unknown model '{name}'{did_you_mean(name, models)}: choose from {', '.join(models)}.")
     return models[name]
 
 
@@ -301,6 +302,16 @@ def _totals_text(cfg: ModelConfig, r: dict) -> str:
             + (f", {fmt_num(r['tokens_per_s_measured'])} measured" if r["tokens_per_s_measured"] else ""))
 
 
+def cut_advice(note: str) -> str:
+    """Return the option that measures an op cut short (rule 7): --op-cap with seconds for
+    STRETCH_CALLS of the calls its note predicts, rounded up, else --budget."""
+    m = re.search(r"predicted ([\d.e+-]+) s per call", note)
+    if not m:
+        return "give it a larger --budget"
+    need = math.ceil(STRETCH_CALLS * float(m.group(1)) + 1)
+    return f"give --op-cap {need} (seconds an op may take) to measure it"
+
+
 def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report: dict, warnings=()) -> str:
     """Return the model command's text (model.md): the warnings first (roofs of another
     machine), then per batch and phase each op's bound and measured time, the totals per
@@ -323,37 +334,28 @@ def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report
             if r["flag"]:
                 out.append(f"FLAG: {r['flag']}.")
             out += [f"FLAG {line['op']}: {line['flag']}." for line in r["ops"] if line["flag"]]
+            out += [f"CUT {line['op']}: {line['note']}; {cut_advice(line['note'])}." for line in r["ops"]
+                    if line["measured_us"] is None and str(line["note"]).startswith("cut short")]
     return "\n".join(out) + "\n"
 
 
-def foreign_roofs(roofs_device: dict, device) -> str:
-    """Return a warning when the roofs were measured on another device than this one (name,
-    memory, compute units or caches differ), else ""."""
-    here = device.to_dict()
-    keys = ("name", "kind", "memory_bytes", "compute_units")
-    differ = [k for k in keys if roofs_device.get(k) != here.get(k)]
-    caches = lambda d: [(c.get("name"), c.get("total_bytes")) for c in d.get("caches") or []]  # noqa: E731
-    if caches(roofs_device) != caches(here):
-        differ.append("caches")
-    if not differ:
-        return ""
-    return (f"the roofs were measured on another machine ({roofs_device.get('name', '?')}, "
-            f"{roofs_device.get('compute_units', '?')} {roofs_device.get('compute_unit_kind', 'units')}) than this one "
-            f"({here.get('name')}, {here.get('compute_units')} {here.get('compute_unit_kind', 'units')}; "
-            f"{', '.join(differ)} differ): the bounds describe that machine, so a percentage of them says little here")
+OP_CAP_S = 10.0  # seconds an op's point may stretch to so that its predicted calls fit (model --op-cap)
 
 
 def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: str, budget_s: float,
                   out: Path, options: dict, prompt: int, context: int, dtype: str,
-                  warnings=()) -> tuple[str, Path, str]:
+                  warnings=(), op_cap_s: float = OP_CAP_S) -> tuple[str, Path, str]:
     """Measure every distinct op of per_batch (layers_per_batch) on device into a new run
     folder out/model-<name>-<device>-<time>/, place it under roofs, write model.json and
     model.md (warnings, such as roofs of another machine, first), finish the folder; return
+    (status, run folder, the model's text). Each op's point has budget_s, stretched up to
+    op_cap_s where its predicted calls need more (rule 7, bench.measure.runner.STRETCH_CALLS);
+    an op still cut is named in the summary with the --op-cap that would measure it. Return
     (status, run folder, the model's text). An error after the measuring marks the folder
     failed and propagates."""
     register_model_ops()
     run_dir = Path(out) / f"model-{cfg.name}-{device.slug}-{utc_stamp()}"
-    timer = timer_config(False, budget_s, warmup_s=0.02)
+    timer = timer_config(False, budget_s, warmup_s=0.02, stretch_s=max(op_cap_s, budget_s))
     meta = run_meta(device, options, "model", timer, model=dataclasses.asdict(cfg), roofs_from=roofs_from,
                     base_roofs=[r.to_dict() for r in roofs if r.source == "measured"])
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)

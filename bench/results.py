@@ -478,6 +478,7 @@ class Run:
     roofs: list[dict]
     _points: list[dict] | None = field(default=None, repr=False)
     roofs_by: dict | None = None  # roofs.json's derived_by: the method and commit that derived them (None: not recorded)
+    lost_points: int = 0  # points run.json records that measurements.csv lost from its end (check_points)
 
     @property
     def device(self) -> dict:
@@ -487,8 +488,18 @@ class Run:
     def points(self) -> list[dict]:
         """Every point's raw record in row order (load_samples), read once when first asked."""
         if self._points is None:
-            self._points = load_samples(self.dir, self.meta)
+            self._points = load_samples(self.dir, self.meta)[:len(self.measurements)]
         return self._points
+
+    @property
+    def lost_note(self) -> str:
+        """Return the sentence saying how many points the CSV lost from its end, or ""."""
+        if not self.lost_points:
+            return ""
+        return (f"{self.dir / 'measurements.csv'} holds {len(self.measurements)} of the "
+                f"{len(self.measurements) + self.lost_points} points run.json records: the last "
+                f"{self.lost_points} point{'' if self.lost_points == 1 else 's'} (cut off its end) "
+                f"{'is' if self.lost_points == 1 else 'are'} lost, the rows before stand")
 
 
 def _load_json(path: Path, what: str) -> dict:
@@ -532,16 +543,20 @@ def load_measurements(path: Path) -> pd.DataFrame:
     return df
 
 
-def check_points(df: pd.DataFrame, meta: dict, path: Path) -> None:
-    """Raise ResultsError unless measurements.csv has the points run.json records (its
-    point_count, with the ids of the samples file; or an older folder's "points"), in the
-    same order (a run still running, or killed, has not recorded them: nothing to check)."""
+def check_points(df: pd.DataFrame, meta: dict, path: Path) -> int:
+    """Return how many of the points run.json records are missing from the end of
+    measurements.csv (0 when it has them all; a CSV whose cut last row was deleted keeps the
+    rows before it); raise ResultsError unless its rows are those points (its point_count,
+    with the ids of the samples file; or an older folder's "points"), in the same order, or
+    their first ones (a run still running, or killed, has not recorded them: nothing to check)."""
     if meta.get("points") is None and meta.get("point_count") is None:
-        return
+        return 0
     records = load_samples(path.parent, meta)
     ids = [p.get("point_id") for p in records]
     count = len(ids) if meta.get("points") is not None else int(meta["point_count"])
     where = "run.json" if meta.get("points") is not None else "run.json (with its samples file)"
+    if count == len(ids) and len(df) < count and list(df["point_id"]) == ids[:len(df)]:
+        return count - len(df)  # the CSV lost its tail (a cut row deleted as advised): the rows before it stand
     if count != len(df) or len(ids) != len(df):
         got = count if count != len(df) else len(ids)
         raise ResultsError(f"{path} has {len(df)} rows but {where} records {got} points: one of the files was "
@@ -550,17 +565,6 @@ def check_points(df: pd.DataFrame, meta: dict, path: Path) -> None:
         if row != point:
             raise ResultsError(f"row {i + 1} of {path} is '{row}' but {where} records '{point}' there: the files come "
                                "from different runs or one was edited.")
-
-
-def device_identity(device: dict, run_dir) -> dict:
-    """Return {"host", "id", "pci_bus_id"} of run.json's device. Runs made before they were
-    recorded: the host is "unknown", the id a GPU's UUID from `extra` where it was kept,
-    else "<run folder>:<torch device>", so two old runs are never taken for one device."""
-    host = device.get("host") or "unknown"
-    uid = device.get("id") or (device.get("extra") or {}).get("uuid")
-    if not uid:
-        uid = f"{Path(run_dir).name}:{device.get('torch_device', '?')}"
-    return {"host": host, "id": uid, "pci_bus_id": device.get("pci_bus_id")}
 
 
 def load_meta(run_dir) -> dict:
@@ -598,6 +602,6 @@ def load_run(run_dir) -> Run:
     if meta.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
     df = load_measurements(d / "measurements.csv")
-    check_points(df, meta, d / "measurements.csv")
+    lost = check_points(df, meta, d / "measurements.csv")
     doc = _load_json(d / "roofs.json", "its roofs") if (d / "roofs.json").exists() else {}
-    return Run(d, meta, df, doc.get("roofs", []), roofs_by=doc.get("derived_by"))
+    return Run(d, meta, df, doc.get("roofs", []), roofs_by=doc.get("derived_by"), lost_points=lost)

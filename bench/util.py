@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
+import math
 import os
 import resource
 import subprocess
@@ -20,9 +22,20 @@ TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64":
 DTYPE_SPELLINGS = (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("fp64", "float64"))
 
 
+def did_you_mean(word: str, choices) -> str:
+    """Return " (did you mean 'X'?)" for the choice closest to word (difflib's ratio of at
+    least 0.6, case-blind), or "" when none is close."""
+    choices = [str(c) for c in choices]
+    lower = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
+    return f" (did you mean '{lower[close[0]]}'?)" if close else ""
+
+
 def dtype_spellings(name: str) -> tuple[str, ...]:
-    """Return name and its other spelling ("fp32" -> ("fp32", "float32"), "bfloat16" ->
-    ("bfloat16", "bf16")), or (name,) for a dtype with one spelling ("int8", "fp8e4m3")."""
+    """Return name (lower-cased: dtypes are read case-blind) and its other spelling ("FP32" ->
+    ("fp32", "float32"), "bfloat16" -> ("bfloat16", "bf16")), or (name,) for a dtype with one
+    spelling ("int8", "fp8e4m3")."""
+    name = name.lower()
     for pair in DTYPE_SPELLINGS:
         if name in pair:
             return (name, pair[1 - pair.index(name)])
@@ -30,7 +43,8 @@ def dtype_spellings(name: str) -> tuple[str, ...]:
 
 
 def precision_name(name: str) -> str:
-    """Return the precision's short name for either spelling ("float32" -> "fp32")."""
+    """Return the precision's short name for either spelling, case-blind ("Float32" -> "fp32")."""
+    name = name.lower()
     return next((short for short, long in DTYPE_SPELLINGS if name == long), name)
 
 
@@ -77,6 +91,20 @@ def fmt_bytes(n: float) -> str:
         if float(f"{v:.3g}") < 1000:
             break
     return f"{v:.3g} {unit}" if v < 999.5 else f"{v:.0f} {unit}"  # past 1000 GiB: whole GiB
+
+
+def option_size(n: float, up: bool = False) -> str:
+    """Return n bytes as a size option takes it, with no space ("24KiB", "11.8GiB"), so advice
+    can be typed as written; up=True rounds the 3 significant digits up (an "at least" figure
+    never rounds below what is needed)."""
+    if up and n >= 1000:
+        for scale in (2**10, 2**20, 2**30):
+            if n / scale < 999.5:
+                break
+        v = n / scale
+        step = 10 ** (math.floor(math.log10(v)) - 2)
+        n = math.ceil(v / step - 1e-9) * step * scale
+    return fmt_bytes(n).replace(" ", "")
 
 
 def fmt_num(v, digits: int = 4) -> str:

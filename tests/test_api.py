@@ -207,6 +207,21 @@ def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     assert len(pd.read_csv(run_dir / "measurements.csv")) == len(df)
 
 
+def test_add_to_run_appends_to_an_earlier_user_folder(tmp_path):
+    """A second sweep given the first one's folder as out joins it: both points in one folder."""
+    run_dir = Path(shutil.copytree(DATA / "run_a", tmp_path / "run"))
+    x = torch.randn(1024)
+    first = api.measure(lambda: x * 2, flops=1024, bytes=8 * 1024, name="double", shape="1024", precision="fp32",
+                        device="cpu", budget_s=0.01)
+    second = api.measure(lambda: x * 3, flops=1024, bytes=8 * 1024, name="triple", shape="1024", precision="fp32",
+                         device="cpu", budget_s=0.01)
+    folder = api.add_to_run(run_dir, [first])
+    assert api.add_to_run(run_dir, [second], out=folder) == folder
+    df = pd.read_csv(folder / "measurements.csv")
+    assert sorted(df.loc[df["family"] == "user", "impl"]) == ["user.double/torch", "user.triple/torch"]
+    assert len(df) == len(load_run(run_dir).measurements) + 2 and len(load_run(folder).points) == len(df)
+
+
 def test_example_file_runs(tmp_path, capsys):
     # in this process, through the example's main (tests/test_nothing_rewritten.py runs it as
     # `python -m bench.examples.custom_kernel RUN_DIR` in a process of its own)
@@ -231,3 +246,32 @@ def test_cuda_graph_captured_callable():
         y.copy_(x)
     r = api.measure(g.replay, flops=1, bytes=8 * (1 << 20), device="cuda", budget_s=0.1)
     assert r.status == "ok" and r.gbps > 0
+
+
+@pytest.mark.parametrize("kw,total,read", [
+    ({"bytes": 4000}, 4000, None),                                   # bytes alone
+    ({"bytes": 4000, "read_bytes": 3000}, 4000, 3000),               # either part gives the other
+    ({"bytes": 4000, "write_bytes": 1000}, 4000, 3000),
+    ({"read_bytes": 3000, "write_bytes": 1000}, 4000, 3000),         # together they are bytes
+    ({"read_bytes": lambda n: 3 * n, "write_bytes": lambda n: n}, 4000, 3000),
+    ({"bytes": 4000, "direction": "copy"}, 4000, 2000),
+])
+def test_every_documented_byte_form_of_measure_and_kernel(kw, total, read):
+    """REFERENCE.md's forms: bytes=, read_bytes=/write_bytes= with or without bytes=, direction=;
+    the same through @api.kernel's sweep (shape 1000: 3 n read, n written)."""
+    x = torch.randn(250)
+    r = api.measure(lambda: x * 2, flops=1, shape=1000, device="cpu", budget_s=0.02, **kw)
+    assert r.status == "ok" and r.bytes == total and r.read_bytes == read
+    k = api.kernel(flops=1, shapes=[1000], make_inputs=lambda n, dev: (torch.randn(n // 4),), **kw)(lambda a: a * 2)
+    (s,) = k.sweep(device="cpu", budget_s=0.02)
+    assert s.status == "ok" and s.bytes == total and s.read_bytes == read
+
+
+@pytest.mark.parametrize("kw,expect", [
+    ({"read_bytes": 3000}, "kernel 'kernel' has no byte count (only read_bytes, which without bytes= does not give"),
+    ({}, "kernel 'kernel' has no byte count: give bytes="),
+])
+def test_a_byte_count_missing_is_one_sentence(kw, expect):
+    with pytest.raises(api.APIError) as e:
+        api.measure(lambda: None, flops=1, device="cpu", **kw)
+    assert str(e.value).startswith(expect) and "\n" not in str(e.value)

@@ -159,3 +159,44 @@ def test_an_unwritable_out_is_one_sentence(tmp_path, cli_in_process):
     (tmp_path / "file").write_text("x")
     r = cli_in_process("fleet", tmp_path / "runs", "--out", tmp_path / "file")
     assert r.returncode == 2 and "cannot write the fleet folder" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_fleet_of_one_device_is_its_run_to_run_spread_never_its_own_outlier(tmp_path):
+    """Four runs of one device, one of them 20% down: one device, no outlier, and its spread
+    (hand-worked: hbm 3,200-4,000 GB/s, median 4,000, so (4,000 - 3,200) / 4,000 = 20%)."""
+    for i, scale in enumerate((1.0, 1.0, 0.8, 1.0)):
+        write_run(tmp_path / f"r{i}", "vm", "GPU-one", scale, start=f"2026-12-0{i + 1}T00:00:00+00:00")
+    r = run_cli(tmp_path, "--out", tmp_path / "fleet")
+    assert r.returncode == 0, r.stderr
+    assert "roofbench: 1 device in 4 runs, 1 model(s), 0 outlier device(s)" in r.stdout
+    assert "1 device of NVIDIA H200: an outlier needs at least 3 devices of the model" in r.stdout
+    assert "GPU-one: run-to-run spread over 4 runs: hbm 20.0%" in r.stdout
+    doc = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
+    assert doc["outliers"] == [] and doc["groups"]["NVIDIA H200"]["devices"] == 1
+    assert doc["spread"]["GPU-one"]["hbm"] == {"runs": 4, "min": 3200.0, "max": 4000.0, "spread_pct": 20.0}
+    md = (tmp_path / "fleet" / "fleet.md").read_text()
+    assert "# A fleet of 1 device (4 runs)" in md and "- none named: 1 device of NVIDIA H200" in md
+    assert "**GPU-one**: run-to-run spread hbm 3,200.0-4,000.0 (20.0%)" in md
+
+
+def test_two_devices_cannot_tell_an_outlier_and_three_can(tmp_path):
+    write_run(tmp_path / "a", "vm", "GPU-a", 1.0)
+    write_run(tmp_path / "b", "vm", "GPU-b", 0.8)
+    doc = fl.analyse(fl.gather([tmp_path]))
+    assert doc["outliers"] == [] and "2 devices of NVIDIA H200" in doc["groups"]["NVIDIA H200"]["no_outliers"]
+    write_run(tmp_path / "c", "vm", "GPU-c", 1.0)
+    doc = fl.analyse(fl.gather([tmp_path]))
+    assert {o["id"] for o in doc["outliers"]} == {"GPU-b"} and "no_outliers" not in doc["groups"]["NVIDIA H200"]
+
+
+def test_two_cpu_vms_of_one_host_name_are_two_devices(tmp_path):
+    from bench.hw.device import CacheLevel
+    for name, mid in (("a", "1" * 32), ("b", "2" * 32)):
+        dev = DeviceInfo("cpu", "cpu", "AMD EPYC", 2**34, 2, "cores", (CacheLevel("l3", 2**25),), host="vm",
+                         machine_id=mid)
+        w = RunWriter(tmp_path / name, run_meta(dev, {"quick": True}, "device"))
+        w.finish("complete")
+        write_roofs(tmp_path / name, [{"kind": "bandwidth", "name": "dram", "value": 40.0, "unit": "GB/s",
+                                       "source": "measured"}])
+    rows = fl.gather([tmp_path]).rows
+    assert rows["id"].nunique() == 2 and set(rows["host"]) == {"vm"}

@@ -14,7 +14,7 @@ PACKAGES = ("bench", "roofs", "kernels")
 # or from layers above it (a lower number).
 LAYERS = [
     (0, ("bench", "roofs")),   # the top packages themselves: empty __init__ files
-    (1, ("kernels", "bench.util")),
+    (1, ("kernels", "bench.util", "bench.identity")),
     (2, ("bench.results",)),
     (3, ("bench.hw",)),
     (4, ("roofs.analysis",)),

@@ -14,6 +14,7 @@ from bench import api
 from bench.hw import detect
 from bench.measure.timing import timer_config
 from bench.results import load_run
+from roofs.analysis.roofline import Roof
 
 ROOT = Path(run_bench.__file__).parent
 
@@ -84,11 +85,13 @@ def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
     from bench import models
-    here = detect.resolve("cpu")
-    other = dict(load_run(DATA / "run_a").device, name="Some Other CPU", compute_units=96)
-    w = models.foreign_roofs(other, here)
-    assert w.startswith("the roofs were measured on another machine (Some Other CPU, 96 cores)")
-    assert models.foreign_roofs(here.to_dict(), here) == ""
+    from bench.identity import other_machine
+    here = detect.resolve("cpu").to_dict()
+    other = dict(here, name="Some Other CPU", machine_id="0" * 32)
+    w = other_machine(other, here)
+    assert w.startswith("the roofs were measured on another machine (Some Other CPU on ")
+    assert "machine id, model differ" in w and "\n" not in w
+    assert other_machine(here, here) == ""
     cfg = models.get_model("tiny")
     text = models.summary_text(cfg, 8, 16, "bf16", {}, [w])
     assert f"WARNING: {w}" in text
@@ -132,8 +135,10 @@ def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_
 
 
 def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
-    """On a machine where nothing converges, quick_roofs returns what it
-    has and names each missing roof with its reason (and warns)."""
+    """On a machine where nothing converges, quick_roofs returns what it has and names each
+    missing roof, every cache level, the off-chip level and each precision of its quick
+    GEMMs, with its reason (and warns); it never raises."""
+    from bench.hw import detect
     from bench.measure.runner import Runner
 
     def too_slow(self, task, modes):
@@ -141,8 +146,45 @@ def test_quick_roofs_says_which_roofs_it_could_not_set(monkeypatch):
     monkeypatch.setattr(Runner, "run_task", too_slow)
     with pytest.warns(api.RoofWarning) as caught:
         roofs = api.quick_roofs("cpu")
-    assert [str(w.message).split(":")[0] for w in caught] == [
-        f"quick_roofs could not set the {r} roof" for r in ("dram", "fp32", "bf16")]
-    assert list(roofs) == []
-    assert roofs.missing[0].startswith("dram roof: no trustworthy measured working set")
-    assert roofs.missing[1:] == ["fp32 roof: cut short: slow", "bf16 roof: cut short: slow"]
+    info = detect.resolve("cpu")
+    names = [c.name for c in info.caches] + ["dram", "fp32", "bf16", "int8"]
+    assert [str(w.message).split(":")[0] for w in caught] == [f"quick_roofs could not set the {r} roof" for r in names]
+    assert [r for r in roofs if r.source == "measured"] == []
+    assert roofs.missing[len(info.caches)].startswith("dram roof: no trustworthy measured working set")
+    assert roofs.missing[-3:] == [f"{p} roof: cut short: slow" for p in ("fp32", "bf16", "int8")]
+
+
+def test_a_point_above_its_bound_is_flagged_and_one_under_is_not():
+    """Hand-worked: 1e6 FLOPs over 1 MB (I = 1) under a 100 GB/s dram roof and a 1,000
+    GFLOP/s fp32 roof: attainable 100 GFLOP/s. Samples of 5 us (200 GFLOP/s even at p80) beat
+    it by 100%; samples of 20 us (50 GFLOP/s) do not."""
+    roofs = (Roof("bandwidth", "dram", 100.0, "GB/s"), Roof("compute", "fp32", 1000.0, "GFLOP/s"))
+    base = dict(name="k", shape="", flops=1e6, bytes=1e6, device="cpu", mode="cold", backend="torch",
+                precision="fp32", roofs=roofs, caches=(("l3", 2**25),))
+    fast = api.Result(**base, samples_s=(5e-6,) * 9)
+    assert fast.attainable_gflops == pytest.approx(100.0)
+    assert fast.above_bound.startswith("100% above its attainable bound of 100.0 GFLOP/s even at p80")
+    assert api.Result(**base, samples_s=(2e-5,) * 9).above_bound == ""
+
+
+def test_quick_roofs_sets_every_level_and_precision_from_a_quick_runs_rows(monkeypatch):
+    """The rows a quick run on a 2-core Zen 4 VM measured (committed), for quick_roofs' ops
+    only, given back by the runner: quick_roofs derives a roof for every cache level, the
+    off-chip level and each precision of its quick GEMMs (fp32, bf16, int8), and misses none."""
+    from types import SimpleNamespace
+
+    from bench.hw.device import CacheLevel, DeviceInfo
+    from bench.measure.runner import Runner
+    run = load_run(ROOT / "results" / "cpu-amd-epyc-20261201T103023Z")
+    d = run.device
+    dev = DeviceInfo("cpu", "cpu", d["name"], d["memory_bytes"], d["compute_units"], "cores",
+                     tuple(CacheLevel(c["name"], c["size_bytes"], c["instances"]) for c in d["caches"]),
+                     max_clock_mhz=d.get("max_clock_mhz"), cpu_flags=tuple(d.get("cpu_flags") or ()))
+    rows = run.measurements[run.measurements["op"].isin(api.QUICK_ROOF_OPS) & (run.measurements["mode"] != "sustained")]
+    monkeypatch.setattr(api.detect, "resolve", lambda device=None: dev)
+    monkeypatch.setattr(Runner, "run", lambda self, plan, estimates=None: [
+        SimpleNamespace(row=lambda r=r: r) for r in rows.to_dict("records")])
+    roofs = api.quick_roofs()
+    measured = {r.name for r in roofs if r.source == "measured"}
+    assert {"l1", "l2", "l3", "dram", "fp32", "bf16", "int8"} <= measured, (measured, roofs.missing)
+    assert roofs.missing == []

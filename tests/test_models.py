@@ -45,7 +45,7 @@ def test_mixtral_experts_hand_worked():
 
 
 def test_unknown_model_and_bad_settings_are_one_sentence():
-    with pytest.raises(m.ModelError, match="unknown model 'llama-9'; choose from|unknown model 'llama-9': choose from"):
+    with pytest.raises(m.ModelError, match="unknown model 'llama-9'( \\(did you mean '[^']+'\\?\\))?: choose from"):
         m.get_model("llama-9")
     with pytest.raises(m.ModelError, match="must be positive"):
         m.layer_ops(m.get_model("tiny"), 0, 10, 10)
@@ -175,3 +175,27 @@ def test_incomplete_sums_say_so_and_the_roofs_it_has_still_bound():
     text = m.summary_text(cfg, 16, 32, "bf16", {1: {"prefill": pre}})
     assert "for the 2 of 5 layer ops the roofs bound" in text and "at least" in text
     assert "by the ops the roofs bound" in text and "NO BOUND: the dram roof is missing" in text
+
+
+@pytest.mark.parametrize("predicted,budget", [
+    (0.05, 0.2),            # fits the budget: unchanged
+    (1.2, 3 * 1.2 + 0.02),  # 3 calls and the warm-up: 3.62 s, under the cap
+    (5.0, 10.0),            # 15.02 s needed: the cap
+])
+def test_an_ops_budget_stretches_to_its_predicted_calls_within_the_cap(predicted, budget):
+    """Rule 7 with the model command's stretch: budget = min(cap, max(budget, 3 x predicted + warm-up))."""
+    from bench.hw import detect
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Runner
+    from bench.measure.timing import timer_config
+    op = load_all().ops["gemm.square"]
+    runner = Runner(detect.resolve("cpu"), timer_config(False, 0.2, warmup_s=0.02, stretch_s=10.0))
+    assert runner.stretched_budget(op, predicted) == pytest.approx(max(budget, op.budget_floor(False)))
+    plain = Runner(detect.resolve("cpu"), timer_config(False, 0.2, warmup_s=0.02))
+    assert plain.stretched_budget(op, predicted) == pytest.approx(plain.timer_for(op).budget_s)
+
+
+def test_an_op_still_cut_names_the_option_that_measures_it():
+    note = "cut short: predicted 12 s per call (from 0.5 s at a smaller size) exceeds the 10 s point budget"
+    assert m.cut_advice(note) == "give --op-cap 37 (seconds an op may take) to measure it"   # ceil(3 x 12 + 1)
+    assert m.cut_advice("cut short: slow") == "give it a larger --budget"

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from test_labels import crossings  # noqa: E402
 
 from bench.results import COLUMNS, load_run  # noqa: E402
 from roofs.analysis.derive import bandwidth_roofs  # noqa: E402
@@ -249,7 +250,8 @@ CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofl
     ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png", "energy.png"}), ("synthetic", set(plot.CHARTS) - {"energy.png"})])  # synthetic: no energy readings
 def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
     """A family chart exists only for the families the run has; on every chart no two drawn
-    texts (labels, titles, ticks, legend entries) intersect, and none runs off the figure."""
+    texts (labels, titles, ticks, legend entries) intersect, none runs off the figure, and no
+    drawn line (leaders aside) passes through a label."""
     figs = plot.figures(load_run(_runs(synthetic)[name]))
     try:
         assert set(figs) == charts
@@ -257,6 +259,8 @@ def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
             count, overlaps = _intersecting(fig)
             assert count > 5, chart  # titles, ticks and labels were drawn
             assert overlaps == [], f"{name}/{chart}"
+            # no label on a line: roofs, sweeps, size lines and frames pass beside every label
+            assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], f"{name}/{chart}"
     finally:
         for fig in figs.values():
             plt.close(fig)
@@ -287,6 +291,11 @@ def test_overview_roofs_points_and_legend(synthetic):
         assert len([t for t in ax.texts if t.get_gid() == "label:point"]) == len(best)  # each best point labelled
         assert any(t.startswith("prefill/triton fp16") and "above its bound" in t for t in texts)
         assert len(gids["flagged"].get_offsets()) == int(best["flagged"].sum()) >= 1
+        sweep = gids["sweep:user.double:torch:fp32"]  # a user's sweep: one marker per shape, joined
+        assert len(sweep.get_xdata()) == 2 and sweep.get_marker() == "o" and sweep.get_linestyle() == "-"
+        from roofs.charts.kit import LEVEL_COLORS
+        for level in ("hbm", "l2", "l1"):  # each level in its own colour, as on every chart
+            assert matplotlib.colors.same_color(gids[f"slope:{level}"].get_color(), LEVEL_COLORS[level])
         entries = [t.get_text() for t in ax.get_legend().get_texts()]
         assert len(entries) <= 13 and {"stream", "gemm", "gemv", "attention", "user"} <= set(entries)
     finally:
@@ -316,6 +325,9 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
                 assert (f"roof:{r.name}" in gids) == is_roof and (f"candidate:{r.name}" in gids) != is_roof
                 assert any(t.startswith(f"{r.name.upper()} {'roof' if is_roof else 'candidate'} ") for t in texts)
             assert {g for g in gids if g.startswith("overall:")} == {"overall:hbm", "overall:l2", "overall:l1"}
+            from roofs.charts.kit import LEVEL_COLORS
+            for name in ("hbm", "l2", "l1"):  # the level's colour, as on the rooflines
+                assert matplotlib.colors.same_color(gids[f"overall:{name}"].get_color(), LEVEL_COLORS[name])
             assert "4xllc" in gids
         bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith(("roof:", "candidate:"))}
         assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own
@@ -417,27 +429,19 @@ def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(nodr
             assert any(t.startswith(f"run {i}: AMD EPYC") for t in legend), legend
         assert any(t.startswith("run 3:") and "no off-chip roof" in t for t in legend)
         count, overlaps = _intersecting(fig)
-        labels = [t.get_text() for t in plot.drawn_texts(fig)]
-        assert {"run 1 fp32", "run 2 fp32", "run 3 fp32"} <= set(labels)
         assert overlaps == []
-        # each roof's label sits at its line: within the line's span, and its box
-        # touching the line or within one label height of it
         ax = fig.axes[0]
-        renderer = fig.canvas.get_renderer()
-        lines = {c.get_gid(): c for c in ax.collections if (c.get_gid() or "").startswith("run")}
-        checked = 0
-        for t in ax.texts:
-            name = t.get_text()
-            if not name.startswith("run ") or ":" in name:
-                continue
-            run_no, roof = name[4:].split(" ", 1)
-            (x0, y), (x1, _) = lines[f"run{run_no}:{roof}"].get_segments()[0]
-            (px0, py), (px1, _) = ax.transData.transform([(x0, y), (x1, y)])
-            bb = t.get_window_extent(renderer)
-            assert px0 - 2 <= bb.x0 and bb.x1 <= px1 + 2, name
-            assert bb.y0 - bb.height <= py <= bb.y1 + bb.height, (name, py, bb)
-            checked += 1
-        assert checked >= 6
+        gids = {a.get_gid() for a in ax.get_children() if a.get_gid()}
+        labels = [t.get_text() for t in ax.texts]
+        for i, run in enumerate(runs, 1):
+            for r in run.roofs:  # every level's slope and every precision's flat of every run
+                if r["source"] == "measured" and r["kind"] == "bandwidth" and r["name"] in ("l1", "l2", "l3", "dram"):
+                    assert f"run{i}:slope:{r['name']}" in gids, (i, r["name"])
+                if r["source"] == "measured" and r["kind"] == "compute" and "." not in r["name"]:
+                    assert f"run{i}:{r['name']}" in gids, (i, r["name"])
+                    # one label per roof: the runs sharing a value share it
+                    assert sum(t.split(": ", 1)[1].startswith(r["name"] + " ") and str(i) in t.split(":")[0]
+                               for t in labels) == 1, (i, r["name"], labels)
     finally:
         plt.close(fig)
 
@@ -490,3 +494,20 @@ def test_a_busy_point_is_not_drawn_as_above_its_bound():
                        "flag": ["measured while the machine was busy: load 3", "", "measured while the machine was busy: "
                                 "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
     assert list(_points(df)["flagged"]) == [False, False, True]
+
+
+def test_a_model_runs_layer_ops_are_each_a_point():
+    """Three layer GEMMs of one model op and impl, and two stream rows: three points for
+    the model (one per shape), one for the stream kernel (its best)."""
+    def row(op, family, shape, gflops, precision="bf16"):
+        return {"op": op, "family": family, "impl": f"{op}/torch", "shape": shape, "mode": "warm", "status": "ok",
+                "flops": 1e9, "gflops": gflops, "intensity": 10.0, "precision": precision, "dtype": "bfloat16",
+                "flag": "", "boundary": ""}
+    df = pd.DataFrame([row("model.gemm", "model", "2048x6144x4096", 400.0),
+                       row("model.gemm", "model", "2048x4096x4096", 380.0),
+                       row("model.gemm", "model", "2048x28672x4096", 420.0),
+                       row("stream.triad", "stream", "64 MiB", 5.0, ""),
+                       row("stream.triad", "stream", "1 GiB", 6.0, "")])
+    best = plot.roofline_points(df)
+    assert sorted(best[best["family"] == "model"]["gflops"]) == [380.0, 400.0, 420.0]
+    assert list(best[best["family"] == "stream"]["gflops"]) == [6.0]

@@ -2,6 +2,9 @@
 and a time-left estimate that does not jump."""
 from types import SimpleNamespace
 
+import pytest
+
+
 from bench.measure.progress import Ticker, reason_key, time_left
 
 TRITON = "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1"
@@ -65,3 +68,41 @@ def test_clock_without_predictions_and_at_the_end():
     assert t.clock(65.0, 3) == "1:05"
     t = Ticker(5, [10, 10, 10, 10, 10], lambda line: None, str)
     assert t.clock(5.0, 5) == "0:05, ~0:00 left"
+
+
+def test_the_counter_counts_the_rows_that_may_run():
+    """A bf16 GEMM with the torch and numpy impls: numpy's own rule (fp32 and fp64 only)
+    skips its row before the run, so the counter counts 1 row, not 2, and ends at 1/1."""
+    from bench.hw import detect
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Plan, Runner, Task, counted_rows
+    from bench.measure.timing import timer_config
+    reg, dev = load_all(), detect.resolve("cpu")
+    task = Task(reg.ops["gemm.square"], {"dtype": "bf16", "shape": (64, 64, 64)},
+                (reg.impls["gemm.square/torch"], reg.impls["gemm.square/numpy"]), ("warm",))
+    plan = Plan([task])
+    assert counted_rows(plan, dev, False) == (1, {(0, "gemm.square/numpy")})
+    lines = []
+    rows = Runner(dev, timer_config(True, 0.05), progress=lines.append).run(plan)
+    assert len(rows) == 2 and {r.status for r in rows if r.impl.endswith("numpy")} == {"skipped"}
+    assert lines and all(line.startswith("[1/1 ") for line in lines), lines
+
+
+@pytest.mark.parametrize("predicted,actual", [
+    ([3.0] * 100, [4.5] * 100),                        # every row 1.5x slower than predicted
+    ([3.0] * 100, [2.1] * 100),                        # 0.7x
+    ([0.01] * 300 + [3.0] * 100, [0.01] * 300 + [4.5] * 100),   # quick skips first, then 1.5x
+    ([3.0] * 100, [3.0] * 50 + [4.8] * 50),            # on time, then a family 1.6x: the worst it can see
+])
+def test_the_eta_is_within_a_quarter_of_the_truth_from_the_first_minute(predicted, actual):
+    """From the first minute on, elapsed + the shown time left is within 25% of the run's
+    true end, on runs whose rows are off the prediction by a factor (the ETA can be no better
+    than the prediction of the families not yet run: the last case is the edge)."""
+    t = Ticker(len(predicted), predicted, lambda line: None, lambda m: "x")
+    elapsed, end, worst = 0.0, sum(actual), 0.0
+    for done, sec in enumerate(actual, 1):
+        elapsed += sec
+        t.row(row("gemm", "gemm.square/torch"), done, elapsed)
+        if elapsed >= 60 and done < len(actual):
+            worst = max(worst, abs((elapsed + t.shown) / end - 1))
+    assert worst <= 0.25, worst

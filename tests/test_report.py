@@ -152,9 +152,9 @@ def _blank_status(d: Path):
     df.to_csv(d / "measurements.csv", index=False)
 
 
-def _drop_last_row(d: Path):
+def _add_row(d: Path):
     lines = (d / "measurements.csv").read_text().splitlines(keepends=True)
-    (d / "measurements.csv").write_text("".join(lines[:-1]))
+    (d / "measurements.csv").write_text("".join(lines + lines[-1:]))   # a CSV missing its tail is kept instead
 
 
 def _swap_rows(d: Path):
@@ -166,7 +166,7 @@ def _swap_rows(d: Path):
 @pytest.mark.parametrize("damage,expect", [
     (_cut, "ends in the middle of a row (cut at byte 10000)"),
     (_blank_status, "line 7 has status '' (expected ok, skipped, error; 1 such rows)"),
-    (_drop_last_row, "has 169 rows but run.json records 170 points"),
+    (_add_row, "has 171 rows but run.json records 170 points"),
     (_swap_rows, "row 1 of"),
 ])
 def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a, tmp_path, capsys, damage, expect):

@@ -185,7 +185,8 @@ def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
     from matplotlib.figure import Figure
 
     from roofs.analysis.roofline import Roof, Roofline
-    from roofs.charts.kit import LabelPlacer, _draw_roofs
+    from roofs.charts.ceilings import draw_roofs
+    from roofs.charts.kit import LabelPlacer
     sus = lambda v: {"burst": 1.0, "sustained": {"value": v, "point_id": "x@sustained"}}  # noqa: E731
     model = Roofline([Roof("bandwidth", "hbm", 4669.0, "GB/s", extra=dict(sus(4200.0), burst=4669.0)),
                       Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None}),
@@ -194,7 +195,7 @@ def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     placer = LabelPlacer(fig)
-    _draw_roofs(ax, placer, model, 1e-2, 1e4, 1.0, 1e7)
+    draw_roofs(ax, placer, model, (1e-2, 1e4, 1.0, 1e7))
     gids = {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
     xs, ys = gids["slope:hbm"].get_data()
     assert ys[0] / xs[0] == pytest.approx(4200.0) and gids["slope:hbm"].get_linewidth() == 2   # sustained: solid

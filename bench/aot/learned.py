@@ -66,6 +66,31 @@ def factors(device, quick: bool) -> dict:
     return out
 
 
+# The model's error per family on a CPU before this machine has taught it anything: the wall
+# seconds over the model's seconds of the committed CPU runs (results/cpu-amd-epyc-20261201T103023Z,
+# quick on a 2-core Zen 4, and results/cpu-amd-epyc-20261201T195923Z, full on a 2-core Zen 5),
+# the geometric mean of the two where both agree within 15% of it (the probes, about a second,
+# do not; tests/test_learned.py derives them again
+# from those runs). The model prices timed samples well and misses the per-point work around
+# them (inputs, checks, warm-up): GEMMs and GEMVs carry most of it, attention is over-priced.
+CPU_PRIOR = {"stream": 1.07, "fma": 1.34, "gemm": 1.65, "gemv": 1.38, "attention": 0.53,
+             "sustained": 0.77}
+PRIOR_FINISH_S = {"quick": 1.0, "full": 5.1}   # the finishing seconds those two runs learned
+
+
+def expected(device, quick: bool) -> dict:
+    """Return the factors a prediction uses: factors() (this machine's runs), and for a family
+    this machine has not taught yet, on a CPU, CPU_PRIOR (and PRIOR_FINISH_S); the families
+    taken from the prior are listed under "prior". A GPU or a datasheet part gets factors()."""
+    got = factors(device, quick)
+    if device.kind != "cpu" or (device.extra or {}).get("spec"):
+        return got
+    prior = {k: v for k, v in CPU_PRIOR.items() if k not in got}
+    if "finish_s" not in got:
+        prior["finish_s"] = PRIOR_FINISH_S["quick" if quick else "full"]
+    return {**prior, **got, **({"prior": sorted(k for k in prior if k != "finish_s")} if prior else {})}
+
+
 def learn(device, quick: bool, predicted: dict, measured: dict, finish_s: float | None = None) -> dict | None:
     """Record one finished run: for each family (and "sustained") both predicted by the
     model (raw seconds) and measured (wall seconds), the ratio measured / predicted, newest

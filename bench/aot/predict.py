@@ -403,10 +403,13 @@ def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
     if pred.windows:
         lines.append(f"  sustained  {pred.sustain_s:8.1f} s  ({pred.windows} windows after the sweeps)")
     lines.append(f"  finishing  {pred.finish_s:8.1f} s  (roofs, charts, report)")
-    learned = sorted(k for k in pred.learned if k != "finish_s")
+    prior = list(pred.learned.get("prior") or [])
+    learned = sorted(k for k in pred.learned if k not in ("finish_s", "prior") and k not in prior)
+    how = [f"scaled by what earlier runs on this machine measured ({', '.join(learned)})"] if learned else []
+    if prior:
+        how.append(f"by the model's measured error on CPU VMs ({', '.join(prior)}; bench.aot.learned.CPU_PRIOR)")
     lines.append(f"predicted wall time: {pred.total_s:.0f} s ({pred.total_s / 60:.1f} min); "
-                 + (f"scaled by what earlier runs on this machine measured ({', '.join(learned)})" if learned
-                    else "from the model alone (no earlier run on this machine)"))
+                 + ("; ".join(how) if how else "from the model alone (no earlier run on this machine)"))
     return "\n".join(lines)
 
 

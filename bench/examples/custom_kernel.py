@@ -23,15 +23,25 @@ def axpy(x, y, out):
 
 
 def main(run_dir=None):
+    if not run_dir:
+        print("measuring this device's roofs first (api.quick_roofs: the quick run's stream, cache and GEMM points)")
     roofs = api.roofs_from(run_dir) if run_dir else api.quick_roofs()
     results = axpy.sweep(roofs=roofs)
     # a torch matmul measured directly, with its counts as numbers
     a, b = torch.randn(512, 512), torch.randn(512, 512)
     results.append(api.measure(lambda: a @ b, flops=2 * 512**3, bytes=3 * 512 * 512 * 4, name="matmul512",
                                shape="512x512x512", precision="fp32", roofs=roofs, device="cpu"))
+    for m in roofs.missing:   # each roof it could not set, and why (quick_roofs also warned of it)
+        print(f"no {m}")
     for r in results:
-        print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  "
-              f"{r.pct_of_attainable or float('nan'):5.1f}% of attainable ({r.bound}-bound)")
+        if r.status != "ok":
+            print(f"{r.name:10} {r.shape:>12}  {r.status}: {r.reason}")
+            continue
+        where = (f"{r.pct_of_attainable:5.1f}% of attainable ({r.bound}-bound)" if r.pct_of_attainable
+                 else f"no bound: {r.bound_note}" if roofs else "no bound: no roof could be set (see above)")
+        print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  {where}")
+        if r.above_bound:
+            print(f"  FLAG {r.name} {r.shape}: {r.above_bound}")
     if run_dir:
         out = api.add_to_run(run_dir, results)  # a derived folder beside the run: its own files stay as they are
         print(f"added to {run_dir}, in {out}: see roofline.png and report.md there")

@@ -9,6 +9,7 @@ results say so instead of guessing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from bench.identity import device_id
 from bench.util import offchip_level, triton_interpreting
 
 
@@ -63,14 +65,20 @@ class DeviceInfo:
     host: str = field(default_factory=socket.gethostname)  # the machine it was measured on
     uuid: str | None = None        # a GPU's UUID (NVML's "GPU-...", or amdsmi's); None on a CPU
     pci_bus_id: str | None = None  # "0000:3b:00.0" where the device sits on PCI; None on a CPU
+    machine_id: str | None = field(default_factory=lambda: machine_id())  # this machine's id, hashed (machine_id())
+    cpu_signature: str | None = None  # a CPU's "family/model/stepping" (25/17/1: Zen 4; 26/...: Zen 5)
 
     @property
     def id(self) -> str:
-        """Return the physical device's identity across a fleet: a GPU's UUID, else
-        "<host>:cpu" for a CPU, else "<host>:<torch device>" for a GPU that gave none."""
-        if self.uuid:
-            return self.uuid
-        return f"{self.host}:cpu" if self.kind == "cpu" else f"{self.host}:{self.torch_device}"
+        """Return the physical device's identity across a fleet (bench.identity.device_id): a
+        GPU's UUID, else "<host>:cpu:<machine key>" for a CPU, the key hashed from the machine
+        id, model, CPU signature, flags, caches and memory, so two VMs named alike differ."""
+        return device_id(self._record())
+
+    def _record(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
+        return d
 
     @property
     def llc(self) -> CacheLevel | None:
@@ -94,8 +102,7 @@ class DeviceInfo:
         return re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-")[:48] or self.kind
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["caches"] = [dict(dataclasses.asdict(c), total_bytes=c.total_bytes) for c in self.caches]
+        d = self._record()
         d["slug"] = self.slug
         d["id"] = self.id
         return d
@@ -168,6 +175,18 @@ def cpu_caches(sysfs: str | Path = "/sys/devices/system/cpu") -> tuple[CacheLeve
     return tuple(levels[k] for k in sorted(levels))
 
 
+def machine_id() -> str | None:
+    """Return this machine's id as roofbench records it: the OS's id (systemd's
+    /etc/machine-id, else D-Bus's) hashed with the application's own key, sha256("roofbench:"
+    + id)[:32] (the raw id is meant to stay private: systemd's machine-id(5)), or None where
+    neither can be read. It tells two VMs of one image and host name apart."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        text = _read(path)
+        if text:
+            return hashlib.sha256(f"roofbench:{text}".encode()).hexdigest()[:32]
+    return None
+
+
 def _cpuinfo(path: str | Path = "/proc/cpuinfo") -> dict:
     """Return /proc/cpuinfo's fields, the first CPU's value of each."""
     text = _read(path) or ""
@@ -226,6 +245,7 @@ def cpu_info(proc: str | Path = "/proc", sysfs: str | Path = "/sys/devices/syste
         software=software_versions(),
         extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz", **cpu_identity(ci),
                "threads_per_core": _cpu_list_len(siblings) if siblings else None},
+        cpu_signature="/".join(ci[k] for k in ("cpu family", "model", "stepping") if k in ci) or None,
     )
 
 

@@ -54,6 +54,7 @@ class Ticker:
         self.last = (0.0, 0)               # (elapsed, done) of the last line
         self.last_clock = ""
         self.reasons: dict[str, set] = {}  # reason key -> the distinct reasons grouped under it
+        self.counted = 0                   # rows counted so far (row()'s counted)
 
     def clock(self, elapsed: float, done: int) -> str:
         """Return "m:ss" elapsed and, with predictions, the smoothed "~m:ss left"."""
@@ -70,12 +71,16 @@ class Ticker:
             self.shown = 0.0
         return f"{mmss(elapsed)}, ~{mmss(self.shown)} left"
 
-    def row(self, m, done: int, elapsed: float) -> None:
+    def row(self, m, done: int, elapsed: float, counted: int | None = None) -> None:
+        """Take the row that just ended: done rows of the plan so far (the estimates' index),
+        counted of them the rows the counter counts (those no static skip rule left out; by
+        default done), shown as [counted/total]."""
         if m.family != self.family:
             self._flush()
             self.family = m.family
         self.last_clock = self.clock(elapsed, done)
         self.last = (elapsed, done)
+        self.counted = done if counted is None else counted
         if m.status == "skipped":
             entry = self.skips.setdefault(reason_key(m.reason), [0, m.reason, [], m])
             self.reasons.setdefault(reason_key(m.reason), set()).add(m.reason)
@@ -84,10 +89,10 @@ class Ticker:
             if name not in entry[2]:
                 entry[2].append(name)
             return
-        self.say(f"[{done}/{self.total} {self.last_clock}] {self.describe(m)}")
+        self.say(f"[{self.counted}/{self.total} {self.last_clock}] {self.describe(m)}")
 
     def _flush(self) -> None:
-        done = self.last[1]
+        done = self.counted
         for count, reason, impls, first in self.skips.values():
             if count == 1:
                 self.say(f"[{done}/{self.total} {self.last_clock}] {self.describe(first)}")

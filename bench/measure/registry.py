@@ -18,6 +18,8 @@ from typing import Callable
 
 import torch
 
+from bench.util import did_you_mean
+
 Point = dict  # axis name -> value, e.g. {"dtype": "float32", "ws_bytes": 1048576}
 
 
@@ -205,7 +207,8 @@ class Registry:
         for name in only:
             if not (name in self.ops or name in families or name in self.impls or name in impl_names):
                 raise RegistryError(
-                    f"unknown op or impl '{name}': choose from families {', '.join(sorted(families))}, "
+                    f"unknown op or impl '{name}'{did_you_mean(name, [*families, *self.ops, *impl_names])}: "
+                    f"choose from families {', '.join(sorted(families))}, "
                     f"ops {', '.join(self.ops)}, or impls {', '.join(sorted(impl_names))} "
                     f"(or an impl id such as {next(iter(self.impls), 'op/impl')}).")
         chosen = []

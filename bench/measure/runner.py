@@ -74,6 +74,15 @@ def make_plan(registry: Registry, device: devmod.DeviceInfo, only=None, quick=Fa
     return Plan(tasks, tuple(modes) if modes else None)
 
 
+def counted_rows(plan: Plan, device: devmod.DeviceInfo, quick: bool) -> tuple[int, set]:
+    """Return (the rows of plan that may run, the (task index, impl id) pairs a static rule
+    skips): a row skipped by bench.measure.skip's reasons 1-4 (the op's, the backend's, the
+    quick plan's, the impl's) is known before the run, so the progress counter leaves it out."""
+    static = {(i, impl.id) for i, task in enumerate(plan.tasks) for impl in task.impls
+              if skip.static_reason(task.op, impl, task.point, device, quick)}
+    return len(plan) - sum(len(plan.modes_of(plan.tasks[i])) for i, _ in static), static
+
+
 @dataclass
 class Runner:
     device: devmod.DeviceInfo
@@ -95,6 +104,7 @@ class Runner:
     _family: str = ""                               # the family of the task running now
     revisits: int = 0                               # passes over the off-chip stream sizes after the sweep (rule 11)
     _pass: int = 1                                  # the pass being measured: 1 the sweep, 2... a revisit
+    _stretched: dict = field(default_factory=dict)  # (op, point) -> the budget its predicted calls stretched it to
 
     def memory_budget(self) -> memory.Budget:
         if self.budget is None:
@@ -124,7 +134,8 @@ class Runner:
         estimate on each progress line, corrected by how the run keeps to them; skipped
         rows are printed grouped at their family's end (bench/measure/progress.py)."""
         out: list[Measurement] = []
-        total, done = len(plan), 0
+        total, static = counted_rows(plan, self.device, self.quick)
+        done = counted = 0
         ticker = Ticker(total, estimates, self.progress, progress_line)
         t0 = time.perf_counter()
         stops = revisit_stops(plan, self.revisits)
@@ -137,9 +148,10 @@ class Runner:
                 t_task, self._family = time.perf_counter(), task.op.family
                 for m in self.run_task(task, plan.modes_of(task)):
                     done += 1
+                    counted += (i, m.impl) not in static
                     out.append(m)
                     self.sink(m)
-                    ticker.row(m, done, time.perf_counter() - t0)
+                    ticker.row(m, done, time.perf_counter() - t0, counted)
                 # a pool or cache no later point uses is let go now, not at the end (rule 16)
                 memory.release([k for k in memory.held() if k not in later[i]])
                 if last[task.op.name] == i and task.op.release is not None:
@@ -239,12 +251,21 @@ class Runner:
         _free(self.device)
         return results
 
-    def timer_for(self, op: Op) -> TimerConfig:
-        """Return the timer of op's points: the run's, with the budget raised to op.budget_floor."""
-        floor = op.budget_floor(self.quick)
+    def timer_for(self, op: Op, point: dict | None = None) -> TimerConfig:
+        """Return the timer of op's points: the run's, with the budget raised to op.budget_floor,
+        and for a point whose predicted calls needed more, to what _predict_skip stretched it to."""
+        floor = max(op.budget_floor(self.quick), self._stretched.get((op.name, repr(point)), 0.0))
         if floor > self.timer.budget_s:
             return dataclasses.replace(self.timer, budget_s=floor)
         return self.timer
+
+    def stretched_budget(self, op: Op, predicted_s: float) -> float:
+        """Return the budget of a point predicted to take predicted_s a call: its timer's, or
+        where the timer allows a stretch (TimerConfig.stretch_s, the model command's cap) and
+        STRETCH_CALLS calls plus the warm-up need more, that need, at most the cap."""
+        base = self.timer_for(op).budget_s
+        need = STRETCH_CALLS * predicted_s + self.timer.warmup_s
+        return min(max(self.timer.stretch_s, base), max(base, need))
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
         """Return skip.time_reason for point (rule 7), or None: its time per call extrapolated
@@ -258,7 +279,11 @@ class Runner:
         ratios = [new / old for new, old in ((op.flops(point), flops0), (op.bytes(point), bytes0)) if new and old]
         if not ratios:
             return None
-        return skip.time_reason(sec0 * min(ratios), self.timer_for(op).budget_s, sec0)
+        predicted = sec0 * min(ratios)
+        budget = self.stretched_budget(op, predicted)
+        if budget > self.timer_for(op).budget_s:
+            self._stretched[(op.name, repr(point))] = budget
+        return skip.time_reason(predicted, budget, sec0)
 
     def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
         mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
@@ -340,13 +365,13 @@ class Runner:
         more when its rate fell more than JUMP_FACTOR below the previous size of its sweep;
         flagged when the machine was busy (a CPU) or when the jump stays."""
         try:
-            t, tel = self._measure(fn, mode, warmed_s, self.timer_for(op))
+            t, tel = self._measure(fn, mode, warmed_s, self.timer_for(op, point))
             rate = _rate(op, point, impl, t.stats.median_s)
             sweep = skip.sweep_key(impl, point, mode)
             prev = self._last_rate.get(sweep)
             jumped = prev is not None and rate * JUMP_FACTOR < prev
             if jumped:  # measure again: a transient (another process, a clock change) passes
-                t, tel = self._measure(fn, mode, timer=self.timer_for(op))
+                t, tel = self._measure(fn, mode, timer=self.timer_for(op, point))
                 rate = _rate(op, point, impl, t.stats.median_s)
                 jumped = rate * JUMP_FACTOR < prev
         except Exception as e:
@@ -368,6 +393,7 @@ class Runner:
 
 
 JUMP_FACTOR = 10
+STRETCH_CALLS = 3  # a stretched point's budget fits this many of its predicted calls (TimerConfig.stretch_s)
 REVISIT_PASSES = {"cpu": (3, 2)}   # revisit passes by device kind: (full run, quick run); none on a GPU
 REVISIT_SIZES = 2                  # off-chip sizes per direction a pass revisits: the smallest past the start
 

@@ -72,6 +72,7 @@ class TimerConfig:
     device_target_sample_s: float = GPU_TARGET_SAMPLE_S  # the same on a GPU
     device_max_reps: int = GPU_MAX_REPS
     window_s: float = 0.0          # > 0: a sustained window, sampled until its samples span this long
+    stretch_s: float = 0.0         # > budget_s: a point whose predicted call needs more gets up to this (rule 7)
 
 
 QUICK_TIMER = TimerConfig(budget_s=0.1, warmup_s=0.01, min_samples=5, max_samples=200, min_time_s=0.05,

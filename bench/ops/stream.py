@@ -404,9 +404,10 @@ def _register(kind: Kind):
         doc=f"{kind.formula}; bytes = {arrays(kind)} n w, flops = {kind.flops_per_element} n",
         axes=(
             Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind.name),
-                 doc="element type: " + ", ".join(DTYPES) + " (a GPU and quick runs: " + ", ".join(QUICK_DTYPES) + ")"
+                 doc="element type (the values: this device's sweep)"
                  + (f"; none on a GPU, where it repeats {GPU_REPEATS[kind.name]}" if kind.name in GPU_REPEATS else "")),
-            Axis("ws_bytes", sweep=ws_sweep, doc="working set in bytes (all arrays), geometric from 16 KiB until the off-chip rate settles (at most 4 GiB)"),
+            Axis("ws_bytes", sweep=ws_sweep,
+                 doc="working set in bytes (all arrays), geometric until the off-chip rate settles"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
         reference=kind.reference,
@@ -544,7 +545,7 @@ REGISTRY.add_op(Op(
     name="stream.reread", family="stream",
     doc="out = R x sum(a), a read R times in one call (call_bytes per call); bytes = R n w, flops = R n",
     axes=(Axis("dtype", REREAD_DTYPES, ("int32",), doc="int32 or float32"),
-          Axis("ws_bytes", sweep=reread_sweep, doc="buffer size, geometric from 16 KiB to 2x the last-level cache"),
+          Axis("ws_bytes", sweep=reread_sweep, doc="buffer size, geometric"),
           Axis("call_bytes", sweep=lambda d, q: (REREAD_CALL_BYTES[d.kind],), doc="bytes one call reads (R n w)")),
     make_inputs=reread_inputs, reference=reread_reference,
     flops=lambda p: reread_repeats(p) * reread_elements(p),

@@ -25,7 +25,7 @@ from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
 from bench.run.distributed import nprocs
-from bench.util import dtype_spellings, fmt_bytes
+from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size
 
 
 class OptionError(ValueError):
@@ -165,6 +165,7 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         if unknown:
             raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
                               + f"none of the selected ops has dtype {', '.join(unknown)}"
+                              + did_you_mean(unknown[0], [s for h in have for s in dtype_spellings(h)])
                               + (" in a quick run" if args.quick else "") + f"; they have {', '.join(have) or 'no dtype axis'}.")
         args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
     plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
@@ -214,8 +215,8 @@ def _check_max_ws(args, plan: Plan, device) -> None:
     if len(sizes) < 2 <= len(every):
         raise OptionError(f"--max-ws {fmt_bytes(args.max_ws)} is below what any memory level needs: it leaves "
                           f"{len(sizes)} stream working set{'' if len(sizes) == 1 else 's'} and a level's roof needs "
-                          f"two sizes on its plateau; give at least --max-ws {fmt_bytes(every[1])}, or leave stream "
-                          "out with --only.")
+                          f"two sizes on its plateau; give at least --max-ws {option_size(every[1], up=True)}, "
+                          "or leave stream out with --only.")
 
 
 def _check_max_memory(limit: Limit | None, device) -> None:
@@ -229,7 +230,7 @@ def _check_max_memory(limit: Limit | None, device) -> None:
     for have, what in ((total, "this device has"), (avail, "is available now")):
         if have and limit.bytes > have:
             raise OptionError(f"--max-memory {limit.text} is more than the {fmt_bytes(have)} {what}: give a size "
-                              f"below it (e.g. {fmt_bytes(have // 2)}) or a share like 50%.")
+                              f"below it (e.g. {option_size(have // 2)}) or a share like 50%.")
 
 
 def _all_skipped(plan: Plan, device, quick: bool) -> str:

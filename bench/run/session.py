@@ -24,7 +24,7 @@ from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod
 from bench.measure import memory
 from bench.measure.registry import load_all
-from bench.measure.runner import Plan, Runner, make_plan, revisit_passes
+from bench.measure.runner import Plan, Runner, counted_rows, make_plan, revisit_passes
 from bench.measure.timing import TimerConfig, default_window, timer_config
 from bench.results import RunWriter, load_run
 from bench.run import counters_phase
@@ -73,7 +73,7 @@ def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: 
         rows = predict.row_seconds(plan, device, timer, quick, budget)[0]
     except Exception:  # noqa: BLE001
         return None, {}
-    factors = learned.factors(device, quick)
+    factors = learned.expected(device, quick)
     raw: dict = {}
     for fam, sec in rows:
         raw[fam] = raw.get(fam, 0.0) + sec
@@ -98,13 +98,15 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     rows, raw = estimates(plan, device, timer, quick, budget)
     if sustain_s > 0:
         raw["sustained"] = predict.sustain_seconds(plan, device, quick, sustain_s)[0]
-    factors = learned.factors(device, quick)
+    factors = learned.expected(device, quick)
     predicted = sum(rows) + raw.get("sustained", 0.0) * factors.get("sustained", 1.0) if rows else None
     meta = dict(meta, predicted_s=predicted, predicted_raw_s=raw, learned_factors=factors,
                 memory_budget_bytes=budget.limit,
                 **({"precompile": pre} if pre else {}))
     writer = RunWriter(run_dir, meta)
-    say(f"roofbench: {len(plan)} points on {device.torch_device} ({device.name}) -> {run_dir}"
+    runs = counted_rows(plan, device, quick)[0]
+    say(f"roofbench: {runs} points to run on {device.torch_device} ({device.name})"
+        + (f" ({len(plan) - runs} more known to be skipped)" if runs < len(plan) else "") + f" -> {run_dir}"
         + (f"; predicted {predicted / 60:.1f} min" if predicted else "") + f"; memory budget {budget.describe()}")
     runner = Runner(device, timer, quick=quick, sink=writer.add, progress=say, budget=budget,
                     revisits=revisit_passes(device, quick))

@@ -16,23 +16,21 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from bench.results import Run  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roofline  # noqa: E402
+from roofs.charts.ceilings import RoofStyle, draw_roofs
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     ELEMENT_PRECISION,
     IMPL_MARKERS,
-    LEVEL_COLORS,
     OP_STYLES,
     PRECISION_COLORS,
     PRECISION_MARKERS,
     LabelPlacer,
     _bottom_legend,
     _caches,
-    _draw_roofs,
     _finish_axes,
     _flag_handle,
     _fmt_bytes,
     _impl_name,
-    _level_of,
     _limits,
     _marker_handles,
     _memory_level,
@@ -43,9 +41,32 @@ from roofs.charts.kit import (  # noqa: E402
     _short,
     _title,
     draw_level_points,
+    fit_legends,
+    level_color,
     level_handles,
+    point_levels,
     with_level_points,
 )
+
+
+def _unique(handles) -> list:
+    """Return legend handles without repeats of a label (panels each return their roofs')."""
+    seen, out = set(), []
+    for h in handles:
+        if h.get_label() not in seen:
+            seen.add(h.get_label())
+            out.append(h)
+    return out
+
+
+def _legends(ax, handles, roof_handles, title: str) -> None:
+    """Put the points' legend right of ax at its top, and below it the lines' legend (what each
+    level's colour and each line style means); ax.get_legend() is the points' one."""
+    lines = ax.legend(handles=roof_handles, fontsize=7, loc="lower left", bbox_to_anchor=(1.01, 0),
+                      title="lines", title_fontsize=8, alignment="left")
+    ax.add_artist(lines)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title=title,
+              title_fontsize=8, alignment="left")
 
 
 def _family_points(run: Run, family: str):
@@ -62,15 +83,14 @@ def draw_stream_roofline(run: Run):
     if pts is None:
         return None
     caches, memory = _caches(run), _memory_level(run)
-    pts = pts.assign(level=[_level_of(w, caches, memory) for w in pts["working_set_bytes"]],
-                     impl_name=pts["impl"].map(_impl_name))
+    pts = pts.assign(level=point_levels(run, pts), impl_name=pts["impl"].map(_impl_name))
     fig, ax = plt.subplots(figsize=(11, 7), dpi=DPI)
     placer = LabelPlacer(fig)
     lims = _limits(pts, model, flats=False)
-    _draw_roofs(ax, placer, model, *lims, level_colors=LEVEL_COLORS, flats=False)
+    roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(flats=False))
     order = [n for n, _ in caches] + [memory]
     for (level, impl), g in pts.groupby(["level", "impl_name"]):
-        ax.scatter(g["intensity"], g["gflops"], color=LEVEL_COLORS.get(level, "0.5"),
+        ax.scatter(g["intensity"], g["gflops"], color=level_color(level),
                    marker=IMPL_MARKERS.get(impl, "*"),
                    s=22, alpha=0.8, zorder=3, gid=f"points:{level}:{impl}")
     _ring_flagged(ax, pts, s=70)
@@ -84,19 +104,21 @@ def draw_stream_roofline(run: Run):
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
     ax.set_title(_title(run, "Stream kernels on the roofline"))
     sizes = dict(caches)
-    handles = [Patch(color=LEVEL_COLORS.get(lv, "0.5"),
-                     label=f"working set fits {lv.upper()} ({_fmt_bytes(sizes[lv])})" if lv in sizes
-                     else f"working set beyond the caches ({lv.upper()})")
+    handles = [Patch(color=level_color(lv),
+                     label=f"bounded by {lv.upper()} (a cache of {_fmt_bytes(sizes[lv])})" if lv in sizes
+                     else f"bounded by {lv.upper()} (beyond the caches' reach)")
                for lv in order if lv in set(pts["level"])]
     handles += [Line2D([], [], ls="none", marker=IMPL_MARKERS.get(i, "*"), color="0.35", label=i)
                 for i in sorted(pts["impl_name"].unique())]
     if pts["flagged"].any():
         handles.append(_flag_handle())
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.text(0.01, 0.012, "Every stream point that does FLOPs, one column per op and element type (sizes stacked). "
-             "Slopes: the measured roof of each level, in that level's colour. copy and write do no FLOPs: see "
-             "bandwidth.png.", fontsize=7, color="dimgray", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    _legends(ax, handles, roof_handles, "colour: the level bounding it\n(its boundary column)\nmarker: impl")
+    fig.text(0.01, 0.012, "Every stream point that does FLOPs, one column per op and element type (sizes stacked), "
+             "coloured by the level its boundary column names (rule 12).\nSlopes: the measured roof of each level, in "
+             "that level's colour. copy and write do no FLOPs: see bandwidth.png.", fontsize=7, color="dimgray",
+             va="bottom")
+    fig.tight_layout(rect=(0, 0.055, 1, 1))
+    fit_legends(fig)
     placer.place()
     return fig
 
@@ -112,7 +134,7 @@ def draw_gemm_roofline(run: Run):
     placer = LabelPlacer(fig)
     lims = _limits(with_level_points(pts), model, precisions, tight=True)
     color = lambda p: PRECISION_COLORS.get(p, "0.4")  # noqa: E731
-    _draw_roofs(ax, placer, model, *lims, precisions=precisions, compute_color=color)
+    roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(precisions, color))
     lv = draw_level_points(ax, pts)
     for (op, impl, fmt), g in pts.groupby(["op", "impl_name", "fmt"]):
         g = g.sort_values("intensity")
@@ -132,12 +154,12 @@ def draw_gemm_roofline(run: Run):
     handles += level_handles(lv)
     if pts["flagged"].any():
         handles.append(_flag_handle())
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),
-              title="colour: precision (and its roof)\nmarker: impl, line: sweep", title_fontsize=8, alignment="left")
+    _legends(ax, handles, roof_handles, "colour: precision (and its roof)\nmarker: impl, line: sweep")
     fig.text(0.01, 0.012, "Every GEMM point; each sweep joined in order of intensity (square: N grows; "
              "skinny: M grows). "
              "Solid flats: measured roofs; dashed: datasheet or computed.", fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fit_legends(fig)
     placer.place()
     return fig
 
@@ -185,10 +207,10 @@ def draw_gemv_roofline(run: Run):
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol, 4.6 * nrow + 1.4), dpi=DPI, squeeze=False)
     placer = LabelPlacer(fig)
     lims = _limits(with_level_points(pts), model, set(pts["fmt"]), tight=True)
-    drawn = []
+    drawn, roof_handles = [], []
     for ax, fmt in zip(axes.flat, formats):
         sub = pts[pts["dtype"] == fmt]
-        _draw_roofs(ax, placer, model, *lims, precisions=set(sub["fmt"]))
+        roof_handles += draw_roofs(ax, placer, model, lims, RoofStyle(set(sub["fmt"])))
         drawn.append(draw_level_points(ax, sub))
         for (impl, layer), g in sub.groupby(["impl_name", "layer"]):
             g = g.sort_values("batch")
@@ -224,7 +246,7 @@ def draw_gemv_roofline(run: Run):
     handles += level_handles(pd.concat(drawn)) if drawn else []
     if pts["flagged"].any():
         handles.append(_flag_handle())
-    bottom = _bottom_legend(fig, handles, 4)
+    bottom = _bottom_legend(fig, handles + _unique(roof_handles), 4)
     fig.suptitle(_title(run, "Decode GEMV on the roofline (each line: one layer's batch walk, B = 1 at the left)"))
     fig.tight_layout(rect=(0, bottom, 1, 1))
     placer.place()
@@ -242,7 +264,7 @@ def draw_attention_roofline(run: Run):
     fig, ax = plt.subplots(figsize=(11.5, 7), dpi=DPI)
     placer = LabelPlacer(fig)
     lims = _limits(with_level_points(pts), model, set(pts["fmt"]), tight=True)
-    _draw_roofs(ax, placer, model, *lims, precisions=set(pts["fmt"]))
+    roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(set(pts["fmt"])))
     lv = draw_level_points(ax, pts)
     for (s, fmt), g in pts.groupby(["series", "fmt"]):
         cache = (g["boundary"] != "") & ~g["boundary"].isin(MEMORY_LEVELS)
@@ -263,10 +285,10 @@ def draw_attention_roofline(run: Run):
     handles += level_handles(lv)
     if pts["flagged"].any():
         handles.append(_flag_handle())
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),
-              title="colour: op/impl\nmarker: precision", title_fontsize=8, alignment="left")
+    _legends(ax, handles, roof_handles, "colour: op/impl\nmarker: precision")
     fig.text(0.01, 0.012, "Every attention point (prefill: sequence lengths and head shapes; decode: KV lengths and "
              "batches).", fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fit_legends(fig)
     placer.place()
     return fig

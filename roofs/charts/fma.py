@@ -31,6 +31,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from bench.results import Run, text_column  # noqa: E402
 from roofs.analysis.launch_floor import floor_for, is_launch_bound, launch_floors  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
+from roofs.charts.ceilings import CHAIN, MEASURED, chain_label, is_chain_line
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     PRECISION_COLORS,
@@ -40,9 +41,11 @@ from roofs.charts.kit import (  # noqa: E402
     _fmt_rate,
     _impl_name,
     _title,
+    level_color,
 )
 
 FMA_OP = "fma.chains"
+SWEEP_STYLES = {"triton": "-", "torch": "--"}  # the sweeps' line style by impl
 CEILING_SPAN = 8.0   # dashes for points within this factor of their launch floor
 
 
@@ -89,11 +92,11 @@ def draw_fma(run: Run):
     placer = LabelPlacer(fig)
     xs = np.concatenate([pts["intensity"].to_numpy(), [1e-1, 1e4]])
     lo_x, hi_x = xs.min() / 2, xs.max() * 2
-    lines = []
+    lines, drawn = [], set()
     for (impl, dtype), g in pts.groupby(["impl", "dtype"], sort=True):
         color = PRECISION_COLORS.get(dtype, "0.3")
         ax.plot(g["intensity"], g["gflops"], color=color, marker=PRECISION_MARKERS.get(dtype, "o"), ms=5,
-                ls="-" if _impl_name(impl) == "triton" else "--", lw=1.2, zorder=3, gid=f"sweep:{impl}:{dtype}")
+                ls=SWEEP_STYLES.get(_impl_name(impl), "--"), lw=1.2, zorder=3, gid=f"sweep:{impl}:{dtype}")
         for r in (g.iloc[[0, len(g) // 2, -1]] if len(g) > 2 else g).itertuples():
             placer.add(ax, r.intensity, r.gflops, f"k={int(r.k)}", sides=("se", "s", "e"), color=color, gap=5)
         kn = knee(g)
@@ -103,10 +106,15 @@ def draw_fma(run: Run):
         if cn:
             ax.plot(*cn, marker="D", ms=11, mfc="none", mec=color, mew=1.6, zorder=5, gid=f"corner:{dtype}")
         peak = vector_roof(model, dtype)
-        if peak is not None:
-            ax.hlines(peak.value, lo_x, hi_x, color=color, lw=0.9, alpha=0.8, zorder=2, gid=f"flat:{peak.name}")
-            placer.add(ax, hi_x / 1.05, peak.value, f"{peak.name} {_fmt_rate(peak.value, peak.unit)}",
-                       sides=("nw", "sw"), leader=False, near=1.5, color=color)
+        if peak is not None and peak.name not in drawn:
+            drawn.add(peak.name)
+            chain = is_chain_line(peak)
+            ax.hlines(peak.value, lo_x, hi_x, color=color, zorder=2, gid=f"flat:{peak.name}",
+                      **(CHAIN if chain else MEASURED))
+            name = chain_label(peak) if chain else f"{peak.name} roof"
+            places = [(hi_x / 1.05 / 2 ** i, peak.value) for i in range(6)]
+            placer.add(ax, *places[0], f"{name} {_fmt_rate(peak.value, peak.unit)}",
+                       sides=("nw", "sw"), leader=True, near=1.5, along=places[1:], color=color)
         lines.append(f"{dtype} {_impl_name(impl)}: knee {kn[0]:.3g} FLOP/B" + (f", corner {cn[0]:.3g}" if cn else "")
                      if kn else f"{dtype} {_impl_name(impl)}")
     bw = model.bandwidth(level or None)
@@ -114,18 +122,32 @@ def draw_fma(run: Run):
     peaks = [r.value for r in (vector_roof(model, d) for d in set(pts["dtype"])) if r is not None]
     lo_y, hi_y = ys.min() / 4, max([ys.max()] + peaks) * 3
     if bw is not None:
-        ax.plot([lo_x, hi_x], [bw.value * lo_x, bw.value * hi_x], color="black" if bw.name in MEMORY_LEVELS else "0.4",
-                lw=1.6, zorder=2, gid=f"slope:{bw.name}")
+        ax.plot([lo_x, hi_x], [bw.value * lo_x, bw.value * hi_x], color=level_color(bw.name),
+                lw=2 if bw.name in MEMORY_LEVELS else 1.6, zorder=2, gid=f"slope:{bw.name}")
         xa = min(max(lo_x * 1.5, 4 * lo_y / bw.value), hi_x / 2)
-        placer.add(ax, xa, bw.value * xa, f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')}",
-                   sides=("nw", "se"), leader=False, near=1.5, color="0.2")
+        places = [(xa * 1.6 ** i, bw.value * xa * 1.6 ** i) for i in range(6)]
+        placer.add(ax, *places[0], f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')} (the level the bytes cross)",
+                   sides=("nw", "se"), leader=True, near=1.5, along=places[1:], color=level_color(bw.name))
     _finish_axes(ax, (lo_x, hi_x, lo_y, hi_y))
     ax.set_xlabel("arithmetic intensity (FLOP/byte): 2 k C n / ((2 n + C + 1) w)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
     ax.set_title(_title(run, "Vector units: FMA chains, k swept"))
-    handles = [Line2D([], [], marker="D", ls="none", color="0.3", ms=8, label="measured knee (own best GFLOP/s / best GB/s)"),
-               Line2D([], [], marker="D", ls="none", mfc="none", mec="0.3", ms=9, label="roofline corner (vector roof / bandwidth roof)"),
-               Line2D([], [], ls="-", color="0.3", label="triton"), Line2D([], [], ls="--", color="0.3", label="torch")]
+    handles = [Line2D([], [], marker="D", ls="none", color="0.3", ms=8,
+                      label="measured knee (own best GFLOP/s / best GB/s)"),
+               Line2D([], [], marker="D", ls="none", mfc="none", mec="0.3", ms=9,
+                      label="roofline corner (vector roof / bandwidth roof)")]
+    handles += [Line2D([], [], ls=SWEEP_STYLES.get(i, "--"), marker="o", ms=3, color="0.3",
+                       label=f"{i} sweep (k grows)")
+                for i in sorted({_impl_name(i) for i in pts["impl"]})]
+    if bw is not None:
+        handles.append(Line2D([], [], color=level_color(bw.name), lw=2,
+                              label=f"slope: {bw.name.upper()} bandwidth roof"))
+    roofs = [vector_roof(model, d) for d in sorted(set(pts["dtype"]))]
+    if any(r is not None and is_chain_line(r) for r in roofs):
+        handles.append(Line2D([], [], color="0.3", label="dash-dot: elementwise ceiling (no precision's roof)",
+                              **CHAIN))
+    if any(r is not None and not is_chain_line(r) for r in roofs):
+        handles.append(Line2D([], [], color="0.3", label="solid flat: the vector unit's roof", **MEASURED))
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     placer.avoid(ax, pts["intensity"], pts["gflops"])
     text = "Each element loaded once, k FMAs in each of 8 chains, one result stored."

@@ -4,30 +4,30 @@ roofs drawn as slopes and flats). Reads only a run's records; draws nothing by i
 """
 from __future__ import annotations
 
-import contextlib
-import functools
-from dataclasses import dataclass
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
 
 from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
 from bench.util import fmt_bytes, offchip_level
+from roofs.analysis.bounds import boundary_level  # noqa: E402
 from roofs.analysis.checks import is_above  # noqa: E402
+from roofs.analysis.levels import level_sizes  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
+from roofs.charts.labels import LabelPlacer, drawn_texts  # noqa: E402,F401  (the charts place labels through kit)
 
 DPI = 120
 FLAG_COLOR = "red"  # only ever "above its attainable bound"
 
 # overview: one colour per family
 FAMILY_COLORS = {"stream": "tab:blue", "gemm": "tab:orange", "gemv": "tab:green", "attention": "tab:purple",
-                 "user": "tab:brown", "transfer": "tab:gray", "comm": "tab:gray"}
+                 "user": "tab:brown", "fma": "tab:gray", "probe": "tab:cyan", "transfer": "tab:pink",
+                 "comm": "tab:olive"}
 # one marker per precision (stream points: their element type); fp8 variants share one
 PRECISION_MARKERS = {"fp64": "D", "fp32": "o", "tf32": "h", "fp16": "s", "bf16": "^", "fp8e4m3": "v",
                      "fp8e5m2": "v", "fp8": "v", "int8": "P", "int4": "X", "int32": "p"}
@@ -41,8 +41,8 @@ PRECISION_COLORS = {"fp64": "tab:gray", "fp32": "tab:blue", "tf32": "tab:cyan", 
 # stream charts: colour by op, or by the memory level a working set fits in
 OP_COLORS = {"copy": "tab:blue", "scale": "tab:orange", "add": "tab:green", "triad": "tab:purple",
              "read": "tab:brown", "write": "tab:pink", "reread": "tab:cyan"}
-LEVEL_COLORS = {"l1": "tab:purple", "l2": "tab:green", "l3": "tab:blue", "dram": "black", "hbm": "black"}
-LEVEL_GREYS = {"l1": "0.62", "l2": "0.5", "l3": "0.35", "dram": "black", "hbm": "black"}
+# one colour per memory level on every chart, outside the tab10 colours the series use (and not red)
+LEVEL_COLORS = {"l1": "#c51b7d", "l2": "#d4a000", "l3": "#01665e", "dram": "black", "hbm": "black"}
 IMPL_MARKERS = {"torch": "o", "triton": "^", "numpy": "s", "torch_best": "D", "triton_rows": ">",
                 "triton_tile": "<", "sdpa": "o", "torch_math": "s"}
 IMPL_STYLES = {"torch": "-", "numpy": "-.", "triton": ":", "torch_best": "-.", "triton_rows": ":", "triton_tile": "--"}
@@ -50,175 +50,6 @@ OP_STYLES = {"gemm.square": "-", "gemm.skinny": "--", "gemm.search": "none"}
 # series (GEMV layers, attention op/impl): the tab10/tab20 colours without their reds
 SERIES_COLORS = ([c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 3],
                  [c for i, c in enumerate(plt.get_cmap("tab20").colors) if i not in (6, 7)])
-LABEL_SIZE = 7
-LABEL_BOX = dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.8)
-
-
-# ---- texts and the label placer --------------------------------------------------------
-
-@contextlib.contextmanager
-def _recording_texts(into: list):
-    """Within the block, every Text that draws itself (visible, non-empty) is appended to into."""
-    original = Text.draw
-
-    @functools.wraps(original)
-    def draw(self, renderer):
-        if self.get_visible() and self.get_text().strip():
-            into.append(self)
-        return original(self, renderer)
-
-    Text.draw = draw
-    try:
-        yield
-    finally:
-        Text.draw = original
-
-
-def drawn_texts(fig) -> list[Text]:
-    """Lay fig out as a draw would, without rasterizing it, and return every Text that
-    drawing put on it (tick labels of ticks outside the view, empty and invisible texts
-    excluded), in drawing order."""
-    texts: list[Text] = []
-    with _recording_texts(texts):
-        fig.draw_without_rendering()
-    seen, out = set(), []
-    for t in texts:
-        if id(t) not in seen:
-            seen.add(id(t))
-            out.append(t)
-    return out
-
-
-# Where a label sits relative to its anchor: (horizontal, vertical) placement of its box.
-# "e": right of the anchor, centred on it; "nw": above and left; ...
-_SIDES = {"e": (1, 0), "w": (-1, 0), "ne": (1, 1), "nw": (-1, 1), "se": (1, -1), "sw": (-1, -1),
-          "n": (0, 1), "s": (0, -1)}
-
-
-@dataclass
-class _Request:
-    ax: object
-    x: float
-    y: float
-    text: str
-    sides: tuple
-    leader: bool
-    kw: dict
-    near: float | None
-    gap: float | None
-
-
-def _nearest_free(want: float, lo: float, hi: float, blocked: list) -> float | None:
-    """Return the value in [lo, hi] nearest want that lies in none of the open intervals
-    blocked, or None when there is none."""
-    merged: list[list[float]] = []
-    for a, b in sorted(blocked):
-        if merged and a < merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    candidates = [c for c in [want, lo, hi] + [v for ab in merged for v in ab] if np.isfinite(c)]
-    free = [c for c in candidates if lo <= c <= hi and not any(a < c < b for a, b in merged)]
-    return min(free, key=lambda c: abs(c - want)) if free else None
-
-
-class LabelPlacer:
-    """Places text labels so that none overprints another text of the figure.
-
-    Add every label with add(); after the figure's layout is final (tight_layout done, axis
-    limits set), place() draws the canvas once, takes every text already drawn (titles,
-    tick labels, legends) and each legend box as fixed, then puts the labels one by one, in
-    the order added: each on the first of its sides, or another, moved vertically by the
-    least amount that keeps its box (display coordinates) clear of every fixed and already
-    placed box by `pad` pixels. A label stays inside its axes when it can, and keeps clear
-    of the anchors (the labelled points) when it can; it always ends clear of every text.
-    A label moved away from its point gets a thin leader line to it."""
-
-    def __init__(self, fig, pad: float = 2.0, gap: float = 3.0):
-        self.fig, self.pad, self.gap = fig, pad, gap
-        self.requests: list[_Request] = []
-        self.texts: list[Text] = []
-        self.points: list[tuple] = []
-
-    def avoid(self, ax, xs, ys, size: float = 4.0) -> None:
-        """Keep labels off these data points of ax when there is room (markers of size px)."""
-        self.points.append((ax, np.asarray(xs, float), np.asarray(ys, float), size))
-
-    def add(self, ax, x: float, y: float, text: str, sides=("e", "w"), leader: bool = True,
-            near: float | None = None, gap: float | None = None, **kw) -> None:
-        """Ask for text to be placed by the data point (x, y) of ax, on one of sides, gap
-        pixels from it (wider than the marker there); near: keeping off the data points may
-        move it at most this many label heights (a roof's label belongs by its line more
-        than it must keep off points)."""
-        if np.isfinite(x) and np.isfinite(y) and text:
-            self.requests.append(_Request(ax, float(x), float(y), text, tuple(sides), leader, kw, near, gap))
-
-    def place(self) -> list[Text]:
-        if not self.requests:
-            return []
-        fig = self.fig
-        fixed = drawn_texts(fig)
-        renderer = fig.canvas.get_renderer()
-        boxes = [t.get_window_extent(renderer) for t in fixed]
-        boxes += [leg.get_window_extent(renderer) for leg in
-                  [ax.get_legend() for ax in fig.axes] + list(fig.legends) if leg is not None]
-        placed = [(b.x0, b.y0, b.x1, b.y1) for b in boxes]
-        anchors = [r.ax.transData.transform((r.x, r.y)) for r in self.requests]
-        soft = {r.ax: [] for r in self.requests}
-        for ax, xs, ys, size in self.points:
-            if ax in soft and len(xs):
-                for qx, qy in ax.transData.transform(np.column_stack([xs, ys])):
-                    soft[ax].append((qx - size, qy - size, qx + size, qy + size))
-        for r, (qx, qy) in zip(self.requests, anchors):
-            soft[r.ax].append((qx - 4, qy - 4, qx + 4, qy + 4))
-        fw, fh = fig.bbox.width, fig.bbox.height
-        for req, (px, py) in zip(self.requests, anchors):
-            kw = dict(fontsize=LABEL_SIZE, bbox=LABEL_BOX, zorder=6, clip_on=False) | req.kw
-            t = req.ax.text(req.x, req.y, req.text, ha="left", va="bottom", **kw)
-            bb = t.get_window_extent(renderer)
-            w, h = bb.width, bb.height
-            dx0, dy0 = bb.x0 - px, bb.y0 - py  # the box's corner relative to the text's position
-            axb = req.ax.get_window_extent(renderer)
-            gap = self.gap if req.gap is None else req.gap
-            near = [s for s in soft[req.ax] if not (s[0] <= px <= s[2] and s[1] <= py <= s[3])]
-            # inside the axes and off the points; inside the axes; inside the figure; anywhere
-            # (the last always has room: above the highest box in the label's column)
-            tiers = ((placed + near, (axb.x0, axb.y0, axb.x1, axb.y1)),
-                     (placed, (axb.x0, axb.y0, axb.x1, axb.y1)),
-                     (placed, (0, 0, fw, fh)),
-                     (placed, (-np.inf, -np.inf, np.inf, np.inf)))
-            best = None
-            for tier, (obstacles, (bx0, by0, bx1, by1)) in enumerate(tiers):
-                for rank, side in enumerate(req.sides):
-                    sx, sy = _SIDES[side]
-                    x0 = px + (gap if sx > 0 else -gap - w if sx < 0 else -w / 2)
-                    want = py + (gap if sy > 0 else -gap - h if sy < 0 else -h / 2)
-                    shift = min(max(x0, bx0), bx1 - w) - x0  # slid sideways to fit its bounds
-                    if bx1 - bx0 < w:
-                        continue
-                    x0 += shift
-                    blocked = [(oy0 - h - self.pad, oy1 + self.pad) for ox0, oy0, ox1, oy1 in obstacles
-                               if ox0 - self.pad < x0 + w and ox1 + self.pad > x0]
-                    y0 = _nearest_free(want, by0, by1 - h, blocked)
-                    if y0 is not None and not (tier == 0 and req.near is not None and abs(y0 - want) > req.near * h):
-                        cost = abs(y0 - want) + abs(shift) + 12 * rank
-                        if best is None or cost < best[0]:
-                            best = (cost, x0, y0)
-                if best is not None:
-                    break
-            _, x0, y0 = best
-            t.set_position(req.ax.transData.inverted().transform((x0 - dx0, y0 - dy0)))
-            placed.append((x0, y0, x0 + w, y0 + h))
-            self.texts.append(t)
-            if req.leader and not (x0 - gap - 1 <= px <= x0 + w + gap + 1 and y0 - gap - 1 <= py <= y0 + h + gap + 1):
-                ex, ey = min(max(px, x0), x0 + w), min(max(py, y0), y0 + h)
-                inv = req.ax.transData.inverted()
-                (lx0, ly0), (lx1, ly1) = inv.transform((px, py)), inv.transform((ex, ey))
-                req.ax.add_artist(Line2D([lx0, lx1], [ly0, ly1], lw=0.5, color=kw.get("color", "0.3"),
-                                         alpha=0.7, zorder=5, clip_on=False))
-        return self.texts
-
-
 # ---- reading the run ---------------------------------------------------------------------
 
 def _short(op: str) -> str:
@@ -268,11 +99,16 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
 
 def roofline_points(df: pd.DataFrame) -> pd.DataFrame:
     """Return the best (highest GFLOP/s) row of each (op, impl, precision) among the rows a
-    roofline can place; rows without a precision (stream) group by (op, impl)."""
+    roofline can place; rows without a precision (stream) group by (op, impl); a model run's
+    rows (family "model": one op per kind, each layer op its own shape) by shape and mode too,
+    so each layer op is its own point."""
     pts = _points(df)
     if pts.empty:
         return pts
     key = text_column(pts, "precision")
+    if "shape" in pts:
+        model = pts["family"] == "model"
+        key = key.where(~model, key + " " + text_column(pts, "shape") + " " + text_column(pts, "mode"))
     idx = pts.assign(_key=key).groupby(["op", "impl", "_key"])["gflops"].idxmax()
     return pts.loc[idx].reset_index(drop=True)
 
@@ -284,12 +120,22 @@ def _series_colors(keys) -> dict:
     return {k: palette[i % len(palette)] for i, k in enumerate(keys)}
 
 
-def _level_of(ws: float, caches, memory: str) -> str:
-    """Return the smallest level the working set fits in (innermost cache first)."""
-    for name, size in caches:
-        if ws <= size:
-            return name
-    return memory
+def level_color(name: str) -> str:
+    """Return a memory level's colour (LEVEL_COLORS); "l2.read" is L2's; another name grey."""
+    return LEVEL_COLORS.get(str(name).split(".", 1)[0], "0.4")
+
+
+def point_levels(run: Run, pts: pd.DataFrame) -> pd.Series:
+    """Return the memory level bounding each point: its `boundary` column where the run
+    wrote one, else roofs.analysis.bounds.boundary_level's rule (rule 12) on its working
+    set, mode and the levels' measured edges and reaches; the same rule either way."""
+    sizes = level_sizes(run.roofs, _caches(run))
+    caches = [(name, size) for name, size, _ in sizes]
+    reach = {name: r for name, _, r in sizes if r}
+    memory = _memory_level(run)
+    own = text_column(pts, "boundary")
+    ruled = [boundary_level(ws, mode, caches, memory, reach) for ws, mode in zip(pts["working_set_bytes"], pts["mode"])]
+    return own.where(own != "", pd.Series(ruled, index=pts.index))
 
 
 def _order(table):
@@ -360,13 +206,13 @@ def draw_level_points(ax, pts: pd.DataFrame) -> pd.DataFrame:
     ax.plot(xs, ys, color="0.6", lw=0.6, zorder=2.5, gid="levels:lines")
     for level, g in lv.groupby("level"):
         ax.scatter(g["intensity"], g["gflops"], marker="o", s=13, facecolors="white", lw=0.9,
-                   edgecolors=LEVEL_COLORS.get(level, "0.4"), zorder=3.5, gid=f"levels:{level}")
+                   edgecolors=level_color(level), zorder=3.5, gid=f"levels:{level}")
     return lv
 
 
 def level_handles(lv: pd.DataFrame) -> list:
     """Return a legend entry for each level drawn by draw_level_points."""
-    return [Line2D([], [], color="0.6", lw=0.6, marker="o", ms=4, mfc="white", mec=LEVEL_COLORS.get(level, "0.4"),
+    return [Line2D([], [], color="0.6", lw=0.6, marker="o", ms=4, mfc="white", mec=level_color(level),
                    label=f"same point at {level.upper()} intensity (its tiles' {level.upper()} bytes)")
             for level in sorted(set(lv["level"]), reverse=True)]
 
@@ -447,74 +293,6 @@ def _groups(roofs: list[Roof], rel: float = 0.01) -> list[list[Roof]]:
     return groups
 
 
-def _draw_roofs(ax, placer: LabelPlacer, model: Roofline, lo_x: float, hi_x: float, lo_y: float,
-                hi_y: float, precisions=None, compute_color=None, level_colors=LEVEL_GREYS,
-                flats: bool = True, links: bool = False) -> None:
-    """Draw the bandwidth slopes, each running up to the highest drawn compute roof (so it
-    meets every precision's roof), the measured flats from the ridge with the fastest
-    level, the datasheet/computed roofs dashed and, with links, the interconnect and host
-    links as dotted slopes (roofs within 5% of each other share one label); labels go to
-    placer. A roof with a sustained figure (ARCHITECTURE.md, rule 14) is drawn solid at it,
-    its burst figure as a thin line beside it (gid ...:burst)."""
-    bws = _bandwidth(model)
-    measured = _compute(model, precisions) if flats else []
-    refs = _compute(model, {r.name for r in measured}, ("datasheet", "computed")) if flats else []
-    top = max((r.value for r in measured), default=None)
-    fastest = bws[0].value if bws else None
-    labels = []  # (bandwidth, text, colour, sides) of each slope's label
-
-    def slope(r: Roof | float, upto: float | None, gid: str, **style) -> None:
-        value = r if isinstance(r, float) else r.value
-        end = min(hi_x, upto / value) if upto else hi_x
-        ax.plot([lo_x, end], [value * lo_x, value * end], zorder=2, gid=gid, **style)
-
-    for r in bws:
-        mem = r.name in MEMORY_LEVELS
-        color, sv = level_colors.get(r.name, "0.4"), sustained_value(r)
-        slope(sv or r.value, top, f"slope:{r.name}", color=color, lw=2 if mem else 1.3)
-        if sv is not None:
-            slope(r, top, f"slope:{r.name}:burst", color=color, lw=0.7, alpha=0.7)
-        labels.append((sv or r.value, _roof_text(r, r.name.upper()), level_colors.get(r.name, "0.3"), ("nw", "se")))
-    ref_top = max((x.value for x in refs), default=top)
-    for r in _bandwidth(model, "datasheet"):
-        slope(r, ref_top, f"slope:{r.name}:datasheet", color="0.45", lw=1, ls="--")
-        labels.append((r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')} datasheet", "0.35", ("nw", "se")))
-    for group, text in (_link_sets(model) if links else []):
-        for r in group:
-            slope(r, top, f"slope:{r.name}", color="0.55", lw=0.9, ls=":")
-        labels.append((group[-1].value, text, "0.45", ("se", "nw")))
-    # each label at the foot of its slope, each a step higher than the one before (slowest
-    # first: it sits furthest right), so each touches its own line and no other label
-    for k, (bw, text, color, sides) in enumerate(sorted(labels, key=lambda lab: lab[0])):
-        upto = top if top else np.inf
-        xa = min(max(lo_y * (hi_y / lo_y) ** (0.08 + 0.05 * k) / bw, lo_x * 1.6), upto / bw, hi_x)
-        placer.add(ax, xa, bw * xa, text, sides=sides, leader=False, near=1.5, color=color)
-    right = hi_x / (hi_x / lo_x) ** 0.004  # a little inside the right spine
-    for group in _groups(measured):
-        r = group[0]
-        start = max(r.value / fastest if fastest else lo_x, lo_x)
-        color = compute_color(r.name) if compute_color else "black"
-        for g in group:
-            sv = sustained_value(g)
-            ax.hlines(sv or g.value, start, hi_x, color=color, lw=1.6, zorder=2, gid=f"flat:{g.name}")
-            if sv is not None:
-                ax.hlines(g.value, start, hi_x, color=color, lw=0.7, alpha=0.7, zorder=2, gid=f"flat:{g.name}:burst")
-        names = ", ".join(_roof_name(g) for g in group)
-        placer.add(ax, right, r.value, _roof_text(r, names), sides=("nw", "sw"),
-                   leader=False, near=1.5, color=color)
-    for source in ("datasheet", "computed"):
-        for group in _groups([r for r in refs if r.source == source]):
-            r = group[0]
-            start = max(r.value / fastest if fastest else lo_x, lo_x)
-            color = compute_color(r.name) if compute_color else "0.35"
-            for g in group:
-                ax.hlines(g.value, start, hi_x, color=color, lw=0.9, ls="--", alpha=0.8, zorder=2,
-                          gid=f"flat:{g.name}:{source}")
-            names = ", ".join(g.name for g in group)
-            placer.add(ax, start * 1.05, r.value, f"{names} {_fmt_rate(r.value, r.unit)} {source}",
-                       sides=("ne", "se"), leader=False, near=1.5, color=color)
-
-
 def _limits(pts: pd.DataFrame, model: Roofline, precisions=None, flats: bool = True, tight: bool = False):
     """Return (lo_x, hi_x, lo_y, hi_y) covering the points, the ridges and the drawn roofs;
     the overview (not tight) spans at least 1e-2 to 100 FLOP/byte."""
@@ -576,3 +354,14 @@ def _bottom_legend(fig, handles, max_cols: int) -> float:
             return (box.height + 6) / fig.bbox.height
         leg.remove()
     return 0.0
+
+
+def fit_legends(fig, margin: float = 4.0) -> None:
+    """After tight_layout: narrow the axes until every legend of theirs (a second one, added
+    as an artist, is not in tight_layout's sums) ends margin pixels inside the figure's right edge."""
+    renderer = fig.canvas.get_renderer()
+    right = max((c.get_window_extent(renderer).x1 for ax in fig.axes for c in ax.get_children()
+                 if isinstance(c, Legend)), default=0.0)
+    overflow = right + margin - fig.bbox.width
+    if overflow > 0:
+        fig.subplots_adjust(right=fig.subplotpars.right - overflow / fig.bbox.width)

@@ -9,8 +9,8 @@ roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: e
                         and host links dotted. Points: the best point of each (op, impl,
                         precision), labelled; colour = family, marker = precision (a stream
                         point's: its element type); one legend.
-roofline-stream.png     Every stream point that does FLOPs, coloured by the smallest memory
-                        level its working set fits in, under the slopes of those levels.
+roofline-stream.png     Every stream point that does FLOPs, coloured by the memory level that
+                        bounds it (its boundary column, rule 12), under the slopes of those levels.
 roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
                         it; each sweep (square, skinny) joined in order.
 roofline-gemv.png       Every decode GEMV point, one panel per weight format: each layer's batch
@@ -22,7 +22,7 @@ bandwidth.png           GB/s against working-set size, one panel per dtype: a li
                         the cache sizes, the sizes of at least 4x the last-level cache (the
                         only ones the off-chip roof comes from) shaded, the roofs derived from
                         that dtype's rows alone (roofs.analysis.derive.bandwidth_roofs) over their
-                        plateaus, and the run's overall roof of each level thin and grey.
+                        plateaus, and the run's overall roof of each level thin, each in its level's colour.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
@@ -33,15 +33,24 @@ energy.png              FLOP per joule against intensity with the fitted energy 
                         point: a grey dash at F / t_floor near the floor, a grey square when
                         launch-bound (within 2x of it).
 
+A memory level has one colour on every chart (kit.LEVEL_COLORS: its slope, its roofs and
+size on bandwidth.png, its level points); line styles mean one thing each and a "lines"
+legend says which (roofs/charts/ceilings.py): solid a measured roof, thin its burst figure,
+dash-dot an FMA chain's elementwise ceiling (no precision's roof), dashed a datasheet or
+computed reference, dotted a link. A user's sweep is drawn on the overview as one marker per
+shape joined in the sweep's order.
+
 In every chart a colour means one thing (its legend says which), and red is kept for
 points above their attainable bound beyond their spread (the flag column): ringed, and
 labelled so on the overview. Rows may carry `boundary` (the memory level whose roof bounds
 the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
 written before that column draw all the same.
 
-No two texts overprint: LabelPlacer puts each label by its point or roof and moves it
-(vertically, or to the point's other side) until its box, measured in display coordinates
-after a canvas draw, meets no other text. `figures(run)` returns the charts unsaved, and
+No two texts overprint and no label sits on a line: LabelPlacer (roofs/charts/labels.py) puts
+each label by its point or along its roof and moves it (vertically, sideways, or to the
+point's other side) until its box, measured in display coordinates after a canvas draw,
+meets no other text and no drawn line segment; a moved label gets a leader line.
+`figures(run)` returns the charts unsaved, and
 `drawn_texts(fig)` lists the texts a draw puts on a figure, so a test can check that.
 `plot_run` draws the charts of a run folder in forked worker processes, one per core
 (the charts are independent and the measuring is over): the files are the same bytes.
@@ -62,6 +71,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -69,6 +79,7 @@ from bench.results import Run, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
 from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
+from roofs.charts.ceilings import RoofStyle, draw_roofs
 from roofs.charts.energy import draw_energy  # noqa: E402
 from roofs.charts.families import (  # noqa: E402
     draw_attention_roofline,
@@ -90,14 +101,12 @@ from roofs.charts.kit import (  # noqa: E402
     _bandwidth,
     _bottom_legend,
     _caches,
-    _draw_roofs,
     _finish_axes,
     _flag_handle,
     _fmt_bytes,
     _fmt_rate,
     _impl_name,
     _limits,
-    _links,
     _marker_handles,
     _memory_level,
     _order,
@@ -107,6 +116,8 @@ from roofs.charts.kit import (  # noqa: E402
     _title,
     drawn_texts,  # noqa: E402,F401  (re-exported: tests draw through roofs.charts.plot)
     far_under_bound,
+    fit_legends,
+    level_color,
     roofline_points,
 )
 
@@ -127,17 +138,23 @@ def draw_roofline(run: Run):
     placer = LabelPlacer(fig)
     far = far_under_bound(best)
     under, best = best[far], best[~far]  # left off, and named in the footnote
-    lims = _limits(best, model)
-    _draw_roofs(ax, placer, model, *lims, links=True)
+    every = _points(run.measurements)
+    users = every[(every["family"] == "user") & ~far_under_bound(every)]
+    lims = _limits(pd.concat([best, users]), model)
+    roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(links=True))
     for (family, fmt), g in best.groupby(["family", "fmt"]):
         ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
                    marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
                    gid=f"points:{family}:{fmt}")
+    for (op, impl, fmt), g in users.groupby(["op", "impl", "fmt"], sort=False):  # a user's sweep, in its order
+        ax.plot(g["intensity"], g["gflops"], color=FAMILY_COLORS["user"], marker=PRECISION_MARKERS.get(fmt, "*"),
+                ms=5, lw=1, alpha=0.8, zorder=3.5, gid=f"sweep:{op}:{_impl_name(impl)}:{fmt}")
+    placer.avoid(ax, users["intensity"], users["gflops"])
     _ring_flagged(ax, best)
     floor_note = draw_launch_floor(ax, best, model.roofs)
     placer.avoid(ax, best["intensity"], best["gflops"])
     for r in best.sort_values("gflops", ascending=False).itertuples():
-        label = f"{_short(r.op)}/{_impl_name(r.impl)}"
+        label = f"{_short(r.op)}/{_impl_name(r.impl)}" + (f" {r.shape} {r.mode}" if r.family == "model" else "")
         if r.precision:
             label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
         placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),
@@ -146,18 +163,23 @@ def draw_roofline(run: Run):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
     ax.set_title(_title(run, "Roofline"))
-    handles = [Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
+    # a user's sweep: its entry drawn as the sweep is, one marker per shape joined by a line
+    handles = [Line2D([], [], color=FAMILY_COLORS["user"], marker="o", ms=4, lw=1, label=f) if f == "user" and len(users)
+               else Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
     handles += _marker_handles(best["fmt"].unique())
     if best["flagged"].any():
         handles.append(_flag_handle())
+    if roof_handles:
+        ax.add_artist(ax.legend(handles=roof_handles, fontsize=7, loc="lower left", bbox_to_anchor=(1.01, 0),
+                                title="lines", title_fontsize=8, alignment="left"))
     if handles:
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="colour: family\n"
                   "marker: precision", title_fontsize=8, alignment="left")
-    flagged = int(_points(run.measurements)["flagged"].sum())
+    flagged = int(every["flagged"].sum())
     fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every stream, GEMM, GEMV and attention point "
              "is in roofline-<family>.png. "
-             "Solid: measured roofs (slopes: bandwidth of each level, up to every compute roof); dashed: datasheet "
-             "or computed" + ("; dotted: links" if _links(model) else "") + ".\ncopy and write do no FLOPs "
+             "Slopes: each level's bandwidth roof in its colour, up to every compute roof; the lines' legend says "
+             "what each style means.\ncopy and write do no FLOPs "
              "(see bandwidth.png). "
              + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
                 "is a best point, and in the family charts." if flagged else "")
@@ -165,6 +187,7 @@ def draw_roofline(run: Run):
              + (f"\n{_under_note(under)}" if len(under) else ""),
              fontsize=7, color="dimgray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fit_legends(fig)
     placer.place()
     return fig
 
@@ -203,18 +226,17 @@ def draw_bandwidth(run: Run):
         ax.set_xscale("log", base=2)
         ax.set_xlim(lo_b, hi_b)
         ax.set_ylim(-0.03 * top_y, top_y)  # the 0 label clear of the x axis's first label
-        if llc:
+        if llc:  # named in the legend: a label across the band would cross the roofs' lines
             ax.axvspan(DRAM_FACTOR * llc, hi_b, color="0.93", zorder=0, gid="4xllc")
-            placer.add(ax, DRAM_FACTOR * llc, top_y * 0.97, f">= {DRAM_FACTOR}x LLC ({_fmt_bytes(DRAM_FACTOR * llc)}): "
-                       f"{memory.upper()} roof sizes", sides=("se", "sw"), leader=False, color="0.35", rotation=90)
         for name, size in caches:
-            ax.axvline(size, color="0.55", ls=":", lw=1, zorder=1)
+            ax.axvline(size, color=level_color(name), ls=":", lw=1, zorder=1, gid=f"size:{name}")
             placer.add(ax, size, top_y * 0.9, f"{name.upper()} {_fmt_bytes(size)}", sides=("sw", "se"),
-                       leader=False, color="0.4")
+                       leader=False, color=level_color(name))
         for name, r in overall.items():
-            ax.axhline(r.value, color="0.6", lw=0.8, zorder=1, gid=f"overall:{name}")
-            placer.add(ax, lo_b, r.value, f"roof (all dtypes): {name.upper()} {_fmt_rate(r.value, 'GB/s')}",
-                       sides=("ne", "se"), leader=False, near=1.5, color="0.45")
+            ax.axhline(r.value, color=level_color(name), lw=0.8, alpha=0.6, zorder=1, gid=f"overall:{name}")
+            places = [(lo_b * (hi_b / lo_b) ** f, r.value) for f in np.linspace(0, 0.9, 10)]
+            placer.add(ax, *places[0], f"{name.upper()} {_fmt_rate(r.value, 'GB/s')}",
+                       sides=("ne", "se"), leader=False, near=1.5, along=places[1:], color=level_color(name))
         own, _ = bandwidth_roofs(stream[stream["dtype"] == dtype], caches, memory)
         for r in own:
             if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
@@ -226,13 +248,12 @@ def draw_bandwidth(run: Run):
             # labelled so: the chart names no roof the file does not hold
             kept = overall.get(r.name)
             is_roof = kept is not None and kept.point_id == r.point_id
-            ax.hlines(r.value, x0, x1, color="black", lw=3 if is_roof else 1.6, alpha=0.75, zorder=4,
+            ax.hlines(r.value, x0, x1, color=level_color(r.name), lw=3 if is_roof else 1.6, alpha=0.85, zorder=4,
                       ls="-" if is_roof else "--", gid=f"roof:{r.name}" if is_roof else f"candidate:{r.name}")
-            label = (f"{r.name.upper()} roof {_fmt_rate(r.value, 'GB/s')}" if is_roof else
-                     f"{r.name.upper()} candidate {_fmt_rate(r.value, 'GB/s')} (not a roof: "
-                     + (f"roof {_fmt_rate(kept.value, 'GB/s')})" if kept is not None else "no roof in roofs.json)"))
-            placer.add(ax, np.sqrt(x0 * x1), r.value, label, sides=("n", "s"), leader=False, near=1.5, color="black",
-                       fontweight="bold" if is_roof else "normal")
+            label = f"{r.name.upper()} {'roof' if is_roof else 'candidate'} {_fmt_rate(r.value, 'GB/s')}"
+            places = [(x0 * (x1 / x0) ** f, r.value) for f in (0.5, 0.25, 0.75, 0.0, 1.0)]
+            placer.add(ax, *places[0], label, sides=("n", "s", "ne", "nw"), leader=True, near=1.5, along=places[1:],
+                       color=level_color(r.name), fontweight="bold" if is_roof else "normal")
         ax.set_xlabel("working set (bytes, all arrays)")
         ax.set_title(f"{dtype}: plateaus of {dtype} rows", fontsize=10)
         ax.grid(True, which="major", alpha=0.25)
@@ -244,8 +265,15 @@ def draw_bandwidth(run: Run):
     handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
     if "cold" in modes:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))
-    handles.append(Line2D([], [], color="black", lw=3, alpha=0.75, label="roof from this dtype, over its plateau"))
-    handles.append(Line2D([], [], color="0.6", lw=0.8, label="the run's roof of each level (all dtypes)"))
+    if llc:
+        handles.append(Patch(color="0.93", label=f"shaded: >= {DRAM_FACTOR}x LLC ({_fmt_bytes(DRAM_FACTOR * llc)}), "
+                             f"the sizes the {memory.upper()} roof comes from"))
+    levels = [name for name, _ in caches] + [memory]
+    handles += [Line2D([], [], color=level_color(lv), lw=2, label=f"{lv.upper()}: its roofs and size") for lv in levels]
+    handles.append(Line2D([], [], color="0.2", lw=3, alpha=0.85, label="thick: roof from this dtype, over its plateau"))
+    handles.append(Line2D([], [], color="0.2", lw=1.6, ls="--", label="dashed: this dtype's candidate, not a roof"))
+    handles.append(Line2D([], [], color="0.2", lw=0.8, alpha=0.6, label="thin: the run's roof of the level (all dtypes)"))
+    handles.append(Line2D([], [], color="0.2", lw=1, ls=":", label="dotted: a cache's size"))
     bottom = _bottom_legend(fig, handles, 6)
     fig.suptitle(_title(run, "Stream bandwidth"))
     fig.tight_layout(rect=(0, bottom, 1, 1))

@@ -8,22 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure  # no pyplot: the process's matplotlib backend is left alone
 
 from bench.results import load_run
 from bench.util import fmt_bytes
-from roofs.analysis.roofline import Roofline
-from roofs.charts.kit import LabelPlacer
+from roofs.charts.fleet import figure_compare
+from roofs.charts.fleet import run_label as label
 from roofs.reports.report import _fmt, md_table
-
-COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
-
-
-def label(run) -> str:
-    return f"{run.device.get('name', '?')} @ {run.meta.get('start_utc', '')[:16]}"
 
 
 def ratio_table(runs) -> pd.DataFrame:
@@ -88,64 +79,6 @@ def text_table(table: pd.DataFrame) -> str:
     """Return the ratio table for a terminal: significant digits with thousands separators,
     blank where a run lacks a roof."""
     return table.apply(lambda col: col.map(_fmt)).to_string(index=False) if not table.empty else "(no measured roofs)"
-
-
-def figure_compare(runs) -> Figure:
-    """Return the compare chart: each run's off-chip roof as a slope up to its highest
-    compute roof, its compute roofs flat, its points; every run in the legend (a run without
-    an off-chip roof too), each compute roof labelled "run N <precision>" by the label
-    placer, so no two labels overprint."""
-    fig = Figure(figsize=(10, 6))
-    FigureCanvasAgg(fig)  # its own canvas: the placer measures texts; pyplot's backend is left alone
-    ax = fig.subplots()
-    xs = np.logspace(-2, 4, 300)
-    placer = LabelPlacer(fig)
-    drawn = False
-    # labels go along the flat part every run shares: right of every ridge point and of the
-    # legend (upper left), so that each one's place is on its line whichever run it is
-    ridges = [r.value / b.value for run in runs for b in [Roofline(run.roofs).bandwidth()] if b
-              for r in Roofline(run.roofs).roofs if r.kind == "compute" and r.source == "measured"]
-    lo = max([10.0] + [1.5 * x for x in ridges])
-    for i, (color, run) in enumerate(zip(COLORS * (1 + len(runs) // len(COLORS)), runs)):
-        model = Roofline(run.roofs)
-        peak = model.compute()
-        bw = model.bandwidth()
-        df = run.measurements
-        ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0)]
-        drawn = drawn or not ok.empty or bw is not None or peak is not None
-        ax.scatter(ok["intensity"], ok["gflops"], s=8, color=color, alpha=0.5,
-                   label=f"run {i + 1}: {label(run)}" + ("" if bw else " (no off-chip roof)"))
-        if bw:
-            ys = bw.value * xs if peak is None else np.minimum(bw.value * xs, peak.value)
-            ax.plot(xs, ys, color=color, lw=2, label=f"run {i + 1}: {bw.name} {bw.value:,.0f} GB/s")
-        flat = [r for r in model.roofs if r.kind == "compute" and r.source == "measured"]
-        for j, r in enumerate(flat):
-            start = r.value / bw.value if bw else xs[0]
-            ax.hlines(r.value, start, xs[-1], color=color, lw=1, alpha=0.7, gid=f"run{i + 1}:{r.name}")
-            # each label on its own line, at its own place along it (runs and roofs staggered), so
-            # that labels of nearby roofs do not pile into one column away from their lines
-            at = (i + len(runs) * j + 0.5) / (len(runs) * max(1, len(flat)))
-            x = float(np.exp(np.log(lo) + at * (np.log(xs[-1] / 1.5) - np.log(lo))))
-            placer.add(ax, x, r.value, f"run {i + 1} {r.name}", sides=("n", "s"), leader=True, near=1.0,
-                       gap=1.0, color=color)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(xs[0] / 2, xs[-1] * 2)
-    tops = [r.value for run in runs for r in Roofline(run.roofs).roofs if r.kind == "compute" and r.source == "measured"]
-    if tops:  # headroom above the highest roof, so its labels sit by it, not pushed below the others
-        ax.set_ylim(top=max(max(tops) * 3, ax.get_ylim()[1]))
-    if not drawn:  # no roof and no FLOP-counted point in any run: an empty chart that says so
-        ax.set_ylim(1, 1e4)
-        ax.text(0.5, 0.5, "no roofs or FLOP-counted points in these runs", transform=ax.transAxes,
-                ha="center", va="center", color="0.4")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_title("roofbench compare")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    placer.place()
-    return fig
 
 
 def plot_compare(runs, path: Path) -> Path:

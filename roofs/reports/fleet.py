@@ -18,7 +18,12 @@ outlier on a roof when its value is more than OUTLIER_MADS MADs AND more than OU
 below the median. Where the MAD is 0 (more than half the devices agree exactly) the first
 test reads "below the median", so the 3% test alone decides: a fleet of identical values
 never flags a device for a rounding difference, and a device 3% down is still named. Each
-outlier is named with the recorded state that probably explains it (causes()).
+outlier is named with the recorded state that probably explains it (causes()). A device is
+judged by its latest run, and only in a group of at least MIN_DEVICES devices: with fewer,
+the group says why it cannot tell, and a device measured several times is one device with
+its run-to-run spread (min, max, (max - min) / median per roof), never an outlier of itself.
+Devices are told apart by their identity (bench.identity.device_identity: a GPU's UUID, a
+CPU's host and machine key), so two VMs of one host name are two devices.
 """
 from __future__ import annotations
 
@@ -30,13 +35,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.results import ResultsError, device_identity, load_meta, load_small
+from bench.identity import device_identity
+from bench.results import ResultsError, load_meta, load_small
 from bench.util import missing, number
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.report import md_table
 
 OUTLIER_MADS = 3.0
 OUTLIER_PCT = 3.0
+MIN_DEVICES = 3  # fewer devices of a model give no median to be an outlier of (one device is its own median)
 RANKS_FILE = "ranks.json"  # written by a multi-node --all-devices run (bench/run/distributed.py)
 STATE_COLUMNS = ["driver", "max_clock_mhz", "memory_clock_mhz", "power_limit_w", "default_power_limit_w",
                  "app_sm_clock_mhz", "app_mem_clock_mhz", "ecc", "mig", "persistence", "pcie_gen", "pcie_gen_max",
@@ -216,36 +223,61 @@ def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
     return out
 
 
+def run_spread(rows: pd.DataFrame, columns) -> dict:
+    """Return per device measured more than once, per roof column: its runs' count, min,
+    max and spread (max - min) / median in %."""
+    out = {}
+    for dev, runs in rows[rows.duplicated("id", keep=False)].groupby("id"):
+        per = {}
+        for col in columns:
+            v = pd.to_numeric(runs[col], errors="coerce").dropna()
+            if len(v) >= 2:
+                med = float(v.median())
+                per[col] = {"runs": int(len(v)), "min": float(v.min()), "max": float(v.max()),
+                            "spread_pct": 100 * float(v.max() - v.min()) / med if med else None}
+        out[dev] = per
+    return out
+
+
 def analyse(fleet: Fleet) -> dict:
-    """Return per group (model) and per roof column (burst and sustained) the statistics, the
-    outliers (each with its probable causes), the devices measured more than once, and the
-    runs left out."""
+    """Return per group (model) and per roof column (burst and sustained) the statistics over
+    one run per device (its latest), the outliers among those runs (each with its probable
+    causes; none, and `no_outliers` saying why, in a group of under MIN_DEVICES devices), each
+    device's run-to-run spread, the devices measured more than once, and the runs left out."""
     df = fleet.rows
     keys = df.apply(lambda r: group_key(r, fleet.mixed), axis=1)
     columns = [c for name in fleet.roofs for c in (name, f"{name}.sustained") if c in df.columns]
     groups, outliers = {}, []
     for g, rows in df.groupby(keys, sort=True):
         devices = _latest(rows)
+        n = int(devices["id"].nunique())
         per = {}
         for col in columns:
             st = stats(devices[col])
             if st is None:
                 continue
             per[col] = dict(st, unit=fleet.roofs[col.split(".sustained")[0]])
-            values = pd.to_numeric(rows[col], errors="coerce")
+            if n < MIN_DEVICES:
+                continue
+            values = pd.to_numeric(devices[col], errors="coerce")
             slow = values < min(st["median"] - OUTLIER_MADS * st["mad"], (1 - OUTLIER_PCT / 100) * st["median"])
-            for _, row in rows[slow.fillna(False)].iterrows():  # is_outlier, for the whole column at once
+            for _, row in devices[slow.fillna(False)].iterrows():  # is_outlier, for the whole column at once
                 v = float(row[col])
                 outliers.append({"group": g, "roof": col, "host": row["host"], "id": row["id"],
                                  "run": row["run"], "value": v, "median": st["median"],
                                  "below_pct": 100 * (1 - v / st["median"]) if st["median"] else None,
                                  "causes": causes(row, rows, col.split(".sustained")[0])})
-        groups[g] = {"devices": int(devices["id"].nunique()), "runs": int(len(rows)), "roofs": per}
+        groups[g] = {"devices": n, "runs": int(len(rows)), "roofs": per}
+        if n < MIN_DEVICES:
+            groups[g]["no_outliers"] = (f"{n} device{'' if n == 1 else 's'} of {g}: an outlier needs at least "
+                                        f"{MIN_DEVICES} devices of the model to stand out from their median, so none "
+                                        "is named (a device measured several times shows its run-to-run spread)")
     twice = df[df.duplicated("id", keep=False)]
     return {"groups": groups, "outliers": outliers,
             "measured_twice": {i: r["run"].tolist() for i, r in twice.groupby("id")},
+            "spread": run_spread(df, columns),
             "left_out": [{"run": d, "why": w} for d, w in fleet.left_out], "mixed_methods": fleet.mixed,
-            "rule": {"mads": OUTLIER_MADS, "pct": OUTLIER_PCT}}
+            "rule": {"mads": OUTLIER_MADS, "pct": OUTLIER_PCT, "min_devices": MIN_DEVICES}}
 
 
 def _slug(text: str) -> str:
@@ -254,13 +286,15 @@ def _slug(text: str) -> str:
 
 def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
     df = fleet.rows
-    lines = [f"# A fleet of {df['id'].nunique()} devices ({len(df)} runs)\n\n"]
+    n = df["id"].nunique()
+    lines = [f"# A fleet of {n} device{'' if n == 1 else 's'} ({len(df)} run{'' if len(df) == 1 else 's'})\n\n"]
     if fleet.mixed:
         lines.append("**Mixed method versions** (allowed by --mixed-methods): each version is its own group below; "
                      "roofs of different versions are not comparable.\n\n")
     lines.append(f"Outlier rule: more than {OUTLIER_MADS:g} median absolute deviations (MAD) and more than "
                  f"{OUTLIER_PCT:g}% below the group's median; a MAD of 0 leaves the {OUTLIER_PCT:g}% test alone. "
-                 "Statistics over one run per device (its latest).\n\n")
+                 f"Statistics over one run per device (its latest); outliers only among at least {MIN_DEVICES} devices "
+                 "of a model.\n\n")
     by_group = {}
     for o in result["outliers"]:
         by_group.setdefault(o["group"], []).append(o)
@@ -273,7 +307,9 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
         lines.append(md_table(table))
         slow = by_group.get(g, [])
         lines.append(f"\n### Outliers ({len({o['id'] for o in slow})} devices)\n\n")
-        if not slow:
+        if info.get("no_outliers"):
+            lines.append(f"- none named: {info['no_outliers']}\n")
+        elif not slow:
             lines.append("- none\n")
         per_dev = {}
         for o in slow:
@@ -293,7 +329,10 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
     cols = [c for c in fleet.roofs if c in df.columns]
     for dev, runs in result["measured_twice"].items():
         sub = df[df["id"] == dev][["run", "start_utc", *cols]]
-        lines.append(f"\n**{dev}**\n\n" + md_table(sub))
+        spread = result.get("spread", {}).get(dev, {})
+        said = "; ".join(f"{c} {s['min']:,.1f}-{s['max']:,.1f} ({s['spread_pct']:.1f}%)" for c, s in spread.items()
+                         if c in cols and s["spread_pct"] is not None)
+        lines.append(f"\n**{dev}**" + (f": run-to-run spread {said}" if said else "") + "\n\n" + md_table(sub))
     lines.append("\n## Left out\n\n")
     lines += [f"- {d}: {w}\n" for d, w in fleet.left_out] or ["- none\n"]
     return "".join(lines)

@@ -542,8 +542,10 @@ def write_report(run_dir) -> tuple[Path, Path]:
             body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
     d = Path(run_dir)
     (d / "report.md").write_text("".join(md))
+    # a table wider than the page scrolls inside its own box (display:block lets overflow apply to it)
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
-             "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}img{max-width:100%}")
+             "font-size:12px;display:block;max-width:100%;overflow-x:auto}td,th{border:1px solid #ccc;"
+             "padding:2px 6px;white-space:nowrap}img{max-width:100%}")
     (d / "report.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
                                    f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
                                    + "".join(body) + "</body></html>")
