@@ -1,23 +1,15 @@
 """The end-of-run summary, the report and roofs.json name the same roofs,
-on a synthetic run with a missing level (tests/noroof.py: run_a without its DRAM sizes, so
+on a synthetic run with a missing level (conftest.py's nodram, tests/noroof.py: run_a without its DRAM sizes, so
 roofs.json has cache and compute roofs, and a note on dram). A note on a roof the file holds
 is never printed as "no roof"; every "no roof" names a level roofs.json has no roof for."""
 import json
 import re
-
-import pytest
-from noroof import run_without_dram
 
 from bench.results import load_run
 from roofs.analysis.checks import note_subject, split_notes
 from roofs.reports.brief import brief
 from roofs.reports.report import write_report
 from roofs.reports.summary import summary
-
-
-@pytest.fixture(scope="module")
-def nodram(tmp_path_factory):
-    return run_without_dram(tmp_path_factory.mktemp("agree") / "run")
 
 
 def _section(md: str, title: str) -> str:

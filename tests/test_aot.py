@@ -16,6 +16,7 @@ from collections import Counter
 
 import pytest
 import torch
+from conftest import AOT_ARCHES
 
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
@@ -34,13 +35,13 @@ SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
 MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
             "decode_combine_kernel", "fp4_matmul_kernel"}
-ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
+ARCHES = AOT_ARCHES
 
 
 @pytest.fixture(scope="module")
-def outcomes():
-    plans = [aot_plan.build_plan(arch, quick=True) for arch in ARCHES]
-    return dict(zip(ARCHES, aot_pool.compile_plans(plans)))
+def outcomes(aot_outcomes):
+    # conftest.py: the quick plan of each arch, compiled in one pool that started at collection
+    return aot_outcomes
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -24,15 +24,11 @@ def user_env():
     return env
 
 
-def cli(*args, **kw):
-    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args], capture_output=True,
-                          text=True, env=user_env(), **kw)
-
-
 @pytest.mark.slow
-def test_quick_run_end_to_end(tmp_path):
-    r = cli("--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.03",
-            "--out", str(tmp_path), timeout=300)
+def test_quick_run_end_to_end(quick_stream_run):
+    # conftest.py's shared run: --quick --only stream.copy,stream.triad --dtype float32 --counters 3
+    # --budget 0.03 (tests/test_counters.py reads its counters note)
+    r, tmp_path = quick_stream_run.result, quick_stream_run.out
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
     assert run_dir.name.startswith("cpu-") and run_dir.name.endswith("Z")
@@ -239,9 +235,10 @@ def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path):
-    r = cli("--quick", "--only", "gemm.square,gemm.skinny", "--max-ws", "2200KiB", "--budget", "0.02",
-            "--out", str(tmp_path), timeout=300)
+def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path, cli_in_process):
+    # in this process (conftest.py): the quick stream run and Ctrl-C above start their own
+    r = cli_in_process("--quick", "--only", "gemm.square,gemm.skinny", "--max-ws", "2200KiB", "--budget", "0.02",
+                       "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
     doc = json.loads((run_dir / "roofs.json").read_text())

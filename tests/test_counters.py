@@ -295,12 +295,9 @@ def test_counters_do_not_go_with_several_ranks(capsys):
 
 
 @pytest.mark.slow
-def test_counters_on_the_cpu_say_why_and_the_run_completes(tmp_path):
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "--quick", "--only", "stream.copy/torch",
-                        "--dtype", "float32", "--budget", "0.03", "--sustain", "0", "--counters", "3",
-                        "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+def test_counters_on_the_cpu_say_why_and_the_run_completes(quick_stream_run):
+    # conftest.py's shared quick stream run, made with --counters 3 (tests/test_cli.py reads the rest of it)
+    r, tmp_path = quick_stream_run.result, quick_stream_run.out
     assert r.returncode == 0, r.stderr
     assert ("roofbench: --counters: no counters will be collected: hardware counters need an NVIDIA GPU, and this "
             "run is on cpu") in r.stderr

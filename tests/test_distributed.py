@@ -88,10 +88,10 @@ def test_all_devices_side_by_side(tmp_path):
     assert "run_bench.py --all-devices --procs 2" in rank0["command"] and rank0["options"]["all_devices"] is True
 
 
-def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path):
-    r = launch(tmp_path, "--all-devices")
+def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path, cli_in_process):
+    r = cli_in_process("--all-devices", "--out", tmp_path)
     assert r.returncode == 2 and "no CUDA GPU here" in r.stderr and "Traceback" not in r.stderr
-    r = launch(tmp_path, "--comm", "--procs", "1")
+    r = cli_in_process("--comm", "--procs", "1", "--out", tmp_path)
     assert r.returncode == 2 and "at least 2 ranks" in r.stderr
 
 

@@ -51,6 +51,7 @@ def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="N
 
 
 def run_cli(*args):
+    """Return `run_bench.py fleet ARGS` run in a process of its own (the refusals run in-process: conftest.py)."""
     return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "fleet", *map(str, args)],
                           capture_output=True, text=True, timeout=300)
 
@@ -132,10 +133,10 @@ def test_a_slow_device_with_a_lower_power_limit_is_named_with_it(tmp_path):
     assert "driver 550.1 where most of the fleet runs 560.35" in causes
 
 
-def test_mixed_method_versions_are_refused_unless_asked(tmp_path):
+def test_mixed_method_versions_are_refused_unless_asked(tmp_path, cli_in_process):
     write_run(tmp_path / "new", "h", "GPU-1", 1.0)
     write_run(tmp_path / "old", "h", "GPU-2", 1.0, method=3)
-    r = run_cli(tmp_path, "--out", tmp_path / "f")
+    r = cli_in_process("fleet", tmp_path, "--out", tmp_path / "f")
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert f"different method versions (version 3: 1 runs, version {METHOD_VERSION}: 1 runs)" in r.stderr
     assert "--mixed-methods" in r.stderr
@@ -146,17 +147,17 @@ def test_mixed_method_versions_are_refused_unless_asked(tmp_path):
     assert "**Mixed method versions**" in (tmp_path / "f" / "fleet.md").read_text()
 
 
-def test_bad_folders_are_one_sentence(tmp_path):
-    r = run_cli(tmp_path / "nope")
+def test_bad_folders_are_one_sentence(tmp_path, cli_in_process):
+    r = cli_in_process("fleet", tmp_path / "nope")
     assert r.returncode == 2 and "is not a folder" in r.stderr and "Traceback" not in r.stderr
-    r = run_cli(tmp_path)
+    r = cli_in_process("fleet", tmp_path)
     assert r.returncode == 2 and "no complete device run under" in r.stderr
 
 
-def test_an_unwritable_out_is_one_sentence(tmp_path):
+def test_an_unwritable_out_is_one_sentence(tmp_path, cli_in_process):
     write_run(tmp_path / "runs" / "a", "h", "GPU-1", 1.0)
     (tmp_path / "file").write_text("x")
-    r = run_cli(tmp_path / "runs", "--out", tmp_path / "file")
+    r = cli_in_process("fleet", tmp_path / "runs", "--out", tmp_path / "file")
     assert r.returncode == 2 and "cannot write the fleet folder" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -2,6 +2,7 @@
 two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test itself kills rank 2's
 measuring process mid-run, and the fleet report names it and keeps the three others."""
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -93,14 +95,37 @@ def test_a_ranks_deadline_is_its_predicted_duration_with_a_margin():
     assert d.deadline_s(quick_args(deadline=42.0), cpu) == 42.0
 
 
+class DeadlineOnCue:
+    """A spawned process (as supervise makes one) whose first join(timeout), supervise's wait for
+    its deadline, also ends when the test sets `cue`: the deadline comes once the test has hung
+    the process, however long this machine took to start it, and the test waits out no clock."""
+    cue = threading.Event()
+
+    def __init__(self, *args, **kw):
+        self._proc, self._waited = multiprocessing.get_context("spawn").Process(*args, **kw), False
+
+    def __getattr__(self, name):
+        return getattr(self._proc, name)
+
+    def join(self, timeout=None):
+        if self._waited:  # the grace after the SIGINT, and the reaping after the kill: as they are
+            return self._proc.join(timeout)
+        self._waited, end = True, time.monotonic() + timeout
+        while self._proc.is_alive() and not self.cue.is_set() and time.monotonic() < end:
+            self._proc.join(0.05)
+        return None
+
+
 @pytest.mark.slow
-def test_a_hung_measurement_is_stopped_at_its_deadline_and_marked(tmp_path):
+def test_a_hung_measurement_is_stopped_at_its_deadline_and_marked(tmp_path, monkeypatch):
     """The test hangs the measuring process itself (SIGSTOP, as a wedged driver call would):
     it ignores the SIGINT at the deadline, so it is killed grace_s later and marked."""
     from bench.run import distributed as d
+    monkeypatch.setattr(d, "mp", SimpleNamespace(get_context=lambda kind: SimpleNamespace(Process=DeadlineOnCue)))
+    DeadlineOnCue.cue.clear()
     args = quick_args(out=tmp_path, outlier_pct=5.0)
     got = {}
-    t = threading.Thread(target=lambda: got.update(r=d.supervise(tmp_path / "rank0-cpu", args, "cpu", 30.0,
+    t = threading.Thread(target=lambda: got.update(r=d.supervise(tmp_path / "rank0-cpu", args, "cpu", 600.0,
                                                                   say=lambda line: None, grace_s=1.0)))
     t0 = time.monotonic()
     t.start()
@@ -110,10 +135,11 @@ def test_a_hung_measurement_is_stopped_at_its_deadline_and_marked(tmp_path):
         if meta and meta.get("status") == "running" and meta.get("pid"):
             os.kill(meta["pid"], signal.SIGSTOP)
             stopped = meta["pid"]
+            DeadlineOnCue.cue.set()  # hung: its deadline comes now
         time.sleep(0.02)
     t.join(120)
     assert stopped, "the measurement ended before the test could hang it"
     status, code = got["r"]
     print(f"\nhung at {time.monotonic() - t0:.1f} s in, stopped: {status} (exit {code})")
-    assert status == "failed: past its deadline of 30 s (hung, or far slower than predicted)" and code == -9
+    assert status == "failed: past its deadline of 600 s (hung, or far slower than predicted)" and code == -9
     assert status_of(tmp_path / "rank0-cpu" / "run.json")["status"] == status

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from noroof import DATA, run_without_dram
+from noroof import DATA  # conftest.py's nodram fixture: tests/noroof.py's run without a dram roof
 
 import run_bench
 from bench import api
@@ -17,11 +17,6 @@ from bench.results import load_run
 from roofs.analysis.roofline import Roof
 
 ROOT = Path(run_bench.__file__).parent
-
-
-@pytest.fixture(scope="module")
-def nodram(tmp_path_factory):
-    return run_without_dram(tmp_path_factory.mktemp("nodram") / "run")
 
 
 def test_fixture_has_no_dram_roof(nodram):
@@ -128,12 +123,10 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
 
 
-def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path):
+def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_process):
     """The run command itself, with a --max-ws that leaves no DRAM roof."""
-    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "--quick", "--only", "stream.copy/torch",
-                        "--dtype", "fp32", "--max-ws", "256KiB", "--budget", "0.02", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300, env={k: v for k, v in __import__("os").environ.items()
-                                                                          if k != "TRITON_INTERPRET"})
+    r = cli_in_process("--quick", "--only", "stream.copy/torch", "--dtype", "fp32", "--max-ws", "256KiB",
+                       "--budget", "0.02", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert "no roof: dram:" in r.stdout and "because --max-ws 256 KiB stops the sweep" in r.stdout

@@ -1,8 +1,6 @@
 """Model presets: derived shapes against hand-worked numbers, bad names, and the model
 command end to end on the CPU with the tiny preset and a recorded run's roofs."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +8,6 @@ import pytest
 from bench import models as m
 
 DATA = Path(__file__).parent / "data"
-ROOT = Path(m.__file__).parent.parent
 
 
 def by(ops, phase):
@@ -93,10 +90,10 @@ def test_ops_and_steps_faster_than_their_bounds_are_flagged_with_causes():
 
 
 @pytest.mark.slow
-def test_model_command_end_to_end(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "model", "tiny", "--batch", "1,2", "--prompt", "64",
-                        "--context", "256", "--roofs", str(DATA / "run_a"), "--budget", "0.02", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+def test_model_command_end_to_end(tmp_path, cli_in_process):
+    # in this process (conftest.py); tests/test_missing_roof.py runs the model command in one of its own
+    r = cli_in_process("model", "tiny", "--batch", "1,2", "--prompt", "64", "--context", "256",
+                       "--roofs", DATA / "run_a", "--budget", "0.02", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     [run_dir] = list(tmp_path.iterdir())
     report = json.loads((run_dir / "model.json").read_text())

@@ -212,6 +212,14 @@ def synthetic(tmp_path_factory):
     return make_synthetic_run(tmp_path_factory.mktemp("plot") / "synthetic")
 
 
+@pytest.fixture(scope="module")
+def synthetic_drawn(synthetic, tmp_path_factory):
+    """Return (a copy of the synthetic run with every chart drawn by plot_run in 2 worker
+    processes, the paths it returned): drawn once, for the report test and the serial one."""
+    d = Path(shutil.copytree(synthetic, tmp_path_factory.mktemp("drawn") / "run"))
+    return d, plot.plot_run(d, workers=2)
+
+
 def _runs(synthetic):
     return {"run_a": DATA / "run_a", "run_b": DATA / "run_b", "reference": REFERENCE, "h200": H200,
             "synthetic": synthetic}
@@ -384,10 +392,10 @@ def test_label_placer_separates_labels_at_one_point():
         plt.close(fig)
 
 
-def test_report_embeds_the_family_charts(synthetic, tmp_path):
+def test_report_embeds_the_family_charts(synthetic_drawn, tmp_path):
     from roofs.reports.report import write_report
-    d = Path(shutil.copytree(synthetic, tmp_path / "run"))
-    paths = plot.plot_run(d)
+    d = Path(shutil.copytree(synthetic_drawn[0], tmp_path / "run"))  # its charts drawn by plot_run
+    paths = synthetic_drawn[1]
     drawn = set(plot.CHARTS) - {"energy.png"}  # the synthetic run has no energy readings (tests/test_report.py has)
     assert {p.name for p in paths} == drawn
     md, html = write_report(d)
@@ -400,23 +408,20 @@ def test_report_embeds_the_family_charts(synthetic, tmp_path):
         assert f'src="{name}"' in page and (d / name).exists(), name
 
 
-def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, tmp_path):
+def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, synthetic_drawn, tmp_path):
     serial = Path(shutil.copytree(synthetic, tmp_path / "serial"))
-    forked = Path(shutil.copytree(synthetic, tmp_path / "forked"))
     one = plot.plot_run(serial, workers=1)
-    two = plot.plot_run(forked, workers=2)
+    two = synthetic_drawn[1]  # plot_run(..., workers=2)
     assert [p.name for p in one] == [p.name for p in two] and one
     for a, b in zip(one, two):
         assert a.read_bytes() == b.read_bytes(), a.name
 
 
-def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(tmp_path):
-    """Every run in the legend (one without an off-chip roof too), and the
+def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(nodram):
+    """Every run in the legend (one without an off-chip roof too: conftest.py's nodram), and the
     right-edge labels of equal roofs of several runs never overprint."""
-    from noroof import run_without_dram
-
     from roofs.reports.compare import figure_compare
-    runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(run_without_dram(tmp_path / "nodram"))]
+    runs = [load_run(DATA / "run_a"), load_run(DATA / "run_b"), load_run(nodram)]
     fig = figure_compare(runs)
     try:
         legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]

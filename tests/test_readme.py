@@ -2,23 +2,19 @@
 REFERENCE.md runs as written, from outside the checkout (PYTHONPATH, as the README says), on
 the CPU, in a few seconds.
 
-The examples name the committed CPU reference run; here that name points at a copy of a
-small recorded run (tests/data/run_a), in a scratch folder, so nothing committed changes."""
-import os
+The examples name committed runs; they run in conftest.py's doc_examples, from a folder outside
+a copy of the checkout whose results/ are the copy's (tests/test_nothing_rewritten.py checks that
+they leave its tracked files as committed), so nothing committed here changes."""
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import DOCS, doc_blocks
 
 ROOT = Path(__file__).parent.parent
-DOCS = ("README.md", "REFERENCE.md")
 TEXT = {name: (ROOT / name).read_text() for name in DOCS}
 README = TEXT["README.md"]
-BLOCKS = [(name, i, code) for name in DOCS
-          for i, code in enumerate(re.findall(r"```python\n(.*?)```", TEXT[name], re.S))]
+BLOCKS = doc_blocks(ROOT)
 
 
 def test_the_readme_has_python_examples_and_says_how_to_import_from_elsewhere():
@@ -35,12 +31,7 @@ def test_the_readme_links_to_the_reference_and_its_sections_exist():
     assert anchors and anchors <= headings, sorted(anchors - headings)
 
 
-@pytest.mark.parametrize("doc,i,code", BLOCKS, ids=[f"{name}-{i}" for name, i, _ in BLOCKS])
-def test_doc_example_runs_as_written(doc, i, code, tmp_path):
-    for name in set(re.findall(r'"results/([^"/]+)"', code)):
-        shutil.copytree(ROOT / "tests" / "data" / "run_a", tmp_path / "results" / name)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=300)
+@pytest.mark.parametrize("doc,i", [(name, i) for name, i, _ in BLOCKS], ids=[f"{name}-{i}" for name, i, _ in BLOCKS])
+def test_doc_example_runs_as_written(doc, i, doc_examples):
+    r = doc_examples[(doc, i)]  # conftest.py: each block run once, as written, from outside the checkout
     assert r.returncode == 0, f"{doc}, Python block {i}: " + r.stderr[-3000:]
