@@ -8,8 +8,8 @@ from conftest import INTERPRETING
 
 from bench.hw import detect
 from bench.hw.device import DeviceInfo
-from bench.measure.gate import poison
 from bench.measure import skip
+from bench.measure.gate import poison
 from bench.measure.registry import load_all
 from bench.measure.runner import Runner, make_plan
 from bench.measure.timing import TimerConfig

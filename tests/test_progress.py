@@ -4,7 +4,6 @@ from types import SimpleNamespace
 
 import pytest
 
-
 from bench.measure.progress import Ticker, reason_key, time_left
 
 TRITON = "Triton compiles for GPUs only; on a CPU it runs under TRITON_INTERPRET=1"
