@@ -25,8 +25,10 @@ def test_summary_report_and_roofs_json_name_the_same_roofs(nodram):
 
     run = load_run(nodram)
     text = summary(run)
-    table = text.split("roofs: measured, each beside its datasheet or computed reference\n", 1)[1].split("\nno roof:")[0]
-    rows = [line.split()[0] for line in table.splitlines()[1:] if line.strip() and not line.startswith(("references", "note:"))]
+    table = text.split("roofs: measured, each beside its datasheet or computed reference\n", 1)[1]
+    table = table.split("\nno roof:")[0]
+    rows = [line.split()[0] for line in table.splitlines()[1:]
+            if line.strip() and not line.startswith(("references", "note:"))]
     assert set(rows) == measured, (sorted(rows), sorted(measured))
     no_roof = {note_subject(line[len("no roof: "):]) for line in text.splitlines() if line.startswith("no roof: ")}
     assert no_roof == missing and not no_roof & measured
@@ -35,11 +37,13 @@ def test_summary_report_and_roofs_json_name_the_same_roofs(nodram):
     validation = [line.split("|")[1].strip() for line in _section(md, "Validation").splitlines()
                   if line.startswith("| ") and not line.startswith("| ceiling")]
     assert set(validation) == measured, (sorted(validation), sorted(measured))
-    without = {note_subject(line[2:]) for line in _section(md, "Levels without a roof").splitlines() if line.startswith("- ")}
+    without = {note_subject(line[2:]) for line in _section(md, "Levels without a roof").splitlines()
+               if line.startswith("- ")}
     assert without == missing
 
     lines = brief(nodram).splitlines()
-    assert {note_subject(line.strip()[len("no roof: "):]) for line in lines if line.strip().startswith("no roof: ")} == missing
+    assert {note_subject(line.strip()[len("no roof: "):]) for line in lines
+            if line.strip().startswith("no roof: ")} == missing
 
 
 def test_a_note_on_a_kept_roof_is_a_note_not_a_missing_roof(nodram, tmp_path):

@@ -199,7 +199,8 @@ def test_offsets_are_64_bit_where_products_pass_2_31():
         kv.gemv_rows(x1, w, None, torch.empty(1, 128256, **meta))
         kv.gemv_tile(x16, w, None, torch.empty(16, 128256, **meta))
     kernels = aot_plan._kernels()
-    jobs = [dict(aot_plan.job_of(launch, kernels[(launch.module, launch.kernel)], 90), keep=("ttir",)) for launch in log]
+    jobs = [dict(aot_plan.job_of(launch, kernels[(launch.module, launch.kernel)], 90), keep=("ttir",))
+            for launch in log]
     assert [j["kernel"] for j in jobs] == ["decode_split_kernel", "decode_combine_kernel", "attn_fwd_kernel",
                                            "gemv_rows_kernel", "gemv_tile_kernel"]
     assert jobs[0]["signature"]["skb"] == "i32"  # 2**26 itself fits 32 bits: the product is the risk
@@ -226,7 +227,8 @@ def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
     d128 = [r for r in plan.by_status("ok") if r.kernel == "attn_fwd_kernel" and r.job["constexprs"]["D"] == 128]
     assert d128 and {(r.job["constexprs"]["BLOCK_M"], r.job["constexprs"]["BLOCK_N"]) for r in d128} <= {
         (c[0], c[1]) for c in PREFILL_FALLBACK}
-    tiles256 = [r for r in plan.by_status("ok") if r.kernel == "gemv_tile_kernel" and r.job["constexprs"]["BLOCK_B"] == 256]
+    tiles256 = [r for r in plan.by_status("ok")
+                if r.kernel == "gemv_tile_kernel" and r.job["constexprs"]["BLOCK_B"] == 256]
     assert tiles256
     # every job targets the AMD backend, wave64
     assert {j["target"] for r in plan.by_status("ok") for j in r.jobs.values()} == {("hip", "gfx942", 64)}
@@ -238,7 +240,8 @@ def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
     assert aot_targets.ARCHS["sm_100"].smem_limit == aot_targets.ARCHS["sm_90"].smem_limit
     ok100 = {(r.kernel, r.dtype, r.config) for r in outcomes["sm_100"].plan.by_status("ok")}
     assert {("matmul_kernel", "bf16")} <= {k[:2] for k in ok100}
-    assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok") for j in r.jobs.values()} == {("cuda", 100, 32)}
+    assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok")
+            for j in r.jobs.values()} == {("cuda", 100, 32)}
     # fp4: both formats compile for Blackwell's block-scaled MMA; sm_90 and gfx942 skip them, saying why
     fp4 = [r for r in outcomes["sm_100"].plan.by_status("ok") if r.kernel == "fp4_matmul_kernel"]
     assert {r.dtype for r in fp4} == {"mxfp4", "nvfp4"} and len(fp4) == 2 * QUICK_CANDIDATES

@@ -131,7 +131,8 @@ def test_prefill_edge_blocks_when_the_key_block_is_wider_or_narrower(causal, bm,
     # starts at the key block holding the tile's first row); BLOCK_N < BLOCK_M: several
     # diagonal blocks, the later ones all -inf for the tile's first rows
     q, k, v = a._qkv(1, 2, 1, 100, 100, 32, "fp32", dev)
-    for tma in (False, True) if hasattr(__import__("triton.language").language, "make_tensor_descriptor") and dev == "cpu" else (False,):
+    has_descriptors = hasattr(__import__("triton.language").language, "make_tensor_descriptor")
+    for tma in (False, True) if has_descriptors and dev == "cpu" else (False,):
         o = torch.full_like(q, float("nan"))
         ka.prefill(q, k, v, o, causal, block_m=bm, block_n=bn, num_stages=1, use_tma=tma)
         ref = a.reference(q, k, v, causal)

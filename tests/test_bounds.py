@@ -77,7 +77,8 @@ def test_point_bandwidth_by_direction_hand_worked():
     # with no read or write roof, the copy roof is the only mix measured
     assert Roofline([model.roofs[0], model.roofs[3]]).point_bandwidth("hbm", 1000, 1)[:2] == (4208, "hbm.copy")
     # unknown direction, or no roof of that direction: the level's best, with a label
-    assert model.point_bandwidth("hbm", None, None) == (4669, "hbm", "read and write bytes unknown: bounded by the level's best")
+    assert model.point_bandwidth("hbm", None, None) == (4669, "hbm",
+                                                        "read and write bytes unknown: bounded by the level's best")
     only_best = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s")])
     assert only_best.point_bandwidth("hbm", 10, 0) == (4669, "hbm", "no hbm.read roof: bounded by the level's best")
     assert "bounded by the level's best" in only_best.point_bandwidth("hbm", 10, 10)[2]

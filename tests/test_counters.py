@@ -34,7 +34,8 @@ COPY = {"point_id": "stream.copy/triton[dtype=float32,ws_bytes=268435456]@warm",
         "read_bytes": 134_217_728, "write_bytes": 134_217_728, "l2_bytes": 268_435_456, "l1_bytes": 268_435_456}
 N = 4096
 GEMM = {"point_id": "gemm.square/torch[dtype=fp16,shape=(4096, 4096, 4096)]@warm", "flops": 2 * N ** 3,
-        "bytes": 3 * N * N * 2, "read_bytes": 2 * N * N * 2, "write_bytes": N * N * 2, "l2_bytes": None, "l1_bytes": None}
+        "bytes": 3 * N * N * 2, "read_bytes": 2 * N * N * 2, "write_bytes": N * N * 2, "l2_bytes": None,
+        "l1_bytes": None}
 
 
 def fake_ncu(tmp_path: Path, body: str, name: str = "ncu") -> Path:
@@ -134,14 +135,19 @@ def test_a_faked_ncu_printing_the_recorded_table_is_read(tmp_path):
      "permission to access NVIDIA GPU Performance Counters on the target device 0.", 0,
      "the driver refuses access to the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or load the "
      "NVIDIA driver with NVreg_RestrictProfilingToAdminUsers=0"),
-    ("==WARNING== No kernels were profiled.", 0, "ncu profiled no kernel: the replay launched none inside its NVTX range"),
-    ("==ERROR== The application returned an error code (1).", 1, "ncu failed: The application returned an error code (1)"),
+    ("==WARNING== No kernels were profiled.", 0,
+     "ncu profiled no kernel: the replay launched none inside its NVTX range"),
+    ("==ERROR== The application returned an error code (1).", 1,
+     "ncu failed: The application returned an error code (1)"),
     ("", 3, "ncu exited with status 3 without a table of counters"),
-    ("Traceback (most recent call last):\n  File x, line 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    ("Traceback (most recent call last):\n  File x, line 1\ntorch.OutOfMemoryError: CUDA out of memory. "
+     "Tried to allocate "
      "2.00 GiB\n==ERROR== The application returned an error code (1).", 1,
      "the replayed program failed: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
-    ("roofbench-replay: unknown op 'x' or impl 'y': see python run_bench.py --list.\n==ERROR== The application returned "
-     "an error code (2).", 2, "the replayed program failed: unknown op 'x' or impl 'y': see python run_bench.py --list"),
+    ("roofbench-replay: unknown op 'x' or impl 'y': see python run_bench.py --list.\n"
+     "==ERROR== The application returned "
+     "an error code (2).", 2,
+     "the replayed program failed: unknown op 'x' or impl 'y': see python run_bench.py --list"),
 ])
 def test_a_faked_ncu_that_fails_says_why_in_one_sentence(tmp_path, printed, rc, why):
     (tmp_path / "printed.txt").write_text(printed + "\n")
@@ -216,7 +222,8 @@ echo 'roofbench-replay: {{"op": "x", "impl": "y", "detail": "BLOCK_SIZE=1024"}}'
     assert list(flagged["point"]) == [GEMM_M.point_id]
     text = brief(run)  # the one screen the device check brings back
     assert f"counters: 2 points replayed under {ncu}, 1 point flagged" in text
-    assert f"{COPY_M.point_id}: DRAM 1.000x counted\n" in text and f"{GEMM_M.point_id}: DRAM 1.334x counted FLAGGED" in text
+    assert f"{COPY_M.point_id}: DRAM 1.000x counted\n" in text
+    assert f"{GEMM_M.point_id}: DRAM 1.334x counted FLAGGED" in text
 
 
 def test_the_replay_finds_the_checkout_from_any_folder(tmp_path, monkeypatch):
@@ -246,7 +253,8 @@ def test_a_point_the_replay_cannot_carry_is_an_error_row(tmp_path, monkeypatch):
     info = counters_phase.run_phase([odd], GPU, 6, False, tmp_path, lambda line: None)
     df = load_counters(tmp_path)
     assert info["points"] == 1 and info["why"] == "" and list(df["status"]) == ["error"]
-    assert df["reason"].iloc[0].startswith("the replay could not start: TypeError: Object of type object is not JSON serializable")
+    assert df["reason"].iloc[0].startswith(
+        "the replay could not start: TypeError: Object of type object is not JSON serializable")
 
 
 def test_a_counters_phase_that_crashes_costs_no_measurement(tmp_path, monkeypatch):
@@ -270,7 +278,8 @@ def test_a_counters_phase_that_crashes_costs_no_measurement(tmp_path, monkeypatc
     meta = load_run(tmp_path / "run").meta
     assert meta["status"] == "complete"
     assert meta["counters"] == {"requested": 2, "why": "the counters phase failed: RuntimeError: a bug in the phase"}
-    assert "roofbench: counters: the counters phase failed: RuntimeError: a bug in the phase; the measurements are kept." in said
+    assert ("roofbench: counters: the counters phase failed: RuntimeError: a bug in the phase; "
+            "the measurements are kept.") in said
 
 
 def test_the_replay_rebuilds_a_tuple_axis_from_json():
@@ -284,7 +293,8 @@ def test_the_replay_rebuilds_a_tuple_axis_from_json():
 
 
 def test_the_dry_run_counts_the_replays(capsys):
-    assert run_bench.main(["--dry-run", "--device-spec", "h200", "--quick", "--only", "stream.copy", "--counters", "2"]) == 0
+    assert run_bench.main(["--dry-run", "--device-spec", "h200", "--quick", "--only", "stream.copy",
+                           "--counters", "2"]) == 0
     assert "with --counters 2: about 60 s more after the timing (2 replays under ncu" in capsys.readouterr().out
 
 

@@ -146,7 +146,8 @@ def test_via_rule_is_the_same_on_every_machine():
 
     def gemm(d, g, stop="converged", samples=50, status="ok"):
         return {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": d, "shape": "512x512x512",
-                "point_id": f"p-{d}-{g}", "working_set_bytes": 1, "status": status, "gflops": g if status == "ok" else None,
+                "point_id": f"p-{d}-{g}", "working_set_bytes": 1, "status": status,
+                "gflops": g if status == "ok" else None,
                 "precision": d,  # a skipped tf32 row carries its precision too: it still needs no roof
                 "stop": stop, "samples": samples, "median_ms": 1.0, "p20_ms": 0.7, "p80_ms": 1.5, "flag": ""}
     base = [gemm("fp32", 251.0), gemm("bf16", 972.0), gemm("tf32", None, status="skipped")]
@@ -349,11 +350,14 @@ def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
          "bytes": 2**20, "impl": "comm.all_reduce/gloo", "point_id": "a"},
         {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 3.0, "bus_gbps": 3.0,
          "bytes": 2**26, "impl": "comm.all_reduce/gloo", "point_id": "b"},
-        {"family": "comm", "op": "comm.sendrecv", "shape": "2 ranks 0->1", "pair": "0->1", "status": "ok", "gbps": 4.0, "bus_gbps": 4.0,
+        {"family": "comm", "op": "comm.sendrecv", "shape": "2 ranks 0->1", "pair": "0->1", "status": "ok",
+         "gbps": 4.0, "bus_gbps": 4.0,
          "bytes": 2**26, "impl": "comm.sendrecv/gloo", "point_id": "c"},
-        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "ok", "gbps": 50.0, "bus_gbps": None,
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "ok",
+         "gbps": 50.0, "bus_gbps": None,
          "bytes": 2**30, "impl": "transfer.h2d/torch", "point_id": "d"},
-        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "error", "gbps": 99.0, "bus_gbps": None,
+        {"family": "transfer", "op": "transfer.h2d", "shape": "pinned", "memory": "pinned", "status": "error",
+         "gbps": 99.0, "bus_gbps": None,
          "bytes": 2**31, "impl": "transfer.h2d/torch", "point_id": "e"},
     ])
     got = {r.name: (r.value, r.point_id) for r in link_roofs(df)}
@@ -364,7 +368,8 @@ def test_transfer_bytes_are_the_size_copied():
     from bench.measure.registry import load_all
     op = load_all().ops["transfer.h2d"]
     assert op.bytes({"memory": "pinned", "bytes": 4096}) == 4096 and op.flops({"memory": "pinned", "bytes": 4096}) == 0
-    assert op.skip({"memory": "pinned", "bytes": 4096}, type("D", (), {"kind": "cpu"})()) == "host-device copies need a GPU"
+    assert op.skip({"memory": "pinned", "bytes": 4096},
+                   type("D", (), {"kind": "cpu"})()) == "host-device copies need a GPU"
 
 
 def test_a_cpu_without_a_unit_for_a_precision_bounds_it_by_the_exact_wider_path():

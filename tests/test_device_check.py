@@ -39,13 +39,15 @@ def test_its_limits_are_the_predictors():
 def test_dry_mode_prints_a_full_check_that_fits_nine_minutes(device_check_dry):
     out = device_check_dry["full"]  # conftest.py: `--dry`, once per session
     assert out.returncode == 0, out.stderr
-    assert "precompile (bench.aot.precompile, background) | paths (pytest tests/test_gpu_paths.py, <= 60 s) then pytest -m gpu" in out.stdout
+    assert ("precompile (bench.aot.precompile, background) | paths (pytest tests/test_gpu_paths.py, <= 60 s) "
+            "then pytest -m gpu") in out.stdout
     total = re.search(r"total\s+limit\s+(\d+)\s+predicted\s+(\d+)", out.stdout)
     assert int(total.group(1)) == 530 and int(total.group(2)) <= 530
     run = re.search(r"run \(full\) \+ finish\s+limit\s+(\d+)\s+predicted\s+(\d+)", out.stdout)
     assert int(run.group(2)) <= int(run.group(1))  # the full run is predicted to end before its SIGINT
     quick = device_check_dry["quick"]  # `MODE=quick ... --dry`
-    assert quick.returncode == 0 and "run (quick) + counters + finish" in quick.stdout and "pytest -m gpu" not in quick.stdout
+    assert quick.returncode == 0 and "run (quick) + counters + finish" in quick.stdout
+    assert "pytest -m gpu" not in quick.stdout
 
 
 def test_a_bad_mode_is_one_sentence_and_exit_2():

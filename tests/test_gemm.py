@@ -136,7 +136,8 @@ def test_compute_roofs_best_per_precision_over_impls_and_shapes():
     ])
     roofs = {r.name: r for r in compute_roofs(rows)}
     assert set(roofs) == {"bf16", "fp32", "int8"}
-    assert (roofs["bf16"].value, roofs["bf16"].impl, roofs["bf16"].shape) == (950.0, "gemm.search/triton", "2048x1024x512")
+    assert (roofs["bf16"].value, roofs["bf16"].impl, roofs["bf16"].shape) == (950.0, "gemm.search/triton",
+                                                                              "2048x1024x512")
     assert roofs["fp32"].value == 240.0 and roofs["fp32"].impl == "gemm.square/numpy"  # the error row is ignored
     assert roofs["int8"].unit == "GOP/s" and roofs["bf16"].unit == "GFLOP/s"
     assert "2 impl(s) and 2 shape(s)" in roofs["bf16"].note
@@ -152,7 +153,8 @@ def test_tile_lists_leave_out_the_tiles_that_spill_on_their_target():
     from kernels import gemm as k
     from kernels import gemm_fp4 as kf
     shapes = lambda cfgs: {(c.block_m, c.block_n, c.block_k) for c in cfgs}  # noqa: E731
-    assert (128, 256, 32) in shapes(k.candidates("tf32", cc=90)) and (128, 256, 32) not in shapes(k.candidates("tf32", cc=100))
+    assert (128, 256, 32) in shapes(k.candidates("tf32", cc=90))
+    assert (128, 256, 32) not in shapes(k.candidates("tf32", cc=100))
     assert k.candidates("int8", cc=100) == k.candidates("int8", cc=80)
     assert (32, 64, 256) in shapes(k.candidates("fp8e4m3", cc=80))
     for p in ("fp8e4m3", "fp8e5m2"):
@@ -166,7 +168,8 @@ def test_a_cpus_quick_search_leaves_out_the_precisions_it_has_no_unit_for():
     """Fp16 and fp8 GEMMs on a CPU without their units run through conversion at a
     fraction of the rate; their bound is the exact wider path the search measures anyway."""
     from bench.hw.device import CacheLevel, DeviceInfo
-    avx2 = DeviceInfo("cpu", "cpu", "avx2", 2**34, 2, "cores", (CacheLevel("l3", 2**25),), cpu_flags=("avx", "avx2", "fma"))
+    avx2 = DeviceInfo("cpu", "cpu", "avx2", 2**34, 2, "cores", (CacheLevel("l3", 2**25),),
+                      cpu_flags=("avx", "avx2", "fma"))
     zen4 = DeviceInfo("cpu", "cpu", "zen4", 2**34, 2, "cores", (CacheLevel("l3", 2**25),),
                       cpu_flags=("avx2", "avx512f", "avx512_bf16", "avx512_vnni"))
     assert g.search_precisions(avx2, True) == ("fp64", "fp32", "tf32", "int8")

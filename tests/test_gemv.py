@@ -33,12 +33,14 @@ def test_torch_best_int4_counts_its_scale_and_zero_per_group():
     fmt = 4096 * 4096 // 2 + 4096 * 32 * 2 + 2 * 4096 + 2 * 4096
     assert op.bytes(point) == fmt
     assert best.bytes(point) == fmt + 4096 * 32 * 2
-    assert best.bytes({"dtype": "int8", "layer": "llama8b.o", "batch": 1}) == op.bytes({"dtype": "int8", "layer": "llama8b.o", "batch": 1})
+    assert best.bytes({"dtype": "int8", "layer": "llama8b.o", "batch": 1}) == op.bytes(
+        {"dtype": "int8", "layer": "llama8b.o", "batch": 1})
 
 
 def test_intensity_grows_with_batch_and_quantized_sits_right_of_16bit():
     op = REG.ops["gemv.decode"]
-    i = lambda d, b: op.flops({"dtype": d, "layer": "llama8b.down", "batch": b}) / op.bytes({"dtype": d, "layer": "llama8b.down", "batch": b})  # noqa: E731
+    i = lambda d, b: (op.flops({"dtype": d, "layer": "llama8b.down", "batch": b})  # noqa: E731
+                      / op.bytes({"dtype": d, "layer": "llama8b.down", "batch": b}))
     assert i("bf16", 1) == pytest.approx(1.0, rel=1e-3)       # 2NK / 2NK: one FLOP per byte
     assert i("int8", 1) == pytest.approx(2.0, rel=1e-3)
     assert i("int4", 1) == pytest.approx(2 / (0.5 + 2 / 128), rel=2e-3)  # x and y add ~0.1%

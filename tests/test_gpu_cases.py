@@ -24,7 +24,8 @@ def test_the_device_check_runs_the_path_tests_first(device_check_dry):
     assert steps.startswith("env; precompile (bench.aot.precompile, background) | "
                             "paths (pytest tests/test_gpu_paths.py, <= 60 s) then pytest -m gpu")
     quick = device_check_dry["quick"]  # `MODE=quick ... --dry`
-    assert quick.stdout.split("steps: ", 1)[1].startswith("env; paths (pytest tests/test_gpu_paths.py, <= 60 s); run_bench.py")
+    assert quick.stdout.split("steps: ", 1)[1].startswith(
+        "env; paths (pytest tests/test_gpu_paths.py, <= 60 s); run_bench.py")
 
 
 def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():
@@ -48,6 +49,7 @@ def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():
     tested = set()
     for d in (64, 128):
         cands = [c for c in ka.prefill_candidates(d, 90) if c[4]]
-        runs, _ = launched(cands, lambda c: ka.prefill_smem_bytes(c[0], c[1], d, 2, c[3], 90, tma=True), 232448, True)
+        runs, _ = launched(cands, lambda c, d=d: ka.prefill_smem_bytes(c[0], c[1], d, 2, c[3], 90, tma=True),
+                           232448, True)
         tested |= {(d, c) for c in runs}
     assert prefill and prefill <= tested

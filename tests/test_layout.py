@@ -24,7 +24,8 @@ LAYERS = [
     (8, ("bench.run",)),
     (9, ("bench.api", "bench.models", "bench.examples", "run_bench")),
 ]
-OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels", "torch._inductor")  # may be imported inside a function, with a reason
+# may be imported inside a function, with a reason
+OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels", "torch._inductor")
 # (torch._inductor: seconds to import, and only a profiled torch.compile program needs it)
 
 
@@ -137,7 +138,7 @@ def test_no_test_doubles_or_tests_in_library_code():
 
 def test_imports_inside_functions_are_optional_dependencies_with_a_reason():
     found = []
-    for name, path in modules().items():
+    for _name, path in modules().items():
         src = path.read_text()
         lines = src.splitlines()
         tree = ast.parse(src)

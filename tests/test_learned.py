@@ -62,7 +62,8 @@ def test_the_prediction_scales_each_family_and_the_sustained_phase_and_adds_the_
     assert got.seconds_by_family["gemm"] == pytest.approx(0.5 * base.seconds_by_family["gemm"])
     assert got.sustain_s == pytest.approx(3 * base.sustain_s) and base.finish_s == predict.DEFAULT_FINISH_S
     assert got.total_s == pytest.approx(base.total_s + base.seconds_by_family["stream"]
-                                        - 0.5 * base.seconds_by_family["gemm"] + 2 * base.sustain_s + 7.0 - predict.DEFAULT_FINISH_S)
+                                        - 0.5 * base.seconds_by_family["gemm"] + 2 * base.sustain_s + 7.0
+                                        - predict.DEFAULT_FINISH_S)
     assert "scaled by what earlier runs on this machine measured (gemm, stream, sustained)" in \
         predict.prediction_text(got, CPU, True)
     assert "from the model alone" in predict.prediction_text(base, CPU, True)

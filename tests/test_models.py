@@ -65,7 +65,8 @@ def test_prediction_sums_bounds_per_layer_and_step():
         f, b = REGISTRY.ops[o.op].flops(o.point), REGISTRY.ops[o.op].bytes(o.point)
         expect += o.count * f / (min(100.0, 10.0 * f / b) * 1e9)
     assert pred["bound_layer_s"] == pytest.approx(expect)
-    assert pred["measured_layer_s"] == pytest.approx(1e-3 * sum(o.count for o in ops if o.phase == "decode" and o.per_layer))
+    assert pred["measured_layer_s"] == pytest.approx(
+        1e-3 * sum(o.count for o in ops if o.phase == "decode" and o.per_layer))
     assert pred["tokens_per_s_measured"] == pytest.approx(1 / pred["step_measured_s"])
 
 

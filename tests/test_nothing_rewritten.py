@@ -57,4 +57,5 @@ def test_reports_and_doc_examples_modify_no_tracked_file(repo_copy, doc_examples
                              text=True, check=True).stdout
     assert changed == "", changed
     derived = list((repo / "results" / EXAMPLE_RUN / "derived").iterdir())
-    assert any(d.name.startswith(f"m{METHOD_VERSION}-") and "-user-" in d.name for d in derived)  # add_to_run wrote beside the run
+    # add_to_run wrote beside the run
+    assert any(d.name.startswith(f"m{METHOD_VERSION}-") and "-user-" in d.name for d in derived)

@@ -59,7 +59,8 @@ def test_a_single_off_chip_size_gives_no_roof_and_says_why():
 
 def test_a_run_with_two_or_more_off_chip_sizes_always_ends_with_a_dram_roof_per_direction():
     rows = pd.DataFrame([row("stream.read", s * MiB, v) for s, v in {128: 31, 256: 50, 512: 24}.items()]
-                        + [row("stream.write", s * MiB, v, read=0, write=s * MiB) for s, v in {128: 40, 256: 22}.items()]
+                        + [row("stream.write", s * MiB, v, read=0, write=s * MiB)
+                           for s, v in {128: 40, 256: 22}.items()]
                         + [row("stream.copy", s * MiB, v, read=s * MiB // 2, write=s * MiB // 2)
                            for s, v in {128: 45, 256: 30, 512: 36}.items()])
     roofs, notes = bandwidth_roofs(rows, CACHES)

@@ -188,8 +188,10 @@ def synthetic_roofs() -> list[dict]:
             roof("compute", "fp16", PEAK["fp32"] * 0.9, extra={"via": "fp32", "own_gflops": 27_000.0}),
             roof("compute", "fp32.vector", 38_000.0, extra={"unit": "vector"}),
             roof("compute", "bf16.vector", 116_000.0, extra={"unit": "vector"}),
-            {**roof("latency", "launch.triton.launch", 4.5), "unit": "us", "extra": {"backend": "triton", "form": "launch"}},
-            {**roof("latency", "launch.triton.graph", 1.2), "unit": "us", "extra": {"backend": "triton", "form": "graph"}},
+            {**roof("latency", "launch.triton.launch", 4.5), "unit": "us",
+             "extra": {"backend": "triton", "form": "launch"}},
+            {**roof("latency", "launch.triton.graph", 1.2), "unit": "us",
+             "extra": {"backend": "triton", "form": "graph"}},
             *[roof("compute", p, v * 1.1, "datasheet") for p, v in PEAK.items()],
             *[roof("compute", p, v * 0.95, "datasheet@clock", extra={"clock_mhz": 1650}) for p, v in PEAK.items()]]
 
@@ -247,7 +249,8 @@ CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofl
 
 @pytest.mark.parametrize("name,charts", [
     ("run_a", CPU_CHARTS), ("run_b", CPU_CHARTS), ("reference", CPU_CHARTS | {"roofline-attention.png"}),
-    ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png", "energy.png"}), ("synthetic", set(plot.CHARTS) - {"energy.png"})])  # synthetic: no energy readings
+    ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png", "energy.png"}),
+    ("synthetic", set(plot.CHARTS) - {"energy.png"})])  # synthetic: no energy readings
 def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
     """A family chart exists only for the families the run has; on every chart no two drawn
     texts (labels, titles, ticks, legend entries) intersect, none runs off the figure, and no
@@ -312,7 +315,8 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
         assert set(panels) == {"float32", "bfloat16"}
         for dtype, ax in panels.items():
             own, _ = bandwidth_roofs(df[(df["family"] == "stream") & (df["dtype"] == dtype)], caches, "hbm")
-            own = [r for r in own if "direction" not in r.extra]  # level roofs only: hbm.read and the like are not drawn
+            # level roofs only: hbm.read and the like are not drawn
+            own = [r for r in own if "direction" not in r.extra]
             gids = _gids(ax)
             drawn = {g.split(":")[1]: a for g, a in gids.items() if g.startswith(("roof:", "candidate:"))}
             assert set(drawn) == {r.name for r in own}, dtype
@@ -491,7 +495,8 @@ def test_a_busy_point_is_not_drawn_as_above_its_bound():
     from roofs.charts.kit import _points
     df = pd.DataFrame({"status": ["ok"] * 3, "flops": [1e9] * 3, "gflops": [10.0] * 3, "intensity": [1.0] * 3,
                        "dtype": ["float32"] * 3, "precision": ["fp32"] * 3,
-                       "flag": ["measured while the machine was busy: load 3", "", "measured while the machine was busy: "
+                       "flag": ["measured while the machine was busy: load 3", "",
+                                "measured while the machine was busy: "
                                 "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
     assert list(_points(df)["flagged"]) == [False, False, True]
 

@@ -244,7 +244,8 @@ if __name__ == "__main__":
     q, k = torch.empty(1, 4, 1024, 64, **meta), torch.empty(1, 2, 1024, 64, **meta)
     log = []
     with aot_plan.recording(log):
-        ka.prefill(q, k, k, q, True, 128, 64, 8, 3, use_tma=True, descriptors=ka.prefill_descriptors(q, k, k, q, 128, 64))
+        ka.prefill(q, k, k, q, True, 128, 64, 8, 3, use_tma=True,
+                   descriptors=ka.prefill_descriptors(q, k, k, q, 128, 64))
     job = aot_plan.job_of(log[0], aot_plan._kernels()[(log[0].module, log[0].kernel)], 90)
     if sys.argv[1] == "compile":
         print(json.dumps({"sig": {n: job["signature"][n] for n in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")},

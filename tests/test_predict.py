@@ -141,7 +141,8 @@ def test_exact_compiles_are_the_aot_plans_jobs():
 
 
 def test_rows_an_impl_skips_cost_a_skip_and_probes_of_an_absent_device_count_as_run():
-    gemm, numpy_impl, torch_impl = REG.ops["gemm.square"], REG.impls["gemm.square/numpy"], REG.impls["gemm.square/torch"]
+    gemm = REG.ops["gemm.square"]
+    numpy_impl, torch_impl = REG.impls["gemm.square/numpy"], REG.impls["gemm.square/torch"]
     timer = TimerConfig(budget_s=0.1, warmup_s=0.01)
     # numpy on a GPU is a static rule: skipped
     plan = Plan([Task(gemm, {"dtype": "fp32", "shape": (1024, 1024, 1024)}, (numpy_impl,))])
@@ -188,9 +189,11 @@ def test_a_point_samples_for_the_minimum_span_within_its_budget():
     base = TimerConfig(budget_s=0.1, warmup_s=0.01)
     plain = pr.point_seconds(copy, point, "warm", H200, rates, base)
     # a 50 ms minimum span replaces the 7.91 ms of samples
-    spanned = pr.point_seconds(copy, point, "warm", H200, rates, TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=0.05))
+    spanned = pr.point_seconds(copy, point, "warm", H200, rates,
+                               TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=0.05))
     assert spanned - plain == pytest.approx(0.05 - 6 * sample)
     # a span past the budget: the budget ends the point (0.1 s of timing in all)
-    capped = pr.point_seconds(copy, point, "warm", H200, rates, TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=1.0))
+    capped = pr.point_seconds(copy, point, "warm", H200, rates,
+                              TimerConfig(budget_s=0.1, warmup_s=0.01, min_time_s=1.0))
     around = 0.01 + 2 * t + 4 * 3e-6  # warm-up, the per-call estimate, graph capture
     assert capped - plain == pytest.approx(0.1 - (around + 6 * sample))

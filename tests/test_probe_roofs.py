@@ -53,7 +53,8 @@ def test_annotate_appends_launch_bound_to_bound_note():
                        dict(base, bytes=8 * MiB, median_ms=0.004, p80_ms=0.0041, gbps=2097.0)])
     out = annotate(df, roofs, {"kind": "cuda", "caches": []})
     # appended ("; ") to whatever the bound rule said
-    assert out["bound_note"][0].endswith("launch-bound: 2 us per call is within 2x of the 1.2 us launch.triton.graph floor")
+    assert out["bound_note"][0].endswith(
+        "launch-bound: 2 us per call is within 2x of the 1.2 us launch.triton.graph floor")
     assert "launch-bound" not in out["bound_note"][1]
     assert out["flag"][0] == ""   # launch-bound is a note, not a flag above the bound
 

@@ -52,8 +52,8 @@ def test_l1_op_torch_and_triton_pass_the_gate(dtype, dev):
     x = op.make_inputs(p, dev)
     ref = op.reference(x)
     for name in ("torch", "triton"):
-        got = check(lambda: REG.impls[f"probe.l1/{name}"].launcher(x, LaunchContext(p)), ref, op.tolerance(p), dev,
-                    x, op.outputs, op.error)
+        got = check(lambda name=name: REG.impls[f"probe.l1/{name}"].launcher(x, LaunchContext(p)), ref,
+                    op.tolerance(p), dev, x, op.outputs, op.error)
         assert got.passed, (name, got.error)
 
 
@@ -85,7 +85,7 @@ def test_reread_triton_is_the_l2_probe_and_passes_the_gate_with_few_passes(dev):
         ref = op.reference(x)
         fn = REG.impls["stream.reread/triton"].launcher(x, LaunchContext(p, CPU))
         assert ".cg" in fn.detail and "4 programs" in fn.detail
-        got = check(lambda: fn, ref, op.tolerance(p), dev, x, op.outputs, op.error)
+        got = check(lambda fn=fn: fn, ref, op.tolerance(p), dev, x, op.outputs, op.error)
         assert got.passed, (dtype, got.error)
     assert op.bytes(p) == 3 * 20 * 1024
 
@@ -103,8 +103,8 @@ def test_launch_impls_pass_the_gate(dev):
     p = {"form": "graph" if dev == "cuda" else "call"}
     for name in ("torch", "triton"):
         x = op.make_inputs(p, dev)
-        got = check(lambda: REG.impls[f"probe.launch/{name}"].launcher(x, LaunchContext(p)), op.reference(x),
-                    op.tolerance(p), dev, x, op.outputs, op.error)
+        got = check(lambda name=name, x=x: REG.impls[f"probe.launch/{name}"].launcher(x, LaunchContext(p)),
+                    op.reference(x), op.tolerance(p), dev, x, op.outputs, op.error)
         assert got.passed, name
     # a torch call that wrote nothing fails: y keeps its NaN poison
     x = op.make_inputs(p, dev)

@@ -30,7 +30,8 @@ EXAMPLES = {
     "--min-time 5 --budget 1": "--min-time 5 is not below --budget 1",
     "--comm --procs 1": "need at least 2 ranks",
     "--procs 2": "--procs goes with --all-devices or --comm",
-    "--counters --comm": "--counters replays points of a single-device run: it does not go with --all-devices or --comm",
+    "--counters --comm":
+        "--counters replays points of a single-device run: it does not go with --all-devices or --comm",
     "--only transfer": "every selected point would be skipped on cpu (host-device copies need a GPU)",
     "--max-ws 10KiB": "--max-ws 10 KiB is below what any memory level needs",
     "--max-memory 10TB": "--max-memory 10TB is more than the",

@@ -185,7 +185,8 @@ def test_report_into_a_named_folder_or_in_place_only_when_asked(run_a, tmp_path,
     before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
     assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "mine")]) == 0
     assert (tmp_path / "mine" / "roofs.json").exists() and (tmp_path / "mine" / "report.md").exists()
-    assert {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()} == before and not (run_a / "derived").exists()
+    assert {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()} == before
+    assert not (run_a / "derived").exists()
     assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "x"), "--in-place"]) == 2
     assert "give one of them" in capsys.readouterr().err
     assert run_bench.main(["report", str(run_a), "--in-place"]) == 0
@@ -223,7 +224,8 @@ def test_a_busy_point_under_its_bound_is_not_listed_as_above_it(run_a):
     busy, above, both = ok[0], ok[1], ok[2]
     df.loc[busy, "flag"] = "measured while the machine was busy: other processes used 23% of its 2 cores"
     df.loc[above, "flag"] = "above its attainable 10 GFLOP/s even at p80 (11): a test flag"
-    df.loc[both, "flag"] = "measured while the machine was busy: load 3; above its attainable 10 GFLOP/s even at p80 (12)"
+    df.loc[both, "flag"] = ("measured while the machine was busy: load 3; "
+                            "above its attainable 10 GFLOP/s even at p80 (12)")
     df.to_csv(run_a / "measurements.csv", index=False)
     write_report(run_a)
     md = (run_a / "report.md").read_text()
@@ -284,7 +286,8 @@ def test_numbers_printed_as_people_write_them(run_a):
     assert [fmt_num(v) for v in (21890.4, 0.09375, 12.3456, 3.0, None, float("nan"))] == \
         ["21,890", "0.09375", "12.35", "3", "", ""]
     assert (plural(1, "token"), plural(21890, "row")) == ("1 token", "21,890 rows")
-    assert list(throttled(pd.DataFrame({"throttled": [1.0, 0.0, None, "True", False]}))) == [True, False, False, True, False]
+    assert list(throttled(pd.DataFrame({"throttled": [1.0, 0.0, None, "True", False]}))) == [
+        True, False, False, True, False]
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         run = load_run(run_a)
@@ -331,13 +334,16 @@ def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mod
         row("triton", "triton", "bf16", 4096, "warm", 560e3), row("triton", "triton", "bf16", 8192, "warm", 600e3),
         row("triton_tma", "triton", "bf16", 8192, "warm", 760e3),
         row("triton_tma", "triton", "bf16", 16384, "warm", 900e3),      # no torch row at 16384: not compared
-        row("triton_tma", "triton", "fp8e4m3", 8192, "warm", 1500e3), row("torch", "torch", "fp8e4m3", 8192, "warm", 1200e3),
+        row("triton_tma", "triton", "fp8e4m3", 8192, "warm", 1500e3),
+        row("torch", "torch", "fp8e4m3", 8192, "warm", 1200e3),
         row("triton_tma", "triton", "int8", 8192, "cold", 1000e3), row("torch", "torch", "int8", 8192, "warm", 1000e3),
     ])
     assert triton_vs_library(df, None) == [
         "Triton bf16 GEMM: best 600.0 TFLOP/s (8192x8192x8192, warm), 0.75x torch's 800.0 at the same shape and mode.",
-        "Triton (triton_tma) bf16 GEMM: best 760.0 TFLOP/s (8192x8192x8192, warm), 0.95x torch's 800.0 at the same shape and mode.",
-        "Triton (triton_tma) fp8e4m3 GEMM: best 1,500.0 TFLOP/s (8192x8192x8192, warm), 1.25x torch's 1,200.0 at the same shape and mode.",
+        "Triton (triton_tma) bf16 GEMM: best 760.0 TFLOP/s (8192x8192x8192, warm), "
+        "0.95x torch's 800.0 at the same shape and mode.",
+        "Triton (triton_tma) fp8e4m3 GEMM: best 1,500.0 TFLOP/s (8192x8192x8192, warm), "
+        "1.25x torch's 1,200.0 at the same shape and mode.",
     ]
 
 
@@ -359,4 +365,5 @@ def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, 
     before = sorted(p.name for p in plain.iterdir())
     assert run_bench.main(["report", str(plain)]) == 0  # the same folder, re-derived from the run
     assert sorted(p.name for p in plain.iterdir()) == before and not (plain / "derived").exists()
-    assert len(load_run(plain).measurements) == n - 1 and json.loads((plain / "run.json").read_text())["derived_from"] == "../.."
+    assert len(load_run(plain).measurements) == n - 1
+    assert json.loads((plain / "run.json").read_text())["derived_from"] == "../.."

@@ -101,7 +101,8 @@ def test_axis_values_are_columns_and_shape_is_for_display():
     assert (row["m"], row["n"], row["k"]) == (64, 128, 256) and row["batch"] is None
     assert meas().row()["ws_bytes"] == 8000
     gemv = meas(point={"dtype": "int4", "layer": "llama8b.o", "batch": 4}, columns={"n": 4096, "k": 4096})
-    assert {c: gemv.row()[c] for c in ("layer", "batch", "n", "k")} == {"layer": "llama8b.o", "batch": 4, "n": 4096, "k": 4096}
+    assert {c: gemv.row()[c] for c in ("layer", "batch", "n", "k")} == {"layer": "llama8b.o", "batch": 4,
+                                                                       "n": 4096, "k": 4096}
 
 
 def test_registered_ops_fill_their_axis_columns():
@@ -148,7 +149,8 @@ def test_samples_live_in_samples_jsonl_compressed_when_large(tmp_path):
         assert sum(1 for _ in f) == n
     run = load_run(d)
     assert run.meta["samples_file"] == "samples.jsonl.gz" and len(run.points) == n == len(run.measurements)
-    assert run.points[-1]["samples_s"] == list(many) and run.points[-1]["point_id"] == run.measurements["point_id"].iloc[-1]
+    assert run.points[-1]["samples_s"] == list(many)
+    assert run.points[-1]["point_id"] == run.measurements["point_id"].iloc[-1]
     assert load_samples(d) == run.points
 
 
@@ -168,7 +170,8 @@ def test_samples_and_rows_must_agree(tmp_path):
     w.finish()
     lines = (d / "samples.jsonl").read_text().splitlines()
     (d / "samples.jsonl").write_text(lines[1] + "\n" + lines[0] + "\n")
-    with pytest.raises(ResultsError, match="row 1 of .* records 'stream.copy/torch.dtype=float32,ws_bytes=16000.@warm'"):
+    with pytest.raises(ResultsError,
+                       match="row 1 of .* records 'stream.copy/torch.dtype=float32,ws_bytes=16000.@warm'"):
         load_run(d)
     (d / "samples.jsonl").write_text(lines[0] + "\n")
     with pytest.raises(ResultsError, match="has 2 rows but run.json .with its samples file. records 1 points"):

@@ -38,8 +38,10 @@ def row(op, impl, dtype, ws, rate, mode="warm", kind="bw", samples=20, spread=0.
 
 
 def gpu_rows(sustained=True):
-    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw) for ws, bw in ((256, 4000.0), (512, 4100.0), (1024, 4050.0))]
-    rows += [row("stream.reread", "triton", "int32", ws * MiB, bw) for ws, bw in ((4, 9000.0), (8, 9400.0), (16, 9300.0))]
+    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw)
+            for ws, bw in ((256, 4000.0), (512, 4100.0), (1024, 4050.0))]
+    rows += [row("stream.reread", "triton", "int32", ws * MiB, bw)
+             for ws, bw in ((4, 9000.0), (8, 9400.0), (16, 9300.0))]
     rows += [row("gemm.square", "torch", "bf16", n * MiB, g, kind="gemm") for n, g in ((64, 700e3), (128, 720e3))]
     rows += [row("gemm.square", "torch", "fp32", 64 * MiB, 50e3, kind="gemm")]
     if sustained:
@@ -101,7 +103,8 @@ def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
     busy = "measured while the machine was busy: other processes used 60% of its 2 cores"
     rows = [row("stream.copy", "torch", "float32", ws * MiB, bw, flag=busy) for ws, bw in ((128, 20.0), (256, 21.0))]
     rows += [row("gemm.square", "torch", "fp32", 8 * MiB, 190.0, kind="gemm", flag=busy),
-             row("gemm.square", "torch", "fp32", 16 * MiB, 230.0, kind="gemm", samples=200, spread=0.3, stop="max_samples")]
+             row("gemm.square", "torch", "fp32", 16 * MiB, 230.0, kind="gemm", samples=200, spread=0.3,
+                 stop="max_samples")]
     rows += [row("stream.copy", "torch", "float32", 128 * MiB, 19.5, "sustained"),
              row("stream.copy", "torch", "float32", 256 * MiB, 20.5, "sustained"),
              row("gemm.square", "torch", "fp32", 16 * MiB, 225.0, "sustained", kind="gemm"),
@@ -203,7 +206,8 @@ def test_charts_draw_the_sustained_roof_solid_and_the_burst_thin():
     assert ys[0] / xs[0] == pytest.approx(4669.0) and gids["slope:hbm:burst"].get_linewidth() < 1  # burst: thin
     assert "slope:l2:burst" not in gids                          # no sustained figure: one line, as before
     flat = gids["flat:bf16"].get_segments()[0]
-    assert flat[0][1] == pytest.approx(673e3) and gids["flat:bf16:burst"].get_segments()[0][0][1] == pytest.approx(797e3)
+    assert flat[0][1] == pytest.approx(673e3)
+    assert gids["flat:bf16:burst"].get_segments()[0][0][1] == pytest.approx(797e3)
     texts = [t.get_text() for t in placer.place()]
     assert "bf16 673 TFLOP/s sustained, 797 TFLOP/s burst" in texts
     assert "HBM 4,200 GB/s sustained, 4,669 GB/s burst" in texts and "L2 7,546 GB/s" in texts
@@ -217,7 +221,8 @@ def test_the_validation_table_gives_both_figures():
         "value": 673e3, "clock_mhz": 1399.0, "power_w": 691.0, "point_id": "gemm[8192]@sustained", "steady": True}})
     cols = sustained_columns(m, ref)
     assert cols["sustained"] == 673e3 and cols["sustained clock MHz"] == 1399.0 and cols["sustained W"] == 691.0
-    assert cols["% sustained of reference"] == pytest.approx(100 * 673 / 989) and cols["sustained by"] == "gemm[8192]@sustained"
+    assert cols["% sustained of reference"] == pytest.approx(100 * 673 / 989)
+    assert cols["sustained by"] == "gemm[8192]@sustained"
     why = sustained_columns(Roof("bandwidth", "l2", 7546.0, "GB/s", extra={"burst": 7546.0, "sustained": None,
                                                                            "sustained_why": "ran while busy"}), None)
     assert why["sustained"] is None and why["sustained by"] == "ran while busy"

@@ -333,11 +333,14 @@ def test_a_sustained_window_samples_for_its_span_whatever_the_spread():
     assert t.stop == "window"
     sample_wall = t.sampling_s / len(t.samples_s)
     assert 0.25 <= t.sampling_s <= 0.25 + 10 * sample_wall + 1e-3
-    assert should_stop([1.0], cfg, 0.1, span_s=0.3) == "window" and should_stop([1.0, 9.0] * 9, cfg, 0.1, span_s=0.2) is None
+    assert should_stop([1.0], cfg, 0.1, span_s=0.3) == "window"
+    assert should_stop([1.0, 9.0] * 9, cfg, 0.1, span_s=0.2) is None
     # a window of long calls goes on past its span until it holds min_samples (or its budget ends)
     five = dataclasses.replace(cfg, min_samples=5, budget_s=3.0)
-    assert should_stop([0.5] * 4, five, 2.1, span_s=2.0) is None and should_stop([0.5] * 5, five, 2.6, span_s=2.5) == "window"
-    assert should_stop([0.9] * 3, five, 2.99, span_s=2.7) is None and should_stop([0.9] * 3, five, 3.01, span_s=2.7) == "budget"
+    assert should_stop([0.5] * 4, five, 2.1, span_s=2.0) is None
+    assert should_stop([0.5] * 5, five, 2.6, span_s=2.5) == "window"
+    assert should_stop([0.9] * 3, five, 2.99, span_s=2.7) is None
+    assert should_stop([0.9] * 3, five, 3.01, span_s=2.7) == "budget"
 
 
 def test_cold_points_of_a_few_microseconds_record_the_dispatch_floor():
@@ -349,7 +352,8 @@ def test_cold_points_of_a_few_microseconds_record_the_dispatch_floor():
     t = time_device(dev.fn, dev, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush=lambda: None)
     assert t.reps == 1 and t.floor_s == pytest.approx(2e-6, rel=1e-6)
     slow = FloorDevice(call_s=200e-6)  # far above FLOOR_CHECK_S: no floor needed
-    assert time_device(slow.fn, slow, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001), flush=lambda: None).floor_s is None
+    assert time_device(slow.fn, slow, "cold", TimerConfig(budget_s=0.5, warmup_s=0.001),
+                       flush=lambda: None).floor_s is None
     warm = FloorDevice(call_s=3e-6)
     assert time_device(warm.fn, warm, "warm", TimerConfig(budget_s=0.5, warmup_s=0.001)).floor_s is None
     cpu = time_fn(lambda: None, "cpu", "cold", TimerConfig(budget_s=0.05, warmup_s=0.001), flush=lambda: None)

@@ -102,7 +102,8 @@ def test_prefill_and_gemv_launchers_record_their_tile_bytes():
     ("stream.read", {"dtype": "float32", "ws_bytes": 4096}, 4096, 0),
     ("stream.write", {"dtype": "float32", "ws_bytes": 4096}, 0, 4096),
     ("gemm.square", {"dtype": "fp8e4m3", "shape": (64, 32, 16)}, (64 * 16 + 16 * 32) * 1, 64 * 32 * 2),
-    ("attention.decode", {"dtype": "bf16", "length": 64, "batch": 2}, (2 * 2 * 8 * 64 * 128 + 2 * 32 * 128) * 2, 2 * 32 * 128 * 2),
+    ("attention.decode", {"dtype": "bf16", "length": 64, "batch": 2},
+     (2 * 2 * 8 * 64 * 128 + 2 * 32 * 128) * 2, 2 * 32 * 128 * 2),
 ])
 def test_read_and_write_bytes_sum_to_bytes(op, point, read, write):
     o = REGISTRY.ops[op]
