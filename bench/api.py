@@ -23,17 +23,17 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 import torch
 
 from bench.hw import detect
 from bench.hw.device import DeviceError
-from bench.identity import other_machine
 from bench.hw.telemetry import LoadProbe
+from bench.identity import other_machine
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
 from bench.measure.runner import Runner, busy_flag, make_plan

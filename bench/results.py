@@ -30,7 +30,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -193,7 +193,7 @@ def _loadavg() -> list | None:
 
 
 def utc_stamp(t: datetime | None = None) -> str:
-    return (t or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    return (t or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _write_json(path: Path, obj) -> None:
@@ -232,7 +232,7 @@ class RunWriter:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.meta = dict(meta, schema_version=SCHEMA_VERSION, method_version=METHOD_VERSION,
                          roofbench_commit=git_commit(), status="running",
-                         start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         start_utc=datetime.now(UTC).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
         self._t0, self._cpu0 = time.monotonic(), cpu_seconds()
@@ -257,7 +257,7 @@ class RunWriter:
             return
         self._csv_file.close()
         self._samples.close()
-        self.meta.update(extra, status=status, end_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.meta.update(extra, status=status, end_utc=datetime.now(UTC).isoformat(timespec="seconds"))
         load = self.meta.setdefault("load", {})
         load["end"] = _loadavg()
         # the run's own share of that load: the cores it kept busy on average (its CPU

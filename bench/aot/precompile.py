@@ -238,7 +238,7 @@ class JitCounter:
         try:
             from triton import knobs  # deferred: Triton is optional (Linux only)
             self._knobs = knobs.compilation
-            self._before = getattr(self._knobs, "listener")
+            self._before = self._knobs.listener
             self._knobs.listener = self._listen
             self.available = True
         except Exception:  # noqa: BLE001  (no triton, or one without a listener)

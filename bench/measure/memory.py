@@ -18,8 +18,8 @@ themselves are not counted (a fixed few hundred MiB: REFERENCE.md, "--max-memory
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -117,7 +117,7 @@ def parse_budget(text: str, available: int | None) -> int:
     return read_limit(text).resolve(available)
 
 
-def run_budget(device, limit: Limit | None = None) -> "Budget":
+def run_budget(device, limit: Limit | None = None) -> Budget:
     """Return the memory budget of a run on device (ARCHITECTURE.md, rule 16): limit (a
     --max-memory value) against the memory available now; by default DEFAULT_SHARE of it."""
     return Budget((limit or Limit(share=DEFAULT_SHARE)).resolve(available_bytes(device)))

@@ -11,7 +11,7 @@ that passed).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from bench.util import plural
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

@@ -39,8 +39,8 @@ import bisect
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch

@@ -256,7 +256,7 @@ def point_skip(point, device):
 
 # ---- implementations -------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(what: str, torch_device: str) -> str | None:
     """Return why torch's op for `what` ("fp8e4m3", "fp8e5m2", "int8") fails on a tiny
     problem on this device, or None when it works: a torch build without the op is a

@@ -326,7 +326,7 @@ def cpu_int4_pack(n: int, k: int, fmt: str, device: str, act):
     return packed, sz
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe_best(fmt: str, torch_device: str) -> str | None:
     """Return why torch's fast path for fmt fails on a tiny problem here, or None."""
     try:

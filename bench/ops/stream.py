@@ -39,8 +39,8 @@ plain kernel on a cache-sized buffer lasts about as long as its own call overhea
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

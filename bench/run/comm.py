@@ -16,8 +16,8 @@ The FLOPs of a reduction (n - 1 adds per element) are not counted: these are ban
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist

@@ -17,8 +17,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod

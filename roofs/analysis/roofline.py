@@ -63,7 +63,7 @@ class Roof:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Roof":
+    def from_dict(cls, d: dict) -> Roof:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         for k in ("plateau_bytes", "plateau_values"):
