@@ -16,41 +16,38 @@ bench/run/options.py, summaries roofs/reports/summary.py, models bench/models.py
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are never installed
     sys.path.insert(0, str(ROOT))
 
-import signal
-import time
-import warnings
-
-from bench import models as mdl
-from bench.aot import learned, predict
-from bench.api import ForeignRoofsWarning, RoofWarning, quick_roofs, roofs_from
-from bench.hw import detect
+# the project's own imports come after that sys.path set-up, hence the noqa: E402 on each
+from bench import models as mdl  # noqa: E402
+from bench.aot import learned, predict  # noqa: E402
+from bench.api import ForeignRoofsWarning, RoofWarning, quick_roofs, roofs_from  # noqa: E402
+from bench.hw import detect  # noqa: E402
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
-from bench.measure.registry import (
-    RegistryError,  # noqa: E402
-    load_all,
-)
-from bench.measure.runner import make_plan
-from bench.measure.skip import static_reason
+from bench.measure.registry import RegistryError, load_all  # noqa: E402
+from bench.measure.runner import make_plan  # noqa: E402
+from bench.measure.skip import static_reason  # noqa: E402
 from bench.measure.timing import MODES, timer_config  # noqa: E402
 from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
-from bench.run import distributed as distrib
+from bench.run import distributed as distrib  # noqa: E402
 from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
-from bench.run.counters_phase import DEFAULT_POINTS
-from bench.run.distributed import worker_argv
+from bench.run.counters_phase import DEFAULT_POINTS  # noqa: E402
+from bench.run.distributed import worker_argv  # noqa: E402
 from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
-from roofs.reports.compare import compare
-from roofs.reports.finish import rederive
-from roofs.reports.fleet import FleetError, gather, write_fleet
-from roofs.reports.summary import summary
+from roofs.reports.compare import compare  # noqa: E402
+from roofs.reports.finish import rederive  # noqa: E402
+from roofs.reports.fleet import FleetError, gather, write_fleet  # noqa: E402
+from roofs.reports.summary import summary  # noqa: E402
 
 SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files

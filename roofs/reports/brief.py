@@ -61,7 +61,7 @@ def brief(run_dir) -> str:
     if not ok.empty:
         ok["rate"] = point_rate(ok)
         lines.append("\nbest point per family and impl:")
-        for (fam, impl), g in ok.groupby(["family", "impl"]):
+        for (_fam, impl), g in ok.groupby(["family", "impl"]):
             b = g.loc[g["rate"].idxmax()]
             unit = "GFLOP/s" if b["flops"] > 0 else "GB/s"
             pct = b.get("pct_of_attainable")

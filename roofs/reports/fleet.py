@@ -327,7 +327,7 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
     if not result["measured_twice"]:
         lines.append("- none\n")
     cols = [c for c in fleet.roofs if c in df.columns]
-    for dev, runs in result["measured_twice"].items():
+    for dev in result["measured_twice"]:
         sub = df[df["id"] == dev][["run", "start_utc", *cols]]
         spread = result.get("spread", {}).get(dev, {})
         said = "; ".join(f"{c} {s['min']:,.1f}-{s['max']:,.1f} ({s['spread_pct']:.1f}%)" for c, s in spread.items()
