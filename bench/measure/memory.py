@@ -107,7 +107,8 @@ def read_limit(text: str) -> Limit:
     unit = (m.group(2) or "B").upper()[0]
     n = int(float(m.group(1)) * {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit])
     if n <= 0:
-        raise BudgetError(f"--max-memory must be above zero (got '{text}'): write a size like 8GiB or a share like 50%.")
+        raise BudgetError(f"--max-memory must be above zero (got '{text}'): "
+                          "write a size like 8GiB or a share like 50%.")
     return Limit(bytes=n, text=t)
 
 

@@ -123,7 +123,8 @@ class Roofline:
             if options:
                 value, label = max(options)
                 return value, label, ""
-            return best.value, best.name, f"no {level}.copy roof, nor both {level}.read and {level}.write: bounded by the level's best"
+            return best.value, best.name, (f"no {level}.copy roof, nor both {level}.read and {level}.write: "
+                                           "bounded by the level's best")
         return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
