@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are n
 # the project's own imports come after that sys.path set-up, hence the noqa: E402 on each
 from bench import models as mdl  # noqa: E402
 from bench.aot import learned, predict  # noqa: E402
-from bench.api import ForeignRoofsWarning, RoofWarning, quick_roofs, roofs_from  # noqa: E402
+from bench.api import APIError, ForeignRoofsWarning, RoofWarning, profile_script, quick_roofs, roofs_from  # noqa: E402
 from bench.hw import detect  # noqa: E402
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
@@ -53,10 +53,11 @@ SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
   compare RUN_A RUN_B [...] [--out DIR]   overlay several runs' roofs and points, with a ratio table
   fleet DIR [DIR ...] [--out DIR] [--mixed-methods]   combine any number of run folders into a fleet's report
-  model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline"""
+  model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline
+  profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR]   your own program's ops on the roofline"""
 
 
-COMMANDS = ("model", "report", "compare", "fleet")
+COMMANDS = ("model", "report", "compare", "fleet", "profile")
 
 
 class Parser(argparse.ArgumentParser):
@@ -342,11 +343,38 @@ def dry_run(args, device=None, plan=None) -> int:
     return 0
 
 
+def profile_main(argv) -> int:
+    """python run_bench.py profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR] [-- ARGS]."""
+    p = Parser(prog="run_bench.py profile", description="run SCRIPT.py as __main__, capture its ops with "
+               "torch.profiler and place each under the roofs (bench/run/profile.py); arguments it does not know "
+               "go to the script, and everything after -- does")
+    p.add_argument("script", type=Path)
+    p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
+    p.add_argument("--steps", type=int, default=5, help="steps captured after the warm-up (default 5)")
+    p.add_argument("--out", type=Path, help="the profile folder (default results/profile-<script>-<UTC timestamp>)")
+    p.add_argument("--device")
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, rest = p.parse_known_args(argv[:split])
+    try:
+        if args.out:
+            opt.writable_folder(args.out, "--out")
+        with warnings.catch_warnings():  # another machine's roofs, a roof quick_roofs missed: in the printed text
+            warnings.simplefilter("ignore", ForeignRoofsWarning)
+            warnings.simplefilter("ignore", RoofWarning)
+            result = profile_script(args.script, rest + argv[split + 1:], args.roofs, args.steps, args.out,
+                                    args.device)
+    except (APIError, opt.OptionError, devmod.DeviceError) as e:
+        return refuse(e)
+    print(result.text)
+    print(f"\nprofile: {result.folder / 'profile.md'} and profile.html, roofline.svg")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = worker_argv() or argv
-    commands = dict(zip(COMMANDS, (model_main, report_main, compare_main, fleet_main)))
+    commands = dict(zip(COMMANDS, (model_main, report_main, compare_main, fleet_main, profile_main)))
     if argv[:1] and argv[0] in commands:
         return commands[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)

@@ -54,6 +54,7 @@ from bench.results import (
     start_derived,
     utc_stamp,
 )
+from bench.run import profile as profile_mod
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import point_bound
 from roofs.analysis.derive import derive, untrusted_text
@@ -517,3 +518,74 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     if problems:
         raise APIError(problems[0])
     return target
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profiled program (bench.run.profile): its folder (ops.csv, profile.json, roofline.svg/.png,
+    profile.md/.html) and the ranked text printed for it; `ops` reads its placed ops."""
+    folder: Path
+    text: str
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        return pd.read_csv(self.folder / "ops.csv")
+
+    @property
+    def record(self) -> dict:
+        return json.loads((self.folder / "profile.json").read_text())
+
+
+def _profile_roofs(roofs, info) -> tuple[list, str, Path | None, list]:
+    """Return (the roofs a profile places its ops under, where they came from, the run folder or None, notes):
+    a run folder (path) through roofs_from (another machine's roofs warned of and noted), a list of Roof as
+    given, None measured now (quick_roofs; the roofs it could not set noted)."""
+    if roofs is None:
+        measured = quick_roofs(info.torch_device)
+        return (list(measured), "measured on the spot before the capture (api.quick_roofs)", None,
+                [f"quick_roofs set no {m}" for m in measured.missing])
+    if isinstance(roofs, (str, Path)):
+        try:
+            found = roofs_from(roofs, info.torch_device)
+        except ResultsError as e:
+            raise APIError(f"roofs {str(roofs)!r} is not a run folder ({first_line(e)}): give a folder a run of "
+                           "python run_bench.py wrote, or no roofs to measure them now.") from None
+        return list(found), f"of the run {roofs}", Path(roofs), [found.foreign] if found.foreign else []
+    return list(_roofs_arg(roofs)), "given to api.profile", None, []
+
+
+def profile(fn: Callable, *args, roofs=None, steps: int = 5, out=None, device: str | None = None,
+            name: str | None = None, **kwargs) -> Profile:
+    """Return the Profile of fn(*args, **kwargs) as one step: warmed up, `steps` steps captured with
+    torch.profiler, each op counted (FlopCounterMode's formulas, bytes read and written) and placed under
+    roofs (a run folder, a list of Roof, or None: api.quick_roofs now), into out (default
+    results/profile-<name>-<UTC timestamp>/, never inside the roofs' run folder). Raises APIError with one
+    sentence for bad input, a step that raises or one that runs no op."""
+    program = name or getattr(fn, "__name__", "program")
+    return _profile(lambda: fn(*args, **kwargs), program, roofs, steps, out, device, {})
+
+
+def profile_script(path, argv=(), roofs=None, steps: int = 5, out=None, device: str | None = None) -> Profile:
+    """Return the Profile of the script at path run as __main__ with argv, the whole script one step
+    (profile's rules)."""
+    try:
+        step = profile_mod.script_step(path, list(argv))
+    except profile_mod.ProfileError as e:
+        raise APIError(str(e)) from None
+    return _profile(step, Path(path).name, roofs, steps, out, device, {"script": str(path), "argv": list(argv)})
+
+
+def _profile(step, program, roofs, steps, out, device, meta) -> Profile:
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise APIError(f"steps={steps!r} captures nothing: give 1 or more steps.")
+    info = detect.resolve(device)
+    roofs, given, run_dir, notes = _profile_roofs(roofs, info)
+    slug = "".join(c if c.isalnum() else "-" for c in Path(program).stem.lower()).strip("-") or "program"
+    folder = Path(out) if out else Path(__file__).resolve().parent.parent / "results" / f"profile-{slug}-{utc_stamp()}"
+    try:
+        profile_mod.outside_run(folder, run_dir)
+        folder, text = profile_mod.profile_into(step, folder, roofs, info, given, steps, program,
+                                                {**meta, "roof_notes": notes})
+    except profile_mod.ProfileError as e:
+        raise APIError(str(e)) from None
+    return Profile(folder, text)

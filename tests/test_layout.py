@@ -24,7 +24,8 @@ LAYERS = [
     (8, ("bench.run",)),
     (9, ("bench.api", "bench.models", "bench.examples", "run_bench")),
 ]
-OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels")  # may be imported inside a function, with a reason
+OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels", "torch._inductor")  # may be imported inside a function, with a reason
+# (torch._inductor: seconds to import, and only a profiled torch.compile program needs it)
 
 
 def modules() -> dict[str, Path]:

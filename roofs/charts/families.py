@@ -47,6 +47,7 @@ from roofs.charts.kit import (  # noqa: E402
     point_levels,
     with_level_points,
 )
+from roofs.charts.svg import name_points, point_title  # noqa: E402
 
 
 def _unique(handles) -> list:
@@ -90,9 +91,10 @@ def draw_stream_roofline(run: Run):
     roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(flats=False))
     order = [n for n, _ in caches] + [memory]
     for (level, impl), g in pts.groupby(["level", "impl_name"]):
-        ax.scatter(g["intensity"], g["gflops"], color=level_color(level),
-                   marker=IMPL_MARKERS.get(impl, "*"),
-                   s=22, alpha=0.8, zorder=3, gid=f"points:{level}:{impl}")
+        c = ax.scatter(g["intensity"], g["gflops"], color=level_color(level),
+                       marker=IMPL_MARKERS.get(impl, "*"),
+                       s=22, alpha=0.8, zorder=3, gid=f"points:{level}:{impl}")
+        name_points(c, [point_title(r) for r in g.itertuples()])  # each point named on hover in the SVG
     _ring_flagged(ax, pts, s=70)
     placer.avoid(ax, pts["intensity"], pts["gflops"])
     for (op, dtype), g in pts.groupby(["op", "dtype"]):
@@ -138,8 +140,10 @@ def draw_gemm_roofline(run: Run):
     lv = draw_level_points(ax, pts)
     for (op, impl, fmt), g in pts.groupby(["op", "impl_name", "fmt"]):
         g = g.sort_values("intensity")
-        ax.plot(g["intensity"], g["gflops"], color=color(fmt), ls=OP_STYLES.get(op, ":"), lw=1,
-                marker=IMPL_MARKERS.get(impl, "*"), ms=5, alpha=0.85, zorder=3, gid=f"points:{op}:{impl}:{fmt}")
+        line, = ax.plot(g["intensity"], g["gflops"], color=color(fmt), ls=OP_STYLES.get(op, ":"), lw=1,
+                        marker=IMPL_MARKERS.get(impl, "*"), ms=5, alpha=0.85, zorder=3,
+                        gid=f"points:{op}:{impl}:{fmt}")
+        name_points(line, [point_title(r) for r in g.itertuples()])
     _ring_flagged(ax, pts, s=80)
     placer.avoid(ax, with_level_points(pts)["intensity"], with_level_points(pts)["gflops"])
     _finish_axes(ax, lims)
@@ -218,9 +222,10 @@ def draw_gemv_roofline(run: Run):
                     gid=f"walk:{fmt}:{impl}:{layer}")
             cache = (g["boundary"] != "") & ~g["boundary"].isin(MEMORY_LEVELS)
             for hollow, h in g.groupby(cache):
-                ax.scatter(h["intensity"], h["gflops"], marker=IMPL_MARKERS.get(impl, "*"), s=24, zorder=4,
-                           color=layer_color[layer], facecolors="white" if hollow else layer_color[layer],
-                           gid=f"points:{fmt}:{impl}:{layer}")
+                c = ax.scatter(h["intensity"], h["gflops"], marker=IMPL_MARKERS.get(impl, "*"), s=24, zorder=4,
+                               color=layer_color[layer], facecolors="white" if hollow else layer_color[layer],
+                               gid=f"points:{fmt}:{impl}:{layer}:{int(hollow)}")
+                name_points(c, [point_title(r) for r in h.itertuples()])
         _ring_flagged(ax, sub, s=80)
         placer.avoid(ax, with_level_points(sub)["intensity"], with_level_points(sub)["gflops"])
         _finish_axes(ax, lims)
@@ -269,9 +274,10 @@ def draw_attention_roofline(run: Run):
     for (s, fmt), g in pts.groupby(["series", "fmt"]):
         cache = (g["boundary"] != "") & ~g["boundary"].isin(MEMORY_LEVELS)
         for hollow, h in g.groupby(cache):
-            ax.scatter(h["intensity"], h["gflops"], marker=PRECISION_MARKERS.get(fmt, "*"), s=30, zorder=4,
-                       color=series_color[s], facecolors="white" if hollow else series_color[s], alpha=0.85,
-                       gid=f"points:{s}:{fmt}")
+            c = ax.scatter(h["intensity"], h["gflops"], marker=PRECISION_MARKERS.get(fmt, "*"), s=30, zorder=4,
+                           color=series_color[s], facecolors="white" if hollow else series_color[s], alpha=0.85,
+                           gid=f"points:{s}:{fmt}:{int(hollow)}")
+            name_points(c, [point_title(r) for r in h.itertuples()])
     _ring_flagged(ax, pts, s=90)
     placer.avoid(ax, with_level_points(pts)["intensity"], with_level_points(pts)["gflops"])
     _finish_axes(ax, lims)

@@ -120,6 +120,7 @@ from roofs.charts.kit import (  # noqa: E402
     level_color,
     roofline_points,
 )
+from roofs.charts.svg import has_named_points, name_points, point_title, save_svg  # noqa: E402
 
 
 def _under_note(under) -> str:
@@ -143,9 +144,10 @@ def draw_roofline(run: Run):
     lims = _limits(pd.concat([best, users]), model)
     roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(links=True))
     for (family, fmt), g in best.groupby(["family", "fmt"]):
-        ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
-                   marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
-                   gid=f"points:{family}:{fmt}")
+        c = ax.scatter(g["intensity"], g["gflops"], color=FAMILY_COLORS.get(family, "tab:gray"),
+                       marker=PRECISION_MARKERS.get(fmt, "*"), s=46, edgecolors="white", linewidths=0.5, zorder=4,
+                       gid=f"points:{family}:{fmt}")
+        name_points(c, [point_title(r) for r in g.itertuples()])  # roofline.svg names each point on hover
     for (op, impl, fmt), g in users.groupby(["op", "impl", "fmt"], sort=False):  # a user's sweep, in its order
         ax.plot(g["intensity"], g["gflops"], color=FAMILY_COLORS["user"], marker=PRECISION_MARKERS.get(fmt, "*"),
                 ms=5, lw=1, alpha=0.8, zorder=3.5, gid=f"sweep:{op}:{_impl_name(impl)}:{fmt}")
@@ -370,9 +372,12 @@ def figures(run: Run) -> dict:
 
 
 def _save(fig, path: Path) -> Path | None:
+    """Save fig at path and, when it names its points (roofs.charts.svg), beside it as SVG; close it."""
     if fig is None:
         return None
     try:
+        if has_named_points(fig):
+            save_svg(fig, path.with_suffix(".svg"))
         fig.savefig(path, dpi=DPI)
     finally:
         plt.close(fig)

@@ -546,7 +546,11 @@ def write_report(run_dir) -> tuple[Path, Path]:
             md.append(f"![{name}]({content.name})\n")
             # linked, not inlined: a run's pictures are MBs of base64 (report.html sits beside them)
             src = html.escape(content.name, quote=True)
-            body.append(f'<a href="{src}"><img alt="{html.escape(name)}" src="{src}"></a>')
+            img = f'<img alt="{html.escape(name)}" src="{src}">'
+            svg = content.with_suffix(".svg")
+            if svg.exists():  # its points named on hover (roofs/charts/svg.py); an <img> of an SVG shows no titles
+                img = f'<object type="image/svg+xml" data="{html.escape(svg.name, quote=True)}">{img}</object>'
+            body.append(f'<a href="{src}">{img}</a>')
         else:
             lines = content if isinstance(content, list) else [content]
             md.append("".join(f"- {line}\n" for line in lines))
@@ -556,7 +560,7 @@ def write_report(run_dir) -> tuple[Path, Path]:
     # a table wider than the page scrolls inside its own box (display:block lets overflow apply to it)
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
              "font-size:12px;display:block;max-width:100%;overflow-x:auto}td,th{border:1px solid #ccc;"
-             "padding:2px 6px;white-space:nowrap}img{max-width:100%}")
+             "padding:2px 6px;white-space:nowrap}img,object{max-width:100%}")
     (d / "report.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
                                    f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
                                    + "".join(body) + "</body></html>")

@@ -1,0 +1,119 @@
+"""A program's ops under the roofs (ARCHITECTURE.md, rule 12): each op's bound, its share of the step and what
+it would win at its roof.
+
+Each op is a warm point (a program's steady state re-reads what earlier ops left in the caches): its
+working set (read + written bytes) picks its memory level, its read and write bytes the level's direction
+roof, its precision its compute roof (roofs.analysis.bounds.point_bound, the suite's one rule). From there:
+
+    time share     = time / step time
+    attained       = FLOPs / time (GFLOP/s), or bytes / time (GB/s) for an op with no FLOP formula
+    % attainable   = 100 x attained / attainable, attainable = min(P, BW x I) (bandwidth BW for a flop-free op)
+    headroom       = 100 / % attainable (x)
+    bound time     = time x % attainable / 100 (the op at its roof)
+    to win         = time share x (1 - % attainable / 100) (the step's share the op would give back)
+An op above its bound (% attainable over 100) wins nothing and is flagged: its bound time is its time.
+The % of attainable has an interval where the bounding roofs have one (roof_interval: a roof's plateau over
+working sets, its burst and sustained figures): pct_low at the roofs' fastest ends, pct_high at their slowest.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from roofs.analysis.bounds import point_bound
+from roofs.analysis.derive import device_levels
+from roofs.analysis.roofline import Roofline
+
+PLACED = ["boundary", "bound_roof", "bound_note", "intensity", "gflops", "gbps", "attainable_gflops",
+          "bandwidth_gbps", "pct_of_attainable", "pct_low", "pct_high", "headroom", "share", "bound_s", "to_win",
+          "has_formula"]
+
+
+def roof_interval(roof, value: float) -> tuple[float, float]:
+    """Return (low, high) of a roof used at value: value scaled by the roof's lowest and highest figures over
+    its own value (its plateau's values, its burst and sustained figures; value alone where it has none)."""
+    extra = roof.extra or {}
+    figures = [roof.value, *(roof.plateau_values or ()), extra.get("burst"),
+               (extra.get("sustained") or {}).get("value")]
+    ratios = [float(f) / roof.value for f in figures if f and roof.value]
+    return value * min(ratios), value * max(ratios)
+
+
+TEXT = ("op", "module", "shapes", "dtype", "precision", "kind", "boundary", "bound_roof", "bound_note")
+
+
+def read_ops(path) -> pd.DataFrame:
+    """Return a profile folder's ops.csv with its text columns as strings ("" where empty)."""
+    ops = pd.read_csv(path)
+    for c in TEXT:
+        if c in ops:
+            ops[c] = ops[c].fillna("").astype(str)
+    return ops
+
+
+def place_ops(rows: pd.DataFrame, roofs, device: dict, step_s: float) -> pd.DataFrame:
+    """Return rows (bench.run.profile's ops.csv) with the PLACED columns (the module docstring's formulas),
+    ranked by to_win, then share (largest first)."""
+    model = Roofline(list(roofs))
+    caches, memory = device_levels(device)
+    out = rows.copy()
+    cols = {k: [] for k in PLACED}
+    for r in out.itertuples(index=False):
+        nbytes = float(r.read_bytes + r.write_bytes)
+        has = not (isinstance(r.flops, float) and math.isnan(r.flops))
+        flops = float(r.flops) if has else 0.0
+        t = float(r.time_s)
+        intensity = flops / nbytes if nbytes else (math.inf if flops else 0.0)
+        gflops = flops / t / 1e9 if t > 0 else math.nan
+        gbps = nbytes / t / 1e9 if t > 0 else math.nan
+        level, note, att, bw = point_bound(model, nbytes, "warm", intensity if math.isfinite(intensity) else 0.0,
+                                           r.precision if flops else "", caches, memory, r.read_bytes,
+                                           r.write_bytes, gbps=gbps)
+        if flops and not math.isfinite(intensity):  # FLOPs with no bytes: bounded by compute alone
+            peak = model.compute(r.precision) if r.precision else None
+            att = peak.value if peak else None
+        pct = lo = hi = None
+        if flops and att:
+            pct = 100 * gflops / att
+            peak = model.compute(r.precision) if r.precision else None
+            b_lo, b_hi = roof_interval(bw, bw.value) if bw is not None else (math.inf, math.inf)
+            p_lo, p_hi = roof_interval(peak, peak.value) if peak is not None else (math.inf, math.inf)
+            lo_att, hi_att = min(p_lo, b_lo * intensity), min(p_hi, b_hi * intensity)
+            lo, hi = 100 * gflops / hi_att, 100 * gflops / lo_att
+        elif not flops and bw is not None and nbytes:
+            pct = 100 * gbps / bw.value
+            b_lo, b_hi = roof_interval(bw, bw.value)
+            lo, hi = 100 * gbps / b_hi, 100 * gbps / b_lo
+        share = t / step_s if step_s > 0 else math.nan
+        cols["boundary"].append(level)
+        cols["bound_roof"].append(bw.extra.get("bound_roof", bw.name) if bw is not None else "")
+        cols["bound_note"].append(note)
+        cols["intensity"].append(intensity)
+        cols["gflops"].append(gflops)
+        cols["gbps"].append(gbps)
+        cols["attainable_gflops"].append(att if flops else None)
+        cols["bandwidth_gbps"].append(bw.value if bw is not None else None)
+        cols["pct_of_attainable"].append(pct)
+        cols["pct_low"].append(lo)
+        cols["pct_high"].append(hi)
+        cols["headroom"].append(100 / pct if pct else None)
+        cols["share"].append(share)
+        cols["bound_s"].append(t * min(pct, 100) / 100 if pct else t)
+        cols["to_win"].append(share * max(0.0, 1 - pct / 100) if pct else 0.0)
+        cols["has_formula"].append(has)
+    for k, v in cols.items():
+        out[k] = v
+    return out.sort_values(["to_win", "share"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def totals(placed: pd.DataFrame, step_s: float) -> dict:
+    """Return the step's sums: ops_s (the ops' time), gap_s = step - ops (between ops), bound_s (each op at its
+    bound, an op without one at its own time) and program_bound_s = bound_s (how fast the ops could run here),
+    unbounded (ops with no bound), flops (the table's) and bytes."""
+    ops_s = float(placed["time_s"].sum())
+    return {"step_s": step_s, "ops_s": ops_s, "ops": len(placed), "gap_s": step_s - ops_s,
+            "bound_s": float(placed["bound_s"].sum()),
+            "unbounded": int(placed["pct_of_attainable"].isna().sum()),
+            "flops": float(placed["flops"].fillna(0).sum()),
+            "bytes": float((placed["read_bytes"] + placed["write_bytes"]).sum())}
