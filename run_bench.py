@@ -16,41 +16,38 @@ bench/run/options.py, summaries roofs/reports/summary.py, models bench/models.py
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are never installed
     sys.path.insert(0, str(ROOT))
 
-import signal
-import time
-import warnings
-
-from bench import models as mdl
-from bench.aot import learned, predict
-from bench.api import APIError, ForeignRoofsWarning, RoofWarning, profile_script, quick_roofs, roofs_from
-from bench.hw import detect
+# the project's own imports come after that sys.path set-up, hence the noqa: E402 on each
+from bench import models as mdl  # noqa: E402
+from bench.aot import learned, predict  # noqa: E402
+from bench.api import APIError, ForeignRoofsWarning, RoofWarning, profile_script, quick_roofs, roofs_from  # noqa: E402
+from bench.hw import detect  # noqa: E402
 from bench.hw import device as devmod  # noqa: E402
 from bench.measure.memory import run_budget  # noqa: E402
-from bench.measure.registry import (
-    RegistryError,  # noqa: E402
-    load_all,
-)
-from bench.measure.runner import make_plan
-from bench.measure.skip import static_reason
+from bench.measure.registry import RegistryError, load_all  # noqa: E402
+from bench.measure.runner import make_plan  # noqa: E402
+from bench.measure.skip import static_reason  # noqa: E402
 from bench.measure.timing import MODES, timer_config  # noqa: E402
 from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
-from bench.run import distributed as distrib
+from bench.run import distributed as distrib  # noqa: E402
 from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
-from bench.run.counters_phase import DEFAULT_POINTS
-from bench.run.distributed import worker_argv
+from bench.run.counters_phase import DEFAULT_POINTS  # noqa: E402
+from bench.run.distributed import worker_argv  # noqa: E402
 from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
-from roofs.reports.compare import compare
-from roofs.reports.finish import rederive
-from roofs.reports.fleet import FleetError, gather, write_fleet
-from roofs.reports.summary import summary
+from roofs.reports.compare import compare  # noqa: E402
+from roofs.reports.finish import rederive  # noqa: E402
+from roofs.reports.fleet import FleetError, gather, write_fleet  # noqa: E402
+from roofs.reports.summary import summary  # noqa: E402
 
 SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
@@ -86,16 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", type=opt.names, help="comma-separated families, ops, impl ids or impl names "
                    "(e.g. stream, stream.triad, stream.copy/triton, torch)")
     p.add_argument("--dtype", type=opt.names, help="comma-separated dtypes to keep (e.g. float32,bfloat16)")
-    p.add_argument("--mode", type=opt.names, help=f"timing modes, comma-separated: {', '.join(MODES)} (default: each op's own)")
+    p.add_argument("--mode", type=opt.names,
+                   help=f"timing modes, comma-separated: {', '.join(MODES)} (default: each op's own)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and dtypes, shorter budgets")
     p.add_argument("--budget", type=opt.seconds, help="seconds per point, warm-up included (default 0.5, quick 0.1)")
     p.add_argument("--min-time", type=opt.seconds_or_zero,
-                   help="seconds a point's samples must span before it may stop as converged (default 0.1, quick 0.05; 0: off)")
+                   help="seconds a point's samples must span before it may stop as converged "
+                        "(default 0.1, quick 0.05; 0: off)")
     p.add_argument("--sustain", type=opt.seconds_or_zero,
-                   help="seconds of each roof candidate's sustained window after the sweeps (default 1, quick 0.25; 0: off)")
+                   help="seconds of each roof candidate's sustained window after the sweeps "
+                        "(default 1, quick 0.25; 0: off)")
     p.add_argument("--max-ws", type=opt.size, help="skip working sets larger than this (e.g. 64MiB)")
     p.add_argument("--max-memory", type=opt.memory_limit,
-                   help="memory the run may hold: a size (8GiB) or a share of what is available at start (50%%; the default)")
+                   help="memory the run may hold: a size (8GiB) or a share of what is available at start "
+                        "(50%%; the default)")
     p.add_argument("--counters", nargs="?", type=opt.whole_number, const=DEFAULT_POINTS, default=0, metavar="N",
                    help=f"after the timing, replay N chosen points (default {DEFAULT_POINTS}) once each under a "
                    "hardware-counter profiler (NVIDIA's ncu) and write counters.csv: DRAM, L2 and L1 bytes and "
@@ -103,15 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
-    p.add_argument("--dry-run", action="store_true", help="print the planned rows, the predicted seconds per family and the predicted wall time, then exit")
-    p.add_argument("--device-spec", help="with --dry-run: plan for a datasheet part instead of this machine (e.g. h200)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the planned rows, the predicted seconds per family and the predicted wall time, "
+                        "then exit")
+    p.add_argument("--device-spec",
+                   help="with --dry-run: plan for a datasheet part instead of this machine (e.g. h200)")
     p.add_argument("--all-devices", action="store_true",
                    help="measure every local GPU at once, one process each (torch.distributed), and compare them")
     p.add_argument("--comm", action="store_true",
                    help="measure the interconnect: collectives and send/recv between every pair of ranks")
     p.add_argument("--procs", type=int, help="processes to launch (default: one per GPU; on a CPU-only machine, "
                    "gloo processes on loopback, for --comm or testing)")
-    p.add_argument("--outlier-pct", type=opt.percent, default=5.0, help="flag a device this far below the median (default 5)")
+    p.add_argument("--outlier-pct", type=opt.percent, default=5.0,
+                   help="flag a device this far below the median (default 5)")
     p.add_argument("--deadline", type=opt.seconds, help="with --all-devices: seconds a rank may take before it is "
                    "stopped and rank 0 reports without it (default: its plan's predicted duration x 3 + 10 min)")
     p.add_argument("--run-dir", type=Path, help="with --all-devices/--comm: the node's run folder (default "
@@ -210,7 +215,8 @@ def compare_main(argv) -> int:
     """python run_bench.py compare RUN_A RUN_B [...] [--out DIR]."""
     p = Parser(prog="run_bench.py compare", description="overlay the roofs and points of several runs")
     p.add_argument("runs", nargs="+", type=Path)
-    p.add_argument("--out", type=Path, help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
+    p.add_argument("--out", type=Path,
+                   help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
     args = p.parse_args(argv)
     if len(args.runs) < 2:
         return refuse("compare needs at least two run folders.")
@@ -331,9 +337,9 @@ def dry_run(args, device=None, plan=None) -> int:
                            factors=learned.expected(device, args.quick))
     print(predict.prediction_text(pred, device, args.quick))
     if args.counters:
-        print(f"with --counters {args.counters}: about {args.counters * predict.COUNTER_REPLAY_S:.0f} s more after the "
-              f"timing ({args.counters} replays under ncu, a guessed {predict.COUNTER_REPLAY_S:.0f} s each), none where "
-              "counters cannot be read")
+        print(f"with --counters {args.counters}: about {args.counters * predict.COUNTER_REPLAY_S:.0f} s more "
+              f"after the timing ({args.counters} replays under ncu, a guessed {predict.COUNTER_REPLAY_S:.0f} s "
+              "each), none where counters cannot be read")
     return 0
 
 

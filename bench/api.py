@@ -23,17 +23,17 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 import torch
 
 from bench.hw import detect
 from bench.hw.device import DeviceError
-from bench.identity import other_machine
 from bench.hw.telemetry import LoadProbe
+from bench.identity import other_machine
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
 from bench.measure.runner import Runner, busy_flag, make_plan
@@ -169,7 +169,8 @@ class Result:
                            bytes=int(self.bytes), mode=self.mode, status=self.status, reason=self.reason,
                            samples_s=self.samples_s, reps=self.reps, timer=self.timer, stop="",
                            error=self.error, precision=self.precision, flag=self.flag,
-                           columns={k: v for k, v in (("read_bytes", self.read_bytes), ("write_bytes", self.write_bytes))
+                           columns={k: v for k, v in (("read_bytes", self.read_bytes),
+                                                      ("write_bytes", self.write_bytes))
                                     if v is not None})
 
 
@@ -212,7 +213,8 @@ def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, 
     r = total - w if r is None else r
     w = total - r if w is None else w
     if r < 0 or w < 0 or abs(r + w - total) > 1e-9 * total:
-        raise APIError(f"read_bytes {r:g} and write_bytes {w:g} of kernel '{name}' do not add up to its bytes {total:g}: "
+        raise APIError(f"read_bytes {r:g} and write_bytes {w:g} of kernel '{name}' do not add up to its bytes "
+                       f"{total:g}: "
                        "give the bytes each call reads and writes, which together are its bytes.")
     return r, w
 
@@ -506,7 +508,8 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     if in_place or earlier:
         target = run_dir if in_place else Path(out)
     else:
-        target = start_derived(run_dir, out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
+        target = start_derived(run_dir,
+                               out or measured_home(run_dir) / DERIVED / f"{derived_name()}-user-{utc_stamp()}")
     run = load_run(run_dir if in_place or not earlier else target)
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count

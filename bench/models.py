@@ -99,7 +99,8 @@ def layer_ops(cfg: ModelConfig, batch: int, prompt: int, context: int, dtype: st
             phase, name, "model.gemm", {"dtype": dtype, "shape": (m, n, k)}, count, per_layer)
         if phase == "prefill":
             attn = LayerOp(phase, "attn", "model.attention.prefill",
-                           {"dtype": dtype, "causal": True, "head_dim": hd, "heads": (batch, cfg.heads, cfg.kv_heads), "seq": prompt})
+                           {"dtype": dtype, "causal": True, "head_dim": hd,
+                            "heads": (batch, cfg.heads, cfg.kv_heads), "seq": prompt})
             active = cfg.experts
         else:
             attn = LayerOp(phase, "attn", "model.attention.decode",
@@ -317,7 +318,8 @@ def summary_text(cfg: ModelConfig, prompt: int, context: int, dtype: str, report
     machine), then per batch and phase each op's bound and measured time, the totals per
     layer and per step, tokens per second, and every flag. A phase whose ops lack a roof
     says which roof is missing instead of a bound."""
-    out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, {cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
+    out = [f"# {cfg.name}: {cfg.layers} layers, hidden {cfg.hidden}, "
+           f"{cfg.heads}/{cfg.kv_heads} heads of {cfg.head_dim}, "
            f"FFN {cfg.ffn}" + (f", {cfg.experts} experts (top {cfg.top_k})" if cfg.experts > 1 else "")
            + f"; prompt {prompt}, context {context}, {dtype}\n"]
     out += [f"WARNING: {w}" for w in warnings]
@@ -361,12 +363,13 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
     status, measured = execute(run_dir, meta, device, plan(per_batch.values()), timer)
     with failing(run_dir):  # a model that cannot be placed marks its folder failed, never complete
         best = best_times(measured)
-        report = {b: place_model(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes, roofs_from,
-                             [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
+        report = {b: place_model(ops, {lo: best.get(key(lo)) for lo in ops}, roofs, cfg.layers, device.llc_bytes,
+                                 roofs_from, [(c.name, c.total_bytes) for c in device.caches], device.memory_level)
                   for b, ops in per_batch.items()}
-        (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt, "context": context,
-                                                        "roofs_from": roofs_from, "warnings": list(warnings),
-                                                        "per_batch": report}, indent=1, default=str))
+        (run_dir / "model.json").write_text(json.dumps({"model": dataclasses.asdict(cfg), "prompt": prompt,
+                                                        "context": context, "roofs_from": roofs_from,
+                                                        "warnings": list(warnings), "per_batch": report},
+                                                       indent=1, default=str))
         text = summary_text(cfg, prompt, context, dtype, report, warnings)
         (run_dir / "model.md").write_text(text)
         problems = finish(run_dir)

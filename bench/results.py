@@ -30,7 +30,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -193,7 +193,7 @@ def _loadavg() -> list | None:
 
 
 def utc_stamp(t: datetime | None = None) -> str:
-    return (t or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+    return (t or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _write_json(path: Path, obj) -> None:
@@ -232,7 +232,7 @@ class RunWriter:
         self.dir.mkdir(parents=True, exist_ok=False)
         self.meta = dict(meta, schema_version=SCHEMA_VERSION, method_version=METHOD_VERSION,
                          roofbench_commit=git_commit(), status="running",
-                         start_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                         start_utc=datetime.now(UTC).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
         self._t0, self._cpu0 = time.monotonic(), cpu_seconds()
@@ -257,7 +257,7 @@ class RunWriter:
             return
         self._csv_file.close()
         self._samples.close()
-        self.meta.update(extra, status=status, end_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        self.meta.update(extra, status=status, end_utc=datetime.now(UTC).isoformat(timespec="seconds"))
         load = self.meta.setdefault("load", {})
         load["end"] = _loadavg()
         # the run's own share of that load: the cores it kept busy on average (its CPU
@@ -351,7 +351,8 @@ def start_derived(run_dir, out) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() == home and source_of(home) is None:
-        raise ResultsError(f"{out} is the run folder itself: give another folder, or re-derive in place with --in-place.")
+        raise ResultsError(f"{out} is the run folder itself: give another folder, "
+                           "or re-derive in place with --in-place.")
     meta = _load_json(given / "run.json", "the run's metadata")
     if out.resolve() != home:
         meta["derived_from"] = os.path.relpath(home, out.resolve())
@@ -388,7 +389,8 @@ def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
                 except json.JSONDecodeError:  # a line cut by a killed process: the last one
                     break
     except (OSError, EOFError) as e:
-        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__}); restore the file or re-run the benchmark.") from None
+        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__}); "
+                           "restore the file or re-run the benchmark.") from None
     return out
 
 
@@ -445,7 +447,8 @@ def load_counters(run_dir) -> pd.DataFrame | None:
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); delete it or re-run with --counters.") from None
+        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); "
+                           "delete it or re-run with --counters.") from None
     for c in COUNTER_COLUMNS:
         df[c] = text_column(df, c) if c in COUNTER_TEXT else df.get(c, pd.Series(None, index=df.index, dtype=float))
     return df
@@ -477,7 +480,8 @@ class Run:
     measurements: pd.DataFrame
     roofs: list[dict]
     _points: list[dict] | None = field(default=None, repr=False)
-    roofs_by: dict | None = None  # roofs.json's derived_by: the method and commit that derived them (None: not recorded)
+    # roofs.json's derived_by: the method and commit that derived them (None: not recorded)
+    roofs_by: dict | None = None
     lost_points: int = 0  # points run.json records that measurements.csv lost from its end (check_points)
 
     @property
@@ -506,9 +510,11 @@ def _load_json(path: Path, what: str) -> dict:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise ResultsError(f"{path.parent} has no {path.name}: it is not a roofbench run folder, or {what} was never written.") from None
+        raise ResultsError(f"{path.parent} has no {path.name}: it is not a roofbench run folder, "
+                           f"or {what} was never written.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); re-run the benchmark or restore the file.") from None
+        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); "
+                           "re-run the benchmark or restore the file.") from None
 
 
 STATUSES = ("ok", "skipped", "error")
@@ -526,10 +532,12 @@ def load_measurements(path: Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); re-run the benchmark or restore the file.") from None
+        raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); "
+                           "re-run the benchmark or restore the file.") from None
     missing = [c for c in COLUMNS[:COLUMNS.index("reason") + 1] if c not in df.columns]
     if missing:
-        raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
+        raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: "
+                           f"it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
     for c in COLUMNS:  # columns added after a folder was written read as empty
         if c not in df.columns:
             df[c] = None
@@ -573,7 +581,8 @@ def load_meta(run_dir) -> dict:
     d = Path(run_dir)
     meta = _load_json(d / "run.json", "the run's metadata")
     if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; "
+                           f"this roofbench reads version {SCHEMA_VERSION}.")
     return meta
 
 
@@ -600,7 +609,8 @@ def load_run(run_dir) -> Run:
         raise ResultsError(f"run folder {d} does not exist.")
     meta = _load_json(d / "run.json", "the run's metadata")
     if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; this roofbench reads version {SCHEMA_VERSION}.")
+        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; "
+                           f"this roofbench reads version {SCHEMA_VERSION}.")
     df = load_measurements(d / "measurements.csv")
     lost = check_points(df, meta, d / "measurements.csv")
     doc = _load_json(d / "roofs.json", "its roofs") if (d / "roofs.json").exists() else {}

@@ -86,10 +86,10 @@ def fmt_bytes(n: float) -> str:
     keeps the number under 1000: "512 B", "0.996 MiB" (not "1.02e+03 KiB"), "1.5 GiB"."""
     if n < 1000:
         return f"{int(n)} B"
-    for unit, scale in (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30)):
-        v = n / scale
-        if float(f"{v:.3g}") < 1000:
-            break
+    units = (("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30))
+    # the first unit whose rounded number stays under 1000, else the last one
+    unit, scale = next(((u, s) for u, s in units if float(f"{n / s:.3g}") < 1000), units[-1])
+    v = n / scale
     return f"{v:.3g} {unit}" if v < 999.5 else f"{v:.0f} {unit}"  # past 1000 GiB: whole GiB
 
 

@@ -357,10 +357,10 @@ def decode_combine_kernel(m_ptr, l_ptr, acc_ptr,  # partials as written by decod
     ok = ss < SPLITS
     dims = tl.arange(0, D)
     m = tl.load(m_ptr + bh * SPLITS + ss, mask=ok, other=float("-inf"))
-    l = tl.load(l_ptr + bh * SPLITS + ss, mask=ok, other=0.0)
+    l_s = tl.load(l_ptr + bh * SPLITS + ss, mask=ok, other=0.0)  # each chunk's softmax row sum
     acc = tl.load(acc_ptr + (bh * SPLITS + ss[:, None]) * D + dims[None, :], mask=ok[:, None], other=0.0)
-    w = tl.where(ok & (l > 0), tl.math.exp2(m - tl.max(m, 0)), 0.0)
-    out = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
+    w = tl.where(ok & (l_s > 0), tl.math.exp2(m - tl.max(m, 0)), 0.0)
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(l_s * w, 0)
     tl.store(o_ptr + bh * soh + dims, out.to(o_ptr.dtype.element_ty))
 
 
@@ -392,13 +392,13 @@ def decode(q, k, v, o, workspace, block_n=64, num_warps=4):
     B, Hq, D = q.shape
     Hkv, L = k.shape[1], k.shape[2]
     group = Hq // Hkv
-    m, l, acc = workspace
+    m, l_s, acc = workspace
     splits = m.shape[-1]
     chunk = triton.cdiv(triton.cdiv(L, splits), block_n) * block_n
     decode_split_kernel[(B * Hkv, splits)](
-        q, k, v, m, l, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
+        q, k, v, m, l_s, acc, LOG2E / math.sqrt(D), L, Hkv, group, splits, chunk,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2), v.stride(0), v.stride(1), v.stride(2),
         D=D, BLOCK_H=decode_block_h(group), BLOCK_N=block_n, PRECISION=DOT_PRECISION, num_warps=num_warps)
-    decode_combine_kernel[(B * Hq,)](m, l, acc, o, splits, o.stride(1), D=D,
+    decode_combine_kernel[(B * Hq,)](m, l_s, acc, o, splits, o.stride(1), D=D,
                                      BLOCK_S=max(2, triton.next_power_of_2(splits)))
     return o

@@ -6,8 +6,8 @@ caller allocated (so allocation stays outside any timed region), launches one ke
 returns the output tensor. The reduction (read) writes one partial sum per program
 of its persistent grid into a buffer of slots (partials(), allocated by the caller): no
 atomic into a scalar that would have to be zeroed by a second launch first; the result is
-the slots' sum, which the caller takes outside the timed call. Elementwise kernels compute in fp32 and round once on store,
-as torch's own elementwise ops do, so both agree with a float64 reference to within one
+the slots' sum, which the caller takes outside the timed call. Elementwise kernels compute in
+fp32 and round once on store, as torch's own elementwise ops do, so both agree with a float64 reference to within one
 rounding of the storage dtype.
 
 Shapes: every tensor is 1-D and contiguous with n elements; the scalar ``s`` is a Python

@@ -1,1 +1,2 @@
-"""Ahead of time: compile targets, the compile plan, the compile pool, the table (python -m bench.aot), precompile and the dry run's prediction."""
+"""Ahead of time: compile targets, the compile plan, the compile pool, the table (python -m bench.aot),
+precompile and the dry run's prediction."""

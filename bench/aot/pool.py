@@ -185,7 +185,8 @@ def compile_plans(plans: list, workers: int | None = None, every_spec: bool = Fa
             if bad:
                 r.status, r.reason = "failed", bad[0]["error"]
             elif over:
-                r.status, r.reason = "failed", f"compiled shared memory {over[0]['shared']} B > {limit} B: it would not launch"
+                r.status, r.reason = "failed", (f"compiled shared memory {over[0]['shared']} B > {limit} B: "
+                                                "it would not launch")
     n = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     return [Outcome(p, wall, n) for p in plans]
 

@@ -207,7 +207,8 @@ def precompile(arch: str, quick: bool, only: list | None = None, device=None, wo
     cache = cache or cache_dir()
     os.makedirs(cache, exist_ok=True)
     workers = max(1, min(workers or default_workers(), len(jobs) or 1))
-    results, wall = aot_pool.compile_jobs(jobs, workers, progress, cache_dir=cache, work=compile_launch) if jobs else ([], 0.0)
+    results, wall = (aot_pool.compile_jobs(jobs, workers, progress, cache_dir=cache, work=compile_launch)
+                     if jobs else ([], 0.0))
     failed = [r for r in results if r["status"] != "ok"]
     return {"arch": arch, "jobs": len(jobs), "ok": len(results) - len(failed), "failed": len(failed),
             "first_failure": failed[0].get("error", "") if failed else "",
@@ -238,7 +239,7 @@ class JitCounter:
         try:
             from triton import knobs  # deferred: Triton is optional (Linux only)
             self._knobs = knobs.compilation
-            self._before = getattr(self._knobs, "listener")
+            self._before = self._knobs.listener
             self._knobs.listener = self._listen
             self.available = True
         except Exception:  # noqa: BLE001  (no triton, or one without a listener)
@@ -289,7 +290,8 @@ def before_run(device, plan, quick: bool, say=print) -> dict | None:
         say(f"roofbench: precompiling failed ({type(e).__name__}: {e}); kernels compile as the run launches them")
         return {"arch": arch, "error": f"{type(e).__name__}: {e}"}
     say(f"roofbench: precompiled {rec['ok']} of {rec['jobs']} Triton kernels for {arch} in {rec['wall_s']:.0f} s "
-        f"({rec['workers']} processes)" + (f"; {rec['failed']} failed: {rec['first_failure']}" if rec["failed"] else ""))
+        f"({rec['workers']} processes)"
+        + (f"; {rec['failed']} failed: {rec['first_failure']}" if rec["failed"] else ""))
     return rec
 
 

@@ -382,7 +382,8 @@ def predict(plan, device: DeviceInfo, timer, quick: bool, exact_compiles: bool =
     compile_s = sum(jobs) if lazy else pool_seconds(jobs, workers)
     return Prediction(len(rows), c["skipped"], scaled(dict(c["measure_s"]), factors), compile_s, c["tune_s"],
                       len(jobs), c["tuning_keys"], 0.0 if lazy else c["load_s"], workers,
-                      sustained * factors.get("sustained", 1.0), windows, factors.get("finish_s", DEFAULT_FINISH_S), factors)
+                      sustained * factors.get("sustained", 1.0), windows, factors.get("finish_s", DEFAULT_FINISH_S),
+                      factors)
 
 
 def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
@@ -393,8 +394,8 @@ def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
     for fam, s in sorted(pred.seconds_by_family.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {fam:<10} {s:8.1f} s")
     if pred.compiles and lazy_compiles(device):
-        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles, each at its first launch, "
-                     "one after another: no precompile for this GPU's arch)")
+        lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles, "
+                     "each at its first launch, one after another: no precompile for this GPU's arch)")
     elif pred.compiles:
         lines.append(f"  compile    {pred.compile_s:8.1f} s  ({pred.compiles} Triton compiles before measuring, "
                      f"{pred.workers} processes)")
@@ -448,14 +449,16 @@ def check_plan(pred: Prediction, quick: bool) -> list[tuple[str, float, float]]:
         steps.append(("precompile | gpu tests", tests[0], max(tests[1], PLAN_S + pred.compile_s)))
         run = pred.total_s - pred.compile_s
     before = sum(s[2] for s in steps)
-    steps += [("run" + (" (quick) + counters" if quick else " (full)") + " + finish", CHECK_S - before - grace[0] - pack[0],
-               run + FINISH_S), ("kill grace", *grace), ("pack", *pack)]
+    steps += [("run" + (" (quick) + counters" if quick else " (full)") + " + finish",
+               CHECK_S - before - grace[0] - pack[0], run + FINISH_S),
+              ("kill grace", *grace), ("pack", *pack)]
     return steps
 
 
 def main(argv=None) -> int:
     """python -m bench.aot.predict --check [--quick] [--device-spec h200]: the device check's plan."""
-    ap = argparse.ArgumentParser(prog="python -m bench.aot.predict", description="the device check's steps and predictions")
+    ap = argparse.ArgumentParser(prog="python -m bench.aot.predict",
+                                 description="the device check's steps and predictions")
     ap.add_argument("--check", action="store_true", help="print the device check's steps, limits and predictions")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device-spec", default="h200")

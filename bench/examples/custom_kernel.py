@@ -14,7 +14,8 @@ from bench import api
 
 
 @api.kernel(flops=lambda n: 2 * n, bytes=lambda n: 3 * 4 * n, shapes=[2**16, 2**20, 2**24], precision="fp32",
-            make_inputs=lambda n, dev: (torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)),
+            make_inputs=lambda n, dev: (torch.randn(n, device=dev), torch.randn(n, device=dev),
+                                        torch.empty(n, device=dev)),
             reference=lambda x, y, out: 2 * x.double() + y.double())
 def axpy(x, y, out):
     """out = 2 x + y: 2 FLOPs per element; x and y read, out written (3 arrays of fp32).

@@ -5,8 +5,9 @@
 
 Run as a script it builds the model, then runs one prefill of `prompt` tokens and one decode step of one
 token against the prefill's KV cache (--phase: either alone), under torch.no_grad. It defines
-`profile_step`, the step `run_bench.py profile` captures (the phases, without the model's construction). Its FLOPs, hand-worked (tests/test_profile.py checks them, with D the
-model width, F = 4 D the MLP's, V the vocabulary, L layers, S the prompt):
+`profile_step`, the step `run_bench.py profile` captures (the phases, without the model's construction).
+Its FLOPs, hand-worked (tests/test_profile.py checks them, with D the model width, F = 4 D the MLP's,
+V the vocabulary, L layers, S the prompt):
     prefill: L x (2 S D 3D + 2 S S D + 2 S S D + 2 S D D + 2 x 2 S D F) + 2 S D V
     decode:  L x (2 D 3D + 2 (S + 1) D + 2 (S + 1) D + 2 D D + 2 x 2 D F) + 2 D V
 (the attention's two batched products over all H heads add up to S x S x D each; causal masking is applied

@@ -1,1 +1,2 @@
-"""What the device is and what it reads: DeviceInfo and the CPU (device), telemetry sources, NVIDIA and AMD beside them, and detect (which one is here)."""
+"""What the device is and what it reads: DeviceInfo and the CPU (device), telemetry sources, NVIDIA and AMD
+beside them, and detect (which one is here)."""

@@ -193,7 +193,8 @@ def sum_kernels(kernels: list[dict]) -> dict:
 FAILURES = (
     ("ERR_NVGPUCTRPERM", "the driver refuses access to the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, "
                          "or load the NVIDIA driver with NVreg_RestrictProfilingToAdminUsers=0"),
-    ("LibraryNotLoaded", "the profiler cannot load here (ncu: Failed to initialize the profiler: LibraryNotLoaded), as in "
+    ("LibraryNotLoaded", "the profiler cannot load here (ncu: Failed to initialize the profiler: LibraryNotLoaded), "
+                         "as in "
                          "a sandbox such as gVisor that does not pass GPU counters through"),
     ("Failed to initialize the profiler", "ncu failed to initialize the profiler on this machine"),
     ("Failed to find metric", "ncu does not know a metric this suite asks for on this GPU"),

@@ -142,7 +142,8 @@ class NvmlSource(Source):
         self._field = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", NVML_FI_DEV_POWER_INSTANT)
         self.power_kind = "instant" if self._instant_w() is not None else "average_1s"
         if self.power_kind == "average_1s":
-            self.note = "; ".join(filter(None, [self.note, "no instantaneous power field: power is NVML's 1 s average"]))
+            self.note = "; ".join(filter(None, [self.note,
+                                                "no instantaneous power field: power is NVML's 1 s average"]))
 
     def _instant_w(self) -> float | None:
         """Return the instantaneous board power (W) from NVML's field values, or None where
@@ -192,5 +193,6 @@ def make_nvml_source(device) -> Source:
         return NvmlSource(int(device.torch_device.split(":")[1]), (device.extra or {}).get("uuid"))
     except Exception as e:  # no package, no driver library, no permission
         src = Source()
-        src.note = f"NVML unavailable ({type(e).__name__}: {str(e).strip()[:80]}); install nvidia-ml-py for clocks, power and energy"
+        src.note = (f"NVML unavailable ({type(e).__name__}: {str(e).strip()[:80]}); "
+                    "install nvidia-ml-py for clocks, power and energy")
         return src

@@ -18,8 +18,8 @@ themselves are not counted (a fixed few hundred MiB: REFERENCE.md, "--max-memory
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -107,7 +107,8 @@ def read_limit(text: str) -> Limit:
     unit = (m.group(2) or "B").upper()[0]
     n = int(float(m.group(1)) * {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit])
     if n <= 0:
-        raise BudgetError(f"--max-memory must be above zero (got '{text}'): write a size like 8GiB or a share like 50%.")
+        raise BudgetError(f"--max-memory must be above zero (got '{text}'): "
+                          "write a size like 8GiB or a share like 50%.")
     return Limit(bytes=n, text=t)
 
 
@@ -117,7 +118,7 @@ def parse_budget(text: str, available: int | None) -> int:
     return read_limit(text).resolve(available)
 
 
-def run_budget(device, limit: Limit | None = None) -> "Budget":
+def run_budget(device, limit: Limit | None = None) -> Budget:
     """Return the memory budget of a run on device (ARCHITECTURE.md, rule 16): limit (a
     --max-memory value) against the memory available now; by default DEFAULT_SHARE of it."""
     return Budget((limit or Limit(share=DEFAULT_SHARE)).resolve(available_bytes(device)))

@@ -11,7 +11,7 @@ that passed).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from bench.util import plural
 
@@ -97,7 +97,8 @@ class Ticker:
             if count == 1:
                 self.say(f"[{done}/{self.total} {self.last_clock}] {self.describe(first)}")
                 continue
-            named = ", ".join(impls[:MAX_IMPLS]) + (f" and {len(impls) - MAX_IMPLS} more" if len(impls) > MAX_IMPLS else "")
+            named = ", ".join(impls[:MAX_IMPLS]) + (f" and {len(impls) - MAX_IMPLS} more"
+                                                    if len(impls) > MAX_IMPLS else "")
             self.say(f"[{done}/{self.total} {self.last_clock}] {self.family}: {plural(count, 'point')} SKIPPED "
                      f"({named}): " + (reason if len(self.reasons[reason_key(reason)]) == 1
                                        else f"e.g. {reason}"))

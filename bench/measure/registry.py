@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -92,8 +92,9 @@ class Op:
     memory_factor: float = 3.0                  # peak bytes needed / working set (inputs + f64 reference)
     memory: Callable | None = None              # (point) -> peak bytes of its inputs, outputs, reference and
                                                 # check beyond shared pools (default working set x memory_factor)
-    pools: Callable | None = None               # (point, torch_device) -> {pool key: bytes}: shared inputs (bench/measure/memory.py)
-                                                # it uses, held at that size across points (rule 16)
+    pools: Callable | None = None               # (point, torch_device) -> {pool key: bytes}: shared inputs
+                                                # (bench/measure/memory.py) it uses, held at that size across
+                                                # points (rule 16)
     release: Callable | None = None             # () -> None: drops what the op caches across points; called
                                                 # once no later point of the plan is this op's (rule 16)
     min_budget_s: float = 0.0                   # a point's budget is at least this (a search whose large

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pandas as pd
 import torch
@@ -308,7 +308,8 @@ class Runner:
             return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
         if impl.backend == "triton" and triton_interpreting():
             return [mk(m, status="skipped", error=err, tolerance=tol,
-                       reason=f"correct under Triton's interpreter (error {err:.2g}); interpreter timings are never reported")
+                       reason=f"correct under Triton's interpreter (error {err:.2g}); "
+                              "interpreter timings are never reported")
                     for m in modes]
         results = []
         for mode in modes:
@@ -385,7 +386,8 @@ class Runner:
             self._sweeps.setdefault(sweep, []).append((dict(point), rate))
         flags = [busy_flag(tel, self.device)]
         if jumped:
-            flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, measured twice")
+            flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, "
+                         "measured twice")
         flag = "; ".join(f for f in flags if f)
         return mk(mode, status="ok", error=err, tolerance=tol, samples_s=t.samples_s, reps=t.reps, timer=t.method,
                   stop=t.stop, detail=_detail(fn), telemetry=tel, flag=flag,

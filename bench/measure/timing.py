@@ -39,8 +39,8 @@ import bisect
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -409,7 +409,7 @@ def estimate_per_call(fn, clock: DeviceClock, max_reps: int, span_s: float = EST
     max_reps)."""
     k = 1
     while True:
-        span = clock.span_s(lambda: [fn() for _ in range(k)])
+        span = clock.span_s(lambda k=k: [fn() for _ in range(k)])
         if span >= span_s or k >= max_reps:
             return span / k
         grow = math.ceil(span_s / span) if span > 0 else 16

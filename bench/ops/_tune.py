@@ -29,8 +29,8 @@ a launch failure) is not: it raises DeviceLost, and the run stops cleanly.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import torch
 

@@ -321,7 +321,8 @@ def _decode_columns(p):
 
 REGISTRY.add_op(Op(
     name="attention.decode", family="attention",
-    doc=f"one query token over an L-token KV cache, (Hq, Hkv, D) = {DECODE_HEADS}; flops = 4 B Hq L D, bytes = KV cache + q + o",
+    doc=f"one query token over an L-token KV cache, (Hq, Hkv, D) = {DECODE_HEADS}; "
+        "flops = 4 B Hq L D, bytes = KV cache + q + o",
     axes=(Axis("dtype", sweep=_dtypes, doc="fp16 or bf16 (a GPU: bf16)"),
           Axis("length", sweep=_by_device(DECODE_LEN), doc="L, the KV cache length"),
           Axis("batch", sweep=_by_device(DECODE_BATCH), doc="B, sequences decoded at once")),

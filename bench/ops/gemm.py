@@ -250,13 +250,14 @@ def point_skip(point, device):
     if device.kind == "cuda" and p.min_cc:
         cc = tuple(int(v) for v in device.compute_capability.split("."))
         if cc < p.min_cc:
-            return f"{p.name} needs compute capability {p.min_cc[0]}.{p.min_cc[1]}+; this GPU is {device.compute_capability}"
+            return (f"{p.name} needs compute capability {p.min_cc[0]}.{p.min_cc[1]}+; "
+                    f"this GPU is {device.compute_capability}")
     return None
 
 
 # ---- implementations -------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(what: str, torch_device: str) -> str | None:
     """Return why torch's op for `what` ("fp8e4m3", "fp8e5m2", "int8") fails on a tiny
     problem on this device, or None when it works: a torch build without the op is a
@@ -502,7 +503,9 @@ def search_precisions(device, quick):
 def shape_precisions(device, quick):
     """Return the precisions of the square and skinny sweeps: every one, but on a CPU's
     quick run CPU_QUICK_SHAPE_PRECISIONS."""
-    return CPU_QUICK_SHAPE_PRECISIONS if quick and device.kind == "cpu" else QUICK_PRECISIONS if quick else tuple(PRECISIONS)
+    if quick and device.kind == "cpu":
+        return CPU_QUICK_SHAPE_PRECISIONS
+    return QUICK_PRECISIONS if quick else tuple(PRECISIONS)
 
 
 def _register(name, sweep, doc, modes=("warm",), layouts=None, tma=False, precisions=None, **extra):
@@ -547,7 +550,8 @@ _register("gemm.square", square_sweep, "square M = N = K", tma=True, precisions=
 _register("gemm.skinny", skinny_sweep, "N = K fixed, M from 1 up: the walk up the sloped roof", modes=("cold",),
           precisions=shape_precisions)
 _register("gemm.search", search_sweep, "squares growing in each layout until the rate stops rising: best sustained "
-          "throughput", layouts=search_layouts, precisions=search_precisions, sweep_stop=search_stop, min_budget_s=SEARCH_MIN_BUDGET_S,
+          "throughput", layouts=search_layouts, precisions=search_precisions, sweep_stop=search_stop,
+          min_budget_s=SEARCH_MIN_BUDGET_S,
           quick_min_budget_s=QUICK_SEARCH_BUDGET_S,
           # its own cost group: its first size always runs, each next one is predicted from the
           # search's previous size (rule 7), not from a 128^3 square dominated by call overhead

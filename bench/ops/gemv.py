@@ -326,7 +326,7 @@ def cpu_int4_pack(n: int, k: int, fmt: str, device: str, act):
     return packed, sz
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe_best(fmt: str, torch_device: str) -> str | None:
     """Return why torch's fast path for fmt fails on a tiny problem here, or None."""
     try:
@@ -431,7 +431,8 @@ REGISTRY.add_op(Op(
     name="gemv.decode", family="gemv",
     doc="y = x W^T for one decode step; flops = 2 B N K, bytes = weights at stored width + scales + 2 B K + 2 B N",
     # layer outermost: each layer's fp32 weights are drawn once, each format quantized once
-    axes=(Axis("layer", sweep=layer_sweep, doc="(N, K) of a decoder layer: " + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in LAYERS.items())),
+    axes=(Axis("layer", sweep=layer_sweep,
+               doc="(N, K) of a decoder layer: " + ", ".join(f"{k} {v[0]}x{v[1]}" for k, v in LAYERS.items())),
           Axis("dtype", sweep=format_sweep, doc="weight format: " + ", ".join(FORMATS) + " (a GPU: fp16 left out)"),
           Axis("batch", BATCHES, QUICK_BATCHES, doc="decode batch B")),
     make_inputs=make_inputs, reference=reference,
@@ -443,7 +444,8 @@ REGISTRY.add_op(Op(
     tolerance=lambda p: FORMATS[p["dtype"]].tolerance,
     outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
     columns=lambda p: dict(zip(("n", "k"), LAYERS[p["layer"]])),
-    memory_factor=1 + 8 * (4 + 4) / 4,  # fp32 dequantized and raw weights (8x an int4 layer each); float64 a block of rows at a time
+    # fp32 dequantized and raw weights (8x an int4 layer each); float64 a block of rows at a time
+    memory_factor=1 + 8 * (4 + 4) / 4,
     release=release_caches,
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,

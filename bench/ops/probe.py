@@ -206,13 +206,15 @@ def _launch_triton(x, ctx):
 
 def _launch_triton_skip(point, device):
     if triton_interpreting():
-        return "an empty kernel under Triton's interpreter measures the interpreter; tests/test_probes.py checks it runs"
+        return ("an empty kernel under Triton's interpreter measures the interpreter; "
+                "tests/test_probes.py checks it runs")
     return None
 
 
 REGISTRY.add_op(Op(
     name="probe.launch", family="probe",
-    doc="an empty call (empty Triton kernel, torch 1-element op): the time per call is the launch floor; bytes = flops = 0",
+    doc="an empty call (empty Triton kernel, torch 1-element op): the time per call is the launch floor; "
+        "bytes = flops = 0",
     axes=(Axis("form", sweep=lambda d, q: LAUNCH_FORMS[d.kind],
                doc="launch: host launches back to back; graph: CUDA-graph nodes; call: a CPU call"),),
     make_inputs=launch_inputs, reference=launch_reference,

@@ -39,8 +39,8 @@ plain kernel on a cache-sized buffer lasts about as long as its own call overhea
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -428,7 +428,8 @@ def _register(kind: Kind):
         from kernels import stream as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
         return kind.triton(k, x)
 
-    REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x), doc="torch out= ops, one kernel each"))
+    REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x),
+                           doc="torch out= ops, one kernel each"))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton", triton_launcher, doc="kernels/stream.py"))
 
 
@@ -566,4 +567,5 @@ def _reread_triton_skip(point, device):
 
 
 REGISTRY.add_impl(Impl("stream.reread", "triton", "triton", _reread_triton, skip=_reread_triton_skip,
-                       doc="kernels/probes.py l2_reread: block-reads dealt to a persistent grid, 4 independent .cg loads per step"))
+                       doc="kernels/probes.py l2_reread: block-reads dealt to a persistent grid, "
+                           "4 independent .cg loads per step"))

@@ -21,7 +21,8 @@ def make_inputs(kind):
     def make(point, device):
         n = point["bytes"] // 4
         pinned = point["memory"] == "pinned" and torch.cuda.is_available()
-        host = torch.randn(n, generator=torch.Generator().manual_seed(5))  # its own generator: torch's global one is left alone
+        # its own generator: torch's global one is left alone
+        host = torch.randn(n, generator=torch.Generator().manual_seed(5))
         if pinned:
             host = host.pin_memory()
         dev = torch.empty(n, device=device)

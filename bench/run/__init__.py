@@ -1,1 +1,2 @@
-"""A run from a plan to a run folder: options, session, the sustained phase, the multi-device launcher and collectives."""
+"""A run from a plan to a run folder: options, session, the sustained phase, the multi-device launcher and
+collectives."""

@@ -16,8 +16,8 @@ The FLOPs of a reduction (n - 1 adds per element) are not counted: these are ban
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -111,7 +111,8 @@ def run_comm(device: str, quick: bool, sink: Callable[[Measurement], None], prog
     rank, n = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    die_after = int(os.environ.get(DIE_ENV, "-1").split(":")[-1]) if os.environ.get(DIE_ENV, "").startswith(f"{rank}:") else -1
+    die_after = (int(os.environ.get(DIE_ENV, "-1").split(":")[-1])
+                 if os.environ.get(DIE_ENV, "").startswith(f"{rank}:") else -1)
     flag = torch.zeros(1, device=device)
 
     def reduce_max(vals):
@@ -139,11 +140,13 @@ def run_comm(device: str, quick: bool, sink: Callable[[Measurement], None], prog
         factor = bus_factor(op, n)
         name = op if op != "sendrecv" else f"sendrecv.{peer[0]}to{peer[1]}"
         base = dict(op=f"comm.{op}", family="comm", impl=f"comm.{op}/{backend}", backend=backend,
-                    point={"dtype": "float32", "bytes": case.nbytes, "ranks": n, **({"pair": f"{peer[0]}->{peer[1]}"} if peer else {})},
+                    point={"dtype": "float32", "bytes": case.nbytes, "ranks": n,
+                           **({"pair": f"{peer[0]}->{peer[1]}"} if peer else {})},
                     size=case.nbytes, shape=f"{n} ranks" + (f" {peer[0]}->{peer[1]}" if peer else ""),
                     working_set_bytes=case.nbytes, flops=0, bytes=case.nbytes, mode="warm", bus_factor=factor)
         if not ok:
-            m = Measurement(**base, status="error", reason=f"wrong result on at least one rank: {name} of {case.nbytes} bytes; not timed")
+            m = Measurement(**base, status="error",
+                            reason=f"wrong result on at least one rank: {name} of {case.nbytes} bytes; not timed")
         else:
             samples = 20 if case.nbytes <= 2**20 else 5
             t = time_lockstep(case.run, device, 3, samples, dist.barrier, reduce_max, prepare=case.prepare)

@@ -21,8 +21,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.hw import counters as hw
 from bench.hw import device as devmod

@@ -75,7 +75,8 @@ def nprocs(args) -> int:
     """Return how many worker processes to launch, or raise LaunchError with one sentence."""
     least = 2 if args.comm else 1
     if args.procs is not None and args.procs < least:
-        raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks: give --procs 2 or more (got {args.procs})."
+        raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks: "
+                          f"give --procs 2 or more (got {args.procs})."
                           if args.comm else f"--procs must be 1 or more (got {args.procs}).")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and args.device != "cpu" else 0
     n = args.procs if args.procs is not None else gpus
@@ -203,7 +204,8 @@ def supervise(run_dir: Path, args, device: str, limit_s: float, say=print,
         status = f"failed: past its deadline of {limit_s:.0f} s (hung, or far slower than predicted)"
     elif status in ("running", None):
         code = proc.exitcode
-        status = f"failed: its measuring process died ({'signal ' + str(-code) if code and code < 0 else f'exit {code}'})"
+        died = "signal " + str(-code) if code and code < 0 else f"exit {code}"
+        status = f"failed: its measuring process died ({died})"
     if (run_dir / "run.json").exists() and status != _status(run_dir):
         mark_failed(run_dir, status.removeprefix("failed: "))
     return status, proc.exitcode

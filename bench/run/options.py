@@ -76,7 +76,8 @@ def whole_numbers(text: str) -> list[int]:
     except ValueError:
         values = []
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"takes comma-separated whole numbers of 1 or more, like 1,8,64 (got '{text}')")
+        raise argparse.ArgumentTypeError(f"takes comma-separated whole numbers of 1 or more, like 1,8,64 "
+                                         f"(got '{text}')")
     return values
 
 
@@ -166,7 +167,8 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
             raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
                               + f"none of the selected ops has dtype {', '.join(unknown)}"
                               + did_you_mean(unknown[0], [s for h in have for s in dtype_spellings(h)])
-                              + (" in a quick run" if args.quick else "") + f"; they have {', '.join(have) or 'no dtype axis'}.")
+                              + (" in a quick run" if args.quick else "")
+                              + f"; they have {', '.join(have) or 'no dtype axis'}.")
         args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
     plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     if not plan.tasks and not (args.comm and not args.all_devices) and not args.list:

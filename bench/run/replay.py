@@ -70,7 +70,8 @@ def replay(op_name: str, impl_id: str, point: dict, device_name: str | None = No
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.run.replay", description="replay one point for a counter profiler")
+    ap = argparse.ArgumentParser(prog="python -m bench.run.replay",
+                                 description="replay one point for a counter profiler")
     ap.add_argument("--op", required=True)
     ap.add_argument("--impl", required=True)
     ap.add_argument("--point", required=True, help="the point's axis values as a JSON object")

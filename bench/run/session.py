@@ -17,8 +17,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod
@@ -52,8 +52,8 @@ def run_meta(device: devmod.DeviceInfo, options: dict, kind: str = "device", tim
     (RunWriter adds the schema and method versions, the roofbench commit and the times.)"""
     if kind not in RUN_KINDS:
         raise ValueError(f"unknown run kind '{kind}': use {', '.join(RUN_KINDS)}.")
-    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(), "pid": os.getpid(),
-            "options": options, "run_kind": kind, "units": UNITS}
+    meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
+            "pid": os.getpid(), "options": options, "run_kind": kind, "units": UNITS}
     if timer is not None:
         meta["timer"] = dataclasses.asdict(timer)
     return {**meta, **extra}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -71,7 +71,8 @@ def idle_power(source, seconds: float) -> dict:
     time.sleep(seconds)
     sampler.window("stop")
     tel = sampler.stop()
-    w = tel["energy_j"] / tel["window_s"] if tel.get("energy_j") is not None and tel["window_s"] > 0 else tel.get("power_w")
+    w = (tel["energy_j"] / tel["window_s"] if tel.get("energy_j") is not None and tel["window_s"] > 0
+         else tel.get("power_w"))
     source_of = tel.get("energy_from") or ("mean power" if w is not None else "nothing readable")
     return {"idle_w": w, "idle_window_s": tel["window_s"], "idle_from": source_of}
 

@@ -157,7 +157,8 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         cols["flag"].append(existing_flag(r) or above_roof_causes(r, model, bw, att, bool(good), caches))
     for k, v in cols.items():
         out[k] = v
-    out["bound_note"] = with_launch_notes(out, roofs)  # points within 2x of the launch floor (roofs/analysis/launch_floor.py)
+    # points within 2x of the launch floor (roofs/analysis/launch_floor.py)
+    out["bound_note"] = with_launch_notes(out, roofs)
     return out
 
 
@@ -198,14 +199,16 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
         else:
             capacity = dict(caches).get(bw.name)
             edge = (bw.extra or {}).get("edge_bytes")
-            where = (f"a {r.working_set_bytes / 2**20:.3g} MiB working set beside the {capacity / 2**20:.3g} MiB {bw.name}"
+            where = (f"a {r.working_set_bytes / 2**20:.3g} MiB working set "
+                     f"beside the {capacity / 2**20:.3g} MiB {bw.name}"
                      + (f" (plateau measured to {edge / 2**20:.3g} MiB)" if edge else "")
                      if capacity else f"a {r.working_set_bytes / 2**20:.3g} MiB working set")
             causes.append(f"timed warm: {where}; the {used} roof measured too low by the kernels that set it")
             llc = model.bandwidth(caches[-1][0]) if caches and not capacity else None
             reach = (llc.extra or {}).get("reach_bytes") if llc is not None else None
             if reach and r.working_set_bytes < 2 * reach:
-                causes.append(f"residual {llc.name} hits: the sweep reaches {bw.name} speed (within {REL_TOL:.0%}) from "
+                causes.append(f"residual {llc.name} hits: the sweep reaches {bw.name} speed "
+                              f"(within {REL_TOL:.0%}) from "
                               f"{reach / 2**20:.3g} MiB, past the {llc.name} plateau's measured edge of "
                               f"{llc.extra['edge_bytes'] / 2**20:.3g} MiB")
         if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:

@@ -49,7 +49,8 @@ def run_warnings(run) -> list[str]:
     for r in model.roofs:
         if r.source != "measured":
             continue
-        if r.kind == "bandwidth" and not r.name.startswith(("link.", "host.")) and r.plateau_points and r.plateau_points < 2:
+        if (r.kind == "bandwidth" and not r.name.startswith(("link.", "host."))
+                and r.plateau_points and r.plateau_points < 2):
             out.append(f"the {r.name} roof rests on a single working-set size")
         if r.spread is not None and r.spread >= TRUST_SPREAD:
             out.append(f"the {r.name} roof rests on an unsteady row (spread {r.spread:.0%})")
@@ -65,7 +66,8 @@ def run_warnings(run) -> list[str]:
             out.append(f"{r.name}'s own rows ({own:,.4g} at best) were too unsteady to set a roof: its roof is {via}'s "
                        f"({r.name} inputs convert exactly to {via})")
         elif via:
-            out.append(f"{r.name} has no unit measured here: its roof is {via}'s ({r.name} inputs convert exactly to {via})")
+            out.append(f"{r.name} has no unit measured here: its roof is {via}'s "
+                       f"({r.name} inputs convert exactly to {via})")
     flags = text_column(df, "flag")
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
     if busy or jumped:

@@ -65,7 +65,8 @@ def binding_level(bounds: dict) -> str:
 def triton_binding_table(df: pd.DataFrame, model: Roofline) -> pd.DataFrame:
     """Return one row per Triton kernel (op, impl, precision): its fastest point, its bound
     at each level and the binding level. Only ok rows with FLOPs; empty when none."""
-    ok = df[(df["status"] == "ok") & (df.get("backend", "") == "triton") & (pd.to_numeric(df["flops"], errors="coerce") > 0)]
+    ok = df[(df["status"] == "ok") & (df.get("backend", "") == "triton")
+            & (pd.to_numeric(df["flops"], errors="coerce") > 0)]
     ok = ok[pd.to_numeric(ok["gflops"], errors="coerce") > 0]
     if ok.empty:
         return pd.DataFrame()

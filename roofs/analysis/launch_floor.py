@@ -36,10 +36,10 @@ def launch_roofs(rows: pd.DataFrame) -> list[Roof]:
         return []
     empty = rows[(rows["op"] == LAUNCH_OP) & (rows["status"] == "ok") & rows["median_ms"].notna()]
     # the form is the way the timer took the call (the launch form refuses graph capture)
-    form = empty["timer"].astype(str).map(TIMER_FORM)
-    empty = empty[form.notna()]
+    forms = empty["timer"].astype(str).map(TIMER_FORM)
+    empty = empty[forms.notna()]
     roofs = []
-    for (backend, form), g in empty.groupby([empty["backend"].astype(str), form[form.notna()]], sort=True):
+    for (backend, form), g in empty.groupby([empty["backend"].astype(str), forms[forms.notna()]], sort=True):
         best = g.loc[g["median_ms"].astype(float).idxmin()]
         spread = (float(best["p80_ms"]) - float(best["p20_ms"])) / float(best["median_ms"]) \
             if {"p20_ms", "p80_ms"} <= set(best.index) else None

@@ -34,7 +34,8 @@ def roof_interval(roof, value: float) -> tuple[float, float]:
     """Return (low, high) of a roof used at value: value scaled by the roof's lowest and highest figures over
     its own value (its plateau's values, its burst and sustained figures; value alone where it has none)."""
     extra = roof.extra or {}
-    figures = [roof.value, *(roof.plateau_values or ()), extra.get("burst"), (extra.get("sustained") or {}).get("value")]
+    figures = [roof.value, *(roof.plateau_values or ()), extra.get("burst"),
+               (extra.get("sustained") or {}).get("value")]
     ratios = [float(f) / roof.value for f in figures if f and roof.value]
     return value * min(ratios), value * max(ratios)
 
@@ -111,7 +112,8 @@ def totals(placed: pd.DataFrame, step_s: float) -> dict:
     bound, an op without one at its own time) and program_bound_s = bound_s (how fast the ops could run here),
     unbounded (ops with no bound), flops (the table's) and bytes."""
     ops_s = float(placed["time_s"].sum())
-    return {"step_s": step_s, "ops_s": ops_s, "ops": len(placed), "gap_s": step_s - ops_s, "bound_s": float(placed["bound_s"].sum()),
+    return {"step_s": step_s, "ops_s": ops_s, "ops": len(placed), "gap_s": step_s - ops_s,
+            "bound_s": float(placed["bound_s"].sum()),
             "unbounded": int(placed["pct_of_attainable"].isna().sum()),
             "flops": float(placed["flops"].fillna(0).sum()),
             "bytes": float((placed["read_bytes"] + placed["write_bytes"]).sum())}

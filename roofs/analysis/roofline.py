@@ -63,7 +63,7 @@ class Roof:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Roof":
+    def from_dict(cls, d: dict) -> Roof:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         for k in ("plateau_bytes", "plateau_values"):
@@ -123,7 +123,8 @@ class Roofline:
             if options:
                 value, label = max(options)
                 return value, label, ""
-            return best.value, best.name, f"no {level}.copy roof, nor both {level}.read and {level}.write: bounded by the level's best"
+            return best.value, best.name, (f"no {level}.copy roof, nor both {level}.read and {level}.write: "
+                                           "bounded by the level's best")
         return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:

@@ -106,8 +106,8 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
         lo, hi = roof.plateau_bytes
     else:
         lo, hi = level_window(name, caches, memory, rows if sweep else sweep_rows)
-    sel = ((ok["family"] == "stream") | (ok["op"] == "probe.l1")) & ok["gbps"].notna() & (ok["working_set_bytes"] >= lo) \
-        & (ok["working_set_bytes"] <= hi)
+    sel = (((ok["family"] == "stream") | (ok["op"] == "probe.l1")) & ok["gbps"].notna()
+           & (ok["working_set_bytes"] >= lo) & (ok["working_set_bytes"] <= hi))
     if sweep and name != memory:
         sel &= ok["mode"] == "warm"
     return ok[sel]
@@ -129,8 +129,8 @@ def pick(rows: pd.DataFrame, kind: str, per_roof: int = PER_ROOF) -> pd.DataFram
 
 def targets(roofs, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, str, Roof | None]]:
     """Return the (kind, name, roof or None) the sustained phase confirms: every measured
-    memory, cache and compute roof (not the extra lines "fp16 via fp32", "bf16.vector") and, on a CPU, each level and precision the sweeps
-    measured but left without a roof."""
+    memory, cache and compute roof (not the extra lines "fp16 via fp32", "bf16.vector") and, on a
+    CPU, each level and precision the sweeps measured but left without a roof."""
     caches, memory = device_levels(device)
     levels = [memory] + [n for n, _ in caches]
     out = [(r.kind, r.name, r) for r in roofs if r.source == "measured"
@@ -186,7 +186,8 @@ def merge_sustained(roofs, notes, rows: pd.DataFrame, device: dict) -> tuple[lis
             extra.update(sustained=None, sustained_why=f"an extra line beside the {r.extra['line_of']} roof, not a "
                          "roof: the sustained phase runs windows for roofs only")
         elif sus.empty:
-            extra.update(sustained=None, sustained_why="no sustained phase in this run (--sustain 0, or a run before it)")
+            extra.update(sustained=None,
+                         sustained_why="no sustained phase in this run (--sustain 0, or a run before it)")
         else:
             best, steady = _best(candidate_rows(sus, r.kind, r.name, device, r, sweep=False), r.kind)
             if best is None:
@@ -262,7 +263,8 @@ def _settle_level(name, steady, roofs, caches, memory):
     near = steady[steady["gbps"] >= (1 - tol) * top]
     sizes = size_bin(near["working_set_bytes"]).nunique()
     if sizes < MIN_SIZES:
-        return None, f"steady sustained windows at {sizes} working-set size(s) within {tol:.0%} of the best; {MIN_SIZES} needed"
+        return None, (f"steady sustained windows at {sizes} working-set size(s) within {tol:.0%} of the best; "
+                      f"{MIN_SIZES} needed")
     names = [memory] + [n for n, _ in reversed(caches)]  # outermost first
     outer = None
     for n in names[:names.index(name)][::-1] if name in names else []:

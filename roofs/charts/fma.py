@@ -181,5 +181,6 @@ def draw_launch_floor(ax, pts: pd.DataFrame, roofs) -> str:
         ax.scatter(bound["intensity"], bound["gflops"], marker="s", s=110, facecolors="none", edgecolors="0.45",
                    lw=1.2, zorder=3, gid="launch-bound")
     names = ", ".join(f"{b} {f} {us:.3g} us" for (b, f), us in sorted(floors.items()))
-    return (f"Launch floor ({names}): grey dashes are the ceiling F / t_floor of points within {CEILING_SPAN:g}x of it; "
+    return (f"Launch floor ({names}): grey dashes are the ceiling F / t_floor of points "
+            f"within {CEILING_SPAN:g}x of it; "
             f"grey squares, points within 2x (launch-bound).")

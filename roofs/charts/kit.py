@@ -182,7 +182,9 @@ def level_points(pts: pd.DataFrame) -> pd.DataFrame:
             sub = pts[has]
             parts.append(pd.DataFrame({"src": sub.index, "level": level, "intensity": sub["flops"] / nbytes[has],
                                        "gflops": sub["gflops"]}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["src", "level", "intensity", "gflops"])
+    if not parts:
+        return pd.DataFrame(columns=["src", "level", "intensity", "gflops"])
+    return pd.concat(parts, ignore_index=True)
 
 
 def with_level_points(pts: pd.DataFrame) -> pd.DataFrame:

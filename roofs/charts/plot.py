@@ -166,8 +166,9 @@ def draw_roofline(run: Run):
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
     ax.set_title(_title(run, "Roofline"))
     # a user's sweep: its entry drawn as the sweep is, one marker per shape joined by a line
-    handles = [Line2D([], [], color=FAMILY_COLORS["user"], marker="o", ms=4, lw=1, label=f) if f == "user" and len(users)
-               else Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f) for f in sorted(best["family"].unique())]
+    handles = [Line2D([], [], color=FAMILY_COLORS["user"], marker="o", ms=4, lw=1, label=f)
+               if f == "user" and len(users) else Patch(color=FAMILY_COLORS.get(f, "tab:gray"), label=f)
+               for f in sorted(best["family"].unique())]
     handles += _marker_handles(best["fmt"].unique())
     if best["flagged"].any():
         handles.append(_flag_handle())
@@ -274,7 +275,8 @@ def draw_bandwidth(run: Run):
     handles += [Line2D([], [], color=level_color(lv), lw=2, label=f"{lv.upper()}: its roofs and size") for lv in levels]
     handles.append(Line2D([], [], color="0.2", lw=3, alpha=0.85, label="thick: roof from this dtype, over its plateau"))
     handles.append(Line2D([], [], color="0.2", lw=1.6, ls="--", label="dashed: this dtype's candidate, not a roof"))
-    handles.append(Line2D([], [], color="0.2", lw=0.8, alpha=0.6, label="thin: the run's roof of the level (all dtypes)"))
+    handles.append(Line2D([], [], color="0.2", lw=0.8, alpha=0.6,
+                          label="thin: the run's roof of the level (all dtypes)"))
     handles.append(Line2D([], [], color="0.2", lw=1, ls=":", label="dotted: a cache's size"))
     bottom = _bottom_legend(fig, handles, 6)
     fig.suptitle(_title(run, "Stream bandwidth"))

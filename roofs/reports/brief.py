@@ -35,12 +35,15 @@ def brief(run_dir) -> str:
         lines.append(f"took {took:.0f} s" + (f"; the dry run predicted {predicted:.0f} s" if predicted else ""))
     by = meta.get("derived_by")
     if by:  # a derived folder: which run, and which method and commit made what follows
-        lines.append(f"re-derived from {source_of(run.dir)} by method {by.get('method_version')}, commit {by.get('commit')}")
-    derived = sorted(p.name for p in (run.dir / DERIVED).iterdir() if p.is_dir()) if (run.dir / DERIVED).is_dir() else []
+        lines.append(f"re-derived from {source_of(run.dir)} by method {by.get('method_version')}, "
+                     f"commit {by.get('commit')}")
+    derived = (sorted(p.name for p in (run.dir / DERIVED).iterdir() if p.is_dir())
+               if (run.dir / DERIVED).is_dir() else [])
     if not by:
         own = run.roofs_by or {}
         lines.append(f"its roofs derived by method {own.get('method_version', '?')}, commit {own.get('commit')}"
-                     if own else f"measured by method {meta.get('method_version', 1)}; its roofs.json predates derived_by "
+                     if own else f"measured by method {meta.get('method_version', 1)}; "
+                     "its roofs.json predates derived_by "
                      "and does not say which method derived it")
     if derived:
         lines.append(f"re-derivations beside it (give one to read it): {', '.join(DERIVED + '/' + d for d in derived)}")
@@ -61,7 +64,7 @@ def brief(run_dir) -> str:
     if not ok.empty:
         ok["rate"] = point_rate(ok)
         lines.append("\nbest point per family and impl:")
-        for (fam, impl), g in ok.groupby(["family", "impl"]):
+        for (_fam, impl), g in ok.groupby(["family", "impl"]):
             b = g.loc[g["rate"].idxmax()]
             unit = "GFLOP/s" if b["flops"] > 0 else "GB/s"
             pct = b.get("pct_of_attainable")
@@ -74,7 +77,8 @@ def brief(run_dir) -> str:
         lines.append(f"\n{len(errors)} errors; first ones:")
         lines += [f"  {r.point_id}: {r.reason}" for r in errors.head(8).itertuples()]
     flagged = df[text_column(df, "flag") != ""]
-    lines.append(f"\n{fmt_num(len(flagged))} of {plural(len(ok), 'ok point')} flagged (above their bound, or measured while busy)")
+    lines.append(f"\n{fmt_num(len(flagged))} of {plural(len(ok), 'ok point')} flagged "
+                 "(above their bound, or measured while busy)")
     missing = unbounded(df)
     if missing:
         lines.append(f"{plural(sum(missing.values()), 'ok point')} have no bound: "

@@ -57,7 +57,8 @@ def comparison_warnings(runs) -> list[str]:
             ("commit", lambda r: r.meta.get("roofbench_commit", "not recorded"), lambda v: f"commit {v}")):
         values = [get(r) for r in runs]
         if len(set(map(str, values))) > 1:
-            out.append(f"the runs differ in {what} (" + ", ".join(f"run {i + 1}: {show(v)}" for i, v in enumerate(values))
+            out.append(f"the runs differ in {what} ("
+                       + ", ".join(f"run {i + 1}: {show(v)}" for i, v in enumerate(values))
                        + ("): a roof the option cut or changed differs for that reason, not the device's"
                           if what != "commit" else "): the code that measured them differs"))
     derived = [r.roofs_by for r in runs]

@@ -43,8 +43,10 @@ def write_devices_report(node_dir: Path, run_dirs, outlier_pct: float = 5.0) -> 
     compare(run_dirs, node_dir)
     md = node_dir / "devices.md"
     md.write_text("# Every device of this node\n\n" + md_table(table) + "\n"
-                  + ("".join(f"- {f}\n" for f in flags) or f"- no device is more than {outlier_pct:g}% below the median\n")
+                  + ("".join(f"- {f}\n" for f in flags)
+                     or f"- no device is more than {outlier_pct:g}% below the median\n")
                   + "\n![all devices](compare.png)\n")
     (node_dir / "devices.json").write_text(json.dumps({"outlier_pct": outlier_pct, "flags": flags,
-                                                       "roofs": table.to_dict(orient="records")}, indent=1, default=str))
+                                                       "roofs": table.to_dict(orient="records")},
+                                                      indent=1, default=str))
     return md

@@ -41,7 +41,8 @@ def finish_run(run_dir) -> list[str]:
             # the level notes explain what a stream sweep left without a roof; with no stream
             # points there is no such sweep (a model run has the roofs it was given); the
             # notes on precisions stay
-            kept = [n for n in notes if "no compute roof" in n or "(probe.l1)" in n]  # the L1 probe needs no stream sweep
+            # the L1 probe needs no stream sweep
+            kept = [n for n in notes if "no compute roof" in n or "(probe.l1)" in n]
             notes = kept if base or set(run.measurements["family"]) <= {"comm"} else [
                 "no stream points in this run, so no bandwidth roof: the stream family measures them"] + kept
         annotated = annotate(run.measurements, roofs, run.device)

@@ -196,7 +196,8 @@ def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
     a clock held down, a lower power limit, ECC or MIG state, a PCIe link below its maximum,
     a different driver, throttle reasons. Empty when nothing recorded differs."""
     out = []
-    clock, med_clock = number(row.get(f"{roof}.clock_mhz")), number(group.get(f"{roof}.clock_mhz", pd.Series()).median())
+    clock = number(row.get(f"{roof}.clock_mhz"))
+    med_clock = number(group.get(f"{roof}.clock_mhz", pd.Series()).median())
     if clock and med_clock and clock < 0.97 * med_clock:
         out.append(f"clock held down ({clock:,.0f} MHz in its sustained window vs the fleet's median {med_clock:,.0f})")
     for key, what in (("app_sm_clock_mhz", "application SM clock"), ("max_clock_mhz", "maximum clock")):
@@ -213,7 +214,8 @@ def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
     gen, gmax = number(row.get("pcie_gen")), number(row.get("pcie_gen_max"))
     width, wmax = number(row.get("pcie_width")), number(row.get("pcie_width_max"))
     if (gen and gmax and gen < gmax) or (width and wmax and width < wmax):
-        out.append(f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}")
+        out.append(f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, "
+                   f"below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}")
     drv, usual = row.get("driver"), _mode(group["driver"])
     if drv and usual and not missing(drv) and drv != usual:
         out.append(f"driver {drv} where most of the fleet runs {usual}")
@@ -327,7 +329,7 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
     if not result["measured_twice"]:
         lines.append("- none\n")
     cols = [c for c in fleet.roofs if c in df.columns]
-    for dev, runs in result["measured_twice"].items():
+    for dev in result["measured_twice"]:
         sub = df[df["id"] == dev][["run", "start_utc", *cols]]
         spread = result.get("spread", {}).get(dev, {})
         said = "; ".join(f"{c} {s['min']:,.1f}-{s['max']:,.1f} ({s['spread_pct']:.1f}%)" for c, s in spread.items()

@@ -1,13 +1,15 @@
 """The run report: report.md and report.html (its pictures linked, the PNGs beside it in the
-run folder, so the page stays small), built from a run folder's files alone (measurements.csv, run.json, roofs.json and the pictures).
+run folder, so the page stays small), built from a run folder's files alone (measurements.csv,
+run.json, roofs.json and the pictures).
 
 Sections: the device and software; the validation table (each measured roof beside the
 datasheet or computed roof, that roof corrected to the clock observed during the run, and
 measured as a percentage of each); the top findings; every picture that has something to
 show; the best points per op, impl and dtype; each Triton kernel's binding level; every point
 above its roof, grouped by op; with --counters, the replayed points' counted and measured
-DRAM bytes and the points whose two differ by more than 10%; why some levels have no roof. An interconnect run's report speaks of its links only; a
-model run's names the roofs it was given. summary() is the same run as terminal text.
+DRAM bytes and the points whose two differ by more than 10%; why some levels have no roof. An
+interconnect run's report speaks of its links only; a model run's names the roofs it was given.
+summary() is the same run as terminal text.
 """
 from __future__ import annotations
 
@@ -62,8 +64,8 @@ def sustained_columns(m: Roof, ref: Roof | None) -> dict:
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
     reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
-    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value: the sweeps' burst figure
-    (or, for a roof the sustained phase settled, its sustained one); the sustained columns
+    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value:
+    the sweeps' burst figure (or, for a roof the sustained phase settled, its sustained one); the sustained columns
     give the window's figure beside it (sustained_columns)."""
     refs, origin = specs.reference_roofs(run.device)
     by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
@@ -71,7 +73,8 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     for m in Roofline(run.roofs).roofs:
         if m.source != "measured" or is_pass_ceiling(m):  # not a unit's roof: no reference beside it
             continue
-        key = (m.kind, m.name if m.kind == "compute" else ("memory" if m.name.split(".")[0] in MEMORY_LEVELS else m.name))
+        level = "memory" if m.name.split(".")[0] in MEMORY_LEVELS else m.name
+        key = (m.kind, m.name if m.kind == "compute" else level)
         ref = by_name.get(key)
         clock = observed_clock(run.measurements, m.point_id)
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
@@ -163,7 +166,8 @@ def above_reference(row: dict) -> str | None:
     pct = row["% of reference"]
     if not _known(pct) or pct <= 105:
         return None
-    text = f"{row['ceiling']} measures {row['measured']:,.0f} {row['unit']}, {pct:.0f}% of the {row['reference source']} roof"
+    text = (f"{row['ceiling']} measures {row['measured']:,.0f} {row['unit']}, "
+            f"{pct:.0f}% of the {row['reference source']} roof")
     clock, fixed = row.get("clock MHz"), row.get("% of clock-corrected")
     if _known(clock) and _known(fixed) and fixed > 105:
         return (text + f": with the reference's units it needs {clock * fixed / 100:,.0f} MHz, not the {clock:,.0f} "
@@ -193,7 +197,8 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
             out.append(f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
     above = int(is_above(text_column(df, "flag")).sum())
     if above:
-        out.append(f"Points above their attainable roof beyond their own spread: {fmt_num(above)} (see 'Flagged points').")
+        out.append(f"Points above their attainable roof beyond their own spread: {fmt_num(above)} "
+                   "(see 'Flagged points').")
     held = throttled(df)
     if held.any():
         out.append(f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).")
@@ -281,7 +286,8 @@ def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
         return [(title, ["none: every measured point is under its attainable bound within its own spread, "
                          "and none was measured while the machine was busy"])]
     groups = above.groupby("op", sort=False)
-    head = (f"{plural(len(above), 'point')} above their attainable bound beyond their spread, in {plural(groups.ngroups, 'op')}, "
+    head = (f"{plural(len(above), 'point')} above their attainable bound beyond their spread, "
+            f"in {plural(groups.ngroups, 'op')}, "
             "every one listed below: " + ", ".join(f"{op} {len(g)}" for op, g in groups) + "." if len(above) else
             "none above its attainable bound beyond its spread.")
     if len(runner):
@@ -356,9 +362,11 @@ def sections(run) -> list[tuple[str, object]]:
         ("memory", fmt_bytes(dev.get("memory_bytes") or 0)),
         (dev.get("compute_unit_kind", "units"), dev.get("compute_units")),
         ("caches", ", ".join(f"{c['name']} {fmt_bytes(c['total_bytes'])}" for c in dev.get("caches", []))),
-        ("max clock", f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"),
+        ("max clock",
+         f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"),
         ("compute capability", dev.get("compute_capability") or "-"),
-        ("software", ", ".join(f"{k} {v}" for k, v in sw.items() if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),
+        ("software", ", ".join(f"{k} {v}" for k, v in sw.items()
+                               if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),
         ("command", run.meta.get("command", "")),
         ("roofbench", f"commit {run.meta.get('roofbench_commit', 'not recorded')}, "
                       f"method version {run.meta.get('method_version', 1)}"),
@@ -444,11 +452,13 @@ def counters_section(run) -> list[tuple[str, object]]:
         return [(title, [f"No counters were collected: {info.get('why') or 'no point was replayed'}."])]
     ok, failed = df[df["status"] == "ok"], df[df["status"] != "ok"]
     flagged = ok[ok["flag"] != ""]
-    lines = [f"{plural(len(df), 'point')} replayed once each under {info.get('tool') or 'ncu'} after the timing, each in "
-             "a process of its own (no timed sample ran under the profiler): caches flushed before each kernel, so DRAM "
-             "bytes are a cold call's, beside the compulsory bytes the formulas count; ratios are measured / counted. "
+    lines = [f"{plural(len(df), 'point')} replayed once each under {info.get('tool') or 'ncu'} after the timing, "
+             "each in a process of its own (no timed sample ran under the profiler): caches flushed before each "
+             "kernel, so DRAM bytes are a cold call's, beside the compulsory bytes the formulas count; ratios are "
+             "measured / counted. "
              f"A point whose DRAM bytes differ from the formula's by more than {FLAG_FRACTION:.0%} is flagged: "
-             + (f"{plural(len(flagged), 'point')}: " + "; ".join(f"{r.point_id} ({r.flag})" for r in flagged.itertuples())
+             + (f"{plural(len(flagged), 'point')}: "
+                + "; ".join(f"{r.point_id} ({r.flag})" for r in flagged.itertuples())
                 if len(flagged) else "none") + "."]
     lines += [f"{r.point_id}: no counters ({r.reason})" for r in failed.itertuples()]
     if info.get("why"):
@@ -486,7 +496,8 @@ def link_lines(run) -> list[str]:
     return [f"{ranks} ranks over {run.meta.get('backend', df['backend'].iloc[0] if len(df) else '?')}; every result "
             "was checked on every rank before it was timed.",
             "Collectives give bus bandwidth (algorithm bandwidth x the collective's factor, nccl-tests' "
-            "convention); send/recv gives the bandwidth of one ordered pair. Each value is the best over message sizes."]
+            "convention); send/recv gives the bandwidth of one ordered pair. "
+            "Each value is the best over message sizes."]
 
 
 def link_table(run) -> pd.DataFrame:

@@ -56,7 +56,8 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
                                                              or (name == "memory" and x.name in MEMORY_LEVELS))), None)
         if ref is not None:
             used.add(id(ref))
-        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} ({plural(r.plateau_points, 'size')})"
+        where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} "
+                 f"({plural(r.plateau_points, 'size')})"
                  if r.plateau_bytes else r.shape)
         rows.append({"roof": r.name, "value": f"{fmt_num(r.value)} {r.unit}",
                      "reference": reference_text(r, ref),
@@ -71,7 +72,8 @@ def summary(run) -> str:
     roofs and every error (the first 20 printed, the rest counted and pointed to)."""
     df = run.measurements
     fmt = lambda v: f"{v:,.1f}"  # noqa: E731
-    lines = [f"\n{plural(len(df), 'row')}: " + ", ".join(f"{fmt_num(v)} {k}" for k, v in df["status"].value_counts().items())]
+    lines = [f"\n{plural(len(df), 'row')}: "
+             + ", ".join(f"{fmt_num(v)} {k}" for k, v in df["status"].value_counts().items())]
     model = Roofline(run.roofs)
     rows, refs = roof_rows(model)
     lines.append("\nroofs: measured, each beside its datasheet or computed reference")
@@ -108,16 +110,17 @@ def summary(run) -> str:
     up = is_above(flags)
     above, runner = int(up.sum()), int(((flags != "") & ~up).sum())
     if above or runner:
-        lines.append(f"\nflagged: {plural(above, 'point')} above their attainable roof, {fmt_num(runner)} more measured while "
-                     "the machine was busy or whose time jumped; every one is in report.md (Flagged points) and in "
-                     "measurements.csv, column flag.")
+        lines.append(f"\nflagged: {plural(above, 'point')} above their attainable roof, "
+                     f"{fmt_num(runner)} more measured while the machine was busy or whose time jumped; "
+                     "every one is in report.md (Flagged points) and in measurements.csv, column flag.")
     counted = counter_lines(run)
     if counted:
         lines += [""] + counted
     lines += ["\nwarnings:"] + [f"  {w}" for w in run_warnings(run)]
     errors = df[df["status"] == "error"]
     if not errors.empty:
-        lines += [f"\n{plural(len(errors), 'error')}:"] + [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
+        lines += [f"\n{plural(len(errors), 'error')}:"]
+        lines += [f"  {r.point_id}: {r.reason}" for r in errors.head(20).itertuples()]
         if len(errors) > 20:
             lines.append(f"  and {len(errors) - 20} more, in measurements.csv, column reason.")
     return "\n".join(lines)
