@@ -72,6 +72,15 @@ def overlapping(fig, texts) -> list[tuple[str, str]]:
             and boxes[i].y0 < boxes[j].y1 and boxes[j].y0 < boxes[i].y1]
 
 
+def _log_frame(fig, ax, lims):
+    """Set the chart's log axes to lims (x0, x1, y0, y1) and lay the figure out, as the charts do before placing."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lims[0], lims[1])
+    ax.set_ylim(lims[2], lims[3])
+    fig.tight_layout()
+
+
 def crowded_model() -> Roofline:
     """Four levels, two of them 4% apart (a CPU's L1 and L2), seven compute roofs, chain lines."""
     bw = [Roof("bandwidth", n, v, "GB/s") for n, v in (("l1", 428.0), ("l2", 410.0), ("l3", 211.0), ("dram", 83.0))]
@@ -96,11 +105,7 @@ def test_placer_on_a_crowded_chart_keeps_labels_off_each_other_and_off_every_lin
     placer.avoid(ax, xs, ys)
     for i, (x, y) in enumerate(zip(xs, ys)):
         placer.add(ax, x, y, f"square/torch point {i}", gap=7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lims[0], lims[1])
-    ax.set_ylim(lims[2], lims[3])
-    fig.tight_layout()
+    _log_frame(fig, ax, lims)
     try:
         placed = placer.place()
         assert len(placed) == 30 + 4 + 4 + 3 + 2  # every point, slope, flat, chain line and reference labelled
@@ -123,11 +128,7 @@ def test_a_label_that_fits_beside_its_line_stays_there():
     lims = (1e-2, 1e3, 1.0, 1e4)
     draw_roofs(ax, placer, Roofline([Roof("bandwidth", "dram", 80.0, "GB/s"),
                                      Roof("compute", "fp32", 200.0, "GFLOP/s")]), lims)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lims[0], lims[1])
-    ax.set_ylim(lims[2], lims[3])
-    fig.tight_layout()
+    _log_frame(fig, ax, lims)
     try:
         placed = placer.place()
         renderer = fig.canvas.get_renderer()
