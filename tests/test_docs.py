@@ -493,3 +493,20 @@ def test_the_results_table_says_which_method_made_each_run():
         assert cells[2] == f"method {by.get('method_version', meta['method_version'])}", run
         for name in re.findall(r"derived/([\w-]+)/", cells[3]):
             assert (ROOT / "results" / run / "derived" / name).is_dir(), (run, name)
+        # each "A -> B" in what changed: A a roof of the run's own roofs.json, B one of its re-derived folder's
+        derived = re.findall(r"derived/([\w-]+)/", cells[3])
+        for before, after in re.findall(r"([\d,.]+) -> ([\d,.]+)", cells[4]):
+            own = _roof_values(ROOT / "results" / run / "roofs.json")
+            new = _roof_values(ROOT / "results" / run / "derived" / derived[-1] / "roofs.json")
+            assert _figure(before) in own and _figure(after) in new, (run, before, after)
+
+
+def _roof_values(path) -> set[float]:
+    """Return the measured roofs' values of a roofs.json as written in a doc: one decimal, and whole."""
+    roofs = json.loads(path.read_text())["roofs"]
+    vals = [r["value"] for r in roofs if r["source"] == "measured"]
+    return {round(v, 1) for v in vals} | {float(round(v)) for v in vals}
+
+
+def _figure(text: str) -> float:
+    return float(text.replace(",", ""))
