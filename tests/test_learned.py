@@ -21,7 +21,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_the_key_names_the_machine_and_is_a_file_name():
-    assert learned.machine_key(CPU) == "cpu-amd-epyc-test-2-24g"
+    assert learned.cache_key(CPU) == "cpu-amd-epyc-test-2-24g"
 
 
 def test_a_run_writes_its_ratios_and_the_next_prediction_takes_the_median_of_the_last_three(cache):
@@ -48,7 +48,7 @@ def test_a_datasheet_part_learns_and_takes_nothing():
 
 
 def test_an_unreadable_cache_is_ignored(cache):
-    (cache / f"timing-{learned.machine_key(CPU)}.json").write_text("{not json")
+    (cache / f"timing-{learned.cache_key(CPU)}.json").write_text("{not json")
     assert learned.factors(CPU, True) == {}
 
 

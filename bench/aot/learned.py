@@ -7,10 +7,10 @@ the wall seconds it measured to the seconds the model gave the same rows, and th
 the sustained phase and the finishing (roofs, charts, report) took. The next dry run or run
 on the same machine scales the model's seconds by the median of the last LEARN_RUNS ratios.
 
-The cache is one small JSON file per machine (machine_key: the device's name, its cores or
-SMs and memory) under ROOFBENCH_CACHE, else $XDG_CACHE_HOME/roofbench, else
-~/.cache/roofbench. A cache that cannot be read or written is ignored: a prediction never
-stops a measurement.
+The cache is one small JSON file per kind of machine (cache_key: the device's name, its cores
+or SMs and memory; not bench.identity.machine_key, which tells two machines of one kind apart)
+under ROOFBENCH_CACHE, else $XDG_CACHE_HOME/roofbench, else ~/.cache/roofbench. A cache
+that cannot be read or written is ignored: a prediction never stops a measurement.
 """
 from __future__ import annotations
 
@@ -33,14 +33,14 @@ def cache_dir() -> Path:
     return Path(base) / "roofbench"
 
 
-def machine_key(device) -> str:
+def cache_key(device) -> str:
     """Return a file-name-safe key for this machine: device name, compute units and memory."""
     raw = f"{device.kind}-{device.name}-{device.compute_units}-{(device.memory_bytes or 0) >> 30}g"
     return re.sub(r"[^a-z0-9.]+", "-", raw.lower()).strip("-")
 
 
 def _path(device) -> Path:
-    return cache_dir() / f"timing-{machine_key(device)}.json"
+    return cache_dir() / f"timing-{cache_key(device)}.json"
 
 
 def load(device) -> dict:
