@@ -6,7 +6,9 @@ intensity in FLOP/byte, so bandwidth x intensity is directly GFLOP/s.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from bench.util import fmt_num, missing
 
 MEMORY_LEVELS = ("hbm", "dram")
 CACHE_LEVELS = ("l1", "l2", "l3")
@@ -58,15 +60,28 @@ class Roof:
     spread: float | None = None          # (p80 - p20) / median of the row that set it
     note: str = ""
     extra: dict = field(default_factory=dict)
+    # (low, high) in unit around value (ARCHITECTURE.md, rule 17): None for a roof not measured,
+    # or one derived before intervals existed
+    interval: tuple | None = None
+    # the second measurement behind it (rule 17): {"status": "confirmed" | "disputed" |
+    # "unconfirmed", "checks": [...], ...}; None where not judged
+    confirmation: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def at(self, end: str) -> Roof:
+        """Return this roof with its value at one end of its interval ("low" or "high"); the
+        roof itself when it has no interval."""
+        if self.interval is None:
+            return self
+        return replace(self, value=float(self.interval[0 if end == "low" else 1]))
 
     @classmethod
     def from_dict(cls, d: dict) -> Roof:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
-        for k in ("plateau_bytes", "plateau_values"):
+        for k in ("plateau_bytes", "plateau_values", "interval"):
             if kw.get(k) is not None:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
@@ -77,6 +92,11 @@ class Roofline:
 
     def __init__(self, roofs):
         self.roofs = [r if isinstance(r, Roof) else Roof.from_dict(r) for r in roofs]
+
+    def at(self, end: str) -> Roofline:
+        """Return the roofline of every roof at one end of its interval ("low" or "high",
+        Roof.at): the bounds a point's % of attainable ranges over (rule 17)."""
+        return Roofline([r.at(end) for r in self.roofs])
 
     def bandwidth(self, level: str | None = None, source: str = "measured") -> Roof | None:
         """Return the bandwidth roof of level (default: the off-chip memory, hbm or dram)."""
@@ -156,6 +176,15 @@ class Roofline:
         """Return the ridge intensity P / BW in FLOP/byte, or None without both roofs."""
         bw, peak = self.bandwidth(level), self.compute(precision)
         return peak.value / bw.value if bw and peak else None
+
+
+def band_text(value, interval, unit: str = "") -> str:
+    """Return a figure with its interval as people write it: "372 GFLOP/s, 355-390"; the
+    figure alone without an interval (ARCHITECTURE.md, rule 17)."""
+    head = f"{fmt_num(value)} {unit}".strip()
+    if interval is None or any(missing(v) for v in interval):
+        return head
+    return f"{head}, {fmt_num(interval[0])}-{fmt_num(interval[1])}"
 
 
 def is_pass_ceiling(roof) -> bool:
