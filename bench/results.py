@@ -46,7 +46,7 @@ SCHEMA_VERSION = 1
 # The flags the runner sets while measuring (the `flag` column; roof flags are added later).
 BUSY_PREFIX = "measured while the machine was busy"
 JUMP_PREFIX = "time jumped"
-METHOD_VERSION = 7
+METHOD_VERSION = 8
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
@@ -61,6 +61,8 @@ AXIS_COLUMNS = ["m", "n", "k", "batch", "layer", "seq", "length", "heads_q", "he
 # (bench/ops/traffic.py). Empty where unknown, and in runs written before they existed.
 TRAFFIC_COLUMNS = ["read_bytes", "write_bytes", "l2_bytes", "l1_bytes"]
 LEVEL_BYTE_COLUMNS = {"l2": "l2_bytes", "l1": "l1_bytes"}
+# A point's bound at the lows and highs of the roofs' intervals (ARCHITECTURE.md, rule 17).
+BAND_COLUMNS = ["attainable_low", "attainable_high", "pct_of_attainable_low", "pct_of_attainable_high"]
 COLUMNS = [
     "point_id", "op", "family", "impl", "backend", "dtype", "size", "shape",
     "working_set_bytes", "flops", "bytes", "intensity", "mode",
@@ -70,10 +72,11 @@ COLUMNS = [
     "clock_mhz", "power_w", "joules", "throttled", "flag", "bus_gbps",
     *AXIS_COLUMNS,
     *TRAFFIC_COLUMNS, "bound_roof", "pass",
+    *BAND_COLUMNS,
 ]
 # Filled when the run ends, from the roofs derived from the run itself; empty until then.
 ROOF_COLUMNS = ["boundary", "bound_note", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag",
-                "bound_roof"]
+                "bound_roof", *BAND_COLUMNS]
 TEXT_COLUMNS = ["point_id", "op", "family", "impl", "backend", "dtype", "shape", "mode", "timer", "stop", "status",
                 "reason", "detail", "precision", "boundary", "bound_note", "flag", "layer", "memory", "pair",
                 "bound_roof", "layout"]

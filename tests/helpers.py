@@ -20,3 +20,22 @@ def toy_registry(impls=None, working_set=lambda p: p["n"] * 4, skip=None) -> Reg
     for name, launcher in impls.items():
         reg.add_impl(Impl("toy.double", name, "triton" if name.startswith("triton") else "torch", launcher))
     return reg
+
+
+def measured_row(op, impl, dtype, ws, rate, mode="warm", kind="bw", samples=20, spread=0.02, flag="", clock=None,
+                 power=None, joules=None, stop=None, read_share=None):
+    """Return one measurements.csv row with a median of 1 ms: rate is GB/s (kind bw) or GFLOP/s;
+    its p20 and p80 times spread / 2 either side; read_share (a stream row): the share of its
+    bytes read (1 a read, 0 a write, 1/2 a copy), the rest written; None leaves them unknown."""
+    family = "stream" if kind == "bw" else "gemm"
+    work = rate * 1e6  # per 1 ms call
+    pid = f"{op}/{impl}[dtype={dtype},ws={ws}]@{mode}"
+    return {"point_id": pid, "op": op, "family": family, "impl": f"{op}/{impl}", "dtype": dtype, "shape": str(ws),
+            "working_set_bytes": ws, "flops": work if kind == "gemm" else 0.0, "bytes": work if kind == "bw" else ws,
+            "mode": mode, "median_ms": 1.0, "p20_ms": 1.0 - spread / 2, "p80_ms": 1.0 + spread / 2,
+            "samples": samples, "stop": stop or ("window" if mode == "sustained" else "converged"), "status": "ok",
+            "gbps": rate if kind == "bw" else ws / 1e6, "gflops": rate if kind == "gemm" else None,
+            "precision": dtype if kind == "gemm" else "", "flag": flag, "clock_mhz": clock, "power_w": power,
+            "joules": joules, "intensity": None, "backend": impl.split("_")[0],
+            "read_bytes": None if read_share is None else read_share * work,
+            "write_bytes": None if read_share is None else (1 - read_share) * work}

@@ -6,6 +6,7 @@ import json
 import pandas as pd
 import pytest
 import torch
+from helpers import measured_row as row
 
 from bench.hw import detect
 from bench.measure.registry import Axis, Impl, Op, Registry
@@ -20,21 +21,6 @@ from roofs.analysis.sustained import candidate_rows, merge_sustained, pick
 MiB = 2**20
 GPU = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]}
 CPUDEV = {"kind": "cpu", "caches": [{"name": "l2", "total_bytes": 1 * MiB}, {"name": "l3", "total_bytes": 32 * MiB}]}
-
-
-def row(op, impl, dtype, ws, rate, mode="warm", kind="bw", samples=20, spread=0.02, flag="", clock=None, power=None,
-        joules=None, stop=None):
-    """One measurements.csv row with a median of 1 ms: rate is GB/s (kind bw) or GFLOP/s."""
-    family = "stream" if kind == "bw" else "gemm"
-    work = rate * 1e6  # per 1 ms call
-    pid = f"{op}/{impl}[dtype={dtype},ws={ws}]@{mode}"
-    return {"point_id": pid, "op": op, "family": family, "impl": f"{op}/{impl}", "dtype": dtype, "shape": str(ws),
-            "working_set_bytes": ws, "flops": work if kind == "gemm" else 0.0, "bytes": work if kind == "bw" else ws,
-            "mode": mode, "median_ms": 1.0, "p20_ms": 1.0 - spread / 2, "p80_ms": 1.0 + spread / 2,
-            "samples": samples, "stop": stop or ("window" if mode == "sustained" else "converged"), "status": "ok",
-            "gbps": rate if kind == "bw" else ws / 1e6, "gflops": rate if kind == "gemm" else None,
-            "precision": dtype if kind == "gemm" else "", "flag": flag, "clock_mhz": clock, "power_w": power,
-            "joules": joules, "intensity": None}
 
 
 def gpu_rows(sustained=True):

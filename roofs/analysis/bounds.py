@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from bench.results import BAND_COLUMNS
 from bench.util import missing, number
 from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
 from roofs.analysis.launch_floor import with_launch_notes
@@ -110,6 +111,19 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     return level, note, att, bw
 
 
+def bound_at(model: Roofline, level: str, precision: str, intensity, read_bytes=None,
+             write_bytes=None) -> tuple[float, float] | None:
+    """Return (attainable GFLOP/s, bandwidth GB/s) of a point whose bound point_bound placed at
+    level, from model's roofs (Roofline.at: one end of every interval, rule 17): the same level
+    and direction, min(P, BW x I); None when the level has no roof in model."""
+    found = model.point_bandwidth(level, read_bytes, write_bytes) if level else None
+    if found is None:
+        return None
+    i = number(intensity) or 0.0
+    peak = model.compute(precision) if precision else None
+    return (min(found[0] * i, peak.value) if peak else found[0] * i), found[0]
+
+
 def direction_bytes(r) -> tuple:
     """Return a row's (read_bytes, write_bytes): its columns, or for a stream row of a run
     that predates them, bytes split by the kernel's arrays read and written; (None, None)
@@ -128,14 +142,20 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     """Return rows with boundary and bound_note (point_bound), bound_roof (the roof that
     bounds it: "hbm.read", "l2.read+write", "hbm" for the level's best), attainable_gflops,
     pct_of_bw_roof = 100 x GB/s / that bandwidth, pct_of_attainable = 100 x GFLOP/s /
-    attainable (for flop-free rows, the bandwidth percentage), and flag: why a point sits
-    above its attainable bound by more than its own spread (even its slow end, the p80
-    time, beats the bound)."""
+    attainable (for flop-free rows, the bandwidth percentage), the same bound at the lows and
+    highs of the roofs' intervals (rule 17: attainable_low and attainable_high, the same level
+    and direction; pct_of_attainable_low = 100 x GFLOP/s / attainable_high and
+    pct_of_attainable_high = 100 x GFLOP/s / attainable_low, of the bandwidth alike for
+    flop-free rows; empty where no roof has an interval), and flag: why a point sits above the
+    top of its bound's band by more than its own spread (even its slow end, the p80 time,
+    beats it)."""
     model = Roofline(roofs)
+    ends = {end: model.at(end) for end in ("low", "high")}
     caches, level = device_levels(device or {})
     out = rows.copy()
     trust = trusted(out) if not out.empty else pd.Series(dtype=bool)
-    keys = ("boundary", "bound_note", "bound_roof", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag")
+    keys = ("boundary", "bound_note", "bound_roof", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag",
+            *BAND_COLUMNS)
     cols = {k: [] for k in keys}
     for r, good in zip(out.itertuples(index=False), trust):
         if r.status != "ok":
@@ -148,13 +168,24 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         pct_bw = 100 * r.gbps / bw.value if bw is not None and r.gbps == r.gbps else None
         flops = 0 if missing(r.flops) else r.flops
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
+        band = {end: bound_at(m, boundary, precision, r.intensity, *direction_bytes(r)) if bw is not None else None
+                for end, m in ends.items()}
+        banded = bw is not None and None not in band.values() and band["low"] != band["high"]
+        for end, other in (("low", "high"), ("high", "low")):  # the % at the band's top is the low one
+            pct = None
+            if banded:
+                att_end, bw_end = band[other]
+                pct = 100 * r.gflops / att_end if flops and att_end else (100 * r.gbps / bw_end if bw_end else None)
+            cols[f"attainable_{end}"].append(band[end][0] if banded else None)
+            cols[f"pct_of_attainable_{end}"].append(pct)
         cols["boundary"].append(boundary)
         cols["bound_note"].append(note)
         cols["bound_roof"].append(bw.extra.get("bound_roof", bw.name) if bw is not None else "")
         cols["attainable_gflops"].append(att)
         cols["pct_of_bw_roof"].append(pct_bw)
         cols["pct_of_attainable"].append(pct_att)
-        cols["flag"].append(existing_flag(r) or above_roof_causes(r, model, bw, att, bool(good), caches))
+        top_bw, top_att = (replace(bw, value=band["high"][1]), band["high"][0]) if banded else (bw, att)
+        cols["flag"].append(existing_flag(r) or above_roof_causes(r, model, top_bw, top_att, bool(good), caches))
     for k, v in cols.items():
         out[k] = v
     # points within 2x of the launch floor (roofs/analysis/launch_floor.py)

@@ -10,6 +10,7 @@ from bench.results import (
     DERIVED,
     ResultsError,
     derived_name,
+    load_counters,
     load_run,
     measured_home,
     rewrite_measurements,
@@ -18,6 +19,7 @@ from bench.results import (
 )
 from roofs.analysis.bounds import annotate
 from roofs.analysis.derive import derive
+from roofs.analysis.intervals import with_intervals
 from roofs.analysis.roofline import Roof
 from roofs.analysis.sustained import merge_sustained
 from roofs.charts.plot import plot_run
@@ -32,6 +34,8 @@ def finish_run(run_dir) -> list[str]:
         run = load_run(run_dir)
         roofs, notes = derive(run.measurements, run.device)
         roofs, notes = merge_sustained(roofs, notes, run.measurements, run.device)  # burst and sustained (rule 14)
+        # each roof's interval and the measurement that confirms it (rule 17)
+        roofs = with_intervals(roofs, run.measurements, run.points, run.device, load_counters(run_dir))
         # a run that measures no stream or GEMM of its own (a model run) carries the roofs it
         # was placed under in run.json; its own derived roofs complete them
         base = [Roof.from_dict(r) for r in run.meta.get("base_roofs", [])]

@@ -1,0 +1,209 @@
+"""Each roof's interval and the measurement that confirms it (ARCHITECTURE.md, rule 17): the
+median's order-statistic interval on hand-worked ranks and its coverage on draws of a known
+distribution, a roof's band from synthetic rows with known samples, each confirmation status
+with its cause, and the bounds taken at the band's ends."""
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import measured_row
+
+from roofs.analysis.bounds import annotate
+from roofs.analysis.derive import derive
+from roofs.analysis.intervals import median_ranks, rate_interval, with_intervals
+from roofs.analysis.roofline import Roof
+from roofs.analysis.sustained import merge_sustained
+
+MiB = 2**20
+CPU = {"kind": "cpu", "caches": [{"name": "l2", "total_bytes": 1 * MiB}, {"name": "l3", "total_bytes": 32 * MiB}]}
+N = 40  # samples per synthetic row
+
+
+def times(spread: float, n: int = N) -> list:
+    """Return n sample times (seconds) spaced evenly over 1 ms x (1 -/+ spread / 2), median 1 ms."""
+    return list(1e-3 * (1 + spread * np.linspace(-0.5, 0.5, n)))
+
+
+def expected_interval(value: float, spread: float, n: int = N) -> tuple:
+    """The rate interval of times(spread, n) by hand: ranks j, k of the sorted times."""
+    t = sorted(times(spread, n))
+    j, k = median_ranks(n)
+    return value * 1e-3 / t[k], value * 1e-3 / t[j]
+
+
+def derived(rows, device=CPU, counters=None, spreads=None):
+    """Return {name: roof} of rows derived, merged with their sustained rows and given intervals;
+    each row's samples are times(spread) (spreads: point_id -> spread; default 0.02)."""
+    df = pd.DataFrame(rows)
+    roofs, notes = derive(df, device)
+    roofs, _ = merge_sustained(roofs, notes, df, device)
+    points = [{"point_id": p, "samples_s": times((spreads or {}).get(p, 0.02))} for p in df["point_id"]]
+    return {r.name: r for r in with_intervals(roofs, df, points, device, counters)}
+
+
+def stream(op, ws_mib, gbps, read_share, impl="torch", mode="warm", dtype="float32"):
+    return measured_row(op, impl, dtype, ws_mib * MiB, gbps, mode=mode, samples=N, read_share=read_share)
+
+
+def dram_rows(triad=(37.0, 38.0)):
+    """Copy at 40 and 39 GB/s past 4x the 32 MiB L3, read and write alone, triad at the given rates."""
+    rows = [stream("stream.copy", 256, 39.0, 0.5), stream("stream.copy", 512, 40.0, 0.5),
+            stream("stream.read", 256, 45.0, 1.0), stream("stream.read", 512, 44.0, 1.0),
+            stream("stream.write", 256, 30.0, 0.0), stream("stream.write", 512, 31.0, 0.0)]
+    rows += [stream("stream.triad", ws, bw, 2 / 3) for ws, bw in zip((256, 512), triad)]
+    return rows
+
+
+def test_median_ranks_by_hand():
+    # n = 100: 1-based ranks floor((100 - 19.6) / 2) = 40 and ceil(1 + 119.6 / 2) = 61
+    assert median_ranks(100) == (39, 60)
+    # n = 40: floor((40 - 12.396) / 2) = 13, ceil(1 + 52.396 / 2) = 28
+    assert median_ranks(40) == (12, 27)
+    # under 6 samples the whole range; the ranks never leave the samples
+    assert median_ranks(5) == (0, 4) and median_ranks(1) == (0, 0)
+    assert median_ranks(6) == (0, 5)
+
+
+@pytest.mark.parametrize("n", [8, 40, 300])
+def test_the_median_interval_covers_the_true_median_95_percent_of_the_time(n):
+    # draws of a skewed distribution (a host's noise only slows: lognormal) with a known median
+    rng = np.random.default_rng(7)
+    j, k = median_ranks(n)
+    draws = np.sort(rng.lognormal(0.0, 0.3, size=(4000, n)), axis=1)
+    covered = np.mean((draws[:, j] <= 1.0) & (draws[:, k] >= 1.0))  # lognormal(0, s) has median 1
+    assert 0.93 <= covered <= 0.995
+
+
+def test_a_rate_interval_reads_the_fast_samples_as_its_top():
+    # 100 GB/s at a 1 ms median: the top from the fast rank, the bottom from the slow one
+    t = times(0.10, 40)
+    lo, hi = rate_interval(100.0, 1.0, t)
+    j, k = median_ranks(40)
+    assert hi == pytest.approx(100.0 / (sorted(t)[j] * 1e3)) and lo == pytest.approx(100.0 / (sorted(t)[k] * 1e3))
+    assert lo < 100.0 < hi
+    # a latency is proportional to the time: its interval turns round
+    lat = rate_interval(2.0, 1.0, t, per_time=True)
+    assert lat == pytest.approx((2.0 * sorted(t)[j] * 1e3, 2.0 * sorted(t)[k] * 1e3))
+    # no samples: the p20 and p80 times
+    assert rate_interval(100.0, 1.0, None, 0.9, 1.25) == pytest.approx((80.0, 100.0 / 0.9))
+    assert rate_interval(100.0, None, t) is None
+
+
+def test_a_dram_roof_reaches_down_to_its_next_best_row_and_its_own_median_interval_up():
+    roofs = derived(dram_rows())
+    dram = roofs["dram"]
+    assert dram.value == 45.0 and dram.op == "stream.read"     # the level's best: the read at 256 MiB
+    ci = expected_interval(45.0, 0.02)
+    # the top is the 95% interval of its row's median; the bottom the read at 512 MiB (44), below that interval
+    assert dram.interval == pytest.approx((44.0, ci[1]))
+    sets = {b["end"]: b for b in dram.extra["interval_basis"] if b["sets"]}
+    assert sets["low"]["point_id"].startswith("stream.read/torch") and "512" not in dram.point_id
+    assert "next-best row of the same kernel" in sets["low"]["what"]
+    # the copy roof's band: copy at 40 with 39 beside it; the write roof's: 31 with 30
+    assert roofs["dram.copy"].interval == pytest.approx((39.0, expected_interval(40.0, 0.02)[1]))
+    assert roofs["dram.write"].interval[0] == pytest.approx(30.0)
+
+
+def test_a_wide_row_widens_the_band_past_its_next_best():
+    # the best copy row spread 40%: its own median interval reaches below the 39 GB/s beside it
+    rows = dram_rows()
+    best = rows[1]["point_id"]
+    roofs = derived(rows, spreads={best: 0.40})
+    lo, hi = expected_interval(40.0, 0.40)
+    assert lo < 39.0
+    assert roofs["dram.copy"].interval == pytest.approx((lo, hi))
+
+
+def test_confirmed_by_another_kernel_of_the_same_direction():
+    roofs = derived(dram_rows(triad=(37.0, 38.0)))
+    copy = roofs["dram.copy"].confirmation
+    # triad (38 GB/s, its interval widened by rule 11's 10%) meets the copy roof's 39-40.2 band
+    assert copy["status"] == "confirmed" and copy["by"]["kind"] == "kernel" and copy["by"]["op"] == "stream.triad"
+    assert copy["by"]["value"] == 38.0
+    # read and write each rest on one kernel and one impl: unconfirmed, and said so
+    for name in ("dram.read", "dram.write"):
+        c = roofs[name].confirmation
+        assert c["status"] == "unconfirmed" and "rests on one kernel and impl alone" in c["finding"]
+
+
+def test_disputed_when_the_other_kernel_falls_below_the_band_with_its_cause():
+    roofs = derived(dram_rows(triad=(25.0, 26.0)))
+    c = roofs["dram.copy"].confirmation
+    assert c["status"] == "disputed" and c["by"] is None
+    [check] = [k for k in c["checks"] if k["kind"] == "kernel"]
+    assert not check["agrees"] and "one kernel's own limit: stream.triad reaches 65%" in check["cause"]
+    assert "dram.copy" in c["finding"] and check["cause"] in c["finding"]
+
+
+def test_a_cache_the_working_set_did_not_leave_is_the_likely_cause():
+    # copy's best at 256 MiB, triad's only sizes four times larger reach half its figure
+    rows = [stream("stream.copy", 256, 60.0, 0.5), stream("stream.copy", 320, 58.0, 0.5),
+            stream("stream.triad", 1024, 30.0, 2 / 3), stream("stream.triad", 2048, 29.0, 2 / 3)]
+    c = derived(rows)["dram.copy"].confirmation
+    assert c["status"] == "disputed"
+    assert "a cache the working set did not leave" in c["checks"][0]["cause"]
+
+
+def test_another_impl_confirms_a_precision_and_a_sustained_window_confirms_nothing():
+    gemm = lambda impl, ws, g, mode="warm": measured_row("gemm.square", impl, "fp32", ws * MiB, g, mode=mode,  # noqa: E731
+                                                         kind="gemm", samples=N)
+    rows = [gemm("torch", 8, 200.0), gemm("torch", 16, 196.0), gemm("numpy", 8, 185.0), gemm("numpy", 16, 180.0)]
+    fp32 = derived(rows)["fp32"]
+    assert fp32.confirmation["status"] == "confirmed" and fp32.confirmation["by"]["impl"] == "gemm.square/numpy"
+    assert fp32.interval == pytest.approx((196.0, expected_interval(200.0, 0.02)[1]))
+    # torch alone, with a sustained window: the window lowers the band and is named, but confirms nothing
+    rows = [gemm("torch", 8, 200.0), gemm("torch", 16, 196.0), gemm("torch", 16, 190.0, "sustained")]
+    fp32 = derived(rows)["fp32"]
+    assert fp32.interval[0] == pytest.approx(190.0)
+    assert fp32.confirmation["status"] == "unconfirmed"
+    assert [c["kind"] for c in fp32.confirmation["checks"]] == ["sustained"]
+    assert "its sustained window (190) agrees" in fp32.confirmation["finding"]
+
+
+def test_counters_that_disagree_with_the_formula_are_a_wrong_count():
+    rows = [stream("stream.copy", 256, 39.0, 0.5), stream("stream.copy", 512, 40.0, 0.5)]
+    dram = derived(rows)["dram"]
+    counters = pd.DataFrame([{"point_id": dram.point_id, "status": "ok", "dram_ratio": 1.4}])
+    c = derived(rows, counters=counters)["dram"].confirmation
+    assert c["status"] == "disputed"
+    assert c["checks"][0]["kind"] == "counters" and "1.40x the formula's DRAM bytes" in c["checks"][0]["cause"]
+    good = pd.DataFrame([{"point_id": dram.point_id, "status": "ok", "dram_ratio": 1.03}])
+    c = derived(rows, counters=good)["dram"].confirmation
+    assert c["status"] == "confirmed" and c["by"]["kind"] == "counters"
+
+
+def test_roofs_not_measured_or_without_a_row_keep_no_interval():
+    rows = pd.DataFrame(dram_rows())
+    sheet = Roof("bandwidth", "dram", 50.0, "GB/s", source="datasheet")
+    lost = Roof("bandwidth", "dram", 45.0, "GB/s", point_id="gone")
+    out = with_intervals([sheet, lost], rows, [], CPU)
+    assert [r.interval for r in out] == [None, None] and [r.confirmation for r in out] == [None, None]
+
+
+def bound_row(gbps, flops_per_byte, p80_ms=1.0):
+    r = measured_row("stream.copy", "torch", "float32", 512 * MiB, gbps, read_share=0.5)
+    r.update(flops=flops_per_byte * r["bytes"], intensity=flops_per_byte, precision="fp32" if flops_per_byte else "",
+             gflops=gbps * flops_per_byte if flops_per_byte else None, p80_ms=p80_ms)
+    return r
+
+
+def test_a_points_bound_at_the_band_ends_and_its_flag_against_the_top():
+    roofs = [Roof("bandwidth", "dram", 100.0, "GB/s", interval=(90.0, 105.0), point_id="x"),
+             Roof("compute", "fp32", 200.0, "GFLOP/s", interval=(190.0, 210.0), point_id="y")]
+    # 50 GFLOP/s at 1 FLOP/B: attainable min(100 x 1, 200) = 100, from 90 to 105
+    rows = pd.DataFrame([bound_row(50.0, 1.0), bound_row(20.0, 10.0), bound_row(103.0, 0.0, 0.99),
+                         bound_row(108.0, 0.0, 0.99)])
+    out = annotate(rows, roofs, CPU)
+    mem, comp, under_top, over_top = (out.iloc[i] for i in range(4))
+    assert (mem.attainable_gflops, mem.attainable_low, mem.attainable_high) == pytest.approx((100.0, 90.0, 105.0))
+    assert (mem.pct_of_attainable_low, mem.pct_of_attainable_high) == pytest.approx((100 * 50 / 105, 100 * 50 / 90))
+    # at 10 FLOP/B the compute roof binds: 200, from 190 to 210
+    assert (comp.attainable_low, comp.attainable_high) == pytest.approx((190.0, 210.0))
+    # a flop-free point: its % of the bandwidth's band; above the value but under the band's top: no flag
+    assert (under_top.pct_of_attainable_low, under_top.pct_of_attainable_high) == pytest.approx(
+        (100 * 103 / 105, 100 * 103 / 90))
+    assert under_top.flag == ""
+    assert over_top.flag.startswith("above its attainable 105 GB/s even at p80")
+    # roofs without intervals: no band columns, the flag against the value as before
+    plain = annotate(rows, [Roof("bandwidth", "dram", 100.0, "GB/s"), Roof("compute", "fp32", 200.0, "GFLOP/s")], CPU)
+    assert plain["attainable_low"].isna().all() and plain["pct_of_attainable_high"].isna().all()
+    assert plain.iloc[2].flag.startswith("above its attainable 100 GB/s")
