@@ -56,7 +56,7 @@ from bench.results import (
 )
 from bench.run import profile as profile_mod
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
-from roofs.analysis.bounds import point_bound
+from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.derive import derive, untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
@@ -138,11 +138,32 @@ class Result:
         return 100 * self.gflops / att if att and self.samples_s else None
 
     @property
+    def attainable_band(self) -> tuple[float, float] | None:
+        """Return (low, high) of the attainable bound at the ends of the roofs' intervals (rule
+        17: the same level and direction), or None when the roofs have no interval or no bound."""
+        level = self._bound()[0]
+        if not level:
+            return None
+        model = Roofline(self.roofs)
+        band = [bound_at(model.at(end), level, self.precision, self.intensity, self.read_bytes, self.write_bytes)
+                for end in ("low", "high")]
+        return None if None in band or band[0] == band[1] else (band[0][0], band[1][0])
+
+    @property
+    def pct_of_attainable_band(self) -> tuple[float, float] | None:
+        """Return (low, high) of the % of attainable over its bound's band (rule 17): 100 x
+        GFLOP/s over the band's top, then over its bottom; None without a band."""
+        band = self.attainable_band
+        if band is None or not self.samples_s or not all(band):
+            return None
+        return 100 * self.gflops / band[1], 100 * self.gflops / band[0]
+
+    @property
     def above_bound(self) -> str:
-        """Return the finding when even this point's slow end (its p80 time) beats its
-        attainable bound (rule 12's flag: cache residency, a wrong count, or a roof measured
-        too low), else ""."""
-        att = self.attainable_gflops
+        """Return the finding when even this point's slow end (its p80 time) beats the top of
+        its attainable bound's band (rules 12 and 17: cache residency, a wrong count, or a
+        roof measured too low), else ""."""
+        att = (self.attainable_band or (None, self.attainable_gflops))[1]
         if not att or not self.samples_s:
             return ""
         slow = self.flops / stats(self.samples_s).p80_s / 1e9

@@ -41,7 +41,7 @@ from bench.measure.timing import timer_config
 from bench.results import utc_stamp
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
 from bench.util import did_you_mean, fmt_bytes, fmt_num, plural
-from roofs.analysis.bounds import point_bound
+from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.roofline import Roofline
 
 MODELS = Path(__file__).with_name("models.json")
@@ -196,6 +196,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
     ([(name, total bytes)], innermost first); without caches, by the off-chip roof."""
     _require_model_ops()
     model = Roofline(roofs)
+    model_top = model.at("high")
     out = {}
     for phase in ("prefill", "decode"):
         lines, totals = [], {"bound_layer_s": 0.0, "measured_layer_s": 0.0, "bound_head_s": 0.0, "measured_head_s": 0.0}
@@ -206,9 +207,11 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
             op = REGISTRY.ops[lo.op]
             flops, nbytes = op.flops(lo.point), op.bytes(lo.point)
             mode = "cold" if lo.phase == "decode" else "warm"
-            _, note, att, _ = point_bound(model, op.working_set(lo.point), mode, flops / nbytes, lo.point["dtype"],
-                                          list(caches), memory_level)
+            level, note, att, _ = point_bound(model, op.working_set(lo.point), mode, flops / nbytes, lo.point["dtype"],
+                                              list(caches), memory_level)
             bound = flops / (att * 1e9) if att and math.isfinite(att) else None
+            top = bound_at(model_top, level, lo.point["dtype"], flops / nbytes) if bound else None
+            bound_top = flops / (top[0] * 1e9) if top and top[0] else bound  # its band's top (rule 17)
             if bound is None:
                 unbounded.setdefault(note.split(":")[0] + " roof", []).append(lo.name)
             measured = r["median_s"] if r else None
@@ -224,7 +227,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
                 counts["bounded"] += bound is not None
             size, shape = op.describe(lo.point)
             flag = (beats_bound(lo, op.working_set(lo.point), llc_bytes, roofs_from)
-                    if bound and slow_end and slow_end < bound else "")
+                    if bound and slow_end and slow_end < bound_top else "")
             lines.append({"op": lo.name, "shape": shape, "count": lo.count, "gflop": flops / 1e9,
                           "mbytes": nbytes / 1e6, "intensity": flops / nbytes,
                           "bound_us": bound * 1e6 if bound else None,

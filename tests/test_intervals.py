@@ -207,3 +207,23 @@ def test_a_points_bound_at_the_band_ends_and_its_flag_against_the_top():
     plain = annotate(rows, [Roof("bandwidth", "dram", 100.0, "GB/s"), Roof("compute", "fp32", 200.0, "GFLOP/s")], CPU)
     assert plain["attainable_low"].isna().all() and plain["pct_of_attainable_high"].isna().all()
     assert plain.iloc[2].flag.startswith("above its attainable 100 GB/s")
+
+
+def test_the_apis_result_carries_its_bounds_band():
+    from bench.api import Result
+    roofs = (Roof("bandwidth", "dram", 100.0, "GB/s", interval=(90.0, 105.0)),
+             Roof("compute", "fp32", 200.0, "GFLOP/s", interval=(190.0, 210.0)))
+    # 5e10 FLOPs and 5e10 bytes in 1 s: 50 GFLOP/s at 1 FLOP/B, bounded at 100 (90 to 105)
+    r = Result("k", "", 5e10, 5e10, "cpu", "warm", "torch", precision="fp32", samples_s=(1.0,) * 5, roofs=roofs)
+    assert r.attainable_band == pytest.approx((90.0, 105.0))
+    assert r.pct_of_attainable == pytest.approx(50.0)
+    assert r.pct_of_attainable_band == pytest.approx((100 * 50 / 105, 100 * 50 / 90))
+    # 102 GFLOP/s at 1 FLOP/B beats the value 100 but not the band's top 105: no finding; 110 does
+    assert Result("k", "", 1.02e11, 1.02e11, "cpu", "warm", "torch", precision="fp32", samples_s=(1.0,) * 5,
+                  roofs=roofs).above_bound == ""
+    assert "above its attainable bound of 105.0" in Result("k", "", 1.1e11, 1.1e11, "cpu", "warm", "torch",
+                                                          precision="fp32", samples_s=(1.0,) * 5,
+                                                          roofs=roofs).above_bound
+    plain = Result("k", "", 5e10, 5e10, "cpu", "warm", "torch", precision="fp32", samples_s=(1.0,) * 5,
+                   roofs=tuple(Roof(r.kind, r.name, r.value, r.unit) for r in roofs))
+    assert plain.attainable_band is None and plain.pct_of_attainable_band is None

@@ -174,16 +174,23 @@ def test_a_runs_overview_roofline_names_its_points_on_hover(tmp_path):
     assert all(" GFLOP/s" in t and "/" in t.split()[0] for t in titles)
 
 
-def test_the_pct_interval_spans_the_roofs_plateau():
-    rows = pd.DataFrame([{"op": "aten::add", "module": "m", "shapes": "", "dtype": "float32", "precision": "fp32",
-                          "calls": 1, "flops": float("nan"), "read_bytes": 2e9, "write_bytes": 1e9, "time_s": 0.1,
-                          "kind": "aten"}])
-    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", plateau_values=(40.0, 50.0),
-                  extra={"burst": 50.0, "sustained": {"value": 45.0}})]
-    p = place_ops(rows, roofs, {}, step_s=0.2).iloc[0]
-    # 3e9 bytes in 0.1 s = 30 GB/s: 60% of 50, 75% of the plateau's low end 40
-    assert p["pct_of_attainable"] == pytest.approx(60) and p["pct_low"] == pytest.approx(60)
-    assert p["pct_high"] == pytest.approx(75) and p["share"] == pytest.approx(0.5)
+def test_the_pct_interval_spans_the_roofs_interval():
+    op = {"module": "m", "shapes": "", "dtype": "float32", "precision": "fp32", "calls": 1, "time_s": 0.1,
+          "kind": "aten"}
+    rows = pd.DataFrame([{**op, "op": "aten::add", "flops": float("nan"), "read_bytes": 2e9, "write_bytes": 1e9},
+                         {**op, "op": "aten::mm", "flops": 3e10, "read_bytes": 2e8, "write_bytes": 1e8}])
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", interval=(40.0, 60.0)),
+             Roof("compute", "fp32", 400.0, "GFLOP/s", interval=(380.0, 420.0))]
+    add, mm = (r for _, r in place_ops(rows, roofs, {}, step_s=0.2).sort_values("op").iterrows())
+    # 3e9 bytes in 0.1 s = 30 GB/s: 60% of 50, 50% of the band's top 60, 75% of its bottom 40 (rule 17)
+    assert add["pct_of_attainable"] == pytest.approx(60) and add["pct_low"] == pytest.approx(50)
+    assert add["pct_high"] == pytest.approx(75) and add["share"] == pytest.approx(0.5)
+    # 3e10 FLOPs in 0.1 s = 300 GFLOP/s at 100 FLOP/B: the compute roof binds, 75% of 400, 71.4% to 78.9%
+    assert mm["pct_of_attainable"] == pytest.approx(75)
+    assert (mm["pct_low"], mm["pct_high"]) == pytest.approx((100 * 300 / 420, 100 * 300 / 380))
+    # roofs without an interval: no range
+    plain = place_ops(rows, [Roof("bandwidth", "dram", 50.0, "GB/s")], {}, step_s=0.2)
+    assert plain["pct_low"].isna().all() and plain["pct_high"].isna().all()
 
 
 def test_svg_titles_follow_the_points_order_for_scatters_and_lines(tmp_path):

@@ -38,7 +38,9 @@ def main(run_dir=None):
         if r.status != "ok":
             print(f"{r.name:10} {r.shape:>12}  {r.status}: {r.reason}")
             continue
-        where = (f"{r.pct_of_attainable:5.1f}% of attainable ({r.bound}-bound)" if r.pct_of_attainable
+        band = r.pct_of_attainable_band   # over its bound's band, where the roofs have intervals (rule 17)
+        span = f", {band[0]:.1f}-{band[1]:.1f}%" if band else ""
+        where = (f"{r.pct_of_attainable:5.1f}% of attainable{span} ({r.bound}-bound)" if r.pct_of_attainable
                  else f"no bound: {r.bound_note}" if roofs else "no bound: no roof could be set (see above)")
         print(f"{r.name:10} {r.shape:>12}  {r.gflops:8.2f} GFLOP/s  {r.gbps:7.2f} GB/s  I={r.intensity:6.3f}  {where}")
         if r.above_bound:

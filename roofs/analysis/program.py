@@ -12,8 +12,9 @@ roof, its precision its compute roof (roofs.analysis.bounds.point_bound, the sui
     bound time     = time x % attainable / 100 (the op at its roof)
     to win         = time share x (1 - % attainable / 100) (the step's share the op would give back)
 An op above its bound (% attainable over 100) wins nothing and is flagged: its bound time is its time.
-The % of attainable has an interval where the bounding roofs have one (roof_interval: a roof's plateau over
-working sets, its burst and sustained figures): pct_low at the roofs' fastest ends, pct_high at their slowest.
+The % of attainable has an interval where the bounding roofs have one (ARCHITECTURE.md, rule 17: the same
+bound at the low and high ends of the roofs' intervals, roofs.analysis.bounds.bound_at): pct_low at the band's
+top, pct_high at its bottom.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import math
 
 import pandas as pd
 
-from roofs.analysis.bounds import point_bound
+from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.derive import device_levels
 from roofs.analysis.roofline import Roofline
 
@@ -30,14 +31,10 @@ PLACED = ["boundary", "bound_roof", "bound_note", "intensity", "gflops", "gbps",
           "has_formula"]
 
 
-def roof_interval(roof, value: float) -> tuple[float, float]:
-    """Return (low, high) of a roof used at value: value scaled by the roof's lowest and highest figures over
-    its own value (its plateau's values, its burst and sustained figures; value alone where it has none)."""
-    extra = roof.extra or {}
-    figures = [roof.value, *(roof.plateau_values or ()), extra.get("burst"),
-               (extra.get("sustained") or {}).get("value")]
-    ratios = [float(f) / roof.value for f in figures if f and roof.value]
-    return value * min(ratios), value * max(ratios)
+def _peak_at(model: Roofline, precision: str) -> tuple[float, float] | None:
+    """Return (P, P) of an op with FLOPs and no bytes (bounded by compute alone) from model, or None."""
+    peak = model.compute(precision) if precision else None
+    return (peak.value, peak.value) if peak is not None else None
 
 
 TEXT = ("op", "module", "shapes", "dtype", "precision", "kind", "boundary", "bound_roof", "bound_note")
@@ -56,6 +53,7 @@ def place_ops(rows: pd.DataFrame, roofs, device: dict, step_s: float) -> pd.Data
     """Return rows (bench.run.profile's ops.csv) with the PLACED columns (the module docstring's formulas),
     ranked by to_win, then share (largest first)."""
     model = Roofline(list(roofs))
+    ends = (model.at("low"), model.at("high"))
     caches, memory = device_levels(device)
     out = rows.copy()
     cols = {k: [] for k in PLACED}
@@ -76,15 +74,14 @@ def place_ops(rows: pd.DataFrame, roofs, device: dict, step_s: float) -> pd.Data
         pct = lo = hi = None
         if flops and att:
             pct = 100 * gflops / att
-            peak = model.compute(r.precision) if r.precision else None
-            b_lo, b_hi = roof_interval(bw, bw.value) if bw is not None else (math.inf, math.inf)
-            p_lo, p_hi = roof_interval(peak, peak.value) if peak is not None else (math.inf, math.inf)
-            lo_att, hi_att = min(p_lo, b_lo * intensity), min(p_hi, b_hi * intensity)
-            lo, hi = 100 * gflops / hi_att, 100 * gflops / lo_att
         elif not flops and bw is not None and nbytes:
             pct = 100 * gbps / bw.value
-            b_lo, b_hi = roof_interval(bw, bw.value)
-            lo, hi = 100 * gbps / b_hi, 100 * gbps / b_lo
+        if pct is not None:
+            band = [bound_at(m, level, r.precision if flops else "", intensity, r.read_bytes, r.write_bytes)
+                    if math.isfinite(intensity) else _peak_at(m, r.precision) for m in ends]
+            if None not in band and band[0] != band[1]:
+                k, rate = (0, gflops) if flops else (1, gbps)  # band ends are (GFLOP/s, GB/s)
+                lo, hi = 100 * rate / band[1][k], 100 * rate / band[0][k]
         share = t / step_s if step_s > 0 else math.nan
         cols["boundary"].append(level)
         cols["bound_roof"].append(bw.extra.get("bound_roof", bw.name) if bw is not None else "")

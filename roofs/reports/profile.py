@@ -31,7 +31,7 @@ def rank_line(r) -> str:
     head = f"{r.op} [{_what(r)}] in {r.module}: {100 * r.share:.3g}% of the step"
     if pd.isna(r.pct_of_attainable):
         return f"{head}, no bound ({r.bound_note or 'no roof for it'})"
-    span = (f", {r.pct_low:.3g}-{r.pct_high:.3g}% over the roofs' spread"
+    span = (f", {r.pct_low:.3g}-{r.pct_high:.3g}% over the roofs' intervals"
             if pd.notna(r.pct_low) and r.pct_high > r.pct_low * 1.005 else "")
     at = (f" at {r.pct_of_attainable:.3g}% of its attainable ({r.bound_roof}{span}"
           + ("" if r.has_formula else "; bandwidth only: no FLOP formula") + ")")
