@@ -80,9 +80,9 @@ def level_sizes(roofs, caches) -> list[tuple[str, int, int | None]]:
     extra "reach_bytes". roofs: Roof records (or dicts) as derived; caches: [(name, bytes)]."""
     by_name = {}
     for r in roofs or ():
-        d = r if isinstance(r, dict) else r.to_dict()
-        if d.get("kind") == "bandwidth" and d.get("source", "measured") == "measured":
-            by_name.setdefault(d.get("name"), d.get("extra") or {})
+        get = r.get if isinstance(r, dict) else lambda k, default=None, r=r: getattr(r, k, default)
+        if get("kind") == "bandwidth" and get("source", "measured") == "measured":
+            by_name.setdefault(get("name"), get("extra") or {})
     out = []
     for name, size in caches:
         extra = by_name.get(name, {})
