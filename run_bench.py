@@ -7,6 +7,7 @@
     python run_bench.py report RUN_DIR  rebuild a run's roofs, pictures and report from its files
     python run_bench.py compare RUN_A RUN_B [...]   overlay several runs' roofs and points
     python run_bench.py fleet DIR [...]   combine many runs (a cluster's devices) into a fleet's report
+    python run_bench.py check RUN --baseline BASE   per roof SAME, SLOWER, FASTER or UNCLEAR against a run or fleet
     python run_bench.py model NAME --batch 1,8 --prompt 2048 --context 8192   a model on the roofline
 
 Writes results/<device-slug>-<UTC timestamp>/ (REFERENCE.md, "What a run writes", lists every file). This file
@@ -44,6 +45,7 @@ from bench.run import session  # noqa: E402
 from bench.run.counters_phase import DEFAULT_POINTS  # noqa: E402
 from bench.run.distributed import worker_argv  # noqa: E402
 from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
+from roofs.reports import check as chk  # noqa: E402
 from roofs.reports.compare import compare  # noqa: E402
 from roofs.reports.finish import rederive  # noqa: E402
 from roofs.reports.fleet import FleetError, gather, write_fleet  # noqa: E402
@@ -53,11 +55,13 @@ SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
   compare RUN_A RUN_B [...] [--out DIR]   overlay several runs' roofs and points, with a ratio table
   fleet DIR [DIR ...] [--out DIR] [--mixed-methods]   combine any number of run folders into a fleet's report
+  check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods] [--other-device]
+                                     per roof SAME, SLOWER, FASTER or UNCLEAR against a run or a fleet (exit 1: SLOWER)
   model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline
   profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR]   your own program's ops on the roofline"""
 
 
-COMMANDS = ("model", "report", "compare", "fleet", "profile")
+COMMANDS = ("model", "report", "compare", "fleet", "profile", "check")
 
 
 class Parser(argparse.ArgumentParser):
@@ -322,6 +326,37 @@ def fleet_main(argv) -> int:
     return 0
 
 
+def check_main(argv) -> int:
+    """python run_bench.py check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods]
+    [--other-device]: exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input."""
+    p = Parser(prog="run_bench.py check", description="per roof SAME, SLOWER, FASTER or UNCLEAR of RUN against a "
+               "baseline run or fleet, from both sides' intervals (ARCHITECTURE.md rule 18); exit 0 when no roof is "
+               "SLOWER, 1 when one is, 2 for bad input")
+    p.add_argument("run", type=Path, help="the run folder checked (a run's own folder or its derived folder)")
+    p.add_argument("--baseline", type=Path, required=True,
+                   help="a run folder, or a fleet folder (`fleet`'s output: its median and p5-p95 per roof)")
+    p.add_argument("--tolerance", type=float, default=chk.DEFAULT_TOLERANCE_PCT, metavar="PCT",
+                   help=f"the change in %% that matters (default {chk.DEFAULT_TOLERANCE_PCT:g})")
+    p.add_argument("--out", type=Path,
+                   help="folder for check.md and check.json (default results/check-<UTC timestamp>)")
+    p.add_argument("--mixed-methods", action="store_true", help="check against roofs derived by another method version")
+    p.add_argument("--other-device", action="store_true", help="check against another device model's roofs")
+    args = p.parse_args(argv)
+    out = args.out or ROOT / "results" / f"check-{utc_stamp()}"
+    try:
+        result = chk.check(args.run, args.baseline, args.tolerance, args.mixed_methods, args.other_device)
+        chk.refuse_out(out, result)
+        opt.writable_folder(out, "--out")
+        md = chk.write_check(result, out)
+    except (chk.CheckError, opt.OptionError) as e:
+        return refuse(e)
+    except OSError as e:
+        return refuse(f"cannot write the check folder {out} ({e.strerror or e}): give --out a folder you can write.")
+    print(chk.terminal_text(result))
+    print(f"\ncheck: {md} and check.json")
+    return result["exit_code"]
+
+
 def dry_run(args, device=None, plan=None) -> int:
     """Print the planned points per family and the predicted wall time (bench/aot/predict.py),
     for this machine or for a datasheet part (--device-spec)."""
@@ -374,7 +409,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv:
         argv = worker_argv() or argv
-    commands = dict(zip(COMMANDS, (model_main, report_main, compare_main, fleet_main, profile_main)))
+    commands = dict(zip(COMMANDS, (model_main, report_main, compare_main, fleet_main, profile_main, check_main)))
     if argv[:1] and argv[0] in commands:
         return commands[argv[0]](argv[1:])
     args = build_parser().parse_args(argv)

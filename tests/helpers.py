@@ -1,7 +1,15 @@
-"""A tiny op family for testing the runner and results without real kernels."""
+"""A tiny op family for testing the runner and results without real kernels, measurements.csv
+rows of known rates, and finished run folders of known roofs written through roofs.json and
+run.json only (a thousand in seconds)."""
+import json
+from pathlib import Path
+
 import torch
 
+from bench.hw.device import DeviceInfo
 from bench.measure.registry import Axis, Impl, Op, Registry
+from bench.results import RunWriter, write_roofs
+from bench.run.session import run_meta
 
 
 def toy_registry(impls=None, working_set=lambda p: p["n"] * 4, skip=None) -> Registry:
@@ -39,3 +47,40 @@ def measured_row(op, impl, dtype, ws, rate, mode="warm", kind="bw", samples=20, 
             "joules": joules, "intensity": None, "backend": impl.split("_")[0],
             "read_bytes": None if read_share is None else read_share * work,
             "write_bytes": None if read_share is None else (1 - read_share) * work}
+
+
+# the measured roofs write_run gives a run: name -> (kind, value, unit)
+ROOFS = {"hbm": ("bandwidth", 4000.0, "GB/s"), "l2": ("bandwidth", 9000.0, "GB/s"),
+         "fp32": ("compute", 50000.0, "GFLOP/s"), "bf16": ("compute", 700000.0, "GFLOP/s")}
+
+
+def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="NVIDIA H200", clock=1980.0,
+              power=700.0, status="complete", method=None, start=None, driver="560.35", interval=None,
+              software=None):
+    """Write one finished run folder whose every roof is ROOFS' value x scale (x up to 1% noise
+    from rng), each with the interval value x (1 -/+ interval) when interval is given (a
+    fraction), and a datasheet fp32 reference beside them; software adds to run.json's; method
+    stands for the method version that measured them and derived their roofs."""
+    dev = DeviceInfo("cuda", "cuda:0", model, 2**37, 132, "SMs", (), max_clock_mhz=1980.0, host=host, uuid=uuid,
+                     software={"driver": driver, **(software or {})},
+                     extra={"power_limit_w": power, "state": {"app_sm_clock_mhz": clock, "ecc_mode":
+                            {"current": True, "pending": True}, "pcie_gen": 5, "pcie_gen_max": 5,
+                            "pcie_width": 16, "pcie_width_max": 16}})
+    w = RunWriter(path, run_meta(dev, {"quick": True}, "device"))
+    if method is not None:
+        w.meta["method_version"] = method
+    if start is not None:
+        w.meta["start_utc"] = start
+    w.finish(status)
+    roofs = []
+    for name, (kind, value, unit) in ROOFS.items():
+        v = value * scale * (1 + (rng.uniform(-0.01, 0.01) if rng is not None else 0.0))
+        roofs.append({"kind": kind, "name": name, "value": v, "unit": unit, "source": "measured",
+                      "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock}},
+                      **({"interval": [v * (1 - interval), v * (1 + interval)]} if interval is not None else {})})
+    roofs.append({"kind": "compute", "name": "fp32", "value": 67000.0, "unit": "GFLOP/s", "source": "datasheet"})
+    out = write_roofs(path, roofs)
+    if method is not None:  # a run of another method derived its roofs by that method too
+        doc = json.loads(out.read_text())
+        doc["derived_by"]["method_version"] = method
+        out.write_text(json.dumps(doc))

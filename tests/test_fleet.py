@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import ROOFS, write_run
 
 import bench.results as results
 from bench.hw.device import DeviceInfo
@@ -18,36 +19,11 @@ from bench.run.session import run_meta
 from roofs.reports import fleet as fl
 
 ROOT = Path(__file__).parent.parent
-ROOFS = {"hbm": ("bandwidth", 4000.0, "GB/s"), "l2": ("bandwidth", 9000.0, "GB/s"),
-         "fp32": ("compute", 50000.0, "GFLOP/s"), "bf16": ("compute", 700000.0, "GFLOP/s")}
 
 
 @pytest.fixture(autouse=True)
 def _no_git(monkeypatch):
     monkeypatch.setattr(results, "git_commit", lambda: "abc1234")  # a thousand folders, one commit
-
-
-def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="NVIDIA H200", clock=1980.0,
-              power=700.0, status="complete", method=None, start=None, driver="560.35"):
-    """Write one finished run folder whose every roof is ROOFS' value x scale (x up to 1% noise from rng)."""
-    dev = DeviceInfo("cuda", "cuda:0", model, 2**37, 132, "SMs", (), max_clock_mhz=1980.0, host=host, uuid=uuid,
-                     software={"driver": driver},
-                     extra={"power_limit_w": power, "state": {"app_sm_clock_mhz": clock, "ecc_mode":
-                            {"current": True, "pending": True}, "pcie_gen": 5, "pcie_gen_max": 5,
-                            "pcie_width": 16, "pcie_width_max": 16}})
-    w = RunWriter(path, run_meta(dev, {"quick": True}, "device"))
-    if method is not None:
-        w.meta["method_version"] = method
-    if start is not None:
-        w.meta["start_utc"] = start
-    w.finish(status)
-    roofs = []
-    for name, (kind, value, unit) in ROOFS.items():
-        v = value * scale * (1 + (rng.uniform(-0.01, 0.01) if rng is not None else 0.0))
-        roofs.append({"kind": kind, "name": name, "value": v, "unit": unit, "source": "measured",
-                      "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock}}})
-    roofs.append({"kind": "compute", "name": "fp32", "value": 67000.0, "unit": "GFLOP/s", "source": "datasheet"})
-    write_roofs(path, roofs)
 
 
 def run_cli(*args):

@@ -1,0 +1,284 @@
+"""`run_bench.py check RUN --baseline BASE`: the verdict of ARCHITECTURE.md rule 18 on
+hand-worked intervals (each boundary among them), run folders of known roofs and intervals
+(tests/helpers.write_run) against a run and against a fleet of a thousand devices, the
+refusals and the exit codes."""
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+from helpers import ROOFS, write_run
+
+import bench.results as results
+from bench.results import METHOD_VERSION, write_roofs
+from roofs.reports import check as chk
+
+T = 0.05  # the default tolerance, 5%
+BASE = (100.0, (98.0, 102.0))  # a baseline of 100 with +/-2%
+
+
+@pytest.fixture(autouse=True)
+def _no_git(monkeypatch):
+    monkeypatch.setattr(results, "git_commit", lambda: "abc1234")  # a thousand folders, one commit
+
+
+@pytest.mark.parametrize("v, iv, want", [
+    (85.0, (84.0, 86.0), "SLOWER"),     # hi 86 < LO 98, and 85 < 0.95 x 100
+    (94.9, (94.0, 96.0), "SLOWER"),     # apart, and 94.9 just past 95
+    (95.0, (94.0, 96.0), "SAME"),       # apart, but v = (1 - t) V exactly: within the tolerance
+    (90.0, (88.0, 98.0), "UNCLEAR"),    # hi = LO: intervals that touch overlap; 10% is past t, not separated
+    (93.0, (90.0, 99.0), "UNCLEAR"),    # overlapping, -7%: past t, not separated
+    (110.0, (109.0, 111.0), "FASTER"),  # lo 109 > HI 102 and 110 > 1.05 x 100
+    (105.0, (104.0, 106.0), "SAME"),    # apart, v = (1 + t) V exactly
+    (105.1, (104.0, 106.0), "FASTER"),
+    (110.0, (102.0, 111.0), "UNCLEAR"),  # lo = HI: touching, so not FASTER
+    (99.0, (97.0, 100.0), "SAME"),      # overlap; half-widths 1.5% and 2%, both within 5%
+    (100.0, (95.0, 105.0), "SAME"),     # the run's half-width exactly t: narrow enough
+    (100.0, (94.9, 105.0), "UNCLEAR"),  # 5.05%: too wide to have shown a 5% change
+    (100.0, (85.0, 110.0), "UNCLEAR"),  # 12.5%
+    (100.0, (100.0, 100.0), "SAME"),    # a point interval at the baseline's value
+])
+def test_the_verdict_on_hand_worked_intervals(v, iv, want):
+    got, why = chk.verdict(v, iv, *BASE, T)
+    assert got == want, why
+    assert f"{v / 100 - 1:+.1%}" in why
+
+
+def test_a_run_baselines_width_is_judged_and_a_fleets_is_not():
+    """A baseline of 100 with [80, 120] (+/-20%: a noisy run, or a fleet's spread) and a run of
+    100 with [99, 101]: against the run it is too wide to tell, against a fleet SAME."""
+    got, why = chk.verdict(100.0, (99.0, 101.0), 100.0, (80.0, 120.0), T)
+    assert got == "UNCLEAR" and "the baseline's (+/-20.0%)" in why and "the run's" not in why
+    got, why = chk.verdict(100.0, (99.0, 101.0), 100.0, (80.0, 120.0), T, fleet=True)
+    assert got == "SAME" and "inside the fleet's p5-p95" in why
+    got, why = chk.verdict(100.0, (90.0, 110.0), 100.0, (80.0, 120.0), T)  # both too wide: both named
+    assert got == "UNCLEAR" and "the run's (+/-10.0%) and the baseline's (+/-20.0%) are too wide" in why
+    got, _ = chk.verdict(100.0, (90.0, 110.0), 100.0, (80.0, 120.0), T, fleet=True)  # the run's own width still counts
+    assert got == "UNCLEAR"
+
+
+def test_no_interval_on_either_side_is_unclear():
+    for iv, base_iv, who in ((None, (98.0, 102.0), "the run"), ((84.0, 86.0), None, "the baseline"),
+                             (None, None, "either side")):
+        got, why = chk.verdict(85.0, iv, 100.0, base_iv, T)
+        assert got == "UNCLEAR" and f"no interval on {who}" in why
+
+
+def test_the_tolerance_moves_the_boundaries():
+    assert chk.verdict(92.0, (91.0, 93.0), *BASE, 0.05)[0] == "SLOWER"
+    assert chk.verdict(92.0, (91.0, 93.0), *BASE, 0.10)[0] == "SAME"   # apart, -8% within 10%
+    assert chk.verdict(92.0, (91.0, 93.0), *BASE, 0.08)[0] == "SAME"   # -8% exactly: within
+
+
+def test_a_latency_is_judged_on_its_rate():
+    """A launch of 2.0 us [1.9, 2.1] against 1.0 us [0.98, 1.02]: as rates 0.5 [1/2.1, 1/1.9]
+    against 1 [1/1.02, 1/0.98], wholly below and 50% down: SLOWER (it takes longer)."""
+    rate, iv = chk.as_rates("latency", 2.0, (1.9, 2.1))
+    assert rate == 0.5 and iv == pytest.approx((1 / 2.1, 1 / 1.9))
+    assert chk.verdict(rate, iv, *chk.as_rates("latency", 1.0, (0.98, 1.02)), T)[0] == "SLOWER"
+    assert chk.as_rates("bandwidth", 2.0, (1.9, 2.1)) == (2.0, (1.9, 2.1))
+
+
+def runs(tmp_path, scale, interval=0.01, **kw):
+    """Return (run, baseline): two run folders of ROOFS, the run at scale x the baseline's values."""
+    write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=interval,
+              software={"torch": "2.13.0", "triton": "3.9.0"})
+    write_run(tmp_path / "run", "node1", "GPU-1", scale, interval=interval, **kw)
+    return tmp_path / "run", tmp_path / "base"
+
+
+def test_a_run_15_percent_slow_is_slower_on_every_roof_with_what_differs(tmp_path, cli_in_process):
+    run, base = runs(tmp_path, 0.85, clock=1600.0, power=500.0, driver="550.1",
+                     software={"torch": "2.11.0", "triton": "3.6.0"})
+    r = cli_in_process("check", run, "--baseline", base, "--out", tmp_path / "out")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads((tmp_path / "out" / "check.json").read_text())
+    assert {(v["roof"], v["verdict"]) for v in doc["verdicts"]} == {(n, "SLOWER") for n in ROOFS}
+    assert doc["counts"] == {"SAME": 0, "SLOWER": 4, "FASTER": 0, "UNCLEAR": 0} and doc["exit_code"] == 1
+    hbm = next(v for v in doc["verdicts"] if v["roof"] == "hbm")
+    assert hbm["change_pct"] == pytest.approx(-15.0)
+    assert hbm["run"] == {"value": pytest.approx(3400), "interval": [pytest.approx(3366), pytest.approx(3434)]}
+    assert hbm["baseline"]["interval"] == [pytest.approx(3960), pytest.approx(4040)]
+    causes = hbm["causes"]
+    assert "clock in its sustained window 1,600 MHz vs the baseline's 1,980" in causes
+    assert "application SM clock 1,600 MHz vs the baseline's 1,980 MHz" in causes
+    assert "power limit 500 W vs the baseline's 700 W" in causes
+    assert "driver 550.1 vs the baseline's 560.35" in causes
+    assert "torch 2.11.0 vs the baseline's 2.13.0" in causes and "Triton 3.6.0 vs the baseline's 3.9.0" in causes
+    assert doc["rule"]["tolerance"] == 0.05 and doc["baseline"]["kind"] == "run"
+    assert doc["only_in_run"] == [] and doc["only_in_baseline"] == []  # the datasheet fp32 is not compared
+    assert "SLOWER" in r.stdout and "4 roofs compared: 0 SAME, 4 SLOWER, 0 FASTER, 0 UNCLEAR" in r.stdout
+    assert "3,400 GB/s, 3,366-3,434" in r.stdout and "-15.0%" in r.stdout
+    md = (tmp_path / "out" / "check.md").read_text()
+    assert "# roofbench check: 4 roofs compared" in md and "**SLOWER hbm -15.0%, l2 -15.0%, fp32 -15.0%, bf16 -15.0%**: clock in its sustained" in md
+    assert r.stdout.count("clock in its sustained window") == 1                     # said once for the four
+
+
+def test_an_identical_copy_is_same_and_a_3_percent_shift_never_slower(tmp_path, cli_in_process):
+    write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=0.01)
+    write_run(tmp_path / "copy", "node1", "GPU-1", 1.0, interval=0.01)
+    write_run(tmp_path / "shift", "node1", "GPU-1", 0.97, interval=0.01)
+    r = cli_in_process("check", tmp_path / "copy", "--baseline", tmp_path / "base", "--out", tmp_path / "o1")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "o1" / "check.json").read_text())
+    assert {v["verdict"] for v in doc["verdicts"]} == {"SAME"} and len(doc["verdicts"]) == len(ROOFS)
+    assert all("causes" not in v for v in doc["verdicts"])
+    r = cli_in_process("check", tmp_path / "shift", "--baseline", tmp_path / "base", "--out", tmp_path / "o2")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "o2" / "check.json").read_text())
+    assert {v["verdict"] for v in doc["verdicts"]} <= {"SAME", "UNCLEAR"}
+    r = cli_in_process("check", tmp_path / "base", "--baseline", tmp_path / "shift", "--out", tmp_path / "o3",
+                       "--tolerance", "2")
+    assert r.returncode == 0 and {v["verdict"] for v in json.loads(
+        (tmp_path / "o3" / "check.json").read_text())["verdicts"]} == {"FASTER"}   # 3% up, past 2%
+
+
+def test_roofs_one_side_has_are_listed_and_roofs_without_intervals_unclear(tmp_path):
+    run, base = runs(tmp_path, 1.0)
+    doc = json.loads((base / "roofs.json").read_text())
+    doc["roofs"].append({"kind": "bandwidth", "name": "l1", "value": 20000.0, "unit": "GB/s", "source": "measured",
+                         "interval": [19000.0, 21000.0]})
+    write_roofs(base, doc["roofs"])
+    doc = json.loads((run / "roofs.json").read_text())
+    for r in doc["roofs"]:
+        if r["name"] == "bf16":
+            r.pop("interval")        # derived before intervals
+    doc["roofs"].append({"kind": "compute", "name": "fp16 via fp32", "value": 50000.0, "unit": "GFLOP/s",
+                         "source": "measured", "extra": {"via": "fp32", "line_of": "fp16"}})
+    write_roofs(run, doc["roofs"])
+    result = chk.check(run, base)
+    assert result["only_in_baseline"] == [{"kind": "bandwidth", "roof": "l1"}]
+    assert result["only_in_run"] == [{"kind": "compute", "roof": "fp16 via fp32"}]
+    bf16 = next(v for v in result["verdicts"] if v["roof"] == "bf16")
+    assert bf16["verdict"] == "UNCLEAR" and "no interval on the run" in bf16["why"]
+    assert result["without_interval"] == 1 and result["exit_code"] == 0
+    md = chk.markdown(result)
+    assert "- bandwidth l1: only in the baseline" in md and "- compute fp16 via fp32: only in the run" in md
+    assert "1 roof of the run have no interval" in md
+
+
+def test_roof_labels_name_the_extra_lines():
+    assert chk.roof_label({"kind": "compute", "name": "fp16 via fp32", "value": 1, "unit": "GFLOP/s",
+                           "extra": {"via": "fp32", "line_of": "fp16"}}) == "extra line"
+    assert chk.roof_label({"kind": "compute", "name": "fp32.elementwise", "value": 1, "unit": "GFLOP/s",
+                           "extra": {"unit": "elementwise", "line_of": "fp32"}}) == "elementwise passes' ceiling"
+    assert chk.roof_label({"kind": "compute", "name": "fp16", "value": 1, "unit": "GFLOP/s",
+                           "extra": {"via": "fp32", "no_unit": True}}) == "roof via fp32"
+    assert chk.roof_label({"kind": "bandwidth", "name": "dram", "value": 1, "unit": "GB/s"}) == "roof"
+
+
+@pytest.fixture(scope="module")
+def fleet_of_a_thousand(tmp_path_factory):
+    """A fleet folder (`run_bench.py fleet`'s output) of 1,000 synthetic H200s, each roof within
+    1% of ROOFS' value, and two nodes outside it: one 15% slow with its clock held down, one
+    healthy; every node's roofs with +/-1% intervals."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(results, "git_commit", lambda: "abc1234")
+        top = tmp_path_factory.mktemp("thousand")
+        rng = np.random.default_rng(36)
+        for i in range(1000):
+            node, gpu = divmod(i, 8)
+            write_run(top / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}", 1.0, rng,
+                      interval=0.01)
+        write_run(top / "slow", "new1", "GPU-slow", 0.85, interval=0.01, clock=1600.0)
+        write_run(top / "healthy", "new2", "GPU-ok", 1.0, np.random.default_rng(1), interval=0.01)
+        from roofs.reports.fleet import gather, write_fleet
+        write_fleet(gather([top / "array"]), top / "fleet")
+    return top
+
+
+def test_a_node_against_a_fleet_of_a_thousand(fleet_of_a_thousand, cli_in_process):
+    top = fleet_of_a_thousand
+    t0 = time.perf_counter()
+    r = cli_in_process("check", top / "slow", "--baseline", top / "fleet", "--out", top / "c-slow")
+    wall = time.perf_counter() - t0
+    print(f"\ncheck against a fleet of 1000: {wall:.2f} s")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads((top / "c-slow" / "check.json").read_text())
+    assert {(v["roof"], v["verdict"]) for v in doc["verdicts"]} == {(n, "SLOWER") for n in ROOFS}
+    assert doc["baseline"] == dict(doc["baseline"], kind="fleet", group="NVIDIA H200", devices=1000)
+    hbm = next(v for v in doc["verdicts"] if v["roof"] == "hbm")
+    assert hbm["baseline"]["devices"] == 1000 and hbm["change_pct"] == pytest.approx(-15, abs=1)
+    assert 0.98 * 4000 < hbm["baseline"]["interval"][0] < hbm["baseline"]["value"] < hbm["baseline"]["interval"][1]
+    assert any(c.startswith("clock held down (1,600 MHz in its sustained window vs the fleet's median 1,980")
+               for c in hbm["causes"])                               # fleet.causes' own sentence
+    assert any(c.startswith("application SM clock 1,600 MHz vs the fleet's 1,980") for c in hbm["causes"])
+    r = cli_in_process("check", top / "healthy", "--baseline", top / "fleet", "--out", top / "c-ok")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((top / "c-ok" / "check.json").read_text())
+    assert {(v["roof"], v["verdict"]) for v in doc["verdicts"]} == {(n, "SAME") for n in ROOFS}
+    assert "group NVIDIA H200, 1,000 devices" in r.stdout
+
+
+def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand, tmp_path, cli_in_process):
+    top = fleet_of_a_thousand
+    write_run(tmp_path / "h100", "x", "GPU-h100", 0.6, interval=0.01, model="NVIDIA H100")
+    r = cli_in_process("check", tmp_path / "h100", "--baseline", top / "fleet", "--out", tmp_path / "o")
+    assert r.returncode == 2 and "the fleet" in r.stderr and "holds no NVIDIA H100 (it holds NVIDIA H200)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and not (tmp_path / "o").exists()
+    r = cli_in_process("check", tmp_path / "h100", "--baseline", top / "fleet", "--out", tmp_path / "o",
+                       "--other-device")
+    assert r.returncode == 1, r.stderr               # 0.6x an H200: SLOWER, with the models named
+    assert "warning: different device models (allowed by --other-device)" in r.stdout
+    write_run(tmp_path / "old", "x", "GPU-old", 1.0, interval=0.01, method=METHOD_VERSION - 1)
+    r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2")
+    assert r.returncode == 2 and f"derived by method {METHOD_VERSION - 1}" in r.stderr
+    assert "--mixed-methods" in r.stderr and not (tmp_path / "o2").exists()
+    r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2",
+                       "--mixed-methods")
+    assert r.returncode == 0, r.stderr
+    assert "warning: different method versions (allowed by --mixed-methods)" in r.stdout
+
+
+def test_the_refusals_are_one_sentence_and_write_nothing(tmp_path, cli_in_process):
+    run, base = runs(tmp_path, 1.0)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "cut").mkdir()
+    write_run(tmp_path / "cut" / "r", "node1", "GPU-1", 1.0, interval=0.01)
+    (tmp_path / "cut" / "r" / "roofs.json").write_text('{"schema_version": 1, "roo')
+    write_run(tmp_path / "h100", "node1", "GPU-9", 1.0, interval=0.01, model="NVIDIA H100")
+    write_run(tmp_path / "old", "node1", "GPU-1", 1.0, interval=0.01, method=METHOD_VERSION - 1)
+    cases = [
+        ((tmp_path / "nope", "--baseline", base), "does not exist"),
+        ((run, "--baseline", tmp_path / "nope"), "the baseline"),
+        ((run, "--baseline", tmp_path / "empty"), "neither a run folder (run.json) nor a fleet folder"),
+        ((tmp_path / "empty", "--baseline", base), "has no run.json"),
+        ((tmp_path / "cut" / "r", "--baseline", base), "roofs.json is corrupt"),
+        ((run, "--baseline", tmp_path / "cut" / "r"), "roofs.json is corrupt"),
+        ((run, "--baseline", tmp_path / "h100"), "the run is of NVIDIA H200 and the baseline of NVIDIA H100"),
+        ((run, "--baseline", tmp_path / "old"), f"derived by method {METHOD_VERSION} and the baseline's by method "
+                                                f"{METHOD_VERSION - 1}"),
+        ((run, "--baseline", run), "is the run itself"),
+        ((run, "--baseline", base, "--tolerance", "-5"), "--tolerance takes a percentage from 0 up to"),
+        ((run, "--baseline", base, "--tolerance", "100"), "--tolerance takes a percentage from 0 up to"),
+        ((run, "--baseline", base, "--tolerance", "nan"), "--tolerance takes a percentage from 0 up to"),
+        ((run, "--baseline", base, "--tolerance", "five"), "--tolerance"),
+        ((run,), "--baseline"),
+    ]
+    for args, said in cases:
+        r = cli_in_process("check", *args, "--out", tmp_path / "out")
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
+    for inside in (run / "check", base, base / "x" / "y"):      # never into either run folder
+        r = cli_in_process("check", run, "--baseline", base, "--out", inside)
+        assert r.returncode == 2 and "lies in the" in r.stderr and "check writes beside nothing" in r.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["measurements.csv", "roofs.json", "run.json", "samples.jsonl"]
+    r = cli_in_process("check", run, "--baseline", tmp_path / "h100", "--other-device", "--out", tmp_path / "o")
+    assert r.returncode == 0 and "warning: different device models" in r.stdout
+    r = cli_in_process("check", run, "--baseline", tmp_path / "old", "--mixed-methods", "--out", tmp_path / "o")
+    assert r.returncode == 0 and "warning: different method versions" in r.stdout
+
+
+def test_the_default_out_is_a_check_folder_under_results(tmp_path, cli_in_process, monkeypatch):
+    import run_bench
+    run, base = runs(tmp_path, 1.0)
+    monkeypatch.setattr(run_bench, "ROOT", tmp_path)
+    monkeypatch.setattr(run_bench, "utc_stamp", lambda: "20270101T000000Z")
+    r = cli_in_process("check", run, "--baseline", base)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "results" / "check-20270101T000000Z"
+    assert sorted(p.name for p in out.iterdir()) == ["check.json", "check.md"]
+    assert f"check: {out / 'check.md'} and check.json" in r.stdout
+    assert not math.isnan(json.loads((out / "check.json").read_text())["verdicts"][0]["change_pct"])
