@@ -326,9 +326,7 @@ def fleet_main(argv) -> int:
     return 0
 
 
-def check_main(argv) -> int:
-    """python run_bench.py check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods]
-    [--other-device]: exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input."""
+def build_check_parser() -> argparse.ArgumentParser:
     p = Parser(prog="run_bench.py check", description="per roof SAME, SLOWER, FASTER or UNCLEAR of RUN against a "
                "baseline run or fleet, from both sides' intervals (ARCHITECTURE.md rule 18); exit 0 when no roof is "
                "SLOWER, 1 when one is, 2 for bad input")
@@ -341,7 +339,13 @@ def check_main(argv) -> int:
                    help="folder for check.md and check.json (default results/check-<UTC timestamp>)")
     p.add_argument("--mixed-methods", action="store_true", help="check against roofs derived by another method version")
     p.add_argument("--other-device", action="store_true", help="check against another device model's roofs")
-    args = p.parse_args(argv)
+    return p
+
+
+def check_main(argv) -> int:
+    """python run_bench.py check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods]
+    [--other-device]: exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input."""
+    args = build_check_parser().parse_args(argv)
     out = args.out or ROOT / "results" / f"check-{utc_stamp()}"
     try:
         result = chk.check(args.run, args.baseline, args.tolerance, args.mixed_methods, args.other_device)

@@ -12,6 +12,7 @@ rows and seconds) is not quoted at all: `python -m bench.aot.predict --check` pr
 import ast
 import importlib
 import json
+import math
 import re
 import subprocess
 from functools import cache
@@ -33,7 +34,7 @@ from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
 from bench.util import fmt_bytes
 from roofs.analysis import derive
-from roofs.reports import fleet
+from roofs.reports import check, fleet
 
 ROOT = Path(__file__).parent.parent
 NAMES = ("README.md", "REFERENCE.md", "ARCHITECTURE.md", "results/README.md")
@@ -196,6 +197,8 @@ RULE_FIGURES = [
     (11, f"spread under {pct(derive.NOISY_SPREAD)}"),
     (11, f"from {derive.DRAM_FACTOR}x the last-level cache's reported size"),
     (12, f"{derive.BAND_FACTOR}x its\ncapacity"),
+    (18, f"(`--tolerance`, default {check.DEFAULT_TOLERANCE_PCT:g}%)"),
+    (18, f"compared to 1 part in 10^{-math.log10(check.EPS):.0f}"),
 ]
 
 
@@ -284,6 +287,11 @@ def test_the_other_defaults_and_thresholds_are_the_codes():
     assert deadline in option_row("--deadline") and deadline in section("REFERENCE.md", "Many GPUs, and across nodes")
     outliers = f"more than {fleet.OUTLIER_MADS:g} median absolute deviations (MAD) AND more than {fleet.OUTLIER_PCT:g}%"
     assert outliers in " ".join(section("REFERENCE.md", "Many GPUs, and across nodes").split())
+    checked = " ".join(section("REFERENCE.md", "Did a roof move? (`check`)").split())
+    tolerance = next(a for a in run_bench.build_check_parser()._actions if "--tolerance" in a.option_strings)
+    assert f"(default {tolerance.default:g})" in checked
+    assert f"below 0 or of {check.MAX_TOLERANCE_PCT:g} or more" in checked
+    assert f"(more than {check.STATE_SHIFT:.0%} apart)" in checked
 
 
 # ---- what a run writes -----------------------------------------------------------------------

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, text_column
-from bench.util import fmt_num, missing, number, plural
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, measured_home, text_column
+from bench.util import fmt_bytes, fmt_num, missing, number, plural
 from roofs.analysis.checks import others_load
 from roofs.analysis.roofline import Roof, band_text, is_pass_ceiling
 from roofs.reports import fleet as fl
@@ -38,6 +38,8 @@ STATE_SHIFT = 0.03          # a recorded clock or power limit this far from the 
 LOADED_SHARE = 0.5          # other processes' load average past this share of the cores is named
 ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
+# fleet.csv's columns read as text (a driver "560.35" is no number, nor a commit "1234567")
+TEXT = ("run", "host", "id", "pci_bus_id", "model", "commit", "start_utc", "status", "driver")
 
 
 class CheckError(ValueError):
@@ -182,7 +184,7 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
     try:
         doc = json.loads((path / "fleet.json").read_text())
         table = pd.read_csv(path / "fleet.csv", usecols=lambda c: c in fl.HEAD_COLUMNS or c in fl.STATE_COLUMNS
-                            or c.endswith((".clock_mhz", ".throttle")))
+                            or c.endswith((".clock_mhz", ".throttle")), dtype={c: str for c in TEXT})
         groups = doc["groups"]
         models = table["model"].astype(str)
     except FileNotFoundError as e:
@@ -289,6 +291,33 @@ def record_differences(a: dict, b: dict, roof: str, whose: str = "the baseline's
     thr = a.get(f"{roof}.throttle")
     if isinstance(thr, str) and thr:
         out.append(f"throttled in its sustained window ({thr})")
+    return out
+
+
+def machine_differences(run: Side, base: Side) -> list[str]:
+    """Return what two runs' device records say differs in the machine itself: the device
+    (its identity, bench.identity: a GPU's UUID, a CPU's host and machine key), a CPU's
+    signature, SIMD flags (compute roofs follow the vector units), cache sizes and memory."""
+    a, b = run.meta.get("device") or {}, base.meta.get("device") or {}
+    out = []
+    if run.row.get("id") != base.row.get("id"):
+        out.append(f"another device ({run.row.get('id')} on {run.row.get('host')} vs the baseline's "
+                   f"{base.row.get('id')} on {base.row.get('host')})")
+    if a.get("cpu_signature") and b.get("cpu_signature") and a["cpu_signature"] != b["cpu_signature"]:
+        out.append(f"CPU signature {a['cpu_signature']} vs the baseline's {b['cpu_signature']}")
+    fa, fb = set(a.get("cpu_flags") or ()), set(b.get("cpu_flags") or ())
+    if fa and fb and fa != fb:
+        out.append("SIMD flags differ (" + "; ".join(f"{who} alone has {', '.join(sorted(f))}" for who, f in
+                                                     (("the run", fa - fb), ("the baseline", fb - fa)) if f) + ")")
+    caches = lambda d: {c.get("name"): (c.get("size_bytes"), c.get("instances") or 1)  # noqa: E731
+                        for c in d.get("caches") or []}
+    ca, cb = caches(a), caches(b)
+    for name in [n for n in ca if n in cb and ca[n] != cb[n]]:
+        show = lambda c: f"{fmt_bytes(c[0])}" + (f" x{c[1]}" if c[1] != 1 else "")  # noqa: E731
+        out.append(f"{name} cache {show(ca[name])} vs the baseline's {show(cb[name])}")
+    ma, mb = a.get("memory_bytes"), b.get("memory_bytes")
+    if ma and mb and round(ma / 2**30) != round(mb / 2**30):
+        out.append(f"memory {fmt_bytes(ma)} vs the baseline's {fmt_bytes(mb)}")
     return out
 
 
@@ -404,7 +433,8 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
                "why": why, "change_pct": 100 * (v / bv - 1), "run": {"value": v, "interval": iv},
                "baseline": {"value": bv, "interval": biv, **({"devices": b["n"]} if "n" in b else {})}}
         if said in ("SLOWER", "FASTER"):
-            found = (record_differences(run.row, base.row, name) + software_differences(run, base)
+            found = (machine_differences(run, base) + record_differences(run.row, base.row, name)
+                     + software_differences(run, base)
                      if base.kind == "run" else fleet_differences(run, base, name, said == "SLOWER"))
             row["causes"] = found + run_level_notes(run, base)
         rows.append(row)
@@ -425,12 +455,12 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
 
 
 def refuse_out(out, result: dict) -> None:
-    """Raise CheckError when out lies in the run folder or a run baseline's folder (check
-    writes beside nothing that was measured)."""
+    """Raise CheckError when out lies in the run folder or a run baseline's folder, or in the
+    run a derived folder came from (measured_home): check writes beside nothing that was measured."""
     out = Path(out).resolve()
     folders = [("run", result["run"])] + ([("baseline", result["baseline"]["path"])]
                                           if result["baseline"]["kind"] == "run" else [])
-    for who, d in folders:
+    for who, d in folders + [(who, measured_home(d)) for who, d in folders]:
         d = Path(d).resolve()
         if out == d or d in out.parents:
             raise CheckError(f"--out {out} lies in the {who} folder {d}: check writes beside nothing that was "
