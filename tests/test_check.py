@@ -228,6 +228,14 @@ def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand
                        "--mixed-methods")
     assert r.returncode == 0, r.stderr
     assert "warning: different method versions (allowed by --mixed-methods)" in r.stdout
+    for name, text, said in (("fleet.json", '{"groups": [1, ', "fleet.json or fleet.csv is corrupt"),
+                             ("fleet.csv", None, "has no fleet.csv")):
+        broken = tmp_path / f"broken-{name}"
+        shutil.copytree(top / "fleet", broken)
+        (broken / name).write_text(text) if text else (broken / name).unlink()
+        r = cli_in_process("check", top / "healthy", "--baseline", broken, "--out", tmp_path / "o3")
+        assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "o3").exists()
 
 
 def test_the_refusals_are_one_sentence_and_write_nothing(tmp_path, cli_in_process):

@@ -186,7 +186,9 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
         table = pd.read_csv(path / "fleet.csv", usecols=lambda c: c in fl.HEAD_COLUMNS or c in fl.STATE_COLUMNS
                             or c.endswith((".clock_mhz", ".throttle")), dtype={c: str for c in TEXT})
         groups = doc["groups"]
-        models = table["model"].astype(str)
+        models, methods = table["model"].astype(str), pd.to_numeric(table["method_version"], errors="coerce")
+        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+            raise ValueError("groups")
     except FileNotFoundError as e:
         raise CheckError(f"{path} has no {Path(e.filename).name}: give the folder `run_bench.py fleet` wrote "
                          "(fleet.json and fleet.csv).") from None
@@ -203,7 +205,9 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
                                                            "against another model's") + ".")
         model = have[0]
     rows = table[models == model]
-    versions = sorted(int(v) for v in rows["method_version"].dropna().unique())
+    versions = sorted(int(v) for v in methods[models == model].dropna().unique())
+    if not versions:
+        raise CheckError(f"{path / 'fleet.csv'} records no method version for its {model} runs: write the fleet again.")
     if run.method not in versions and not mixed_methods:
         raise CheckError(f"the run's roofs were derived by method {run.method} and the fleet's {model} runs by "
                          f"method {', '.join(map(str, versions))}, whose roofs are not comparable: check against a "
@@ -214,7 +218,7 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
         raise CheckError(f"{path / 'fleet.json'} has no group {key!r} though fleet.csv holds its runs: write the "
                          "fleet again.")
     if doc.get("mixed_methods"):
-        rows = rows[rows["method_version"] == version]
+        rows = rows[methods[models == model] == version]
     roofs = {}
     kinds = {name: kind for kind, name in run.roofs}
     for name, st in groups[key].get("roofs", {}).items():
