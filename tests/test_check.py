@@ -56,6 +56,11 @@ def test_a_run_baselines_width_is_judged_and_a_fleets_is_not():
     assert got == "UNCLEAR" and "the run's (+/-10.0%) and the baseline's (+/-20.0%) are too wide" in why
     got, _ = chk.verdict(100.0, (90.0, 110.0), 100.0, (80.0, 120.0), T, fleet=True)  # the run's own width still counts
     assert got == "UNCLEAR"
+    # 88 is 12% below the fleet's median, past the 5% tolerance, but inside its p5-p95: SAME as the fleet
+    got, why = chk.verdict(88.0, (87.5, 88.5), 100.0, (80.0, 120.0), T, fleet=True)
+    assert got == "SAME" and "inside the fleet's p5-p95" in why
+    got, _ = chk.verdict(88.0, (87.5, 88.5), 100.0, (80.0, 120.0), T)  # against a run: too wide to tell
+    assert got == "UNCLEAR"
 
 
 def test_no_interval_on_either_side_is_unclear():

@@ -65,7 +65,8 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float,
         FASTER   lo > HI and v > (1 + t) V
         SAME     |v - V| <= t V, and the intervals apart (a real change too small to matter)
                  or overlapping with (hi - lo) / 2v <= t, and (HI - LO) / 2V <= t too for a
-                 run baseline (a fleet's band is its devices' spread: a value inside it is SAME)
+                 run baseline (a fleet's band is its devices' spread: a value inside it is SAME,
+                 past t or not, when the run's own interval is that narrow)
         UNCLEAR  otherwise, and whenever either side has no interval
 
     Each boundary is compared to 1 part in 10^9 (EPS): intervals that touch overlap, and a
@@ -91,7 +92,8 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float,
         wide.append(f"the run's (+/-{(hi - lo) / (2 * v):.1%})")
     if not fleet and not _le(high - low, 2 * tolerance * base):
         wide.append(f"the baseline's (+/-{(high - low) / (2 * base):.1%})")
-    if within and not wide:
+    inside = fleet and _le(low, v) and _le(v, high)  # among the fleet's healthy spread, past t or not
+    if (within or inside) and not wide:
         return "SAME", (f"{said}: the intervals overlap and are narrow enough to have shown a "
                         f"{tolerance:.1%} change" + (" (inside the fleet's p5-p95)" if fleet else ""))
     if not within:
