@@ -44,6 +44,7 @@ from bench.run import options as opt  # noqa: E402
 from bench.run import session  # noqa: E402
 from bench.run.counters_phase import DEFAULT_POINTS  # noqa: E402
 from bench.run.distributed import worker_argv  # noqa: E402
+from bench.run.profile_counters import DEFAULT_OPS  # noqa: E402
 from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
 from roofs.reports import check as chk  # noqa: E402
 from roofs.reports.compare import compare  # noqa: E402
@@ -58,7 +59,8 @@ SUBCOMMANDS = """subcommands (each with its own --help):
   check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods] [--other-device]
                                      per roof SAME, SLOWER, FASTER or UNCLEAR against a run or a fleet (exit 1: SLOWER)
   model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline
-  profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR]   your own program's ops on the roofline"""
+  profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR] [--counters [N]]
+                                                  your own program's ops on the roofline"""
 
 
 COMMANDS = ("model", "report", "compare", "fleet", "profile", "check")
@@ -383,7 +385,8 @@ def dry_run(args, device=None, plan=None) -> int:
 
 
 def profile_main(argv) -> int:
-    """python run_bench.py profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR] [-- ARGS]."""
+    """python run_bench.py profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR] [--counters [N]]
+    [-- ARGS]."""
     p = Parser(prog="run_bench.py profile", description="run SCRIPT.py as __main__, capture its ops with "
                "torch.profiler and place each under the roofs (bench/run/profile.py); arguments it does not know "
                "go to the script, and everything after -- does")
@@ -392,16 +395,23 @@ def profile_main(argv) -> int:
     p.add_argument("--steps", type=int, default=5, help="steps captured after the warm-up (default 5)")
     p.add_argument("--out", type=Path, help="the profile folder (default results/profile-<script>-<UTC timestamp>)")
     p.add_argument("--device")
+    p.add_argument("--counters", nargs="?", type=opt.whole_number, const=DEFAULT_OPS, metavar="N",
+                   help=f"after the capture, the top N ops' (default {DEFAULT_OPS}) DRAM bytes read under a "
+                   "hardware-counter profiler (NVIDIA's ncu) over one more step, beside their counted bytes")
     split = argv.index("--") if "--" in argv else len(argv)
     args, rest = p.parse_known_args(argv[:split])
     try:
         if args.out:
             opt.writable_folder(args.out, "--out")
+        if args.counters:  # the run's up-front note where counters cannot be read: the profile still runs
+            note = opt.counters_note(args, detect.resolve(args.device), "the profile runs as usual")
+            if note:
+                print(f"roofbench: {note}", file=sys.stderr)
         with warnings.catch_warnings():  # another machine's roofs, a roof quick_roofs missed: in the printed text
             warnings.simplefilter("ignore", ForeignRoofsWarning)
             warnings.simplefilter("ignore", RoofWarning)
             result = profile_script(args.script, rest + argv[split + 1:], args.roofs, args.steps, args.out,
-                                    args.device)
+                                    args.device, args.counters)
     except (APIError, opt.OptionError, devmod.DeviceError) as e:
         return refuse(e)
     print(result.text)

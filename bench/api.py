@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from bench.results import (
     utc_stamp,
 )
 from bench.run import profile as profile_mod
+from bench.run import profile_counters
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.derive import derive, untrusted_text
@@ -557,6 +559,11 @@ class Profile:
         return json.loads((self.folder / "profile.json").read_text())
 
 
+def _say(line: str) -> None:
+    """Print a progress line of the profile's counters to stderr (the ranked text is the result)."""
+    print(line, file=sys.stderr)
+
+
 def _profile_roofs(roofs, info) -> tuple[list, str, Path | None, list]:
     """Return (the roofs a profile places its ops under, where they came from, the run folder or None, notes):
     a run folder (path) through roofs_from (another machine's roofs warned of and noted), a list of Roof as
@@ -576,37 +583,47 @@ def _profile_roofs(roofs, info) -> tuple[list, str, Path | None, list]:
 
 
 def profile(fn: Callable, *args, roofs=None, steps: int = 5, out=None, device: str | None = None,
-            name: str | None = None, **kwargs) -> Profile:
+            name: str | None = None, counters: int | None = None, **kwargs) -> Profile:
     """Return the Profile of fn(*args, **kwargs) as one step: warmed up, `steps` steps captured with
     torch.profiler, each op counted (FlopCounterMode's formulas, bytes read and written) and placed under
     roofs (a run folder, a list of Roof, or None: api.quick_roofs now), into out (default
-    results/profile-<name>-<UTC timestamp>/, never inside the roofs' run folder). Raises APIError with one
-    sentence for bad input, a step that raises or one that runs no op."""
+    results/profile-<name>-<UTC timestamp>/, never inside the roofs' run folder). counters=N: the top N ops'
+    DRAM bytes read under Nsight Compute over one more step, replayed in a process of its own
+    (bench/run/profile_counters.py: fn must be a module-level function with arguments torch.save can write),
+    or one sentence in the text saying why none could be read. Raises APIError with one sentence for bad
+    input, a step that raises or one that runs no op."""
     program = name or getattr(fn, "__name__", "program")
-    return _profile(lambda: fn(*args, **kwargs), program, roofs, steps, out, device, {})
+    target = profile_counters.call_target(fn, args, kwargs, program)
+    return _profile(lambda: fn(*args, **kwargs), program, roofs, steps, out, device, {}, counters, target)
 
 
-def profile_script(path, argv=(), roofs=None, steps: int = 5, out=None, device: str | None = None) -> Profile:
+def profile_script(path, argv=(), roofs=None, steps: int = 5, out=None, device: str | None = None,
+                   counters: int | None = None) -> Profile:
     """Return the Profile of the script at path run as __main__ with argv, the whole script one step
-    (profile's rules)."""
+    (profile's rules; counters=N replays the script once more under Nsight Compute)."""
     try:
         step = profile_mod.script_step(path, list(argv))
     except profile_mod.ProfileError as e:
         raise APIError(str(e)) from None
-    return _profile(step, Path(path).name, roofs, steps, out, device, {"script": str(path), "argv": list(argv)})
+    return _profile(step, Path(path).name, roofs, steps, out, device, {"script": str(path), "argv": list(argv)},
+                    counters, profile_counters.script_target(path, list(argv)))
 
 
-def _profile(step, program, roofs, steps, out, device, meta) -> Profile:
+def _profile(step, program, roofs, steps, out, device, meta, counters=None, target=None) -> Profile:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise APIError(f"steps={steps!r} captures nothing: give 1 or more steps.")
+    if counters is not None and (not isinstance(counters, int) or isinstance(counters, bool) or counters < 1):
+        raise APIError(f"counters={counters!r} reads no op's counters: give a whole number of 1 or more ops, or "
+                       "leave counters out.")
     info = detect.resolve(device)
     roofs, given, run_dir, notes = _profile_roofs(roofs, info)
     slug = "".join(c if c.isalnum() else "-" for c in Path(program).stem.lower()).strip("-") or "program"
     folder = Path(out) if out else Path(__file__).resolve().parent.parent / "results" / f"profile-{slug}-{utc_stamp()}"
     try:
         profile_mod.outside_run(folder, run_dir)
+        hook = (lambda cap: profile_counters.attach(cap, counters, info, target, _say, program)) if counters else None
         folder, text = profile_mod.profile_into(step, folder, roofs, info, given, steps, program,
-                                                {**meta, "roof_notes": notes})
+                                                {**meta, "roof_notes": notes}, hook)
     except profile_mod.ProfileError as e:
         raise APIError(str(e)) from None
     return Profile(folder, text)

@@ -121,16 +121,18 @@ def unavailable(device) -> str:
 
 
 def ncu_command(ncu: str, program: list[str], compute_capability: str | None = None,
-                kernel_regex: str | None = None, launch_count: int | None = None) -> list[str]:
+                kernel_regex: str | None = None, launch_count: int | None = None,
+                name_base: str | None = None) -> list[str]:
     """Return the ncu command line that profiles the kernels program launches inside
     REPLAY_RANGE (module docstring), optionally only those whose name matches kernel_regex
-    and at most launch_count of them."""
+    (against ncu's name_base of each kernel: function, demangled or mangled; ncu's default
+    where None) and at most launch_count of them."""
     cmd = [ncu, "--csv", "--page", "raw", "--print-units", "base",
            "--metrics", ",".join(metrics_for(compute_capability)),
            "--target-processes", "all", "--clock-control", "none", "--cache-control", "all",
            "--replay-mode", "kernel", "--nvtx", "--nvtx-include", f"{REPLAY_RANGE}/"]
     if kernel_regex:
-        cmd += ["-k", f"regex:{kernel_regex}"]
+        cmd += (["--kernel-name-base", name_base] if name_base else []) + ["-k", f"regex:{kernel_regex}"]
     if launch_count:
         cmd += ["--launch-count", str(launch_count)]
     return cmd + list(program)

@@ -193,14 +193,14 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
     return registry, device, plan
 
 
-def counters_note(args, device) -> str:
-    """Return the note a run with --counters prints up front when this machine cannot read
-    hardware counters (bench.hw.counters.unavailable: a CPU, no profiler), else "": not a
-    refusal, the run measures as usual and records why counters were not collected."""
-    if not getattr(args, "counters", 0) or args.list or args.dry_run:
+def counters_note(args, device, goes_on: str = "the run measures as usual") -> str:
+    """Return the note a run (or a profile: goes_on "the profile runs as usual") with --counters prints up
+    front when this machine cannot read hardware counters (bench.hw.counters.unavailable: a CPU, no
+    profiler), else "": not a refusal, the command goes on and records why counters were not collected."""
+    if not getattr(args, "counters", 0) or getattr(args, "list", False) or getattr(args, "dry_run", False):
         return ""
     why = hw_counters.unavailable(device)
-    return f"--counters: no counters will be collected: {why}; the run measures as usual." if why else ""
+    return f"--counters: no counters will be collected: {why}; {goes_on}." if why else ""
 
 
 def _check_max_ws(args, plan: Plan, device) -> None:

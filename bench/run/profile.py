@@ -1,6 +1,7 @@
 """A user's PyTorch program captured op by op: time, FLOPs and bytes of each op (ARCHITECTURE.md, rule 1).
 
     capture(step, steps, device) -> Capture      one step callable: warm-up, a counting pass, N timed steps
+    warm_up(step, device, what)                  the warm-up alone (the counters' replay of one step shares it)
     script_step(path, argv) -> callable          a script run as __main__, the whole script one step
     write_capture(capture, folder, ...)          ops.csv and profile.json, the files the report reads
 
@@ -29,6 +30,9 @@ The counting pass (after the timed steps) has its ops matched to the timed steps
 (events inside a matched one are its own internal calls); an op the timed steps ran that the
 counting pass did not see (a compiled region's extern kernels) is counted from the event's
 recorded shapes and dtypes.
+- Kernels (a GPU): each kernel of the first timed step belongs to the counted op whose profiler event, or an
+  event inside it, launched it (a device event's linked_correlation_id is its launching CPU event's id),
+  listed in device start order (Capture.launches; bench/run/profile_counters.py reads them for --counters).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
@@ -279,7 +284,7 @@ def _event_call(e, kernels: InductorKernels) -> Call:
 
 
 def match_step(step_event, calls: list[Call], kernels: InductorKernels, on_gpu: bool):
-    """Return ([(Call, seconds)] for one timed step, the counted calls it did not run): the step's event
+    """Return ([(Call, seconds, its event)] for one timed step, the counted calls it did not run): the step's event
     tree walked in start order, each event whose name is the next counted call's taken as that call
     (its subtree is the op's own internal calls); an Inductor kernel's event, or an aten event under a
     compiled region, is counted from the event (_event_call). Seconds: CPU time, or device time on a GPU."""
@@ -293,28 +298,53 @@ def match_step(step_event, calls: list[Call], kernels: InductorKernels, on_gpu: 
         nonlocal i
         for c in _children(e):
             if i < len(calls) and c.name == calls[i].op:
-                out.append((calls[i], seconds(c)))
+                out.append((calls[i], seconds(c), c))
                 i += 1
                 continue
             ahead = next((j for j in range(i, min(i + 8, len(calls))) if calls[j].op == c.name), None)
             if ahead is not None and not compiled:
-                out.append((calls[ahead], seconds(c)))
+                out.append((calls[ahead], seconds(c), c))
                 i = ahead + 1
                 continue
             if c.name.startswith(INDUCTOR) or c.name in kernels.bytes or (compiled and c.name in names
                                                                               and c.name.startswith("aten::")):
-                out.append((_event_call(c, kernels), seconds(c)))
+                out.append((_event_call(c, kernels), seconds(c), c))
                 continue
             walk(c, compiled or c.name.startswith(("Torch-Compiled Region", "## Call CompiledFxGraph")))
     walk(step_event, False)
     return out, len(calls) - i
 
 
+def row_key(call: Call) -> tuple:
+    """Return the ops.csv row a call adds to: (op, module, shapes, dtype, kind)."""
+    return call.op, call.module, call.shapes, call.dtype, call.kind
+
+
+def step_launches(step_event, matched, events) -> list[tuple]:
+    """Return [(row_key of the counted op that launched it, or None for a kernel launched between ops, kernel
+    name)] for every kernel the step's events launched, in device start order (on one stream, launch order):
+    the module docstring's rule. Copies and memsets are no kernels (a kernel profiler does not see them)."""
+    owner = {}
+
+    def mark(e, key):
+        owner[e.id] = key
+        for c in e.cpu_children:
+            mark(c, key)
+    mark(step_event, None)
+    for call, _, e in matched:
+        mark(e, row_key(call))
+    found = [k for k in events if k.device_type == DeviceType.CUDA and k.linked_correlation_id in owner
+             and getattr(k, "activity_type", None) not in ("gpu_memcpy", "gpu_memset")
+             and not k.name.startswith(("Memcpy", "Memset"))]
+    return [(owner[k.linked_correlation_id], k.name) for k in sorted(found, key=lambda k: k.time_range.start)]
+
+
 @dataclass
 class Capture:
     """What capture() measured: one row per distinct (op, module, shapes, dtype) with its calls, FLOPs,
     bytes and mean time per step (rows), the mean step time, each step's time, FlopCounterMode's total,
-    counted calls the timed steps did not run, and notes."""
+    counted calls the timed steps did not run, notes, and the first step's kernels (step_launches; none on a
+    CPU)."""
     rows: pd.DataFrame
     step_s: float
     steps_s: list
@@ -322,6 +352,7 @@ class Capture:
     device: str
     unmatched: int = 0
     notes: list = field(default_factory=list)
+    launches: list = field(default_factory=list)
 
 
 def _sync(device: str):
@@ -338,6 +369,23 @@ def _run(step, what: str):
         raise ProfileError(f"{what} raised {first_line(e)}; nothing was profiled.") from None
 
 
+def one_step(step, device: str, what: str = "the step"):
+    """Call step() once and synchronize the device; return what it returned. Raises ProfileError (_run's)."""
+    out = _run(step, what)
+    _sync(device)
+    return out
+
+
+def warm_up(step, device: str, what: str = "the step") -> int:
+    """Call step() (one_step) at least twice and for at least WARMUP_S (rule 4's shape: compiles and first
+    touches stay out of what follows); return the calls made. Raises ProfileError (_run's)."""
+    t0, n = time.perf_counter(), 0
+    while n < 2 or time.perf_counter() - t0 < WARMUP_S:
+        one_step(step, device, what)
+        n += 1
+    return n
+
+
 def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -> Capture:
     """Return the Capture of `steps` calls of step() (the module docstring's rules), after a warm-up of at
     least two calls and WARMUP_S. Raises ProfileError for steps < 1, a step that raises, or one that runs
@@ -346,11 +394,7 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
         raise ProfileError(f"steps={steps!r} captures nothing: give 1 or more steps.")
     kernels = InductorKernels()
     with kernels:
-        t0, n = time.perf_counter(), 0
-        while n < 2 or time.perf_counter() - t0 < WARMUP_S:
-            _run(step, what)
-            _sync(device)
-            n += 1
+        warm_up(step, device, what)
         on_gpu = device.startswith("cuda")
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
         with profile(activities=acts, record_shapes=True) as prof:
@@ -377,7 +421,8 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
     if unmatched:
         notes.append(f"{unmatched} op call(s) of the counting pass did not appear in the timed steps (a compiled "
                      "region fuses them, or the program's ops change from step to step): their FLOPs are left out")
-    return Capture(rows, sum(steps_s) / len(steps_s), steps_s, fc_total, device, unmatched, notes)
+    launches = step_launches(step_events[0], per_step[0], events) if on_gpu and step_events else []
+    return Capture(rows, sum(steps_s) / len(steps_s), steps_s, fc_total, device, unmatched, notes, launches)
 
 
 def _rows(per_step) -> pd.DataFrame:
@@ -385,8 +430,8 @@ def _rows(per_step) -> pd.DataFrame:
     mean seconds per step over the steps (a mean, so the rows' times add up to the mean step's ops)."""
     agg: dict = {}
     for got in per_step:
-        for call, s in got:
-            key = (call.op, call.module, call.shapes, call.dtype, call.kind)
+        for call, s, _ in got:
+            key = row_key(call)
             a = agg.setdefault(key, {"calls": 0, "flops": 0.0, "has_flops": call.flops is not None,
                                      "read_bytes": 0.0, "write_bytes": 0.0, "time_s": 0.0})
             a["calls"] += 1
@@ -459,12 +504,15 @@ def outside_run(out, roofs_dir) -> Path:
 
 
 def profile_into(step, folder, roofs, device, roofs_from: str, steps: int = 5, program: str = "program",
-                 meta: dict | None = None) -> tuple[Path, str]:
+                 meta: dict | None = None, counters=None) -> tuple[Path, str]:
     """Capture steps of step() on device (a bench.hw.device.DeviceInfo), write the capture into folder
     (write_capture) and finish it there (roofs.reports.profile.finish_profile: placed ops, chart, report);
-    return (folder, the text to print). Raises ProfileError (capture's)."""
+    return (folder, the text to print). counters(capture) -> dict, when given, runs between the capture and
+    its writing (bench/run/profile_counters.py: it adds the top ops' counter columns to the capture's rows)
+    and its dict is profile.json's "counters". Raises ProfileError (capture's)."""
     cap = capture(step, steps, device.torch_device, what=program)
+    extra = {"counters": counters(cap)} if counters is not None else {}
     write_capture(cap, folder, roofs, device.to_dict(),
-                  {"program": program, "roofs_from": roofs_from, "started_utc": utc_stamp(), **(meta or {})})
+                  {"program": program, "roofs_from": roofs_from, "started_utc": utc_stamp(), **(meta or {}), **extra})
     text, _ = finish_profile(folder)
     return Path(folder), text

@@ -1,7 +1,8 @@
 """A profiled program's report, from its profile folder's files (ops.csv, profile.json): the ops placed under
 the roofs (roofs.analysis.program), ranked; the step beside the sum of its ops' bounds; the ops with no FLOP
 formula apart; the roofline chart (roofs.charts.profile); profile.md and profile.html (whose chart is the
-SVG, inline, each point named on hover).
+SVG, inline, each point named on hover); with --counters (bench/run/profile_counters.py), the top ops' DRAM
+bytes read by the hardware counters beside their counted bytes, or the one sentence saying why none were read.
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.util import fmt_bytes
+from bench.hw.counters import FLAG_FRACTION
+from bench.util import fmt_bytes, plural
 from roofs.analysis.program import place_ops, read_ops, totals
 from roofs.analysis.roofline import Roof
 from roofs.charts.profile import plot_profile
@@ -36,8 +38,22 @@ def rank_line(r) -> str:
     at = (f" at {r.pct_of_attainable:.3g}% of its attainable ({r.bound_roof}{span}"
           + ("" if r.has_formula else "; bandwidth only: no FLOP formula") + ")")
     if r.pct_of_attainable > 100:
-        return head + at + ": above its bound (a roof measured too low, or a count too high)"
-    return head + at + f": {_x(r.headroom)} headroom, {100 * r.to_win:.2g}% of the step to win"
+        return head + at + ": above its bound (a roof measured too low, or a count too high)" + _dram(r)
+    return head + at + f": {_x(r.headroom)} headroom, {100 * r.to_win:.2g}% of the step to win" + _dram(r)
+
+
+def _dram(r) -> str:
+    """Return an op's counters beside its ranked line ("; DRAM 1.02x its counted bytes", "(flagged)" past
+    FLAG_FRACTION), "" for an op the counters did not read."""
+    ratio = getattr(r, "dram_ratio", None)
+    if ratio is None or pd.isna(ratio):
+        return ""
+    flagged = " (flagged)" if _text(getattr(r, "dram_flag", "")) else ""
+    return f"; DRAM {float(ratio):.2f}x its counted bytes{flagged}"
+
+
+def _text(v) -> str:
+    return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
 
 
 def _x(v: float) -> str:
@@ -74,7 +90,47 @@ def summary_lines(t: dict, meta: dict) -> list[str]:
            ops, bound, flops]
     if t["unbounded"]:
         out.append(f"{t['unbounded']} op(s) have no bound (counted at their own time in the sum)")
-    return out + [f"warning: {n}" for n in meta.get("roof_notes", [])] + list(meta.get("notes", []))
+    return (out + counters_lines(meta) + [f"warning: {n}" for n in meta.get("roof_notes", [])]
+            + list(meta.get("notes", [])))
+
+
+def counters_lines(meta: dict) -> list[str]:
+    """Return the counters' line (profile.json's "counters"): none without --counters; "counters: none
+    collected: <why>" (the run's words) where none were read; else how many ops, kernels and flags, and any
+    replay kernel that matched no captured one."""
+    info = meta.get("counters")
+    if info is None:
+        return []
+    if info.get("why"):
+        return [f"counters: none collected: {info['why']}"]
+    out = [f"counters: DRAM bytes of the top {plural(info['ops'], 'op')} read under {info.get('tool') or 'ncu'} over "
+           f"one replayed step ({plural(info.get('kernels', 0), 'kernel')}, caches flushed before each), "
+           f"{info['flagged']} flagged beyond {FLAG_FRACTION:.0%} of their counted bytes"]
+    if info.get("unmatched"):
+        out.append(f"counters: {plural(info['unmatched'], 'kernel')} of the replay matched no kernel of the captured "
+                   "step (the program's kernels changed between them) and are left out")
+    return out
+
+
+def counters_table(placed: pd.DataFrame) -> pd.DataFrame:
+    """Return the counted ops' table: each op read by the counters (hw_kernels set), its counted bytes beside
+    the DRAM bytes measured, the ratios (measured / counted) and the flag; empty without counter columns."""
+    if "hw_kernels" not in placed:
+        return pd.DataFrame()
+    got = placed[placed["hw_kernels"].notna()]
+
+    def x(v):
+        return "" if v is None or pd.isna(v) else f"{float(v):.4f}"
+
+    def b(v):
+        return "" if v is None or pd.isna(v) else fmt_bytes(float(v))
+    return pd.DataFrame({
+        "op": got["op"], "in": got["module"], "shapes": got["shapes"],
+        "read": got["read_bytes"].map(b), "written": got["write_bytes"].map(b),
+        "DRAM read": got["hw_dram_read_bytes"].map(b), "DRAM written": got["hw_dram_write_bytes"].map(b),
+        "DRAM ratio": got["dram_ratio"].map(x), "read ratio": got["read_ratio"].map(x),
+        "write ratio": got["write_ratio"].map(x), "kernels": got["hw_kernels"].map(lambda v: f"{int(v)}"),
+        "flag": got["dram_flag"].map(_text)})
 
 
 def finish_profile(folder) -> tuple[str, list[Path]]:
@@ -91,6 +147,8 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     summary = summary_lines(t, meta)
     ranked = [rank_line(r) for r in placed[placed["has_formula"]].itertuples()]
     apart = [rank_line(r) for r in placed[~placed["has_formula"]].itertuples()]
+    counted = counters_table(placed)
+    c_title = "Hardware counters: DRAM bytes beside the counted bytes (one replayed step)"
     title = f"roofbench profile: {meta.get('program', 'program')} on {meta['device'].get('name', '?')}"
     roofs_line = f"roofs: {meta.get('roofs_from', '?')}"
     md = [f"# {title}\n", f"\n{roofs_line}\n\n", "".join(f"- {s}\n" for s in summary),
@@ -98,6 +156,7 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
           "".join(f"{i}. {s}\n" for i, s in enumerate(ranked, 1)) or "none\n",
           "\n## Ops with no FLOP formula (bandwidth points)\n\n",
           "".join(f"- {s}\n" for s in apart) or "none\n",
+          f"\n## {c_title}\n\n" + md_table(counted) if len(counted) else "",
           "\n## Roofline\n\n![roofline](roofline.svg)\n\n## Every op\n\n",
           md_table(_table(placed))]
     (folder / "profile.md").write_text("".join(md))
@@ -107,7 +166,8 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     body = (f"<h1>{esc(title)}</h1><p>{esc(roofs_line)}</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in summary)
             + "</ul><h2>Ops ranked by the share of the step they would win at their roof</h2><ol>"
             + "".join(f"<li>{esc(s)}</li>" for s in ranked) + "</ol><h2>Ops with no FLOP formula (bandwidth "
-            "points)</h2><ul>" + "".join(f"<li>{esc(s)}</li>" for s in apart) + "</ul><h2>Roofline</h2>"
+            "points)</h2><ul>" + "".join(f"<li>{esc(s)}</li>" for s in apart) + "</ul>"
+            + (f"<h2>{esc(c_title)}</h2>" + html_table(counted) if len(counted) else "") + "<h2>Roofline</h2>"
             "<p>Rest the pointer on a point to see its op.</p>" + svg + "<h2>Every op</h2>"
             + html_table(_table(placed)))
     style = ("body{font-family:sans-serif;max-width:1400px;margin:2em auto}table{border-collapse:collapse;"
