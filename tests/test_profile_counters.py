@@ -7,11 +7,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 from test_counters import GPU, fake_ncu
+from torch.autograd import DeviceType
 
 import run_bench
 from bench import api
@@ -79,6 +81,26 @@ def test_kernel_names_reduce_to_the_function_ncu_filters_by():
     assert pc.kernel_base("triton_poi_fused_add_mul_0") == "triton_poi_fused_add_mul_0"
     assert pc.kernel_base("sm90_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x256x64_cublas") == \
         "sm90_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x256x64_cublas"
+
+
+def test_each_kernel_of_the_step_belongs_to_the_counted_op_that_launched_it():
+    def event(eid, *children):
+        return SimpleNamespace(id=eid, cpu_children=list(children))
+
+    def kernel(link, start, name, kind="kernel"):
+        return SimpleNamespace(device_type=DeviceType.CUDA, linked_correlation_id=link, name=name,
+                               time_range=SimpleNamespace(start=start), activity_type=kind)
+    mm, add, between = event(2, event(3)), event(4), event(5)
+    step = event(1, mm, add, between)
+    calls = [profile_mod.Call("aten::mm", "m", "8x8", "float32", 1.0, 1.0, 1.0),
+             profile_mod.Call("aten::add", "m", "8x8", "float32", None, 1.0, 1.0)]
+    events = [kernel(4, 30, "add_k"), kernel(3, 10, "gemm_k"), kernel(5, 20, "gap_k"), kernel(99, 5, "other step"),
+              kernel(4, 31, "Memcpy DtoD (Device -> Device)", "gpu_memcpy"),
+              SimpleNamespace(device_type=DeviceType.CPU, linked_correlation_id=0, name="cudaLaunchKernel",
+                              time_range=SimpleNamespace(start=9))]
+    got = profile_mod.step_launches(step, [(calls[0], 1e-3, mm), (calls[1], 1e-3, add)], events)
+    # by device start; the GEMM launched inside mm's own call; a kernel of no counted op keeps None
+    assert got == [(profile_mod.row_key(calls[0]), "gemm_k"), (None, "gap_k"), (profile_mod.row_key(calls[1]), "add_k")]
 
 
 def test_the_top_ops_by_time_share_that_launched_a_kernel_are_chosen():
