@@ -1,7 +1,8 @@
 """The label placer (roofs/charts/labels.py) on a crowded chart built here: no two label boxes
 intersect and no label box crosses a drawn line segment (the lines checked by sampling each
-segment, not by the placer's own geometry), and the charts' shared rules: one colour per
-memory level, elementwise ceilings dash-dotted and named, a point's level by rule 12."""
+segment, not by the placer's own geometry; the edges of the roofs' bands are lines too), and the
+charts' shared rules: one colour per memory level, elementwise ceilings dash-dotted and named, a
+point's level by rule 12."""
 import itertools
 
 import matplotlib
@@ -21,8 +22,8 @@ from roofs.charts.labels import LabelPlacer
 
 def _segments(fig, leaders: bool = False):
     """Return every drawn line of fig's axes (the placer's leader lines only with leaders)
-    as sampled display-coordinate points (Line2D and LineCollection artists), NaN breaks and
-    the parts clipped off the axes left out."""
+    as sampled display-coordinate points (Line2D and LineCollection artists, and the edges of
+    PolyCollections: the roofs' bands), NaN breaks and the parts clipped off the axes left out."""
     out = []
     for ax in fig.axes:
         frame = ax.get_window_extent(fig.canvas.get_renderer())
@@ -35,6 +36,9 @@ def _segments(fig, leaders: bool = False):
                 polylines = [artist.get_transform().transform(artist.get_xydata())]
             elif isinstance(artist, matplotlib.collections.LineCollection):
                 polylines = [artist.get_transform().transform(np.asarray(s, float)) for s in artist.get_segments()]
+            elif isinstance(artist, matplotlib.collections.PolyCollection):  # a band's edges (a roof's interval)
+                polylines = [artist.get_transform().transform(poly) for path in artist.get_paths()
+                             for poly in path.to_polygons()]
             else:
                 continue
             for xy in polylines:

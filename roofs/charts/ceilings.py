@@ -2,8 +2,12 @@
 level's colour (LEVEL_COLORS), each precision's measured compute roof as a solid flat, the
 FMA chains' elementwise (or vector-unit) lines dash-dotted and named so, datasheet and computed
 references dashed, links dotted; a sustained figure solid with its burst figure thin beside
-it (ARCHITECTURE.md, rule 14). Every roof gets one label, by its line (roofs/charts/labels.py),
-and draw_roofs returns the legend entries saying what each colour and line style means.
+it (ARCHITECTURE.md, rule 14). A measured roof with an interval (rule 17) also gets a band: a
+translucent fill in its own colour between its low and high figures (draw_band, the one band
+helper every chart draws through), under its line, which stays at its value; a roof without one
+(an older run's, a datasheet or computed reference) is its line alone. Every roof gets one label,
+by its line (roofs/charts/labels.py: it keeps clear of the bands' edges as of every line), and
+draw_roofs returns the legend entries saying what each colour, line style and the band mean.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline
 from roofs.charts.kit import (
@@ -36,6 +41,49 @@ LINK = {"ls": ":", "lw": 0.9, "color": "0.55"}
 SLOPE_WIDTH = {True: 2.0, False: 1.3}     # the off-chip level's slope, a cache's
 LABEL_PLACES = 7                          # places along its line a roof's label may take
 FOOT_STEP = (0.08, 0.05)                  # slope labels' feet: this far up the y span, a step more each
+BAND = {"alpha": 0.16, "lw": 0, "zorder": 1.5}  # a roof's interval: under the lines (zorder 2), over the grid
+BAND_LABEL = "band: the roof's interval, rule 17"
+
+
+def draw_band(ax, roof: Roof, x0: float, x1: float, color, upto: float | None = None, gid: str | None = None,
+              flat: bool | None = None):
+    """Draw roof's interval (ARCHITECTURE.md, rule 17) over x0..x1 as a translucent band in
+    color and return it (a PolyCollection, gid "band:<name>" unless given); None for a roof
+    without an interval, which keeps its line alone. A flat (a compute roof, or any roof when
+    flat: a bandwidth chart's level) is the band low <= y <= high; a bandwidth slope is
+    BW_low x I <= y <= min(BW_high x I, upto): topped at the compute roof upto where the slope
+    meets it, as its line is, and ending where BW_low x I reaches upto (or at x1)."""
+    if roof.interval is None:
+        return None
+    lo, hi = sorted(float(v) for v in roof.interval)
+    if flat is None:
+        flat = roof.kind != "bandwidth"
+    if flat:
+        xs = np.array([x0, x1], float)
+        low, high = np.full(2, lo), np.full(2, hi)
+    else:
+        end = min(x1, upto / lo) if upto and lo > 0 else x1
+        if end <= x0:
+            return None
+        corner = upto / hi if upto and hi > 0 else np.inf  # where the top edge meets the compute roof
+        xs = np.array([x0] + ([corner] if x0 < corner < end else []) + [end], float)
+        low, high = lo * xs, np.minimum(hi * xs, upto) if upto else hi * xs
+    return ax.fill_between(xs, low, high, color=color, gid=gid or f"band:{roof.name}", **BAND)
+
+
+def band_factors(roofs, at: float) -> tuple[float, float] | None:
+    """Return (low, high) of the bands of roofs as factors of the figure at which their one
+    label is anchored (the label placer keeps the label clear of the band as of the line: add's
+    band): min(low) / at and max(high) / at over the roofs with an interval; None without one."""
+    spans = [r.interval for r in roofs if r.interval is not None]
+    if not spans or not at:
+        return None
+    return min(min(i) for i in spans) / at, max(max(i) for i in spans) / at
+
+
+def band_handle() -> Patch:
+    """Return the legend entry saying what a band is (one per legend, wherever a band is drawn)."""
+    return Patch(facecolor="0.3", alpha=BAND["alpha"] * 2, lw=0, label=BAND_LABEL)
 
 
 @dataclass(frozen=True)
@@ -119,34 +167,37 @@ def _places_along_flat(value: float, start: float, hi_x: float) -> list[tuple[fl
     return [(x, value) for x in np.geomspace(right, start, LABEL_PLACES)]
 
 
-def _label(placer: LabelPlacer, ax, places, text: str, sides, color) -> None:
+def _label(placer: LabelPlacer, ax, places, text: str, sides, color, band=None) -> None:
     (x, y), *rest = places
-    placer.add(ax, x, y, text, sides=sides, leader=True, near=1.5, along=rest, color=color)
+    placer.add(ax, x, y, text, sides=sides, leader=True, near=1.5, along=rest, band=band, color=color)
 
 
 def _draw_slopes(ax, placer: LabelPlacer, roofs: _Roofs, lims) -> None:
     """Each level's slope in its colour (its burst figure thin beside it), each datasheet
     slope dashed in its level's colour, each link set dotted; one label each."""
     top = roofs.top
-    labels = []  # (bandwidth, text, colour, sides, roof it ends on)
+    labels = []  # (bandwidth, text, colour, sides, roof it ends on, band factors)
     for r in roofs.slopes:
         color, sv = level_color(r.name), sustained_value(r)
         _slope(ax, sv or r.value, lims, top, f"slope:{r.name}", color=color, lw=SLOPE_WIDTH[r.name in MEMORY_LEVELS])
+        draw_band(ax, r, lims[0], lims[1], color, upto=top)
         if sv is not None:
             _slope(ax, r.value, lims, top, f"slope:{r.name}:burst", color=color, **BURST)
-        labels.append((sv or r.value, _roof_text(r, r.name.upper()), color, ("nw", "se"), top))
+        labels.append((sv or r.value, _roof_text(r, r.name.upper()), color, ("nw", "se"), top,
+                       band_factors([r], sv or r.value)))
     ref_top = max((x.value for x in roofs.refs), default=top)
     for r in roofs.datasheet_slopes:
         color = level_color(r.name)
         _slope(ax, r.value, lims, ref_top, f"slope:{r.name}:datasheet", color=color, **REFERENCE)
         labels.append((r.value, f"{r.name.upper()} {_fmt_rate(r.value, 'GB/s')} datasheet", color, ("nw", "se"),
-                       ref_top))
+                       ref_top, None))
     for group, text in roofs.links:
         for r in group:
             _slope(ax, r.value, lims, top, f"slope:{r.name}", **LINK)
-        labels.append((group[-1].value, text, "0.45", ("se", "nw"), top))
-    for k, (bw, text, color, sides, upto) in enumerate(sorted(labels, key=lambda lab: lab[0])):
-        _label(placer, ax, _places_along_slope(bw, lims, upto, k), text, sides, color)
+            draw_band(ax, r, lims[0], lims[1], LINK["color"], upto=top)
+        labels.append((group[-1].value, text, "0.45", ("se", "nw"), top, band_factors(group, group[-1].value)))
+    for k, (bw, text, color, sides, upto, band) in enumerate(sorted(labels, key=lambda lab: lab[0])):
+        _label(placer, ax, _places_along_slope(bw, lims, upto, k), text, sides, color, band)
 
 
 def _draw_flats(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofStyle) -> None:
@@ -165,9 +216,11 @@ def _draw_flats(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofStyle) 
                       **(CHAIN if chain else MEASURED))
             if sv is not None:
                 ax.hlines(g.value, start, hi_x, color=color, zorder=2, gid=f"flat:{g.name}:burst", **BURST)
+            draw_band(ax, g, start, hi_x, color)
         text = f"{chain_label(r)} {_fmt_rate(r.value, r.unit)}" if chain else \
             _roof_text(r, ", ".join(_roof_name(g) for g in group))
-        _label(placer, ax, _places_along_flat(r.value, start, hi_x), text, ("nw", "sw"), color)
+        _label(placer, ax, _places_along_flat(r.value, start, hi_x), text, ("nw", "sw"), color,
+               band_factors(group, r.value))
 
 
 def _draw_references(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofStyle) -> None:
@@ -202,6 +255,9 @@ def _handles(roofs: _Roofs, style: RoofStyle) -> list[Line2D]:
         out.append(Line2D([], [], color="0.35", label="dashed: datasheet or computed", **REFERENCE))
     if roofs.links:
         out.append(Line2D([], [], label="dotted: interconnect or host link", **LINK))
+    if any(r.interval is not None for r in roofs.slopes + roofs.measured + roofs.chains
+           + [x for group, _ in roofs.links for x in group]):
+        out.append(band_handle())
     return out
 
 

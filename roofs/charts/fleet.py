@@ -5,14 +5,16 @@ matplotlib Figure:
                          median, one row per roof: the p5-p95 range shaded, the outliers red
                          and labelled with their host and device id
     draw_fleet_roofline  the roofline of the fleet's medians, with the p5-p95 band drawn under
-                         every roof (a compute roof a flat band, a bandwidth roof a slanted one)
+                         every roof (a compute roof a flat band, a bandwidth roof a slanted one,
+                         through the charts' one band helper, roofs.charts.ceilings.draw_band)
     figure_compare       compare.png (roofs/reports/compare.py writes it beside compare.md):
                          several runs' roofs and points on one roofline. A run is told by its
                          line style and its points' marker; a memory level by its colour, the
                          same as on every other chart (LEVEL_COLORS): each run's every level
                          drawn as a slope up to its highest compute roof, each compute roof
-                         flat from its ridge, and one label per roof, runs whose roof is the
-                         same (within 1%) sharing it.
+                         flat from its ridge, each with its interval as a band (rule 17) where
+                         it has one, and one label per roof, runs whose roof is the same (within
+                         1%) sharing it.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from matplotlib.figure import Figure  # no pyplot: the process's matplotlib back
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from roofs.analysis.roofline import MEMORY_LEVELS, Roofline
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline
+from roofs.charts.ceilings import band_factors, band_handle, draw_band
 from roofs.charts.kit import DPI, FLAG_COLOR, _bandwidth, _compute, _fmt_rate, level_color
 from roofs.charts.labels import LabelPlacer
 
@@ -87,12 +90,13 @@ def draw_fleet_roofline(roof_stats: dict, title: str, path: Path) -> bool:
                    "tab:gray"] * 8)
     for name, s in bandwidth.items():
         c = next(colors)
-        cap = top
-        ax.fill_between(x, np.minimum(s["p5"] * x, cap), np.minimum(s["p95"] * x, cap), color=c, alpha=0.2, lw=0)
-        ax.plot(x, np.minimum(s["median"] * x, cap), color=c, lw=1.2, label=f"{name} {s['median']:,.0f} GB/s")
+        # the fleet's p5-p95 drawn as a band, as a roof's interval is (clipped at the top compute roof)
+        draw_band(ax, Roof("bandwidth", name, s["median"], "GB/s", interval=(s["p5"], s["p95"])), x[0], x[-1], c,
+                  upto=top)
+        ax.plot(x, np.minimum(s["median"] * x, top), color=c, lw=1.2, label=f"{name} {s['median']:,.0f} GB/s")
     for name, s in compute.items():
         c = next(colors)
-        ax.axhspan(s["p5"], s["p95"], color=c, alpha=0.2, lw=0)
+        draw_band(ax, Roof("compute", name, s["median"], s["unit"], interval=(s["p5"], s["p95"])), x[0], x[-1], c)
         ax.axhline(s["median"], color=c, lw=1.2, ls="--", label=f"{name} {s['median']:,.0f} {s['unit']}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -118,17 +122,20 @@ def run_label(run) -> str:
 
 
 def _shared(items):
-    """Return [(runs, value, roof name, unit, colour)] with the runs whose roof of one name
-    lies within SAME of another's grouped: one label per drawn roof."""
-    out = []
+    """Return [(runs, value, roof name, unit, colour, band factors)] with the runs whose roof of
+    one name lies within SAME of another's grouped: one label per drawn roof, kept clear of the
+    bands of the roofs it names (ceilings.band_factors)."""
+    out, roofs = [], []
     for i, r, color in items:
-        for entry in out:
+        for entry, same in zip(out, roofs):
             if entry[2] == r.name and abs(r.value - entry[1]) <= SAME * entry[1]:
                 entry[0].append(i)
+                same.append(r)
                 break
         else:
             out.append([[i], r.value, r.name, r.unit, color])
-    return out
+            roofs.append([r])
+    return [[*entry, band_factors(same, entry[1])] for entry, same in zip(out, roofs)]
 
 
 X_SPAN = (1e-2, 1e4)  # the chart's intensities, FLOP/byte
@@ -150,11 +157,13 @@ def _draw_run(ax, i: int, run, slopes: list, flats: list) -> tuple[Line2D, bool]
         end = min(hi_x, top / r.value) if top else hi_x
         ax.plot([lo_x, end], [r.value * lo_x, r.value * end], color=level_color(r.name), ls=ls,
                 lw=2 if r.name in MEMORY_LEVELS else 1.3, zorder=2, gid=f"run{i}:slope:{r.name}")
+        draw_band(ax, r, lo_x, hi_x, level_color(r.name), upto=top, gid=f"run{i}:band:{r.name}")
         slopes.append((i, r, level_color(r.name)))
     fastest = bws[0].value if bws else None
     for r in computes:
         start = max(r.value / fastest, lo_x) if fastest else lo_x
         ax.hlines(r.value, start, hi_x, color="0.15", ls=ls, lw=1.1, zorder=2, gid=f"run{i}:{r.name}")
+        draw_band(ax, r, start, hi_x, "0.15", gid=f"run{i}:band:{r.name}")
         flats.append((i, r, "0.15"))
     offchip = any(r.name in MEMORY_LEVELS for r in bws)
     handle = Line2D([], [], color="0.3", ls=ls, marker=marker, ms=5,
@@ -166,14 +175,14 @@ def _label_roofs(ax, placer: LabelPlacer, slopes: list, flats: list) -> None:
     """One label per drawn roof, runs sharing a value sharing it: slopes' labels along the
     slope, flats' from the right edge leftwards."""
     lo_x, hi_x = X_SPAN
-    for runs_of, value, name, unit, color in _shared(slopes):
+    for runs_of, value, name, unit, color, band in _shared(slopes):
         places = [(v, value * v) for v in np.geomspace(lo_x * 2, hi_x / 10, 8)]
         placer.add(ax, *places[0], f"{_who(runs_of)}: {name.upper()} {_fmt_rate(value, unit)}", sides=("nw", "se"),
-                   leader=True, near=1.5, along=places[1:], color=color)
-    for runs_of, value, name, unit, color in _shared(flats):
+                   leader=True, near=1.5, along=places[1:], band=band, color=color)
+    for runs_of, value, name, unit, color, band in _shared(flats):
         places = [(v, value) for v in np.geomspace(hi_x / 1.5, hi_x / 300, 8)]
         placer.add(ax, *places[0], f"{_who(runs_of)}: {name} {_fmt_rate(value, unit)}", sides=("nw", "sw"),
-                   leader=True, near=1.5, along=places[1:], color=color)
+                   leader=True, near=1.5, along=places[1:], band=band, color=color)
 
 
 def _level_handles(slopes: list) -> list[Line2D]:
@@ -187,7 +196,8 @@ def _level_handles(slopes: list) -> list[Line2D]:
 def figure_compare(runs) -> Figure:
     """Return the compare chart: per run (its line style), every level's bandwidth roof as a
     slope in the level's colour up to the run's highest compute roof, its compute roofs flat
-    from the ridge with its fastest level, its FLOP-counted points; one label per roof
+    from the ridge with its fastest level, each roof's interval as a band under its line
+    (rule 17, ceilings.draw_band), its FLOP-counted points; one label per roof
     ("runs 1, 2: L2 413 GB/s"), placed by the label placer; every run in the legend (one
     without an off-chip roof too)."""
     fig = Figure(figsize=(11, 6.5))
@@ -200,6 +210,8 @@ def figure_compare(runs) -> Figure:
         handles.append(handle)
         drawn = drawn or some
     handles += _level_handles(slopes)
+    if any(r.interval is not None for _, r, _ in slopes + flats):
+        handles.append(band_handle())
     _label_roofs(ax, placer, slopes, flats)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -4,12 +4,12 @@ fma.png   The FMA-chain sweep (fma.chains): GFLOP/s against FLOP/byte as k grows
           per (impl, precision), k written along it. Over each precision: its vector roof
           (the precision's roof where its vector unit is it, else "<p>.vector") as a flat,
           and the bandwidth roof of the level the sweep's bytes cross (its `boundary`) as a
-          slope. Two marks per line: the roofline's corner (open diamond: vector roof /
-          bandwidth roof) and the measured knee (filled diamond: where the line's own
-          flat, its best GFLOP/s, meets its own slope, its best GB/s: knee intensity =
-          best GFLOP/s / best GB/s). A knee right of the corner means the sweep reached its
-          roof late (too little in flight at middling k); left, the bytes came from a faster
-          level than the one assumed.
+          slope, each with its interval as a band (rule 17) where it has one. Two marks per
+          line: the roofline's corner (open diamond: vector roof / bandwidth roof) and the
+          measured knee (filled diamond: where the line's own flat, its best GFLOP/s, meets
+          its own slope, its best GB/s: knee intensity = best GFLOP/s / best GB/s). A knee
+          right of the corner means the sweep reached its roof late (too little in flight at
+          middling k); left, the bytes came from a faster level than the one assumed.
 
 The launch floor on the roofline charts (draw_launch_floor): a time floor is not a line in
 FLOP/byte, so it is drawn per point: a point of F FLOPs can reach at most F / t_floor
@@ -31,7 +31,15 @@ from matplotlib.lines import Line2D  # noqa: E402
 from bench.results import Run, text_column  # noqa: E402
 from roofs.analysis.launch_floor import floor_for, is_launch_bound, launch_floors  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
-from roofs.charts.ceilings import CHAIN, MEASURED, chain_label, is_chain_line
+from roofs.charts.ceilings import (
+    CHAIN,
+    MEASURED,
+    band_factors,
+    band_handle,
+    chain_label,
+    draw_band,
+    is_chain_line,
+)
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     PRECISION_COLORS,
@@ -111,10 +119,12 @@ def draw_fma(run: Run):
             chain = is_chain_line(peak)
             ax.hlines(peak.value, lo_x, hi_x, color=color, zorder=2, gid=f"flat:{peak.name}",
                       **(CHAIN if chain else MEASURED))
+            draw_band(ax, peak, lo_x, hi_x, color)
             name = chain_label(peak) if chain else f"{peak.name} roof"
             places = [(hi_x / 1.05 / 2 ** i, peak.value) for i in range(6)]
             placer.add(ax, *places[0], f"{name} {_fmt_rate(peak.value, peak.unit)}",
-                       sides=("nw", "sw"), leader=True, near=1.5, along=places[1:], color=color)
+                       sides=("nw", "sw"), leader=True, near=1.5, along=places[1:], color=color,
+                       band=band_factors([peak], peak.value))
         lines.append(f"{dtype} {_impl_name(impl)}: knee {kn[0]:.3g} FLOP/B" + (f", corner {cn[0]:.3g}" if cn else "")
                      if kn else f"{dtype} {_impl_name(impl)}")
     bw = model.bandwidth(level or None)
@@ -124,10 +134,12 @@ def draw_fma(run: Run):
     if bw is not None:
         ax.plot([lo_x, hi_x], [bw.value * lo_x, bw.value * hi_x], color=level_color(bw.name),
                 lw=2 if bw.name in MEMORY_LEVELS else 1.6, zorder=2, gid=f"slope:{bw.name}")
+        draw_band(ax, bw, lo_x, hi_x, level_color(bw.name))
         xa = min(max(lo_x * 1.5, 4 * lo_y / bw.value), hi_x / 2)
         places = [(xa * 1.6 ** i, bw.value * xa * 1.6 ** i) for i in range(6)]
         placer.add(ax, *places[0], f"{bw.name.upper()} {_fmt_rate(bw.value, 'GB/s')} (the level the bytes cross)",
-                   sides=("nw", "se"), leader=True, near=1.5, along=places[1:], color=level_color(bw.name))
+                   sides=("nw", "se"), leader=True, near=1.5, along=places[1:], color=level_color(bw.name),
+                   band=band_factors([bw], bw.value))
     _finish_axes(ax, (lo_x, hi_x, lo_y, hi_y))
     ax.set_xlabel("arithmetic intensity (FLOP/byte): 2 k C n / ((2 n + C + 1) w)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), median")
@@ -148,6 +160,8 @@ def draw_fma(run: Run):
                               **CHAIN))
     if any(r is not None and not is_chain_line(r) for r in roofs):
         handles.append(Line2D([], [], color="0.3", label="solid flat: the vector unit's roof", **MEASURED))
+    if any(r is not None and r.interval is not None for r in roofs + [bw]):
+        handles.append(band_handle())
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     placer.avoid(ax, pts["intensity"], pts["gflops"])
     text = "Each element loaded once, k FMAs in each of 8 chains, one result stored."

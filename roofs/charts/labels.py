@@ -1,5 +1,8 @@
 """The label placer: puts each chart label by its point or line so that its box meets no other
-text, no legend and no drawn line segment, and lists the texts a draw puts on a figure (so a
+text, no legend, no drawn line segment and no edge of a filled band (a roof's interval,
+roofs/charts/ceilings.py draw_band: a label may not straddle a band's edge any more than a line;
+one wholly inside a band wide enough to hold it is clear of it, as a label between two lines is),
+and lists the texts a draw puts on a figure (so a
 test can check that). Display coordinates (pixels) throughout; reads nothing but the figure.
 """
 from __future__ import annotations
@@ -9,7 +12,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.collections import LineCollection
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
@@ -97,13 +100,17 @@ def _artist_segments(artist) -> list[np.ndarray]:
     if isinstance(artist, LineCollection):
         tr = artist.get_transform()
         return [tr.transform(np.asarray(s, float)) for s in artist.get_segments() if len(s) >= 2]
+    if isinstance(artist, PolyCollection):  # a band's outline, closed
+        tr = artist.get_transform()
+        return [tr.transform(poly) for path in artist.get_paths() for poly in path.to_polygons() if len(poly) >= 2]
     return []
 
 
 def figure_segments(fig, renderer) -> np.ndarray:
-    """Return every line segment drawn on fig's axes (Line2D and LineCollection artists,
-    the axes' frame) as rows (x0, y0, x1, y1, half its width), display coordinates, each
-    clipped to its axes as drawing clips it; grid lines and ticks are not among them."""
+    """Return every line segment drawn on fig's axes (Line2D and LineCollection artists, the
+    outlines of PolyCollections: the bands; the axes' frame) as rows (x0, y0, x1, y1, half
+    its width), display coordinates, each clipped to its axes as drawing clips it; grid lines
+    and ticks are not among them."""
     px_per_pt = fig.dpi / 72
     rows = []
     for ax in fig.axes:
@@ -113,7 +120,7 @@ def figure_segments(fig, renderer) -> np.ndarray:
         box = (frame.x0, frame.y0, frame.x1, frame.y1)
         parts = [np.array([[box[0], box[1], box[2], box[1], 0.5], [box[2], box[1], box[2], box[3], 0.5],
                            [box[2], box[3], box[0], box[3], 0.5], [box[0], box[3], box[0], box[1], 0.5]])]
-        for artist in list(ax.lines) + [c for c in ax.collections if isinstance(c, LineCollection)]:
+        for artist in list(ax.lines) + [c for c in ax.collections if isinstance(c, (LineCollection, PolyCollection))]:
             if not artist.get_visible():
                 continue
             lw = artist.get_linewidth()
@@ -209,6 +216,7 @@ class _Request:
     kw: dict
     near: float | None
     gap: float | None
+    band: tuple | None = None  # (low, high): factors of each anchor's y its band spans (add's band)
 
 
 @dataclass
@@ -226,7 +234,7 @@ class _Choice:
     cost: float
     x0: float
     y0: float
-    anchor: tuple          # display coordinates of the anchor it belongs to
+    anchor: tuple          # display coordinates of the anchor it belongs to: (x, y, band bottom, band top)
 
 
 class LabelPlacer:
@@ -237,7 +245,9 @@ class LabelPlacer:
     tick labels, legends), each legend box and every line segment of the axes as fixed, then
     puts the labels one by one, in the order added: for each anchor (a point, or places along
     a line) and each side, the box is slid into its bounds and moved vertically by the least
-    amount that keeps it `pad` pixels clear of every box and segment; the cheapest choice
+    amount that keeps it `pad` pixels clear of every box and segment (a band's edges among
+    them; a label by a banded line is measured from the band's edge on its side, so it sits by
+    the band as another sits by its line, with no leader); the cheapest choice
     wins (displacement + SIDE_COST per side rank + ALONG_COST per anchor rank). The rounds:
     inside the axes and off the points, inside the axes, inside the figure (then with a
     leader that may cross a label); only where none of those had room, inside the figure
@@ -257,15 +267,20 @@ class LabelPlacer:
         self.points.append((ax, np.asarray(xs, float), np.asarray(ys, float), size))
 
     def add(self, ax, x: float, y: float, text: str, sides=("e", "w"), leader: bool = True,
-            near: float | None = None, gap: float | None = None, along=(), **kw) -> None:
+            near: float | None = None, gap: float | None = None, along=(), band: tuple | None = None,
+            **kw) -> None:
         """Ask for text to be placed by the data point (x, y) of ax, on one of sides, gap
         pixels from it (wider than the marker there); along: further data points it may sit
         by instead, in order of preference (a line's label: places along its line); near:
         in the first round, at most this many label heights from where it asks to be (a
-        roof's label belongs by its line more than it must keep off points)."""
+        roof's label belongs by its line more than it must keep off points); band: (low, high),
+        the factors of each anchor's y that a band about its line spans (a roof's interval over
+        its value, ceilings.band_factors): a side above the anchor is measured from the band's
+        top, one below from its bottom, and the label needs no leader while it touches the band."""
         anchors = [(float(px), float(py)) for px, py in [(x, y), *along] if np.isfinite(px) and np.isfinite(py)]
         if anchors and text:
-            self.requests.append(_Request(ax, anchors, text, tuple(sides), leader, kw, near, gap))
+            self.requests.append(_Request(ax, anchors, text, tuple(sides), leader, kw, near, gap,
+                                          tuple(map(float, band)) if band is not None else None))
 
     # -- the steps of place() --
 
@@ -296,20 +311,41 @@ class LabelPlacer:
                 _Tier(fig_box, False, False, clear_leader=False, off_lines=False),
                 _Tier(_UNBOUNDED, False, False, clear_leader=False, off_lines=False))
 
+    @staticmethod
+    def _display_anchors(req) -> list[tuple]:
+        """Return req's anchors in display coordinates, each (x, y, band bottom, band top): its
+        band's edges there (the anchor's y twice without a band)."""
+        xy = np.asarray(req.anchors, float)
+        mid = req.ax.transData.transform(xy)
+        if req.band is None:
+            return [(x, y, y, y) for x, y in mid.tolist()]
+        lo = req.ax.transData.transform(np.column_stack([xy[:, 0], xy[:, 1] * req.band[0]]))[:, 1]
+        hi = req.ax.transData.transform(np.column_stack([xy[:, 0], xy[:, 1] * req.band[1]]))[:, 1]
+        return [(x, y, min(a, b), max(a, b)) for (x, y), a, b in zip(mid.tolist(), lo.tolist(), hi.tolist())]
+
     def _needs_leader(self, x0, y0, w, h, anchor, gap) -> bool:
-        px, py = anchor
+        """Return whether a box at (x0, y0), w x h, lies farther than gap + LEADER_SLACK from its
+        anchor (from the nearest point of the anchor's band, where it has one)."""
+        px, _, lo, hi = anchor
         reach = gap + LEADER_SLACK
-        return not (x0 - reach <= px <= x0 + w + reach and y0 - reach <= py <= y0 + h + reach)
+        return not (x0 - reach <= px <= x0 + w + reach and y0 - reach <= hi and lo <= y0 + h + reach)
 
     @staticmethod
-    def _leader_end(x0, y0, w, h, anchor) -> tuple[float, float]:
-        """Return the point of the box nearest the anchor (where its leader line ends)."""
-        return min(max(anchor[0], x0), x0 + w), min(max(anchor[1], y0), y0 + h)
+    def _leader_start(y0, h, anchor) -> tuple[float, float]:
+        """Return where a leader to the box leaves its anchor: the point of the anchor's band
+        nearest the box's middle height (the anchor itself without a band)."""
+        px, _, lo, hi = anchor
+        return px, min(max(y0 + h / 2, lo), hi)
+
+    @staticmethod
+    def _leader_end(x0, y0, w, h, start) -> tuple[float, float]:
+        """Return the point of the box nearest the leader's start (where its leader line ends)."""
+        return min(max(start[0], x0), x0 + w), min(max(start[1], y0), y0 + h)
 
     def _leader_crossings(self, x0, y0, w, h, anchor, labels: np.ndarray) -> int:
         """Return how many placed labels' boxes the leader from anchor to the box passes."""
-        end = self._leader_end(x0, y0, w, h, anchor)
-        return int(_segment_hits(anchor, end, labels).sum())
+        start = self._leader_start(y0, h, anchor)
+        return int(_segment_hits(start, self._leader_end(x0, y0, w, h, start), labels).sum())
 
     def _columns(self, req, anchor, size, tier, gap):
         """Yield (x0, want, cost) for each column req's box may take by anchor in this round:
@@ -317,13 +353,13 @@ class LabelPlacer:
         first round, the same slid sideways by SLIDES box widths; want is the bottom the
         side asks for, cost the side's rank and the slide."""
         w, h = size
-        px, py = anchor
+        px, py, lo, hi = anchor
         bx0, bx1 = tier.bounds[0], tier.bounds[2]
         slides = SLIDES if req.leader and not tier.near_only else (0.0,)
         for rank, side in enumerate(req.sides):
             sx, sy = _SIDES[side]
             x0 = px + (gap if sx > 0 else -gap - w if sx < 0 else -w / 2)
-            want = py + (gap if sy > 0 else -gap - h if sy < 0 else -h / 2)
+            want = hi + gap if sy > 0 else lo - gap - h if sy < 0 else py - h / 2
             for slide in slides:
                 x = min(max(x0 + slide * w, bx0), bx1 - w)  # slid sideways, kept in its bounds
                 yield x, want, abs(x - x0) + SIDE_COST * rank
@@ -362,8 +398,7 @@ class LabelPlacer:
         obstacles = np.array(boxes + (soft if tier.off_points else []), float).reshape(-1, 4)
         labels = np.array(labels, float).reshape(-1, 4)
         best = None
-        for along, anchor in enumerate(req.ax.transData.transform(np.asarray(req.anchors))):
-            anchor = (float(anchor[0]), float(anchor[1]))
+        for along, anchor in enumerate(self._display_anchors(req)):
             for x0, want, cost in self._columns(req, anchor, size, tier, gap):
                 if best is not None and cost + ALONG_COST * along >= best.cost:
                     continue  # cannot beat the best found (displacement only adds)
@@ -381,12 +416,13 @@ class LabelPlacer:
         gap = self.gap if req.gap is None else req.gap
         if not (req.leader and self._needs_leader(choice.x0, choice.y0, *size, choice.anchor, gap)):
             return None
-        end = self._leader_end(choice.x0, choice.y0, *size, choice.anchor)
+        start = self._leader_start(choice.y0, size[1], choice.anchor)
+        end = self._leader_end(choice.x0, choice.y0, *size, start)
         inv = req.ax.transData.inverted()
-        (lx0, ly0), (lx1, ly1) = inv.transform(choice.anchor), inv.transform(end)
+        (lx0, ly0), (lx1, ly1) = inv.transform(start), inv.transform(end)
         req.ax.add_artist(Line2D([lx0, lx1], [ly0, ly1], color=color, **LEADER_STYLE))
         half = LEADER_STYLE["lw"] * self.fig.dpi / 72 / 2
-        return np.array([[*choice.anchor, *end, half]])
+        return np.array([[*start, *end, half]])
 
     def place(self) -> list[Text]:
         """Place every label added (see the class docstring); return the texts drawn."""

@@ -22,7 +22,8 @@ bandwidth.png           GB/s against working-set size, one panel per dtype: a li
                         the cache sizes, the sizes of at least 4x the last-level cache (the
                         only ones the off-chip roof comes from) shaded, the roofs derived from
                         that dtype's rows alone (roofs.analysis.derive.bandwidth_roofs) over their
-                        plateaus, and the run's overall roof of each level thin, each in its level's colour.
+                        plateaus, and the run's overall roof of each level thin, each in its level's colour,
+                        with its interval as a band (rule 17) where it has one.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
@@ -37,7 +38,8 @@ A memory level has one colour on every chart (kit.LEVEL_COLORS: its slope, its r
 size on bandwidth.png, its level points); line styles mean one thing each and a "lines"
 legend says which (roofs/charts/ceilings.py): solid a measured roof, thin its burst figure,
 dash-dot an FMA chain's elementwise ceiling (no precision's roof), dashed a datasheet or
-computed reference, dotted a link. A user's sweep is drawn on the overview as one marker per
+computed reference, dotted a link; a translucent band in the roof's colour its interval (rule 17),
+on every chart that draws the roof (ceilings.draw_band). A user's sweep is drawn on the overview as one marker per
 shape joined in the sweep's order.
 
 In every chart a colour means one thing (its legend says which), and red is kept for
@@ -79,7 +81,7 @@ from bench.results import Run, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
 from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
-from roofs.charts.ceilings import RoofStyle, draw_roofs
+from roofs.charts.ceilings import RoofStyle, band_factors, band_handle, draw_band, draw_roofs
 from roofs.charts.energy import draw_energy  # noqa: E402
 from roofs.charts.families import (  # noqa: E402
     draw_attention_roofline,
@@ -237,9 +239,11 @@ def draw_bandwidth(run: Run):
                        leader=False, color=level_color(name))
         for name, r in overall.items():
             ax.axhline(r.value, color=level_color(name), lw=0.8, alpha=0.6, zorder=1, gid=f"overall:{name}")
+            draw_band(ax, r, lo_b, hi_b, level_color(name), flat=True)
             places = [(lo_b * (hi_b / lo_b) ** f, r.value) for f in np.linspace(0, 0.9, 10)]
             placer.add(ax, *places[0], f"{name.upper()} {_fmt_rate(r.value, 'GB/s')}",
-                       sides=("ne", "se"), leader=False, near=1.5, along=places[1:], color=level_color(name))
+                       sides=("ne", "se"), leader=False, near=1.5, along=places[1:], color=level_color(name),
+                       band=band_factors([r], r.value))
         own, _ = bandwidth_roofs(stream[stream["dtype"] == dtype], caches, memory)
         for r in own:
             if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
@@ -256,7 +260,8 @@ def draw_bandwidth(run: Run):
             label = f"{r.name.upper()} {'roof' if is_roof else 'candidate'} {_fmt_rate(r.value, 'GB/s')}"
             places = [(x0 * (x1 / x0) ** f, r.value) for f in (0.5, 0.25, 0.75, 0.0, 1.0)]
             placer.add(ax, *places[0], label, sides=("n", "s", "ne", "nw"), leader=True, near=1.5, along=places[1:],
-                       color=level_color(r.name), fontweight="bold" if is_roof else "normal")
+                       color=level_color(r.name), fontweight="bold" if is_roof else "normal",
+                       band=band_factors([kept], r.value) if is_roof else None)
         ax.set_xlabel("working set (bytes, all arrays)")
         ax.set_title(f"{dtype}: plateaus of {dtype} rows", fontsize=10)
         ax.grid(True, which="major", alpha=0.25)
@@ -278,6 +283,8 @@ def draw_bandwidth(run: Run):
     handles.append(Line2D([], [], color="0.2", lw=0.8, alpha=0.6,
                           label="thin: the run's roof of the level (all dtypes)"))
     handles.append(Line2D([], [], color="0.2", lw=1, ls=":", label="dotted: a cache's size"))
+    if any(r.interval is not None for r in overall.values()):
+        handles.append(band_handle())
     bottom = _bottom_legend(fig, handles, 6)
     fig.suptitle(_title(run, "Stream bandwidth"))
     fig.tight_layout(rect=(0, bottom, 1, 1))

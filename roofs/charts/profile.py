@@ -2,10 +2,10 @@
 folder's files only (ops.csv placed by roofs.reports.profile, profile.json's roofs).
 
 Left: each op with FLOPs (a registered formula) at its intensity and GFLOP/s under the measured roofs drawn as
-the suite's charts draw them (roofs.charts.kit); marker area proportional to its share of the step, colour
-and marker by precision. Right: the ops with no FLOP formula (Inductor's kernels among them), bandwidth
-points: GB/s against working set, under each level's measured bandwidth. Every point names itself in the
-SVG (roofs.charts.svg).
+the suite's charts draw them (roofs.charts.ceilings: each roof's interval a band, rule 17); marker area
+proportional to its share of the step, colour and marker by precision. Right: the ops with no FLOP formula
+(Inductor's kernels among them), bandwidth points: GB/s against working set, under each level's measured
+bandwidth and its band, its label above the band. Every point names itself in the SVG (roofs.charts.svg).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from roofs.analysis.program import read_ops
 from roofs.analysis.roofline import Roof, Roofline
-from roofs.charts.ceilings import RoofStyle, draw_roofs
+from roofs.charts.ceilings import RoofStyle, band_handle, draw_band, draw_roofs
 from roofs.charts.kit import (
     DPI,
     PRECISION_COLORS,
@@ -74,7 +74,10 @@ def draw_profile(folder):
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s), mean over the captured steps")
     ax.set_title(f"ops with a FLOP formula ({len(flop)}): marker area = share of the step")
     if len(flop):
-        ax.legend(fontsize=8, loc="upper left", title="precision", title_fontsize=8, markerscale=0.5)
+        handles, _ = ax.get_legend_handles_labels()
+        banded = any(r.interval is not None for r in model.roofs if r.source == "measured")
+        ax.legend(handles=handles + ([band_handle()] if banded else []), fontsize=8, loc="upper left",
+                  title="precision", title_fontsize=8, markerscale=0.5)
     _draw_bandwidth_panel(bx, rest, model, placer)
     step_ms = 1e3 * meta["step_s"]
     fig.suptitle(f"{meta.get('program', 'program')}: step {step_ms:.4g} ms on {meta['device'].get('name', '?')}",
@@ -100,10 +103,15 @@ def _draw_bandwidth_panel(ax, rest: pd.DataFrame, model: Roofline, placer: Label
             placer.add(ax, w, r.gbps, f"{r.op.split('::')[-1][:28]} {100 * r.share:.2g}%", gap=7, color="0.3")
     for r in bws:
         ax.axhline(r.value, color=level_color(r.name), lw=1, zorder=2)
-        ax.annotate(f"{r.name} {r.value:.4g} GB/s", (1.0, r.value), xycoords=("axes fraction", "data"),
+        top = max(r.interval) if r.interval is not None else r.value  # the label sits above its band
+        ax.annotate(f"{r.name} {r.value:.4g} GB/s", (1.0, top), xycoords=("axes fraction", "data"),
                     ha="right", va="bottom", fontsize=7, color="0.3")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    x0, x1 = ax.get_xlim()  # the points' span: the bands run across it, as the lines do, and move no limit
+    for r in bws:
+        draw_band(ax, r, x0, x1, level_color(r.name), flat=True)
+    ax.set_xlim(x0, x1)
     if len(rest) or bws:
         ys = list(rest["gbps"]) + [r.value for r in bws]
         ax.set_ylim(min(ys) / 3, max(ys) * 3)
