@@ -1,7 +1,7 @@
-"""One screen about a finished run, from its files: each measured roof with its % of the
-datasheet (or computed) roof, each family's best point, what failed, the counters' DRAM
-ratios of a --counters run, and how long the run took against the dry run's prediction when
-run.json carries one.
+"""One screen about a finished run, from its files: each measured roof with its interval
+(ARCHITECTURE.md, rule 17) and its % of the datasheet (or computed) roof, each family's best
+point, what failed, the counters' DRAM ratios of a --counters run, and how long the run took
+against the dry run's prediction when run.json carries one.
 
     python -m roofs.reports.brief RUN_DIR
 """
@@ -15,6 +15,8 @@ import pandas as pd
 from bench.results import DERIVED, ResultsError, load_run, source_of, text_column
 from bench.util import fmt_num, number, plural
 from roofs.analysis.checks import split_notes, unbounded
+from roofs.analysis.roofline import band_text
+from roofs.reports.bands import as_interval
 from roofs.reports.report import counter_lines, point_rate, validation
 
 
@@ -54,7 +56,8 @@ def brief(run_dir) -> str:
     lines.append(f"\nroofs (reference: {origin}):")
     for r in table.to_dict("records"):
         pct = r.get("% of reference")
-        lines.append(f"  {r['ceiling']:<9} {fmt_num(r['measured']):>12} {r['unit']:<7}"
+        figure = band_text(r["measured"], as_interval(r.get("interval")), r["unit"])  # with its interval (rule 17)
+        lines.append(f"  {r['ceiling']:<9} {figure:>20}"
                      + (f" {pct:5.0f}% of {fmt_num(r['reference'])}" if pct == pct and pct is not None else "")
                      + (f" (implies {r['clock implied MHz']:,.0f} MHz)" if number(r.get("clock implied MHz")) else "")
                      + f"  by {r['measured by']}")

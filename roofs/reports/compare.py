@@ -1,6 +1,7 @@
 """Compare runs: several devices, or one device before and after a change. Reads only the
 runs' files (never rewrites them). One chart overlays every run's roofs and points; one
-table gives each roof's value per run and its ratio to the first run, under a legend that
+table gives each roof's value per run (with its interval where the run has one,
+ARCHITECTURE.md rule 17: "41.2, 39-42.1") and its ratio to the first run, under a legend that
 says which run is which, and warnings where the runs cannot be compared like for like:
 a different measuring method (METHOD_VERSION, ARCHITECTURE.md rule 13), quick or
 --max-ws options, roofbench commit, or CPUs with different SIMD units."""
@@ -11,19 +12,25 @@ from pathlib import Path
 import pandas as pd
 
 from bench.results import load_run
-from bench.util import fmt_bytes
+from bench.util import fmt_bytes, missing
+from roofs.analysis.roofline import band_text
 from roofs.charts.fleet import figure_compare
 from roofs.charts.fleet import run_label as label
+from roofs.reports.bands import as_interval
 from roofs.reports.report import _fmt, md_table
 
 
 def ratio_table(runs) -> pd.DataFrame:
-    """Return one row per (kind, roof name) measured in any run: its value in each run and
-    the ratio of each later run to the first (empty where a run lacks the roof)."""
-    keys, values = [], []
+    """Return one row per (kind, roof name) measured in any run: its value in each run, its
+    interval there ("run N interval": (low, high), or None for a roof without one, rule 17; the
+    printed tables fold it into the value, shown_table) and the ratio of each later run to the
+    first (empty where a run lacks the roof)."""
+    keys, values, intervals = [], [], []
     for run in runs:
-        vals = {(r["kind"], r["name"]): r["value"] for r in run.roofs if r.get("source", "measured") == "measured"}
+        measured = [r for r in run.roofs if r.get("source", "measured") == "measured"]
+        vals = {(r["kind"], r["name"]): r["value"] for r in measured}
         values.append(vals)
+        intervals.append({(r["kind"], r["name"]): as_interval(r.get("interval")) for r in measured})
         keys += [k for k in vals if k not in keys]
     rows = []
     for kind, name in keys:
@@ -32,10 +39,23 @@ def ratio_table(runs) -> pd.DataFrame:
         for i, vals in enumerate(values):
             v = vals.get((kind, name))
             row[f"run {i + 1}"] = v
+            row[f"run {i + 1} interval"] = intervals[i].get((kind, name))
             if i:
                 row[f"run {i + 1} / run 1"] = v / base if (v and base) else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Return the ratio table as it is printed: each run's value with its interval (band_text:
+    "41.2, 39-42.1"; the figure alone for a roof without one), the interval columns folded in."""
+    out = table.copy()
+    for col in [c for c in table.columns if c.endswith(" interval")]:
+        value = col[:-len(" interval")]
+        out[value] = [None if missing(v) else band_text(v, as_interval(i))
+                      for v, i in zip(table[value], table[col])]
+        out = out.drop(columns=col)
+    return out
 
 
 def comparison_warnings(runs) -> list[str]:
@@ -79,7 +99,8 @@ def comparison_warnings(runs) -> list[str]:
 def text_table(table: pd.DataFrame) -> str:
     """Return the ratio table for a terminal: significant digits with thousands separators,
     blank where a run lacks a roof."""
-    return table.apply(lambda col: col.map(_fmt)).to_string(index=False) if not table.empty else "(no measured roofs)"
+    return shown_table(table).apply(lambda col: col.map(_fmt)).to_string(index=False) if not table.empty \
+        else "(no measured roofs)"
 
 
 def plot_compare(runs, path: Path) -> Path:
@@ -98,5 +119,5 @@ def compare(run_dirs, out_dir: Path) -> tuple[str, Path]:
     legend = [f"run {i + 1}: {label(r)} ({r.dir})" for i, r in enumerate(runs)]
     warned = [f"warning: {w}" for w in comparison_warnings(runs)]
     (out_dir / "compare.md").write_text("# roofbench compare\n\n" + "".join(f"- {line}\n" for line in legend + warned)
-                                        + f"\n{md_table(table)}\n![compare](compare.png)\n")
+                                        + f"\n{md_table(shown_table(table))}\n![compare](compare.png)\n")
     return "\n".join(legend + warned + ["", text_table(table)]), out_dir

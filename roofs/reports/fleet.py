@@ -8,8 +8,12 @@ scheduler's job array, runs on different days), combined into one table and one 
     write_fleet(table, out)                  fleet.csv, fleet.json, fleet.md and the charts
 
 fleet.csv has one row per device and run: host, id, PCI bus id, model, every measured roof
-(its burst figure under the roof's name, its sustained figure under "<name>.sustained"),
-clocks, power limit, board state, driver, method version and commit.
+(its burst figure under the roof's name, its interval's ends beside it under "<name>.low" and
+"<name>.high", empty for a roof derived without one (ARCHITECTURE.md, rule 17), its sustained
+figure under "<name>.sustained"), clocks, power limit, board state, driver, method version and
+commit. fleet.md prints a roof of one run with its interval (band_text: "41.2, 39-42.1"), and
+each group's table the median of its devices' interval ends beside the fleet's p5 and p95 (a
+measurement's own width beside the devices' spread).
 
 The statistics are kept apart per model (the device's name; and per method version when
 mixed versions are allowed): per roof the median, the 5th and 95th percentiles, and the
@@ -37,8 +41,10 @@ import pandas as pd
 
 from bench.identity import device_identity
 from bench.results import ResultsError, load_meta, load_small
-from bench.util import missing, number
+from bench.util import fmt_num, missing, number
+from roofs.analysis.roofline import band_text
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
+from roofs.reports.bands import as_interval
 from roofs.reports.report import md_table
 
 OUTLIER_MADS = 3.0
@@ -117,6 +123,8 @@ def run_row(run_dir: Path, meta: dict, roofs: list[dict], units: dict) -> dict:
         name, extra = r["name"], r.get("extra") or {}
         units.setdefault(name, r.get("unit", ""))
         row[name] = extra["burst"] if extra.get("burst") is not None else (None if "burst" in extra else r.get("value"))
+        interval = as_interval(r.get("interval")) if row[name] is not None else None  # about the burst (rule 17)
+        row[f"{name}.low"], row[f"{name}.high"] = interval or (None, None)
         sus = extra.get("sustained") or {}
         row[f"{name}.sustained"] = sus.get("value")
         row[f"{name}.clock_mhz"] = sus.get("clock_mhz")
@@ -158,6 +166,17 @@ def gather(dirs, allow_mixed: bool = False) -> Fleet:
     cols = HEAD_COLUMNS + STATE_COLUMNS
     value_cols = [c for c in df.columns if c not in cols]
     return Fleet(df[cols + value_cols], units, left, mixed=len(versions) > 1)
+
+
+def _interval(row, col: str) -> list | None:
+    """Return a fleet.csv row's interval of roof column col ("<col>.low", "<col>.high"), or None."""
+    lo, hi = number(row.get(f"{col}.low")), number(row.get(f"{col}.high"))
+    return [lo, hi] if lo is not None and hi is not None else None
+
+
+def _with_interval(value: float, interval) -> str:
+    """Return a roof's figure in fleet.md: with its interval (band_text) where it has one, else to 0.1."""
+    return band_text(value, interval) if interval else f"{value:,.1f}"
 
 
 def group_key(row, mixed: bool) -> str:
@@ -259,6 +278,9 @@ def analyse(fleet: Fleet) -> dict:
             if st is None:
                 continue
             per[col] = dict(st, unit=fleet.roofs[col.split(".sustained")[0]])
+            ends = [stats(devices[f"{col}.{end}"]) if f"{col}.{end}" in devices else None for end in ("low", "high")]
+            if all(ends):  # the median of the devices' interval ends (rule 17): one measurement's width
+                per[col]["interval_median"] = [ends[0]["median"], ends[1]["median"]]
             if n < MIN_DEVICES:
                 continue
             values = pd.to_numeric(devices[col], errors="coerce")
@@ -266,7 +288,7 @@ def analyse(fleet: Fleet) -> dict:
             for _, row in devices[slow.fillna(False)].iterrows():  # is_outlier, for the whole column at once
                 v = float(row[col])
                 outliers.append({"group": g, "roof": col, "host": row["host"], "id": row["id"],
-                                 "run": row["run"], "value": v, "median": st["median"],
+                                 "run": row["run"], "value": v, "interval": _interval(row, col), "median": st["median"],
                                  "below_pct": 100 * (1 - v / st["median"]) if st["median"] else None,
                                  "causes": causes(row, rows, col.split(".sustained")[0])})
         groups[g] = {"devices": n, "runs": int(len(rows)), "roofs": per}
@@ -304,6 +326,8 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
         lines.append(f"## {g}: {info['devices']} devices, {info['runs']} runs\n\n")
         table = pd.DataFrame([{"roof": c, "unit": s["unit"], "devices": s["n"], "median": s["median"],
                                "p5": s["p5"], "p95": s["p95"], "MAD": s["mad"],
+                               "devices' interval (median low-high)": "-".join(map(fmt_num, s["interval_median"]))
+                               if s.get("interval_median") else "",
                                "outliers": sum(1 for o in by_group.get(g, []) if o["roof"] == c)}
                               for c, s in info["roofs"].items()])
         lines.append(md_table(table))
@@ -317,8 +341,8 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
         for o in slow:
             per_dev.setdefault((o["host"], o["id"], o["run"]), []).append(o)
         for (host, dev, run), items in per_dev.items():
-            roofs = ", ".join(f"{o['roof']} {o['value']:,.1f} ({o['below_pct']:.1f}% below {o['median']:,.1f})"
-                              for o in items)
+            roofs = "; ".join(f"{o['roof']} {_with_interval(o['value'], o.get('interval'))} "
+                              f"({o['below_pct']:.1f}% below {o['median']:,.1f})" for o in items)
             why = list(dict.fromkeys(c for o in items for c in o["causes"]))  # in causes() order, once each
             lines.append(f"- **{dev}** on {host}: {roofs}. Probable cause: "
                          + ("; ".join(why) if why else "nothing recorded differs from the fleet (check cooling, "
@@ -330,7 +354,9 @@ def fleet_markdown(fleet: Fleet, result: dict, charts: dict) -> str:
         lines.append("- none\n")
     cols = [c for c in fleet.roofs if c in df.columns]
     for dev in result["measured_twice"]:
-        sub = df[df["id"] == dev][["run", "start_utc", *cols]]
+        sub = df[df["id"] == dev]
+        sub = sub[["run", "start_utc"]].assign(**{c: [None if missing(v) else band_text(v, _interval(r, c))
+                                                      for v, (_, r) in zip(sub[c], sub.iterrows())] for c in cols})
         spread = result.get("spread", {}).get(dev, {})
         said = "; ".join(f"{c} {s['min']:,.1f}-{s['max']:,.1f} ({s['spread_pct']:.1f}%)" for c, s in spread.items()
                          if c in cols and s["spread_pct"] is not None)

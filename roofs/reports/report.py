@@ -2,14 +2,16 @@
 run folder, so the page stays small), built from a run folder's files alone (measurements.csv,
 run.json, roofs.json and the pictures).
 
-Sections: the device and software; the validation table (each measured roof beside the
-datasheet or computed roof, that roof corrected to the clock observed during the run, and
-measured as a percentage of each); the top findings; every picture that has something to
-show; the best points per op, impl and dtype; each Triton kernel's binding level; every point
-above its roof, grouped by op; with --counters, the replayed points' counted and measured
-DRAM bytes and the points whose two differ by more than 10%; why some levels have no roof. An
-interconnect run's report speaks of its links only; a model run's names the roofs it was given.
-summary() is the same run as terminal text.
+Sections: the device and software; the validation table (each measured roof, with its
+interval where it has one (ARCHITECTURE.md, rule 17), beside the datasheet or computed roof,
+that roof corrected to the clock observed during the run, and measured as a percentage of
+each); the confirmation of each roof by a second measurement (roofs/reports/bands.py); the top
+findings (each disputed roof among them); every picture that has something to show; the best
+points per op, impl and dtype (each % of attainable with its range where the run has one); each
+Triton kernel's binding level; every point above its roof, grouped by op; with --counters, the
+replayed points' counted and measured DRAM bytes and the points whose two differ by more than
+10%; why some levels have no roof. An interconnect run's report speaks of its links only; a
+model run's names the roofs it was given. summary() is the same run as terminal text.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.derive import DRAM_FACTOR, device_levels
 from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
-from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
+from roofs.reports.bands import confirmation_findings, confirmation_section, shown_validation, with_ranges
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -66,7 +69,8 @@ def validation(run) -> tuple[pd.DataFrame, str]:
     reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
     per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value:
     the sweeps' burst figure (or, for a roof the sustained phase settled, its sustained one); the sustained columns
-    give the window's figure beside it (sustained_columns)."""
+    give the window's figure beside it (sustained_columns); "interval" its (low, high) or None
+    (rule 17; shown_validation writes it beside "measured")."""
     refs, origin = specs.reference_roofs(run.device)
     by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
     rows = []
@@ -79,7 +83,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
         clock = observed_clock(run.measurements, m.point_id)
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
         rows.append({
-            "ceiling": m.name, "unit": m.unit, "measured": m.value,
+            "ceiling": m.name, "unit": m.unit, "measured": m.value, "interval": m.interval,
             "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
@@ -187,9 +191,11 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         pct = ref["% of reference"].iloc[0] if not ref.empty else None
         spread = (f" (its plateau spans {bw.plateau_values[0]:,.1f} to {bw.plateau_values[1]:,.1f} GB/s)"
                   if bw.plateau_values and bw.plateau_values[1] > 1.05 * bw.plateau_values[0] else "")
-        out.append(f"{bw.name.upper()} bandwidth: {bw.value:,.1f} GB/s by {bw.impl} {bw.dtype}"
+        figure = band_text(bw.value, bw.interval, "GB/s") if bw.interval else f"{bw.value:,.1f} GB/s"
+        out.append(f"{bw.name.upper()} bandwidth: {figure} by {bw.impl} {bw.dtype}"
                    + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
     out += [line for line in map(above_reference, table.to_dict("records")) if line]
+    out += confirmation_findings(model)  # a roof no second measurement reaches (rule 17)
     out += precision_ratios(model, run.device)
     for p in ("fp32", "bf16"):
         r, ridge = model.compute(p), model.ridge(p)
@@ -264,12 +270,13 @@ def point_rate(df: pd.DataFrame) -> pd.Series:
 
 def best_rows(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
     """Return the best successful point per op, impl, dtype and mode (by GFLOP/s, or GB/s for
-    points without FLOPs), with the given columns."""
+    points without FLOPs), with the given columns, its % of attainable written with its range
+    where the run has one (bands.with_ranges, rule 17)."""
     ok = df[df["status"] == "ok"].copy()
     if ok.empty:
         return ok
     ok["rate"] = point_rate(ok)
-    best = ok.loc[ok.groupby(["op", "impl", "dtype", "mode"])["rate"].idxmax()]
+    best = with_ranges(ok.loc[ok.groupby(["op", "impl", "dtype", "mode"])["rate"].idxmax()])
     return best[[c for c in columns if c in best]].reset_index(drop=True)
 
 
@@ -280,7 +287,8 @@ def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
     whose time jumped (they set no roof; they need not be above anything)."""
     flags = text_column(df, "flag")
     flagged, up = df[flags != ""], is_above(flags)
-    above, runner = df[up], df[(flags != "") & ~up]
+    # each bound with its range (rule 17)
+    above, runner = with_ranges(df[up]), with_ranges(df[(flags != "") & ~up])
     title = "Flagged points"
     if flagged.empty:
         return [(title, ["none: every measured point is under its attainable bound within its own spread, "
@@ -385,7 +393,7 @@ def sections(run) -> list[tuple[str, object]]:
     out += [("Validation", [f"Reference roofs: {origin}. Percentages are measured / reference; the clock-corrected "
                             "reference scales the compute peak by the clock observed while the roof's point ran, "
                             "divided by the clock the peak assumes.", _telemetry_note(run)]),
-            ("", table),
+            ("", shown_validation(table)), *confirmation_section(Roofline(run.roofs)),
             ("Findings", findings(run, table, energy)), *_pictures(run)]
     if not energy:
         out.append(("Energy", [f"No energy model: {energy_why}."]))

@@ -1,5 +1,7 @@
 """The end-of-run summary a run prints (run_bench.py, bench/run/session.py): row counts, the
-roofs beside their references with their ridge points and why a level has none, each
+roofs with their intervals (ARCHITECTURE.md, rule 17) beside their references with their ridge
+points and why a level has none, one line counting the roofs confirmed, disputed and
+unconfirmed (naming the disputed), each
 kernel's best point, the decode GEMV lines, the flagged points counted, the warnings and
 the errors. It reads a loaded run only (bench.results.Run), as report.py does."""
 from __future__ import annotations
@@ -9,8 +11,9 @@ import pandas as pd
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
 from roofs.analysis.specs import implied_clock_mhz
+from roofs.reports.bands import confirmation_counts, with_ranges
 from roofs.reports.report import best_rows, counter_lines
 
 
@@ -44,8 +47,9 @@ def reference_text(roof: Roof, ref: Roof | None) -> str:
 
 
 def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
-    """Return (one summary row per measured roof, with its datasheet or computed reference
-    beside it and its ridge point; the reference roofs no measured roof matches)."""
+    """Return (one summary row per measured roof, its value with its interval where it has one
+    (band_text: "372 GFLOP/s, 355-390"), with its datasheet or computed reference beside it and
+    its ridge point; the reference roofs no measured roof matches)."""
     refs = [r for r in model.roofs if r.source != "measured" and r.source in ("datasheet", "computed")]
     used, rows = set(), []
     for r in model.roofs:
@@ -59,7 +63,7 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
         where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} "
                  f"({plural(r.plateau_points, 'size')})"
                  if r.plateau_bytes else r.shape)
-        rows.append({"roof": r.name, "value": f"{fmt_num(r.value)} {r.unit}",
+        rows.append({"roof": r.name, "value": band_text(r.value, r.interval, r.unit),
                      "reference": reference_text(r, ref),
                      "from": f"{r.impl} {r.dtype}" + (f" (via {r.extra['via']})" if (r.extra or {}).get("via") else ""),
                      "plateau or shape": where, "ridge FLOP/B": ridge_text(model, r)})
@@ -81,10 +85,13 @@ def summary(run) -> str:
     passes = [r for r in model.roofs if is_pass_ceiling(r)]
     if passes:
         lines.append("elementwise-pass ceilings (torch's FMA chains, each step a pass through the caches; no unit's "
-                     "roof): " + ", ".join(f"{r.name} {fmt_num(r.value)} {r.unit}" for r in passes))
+                     "roof): " + "; ".join(f"{r.name} {band_text(r.value, r.interval, r.unit)}" for r in passes))
     if refs:
         lines.append("references with no measured roof: " + ", ".join(
             f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
+    confirmed = confirmation_counts(model)
+    if confirmed:
+        lines.append(confirmed)
     missing, about = split_notes(run)
     lines += [f"no roof: {n}" for n in missing] + [f"note: {n}" for n in about]
     ok = df[df["status"] == "ok"]
@@ -139,7 +146,7 @@ def gemv_summary(df: pd.DataFrame, model: Roofline) -> list[str]:
     b1 = g[(g["batch"] == 1) & (g["status"] == "ok")]
     lines = []
     if not b1.empty:
-        best = b1.loc[b1.groupby(["dtype", "layer_nk"])["gbps"].idxmax()]
+        best = with_ranges(b1.loc[b1.groupby(["dtype", "layer_nk"])["gbps"].idxmax()])  # % with its range
         t = best[["dtype", "layer_nk", "impl", "gbps", "pct_of_bw_roof", "pct_of_attainable"]].rename(
             columns={"layer_nk": "layer NxK", "gbps": "GB/s", "pct_of_bw_roof": f"% of {bw.name}",
                      "pct_of_attainable": "% of attainable"})
