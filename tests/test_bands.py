@@ -378,3 +378,25 @@ def test_fleet_csv_holds_each_roofs_interval_and_fleet_md_prints_it(run_a, tmp_p
     assert f"dram {band_text(v, (LOW * v, HIGH * v))} (20.0% below " in text  # the outlier, with its interval
     twice = text.split("## Devices measured more than once")[1].split("## Left out")[0]
     assert f"| {band_text(dram, (LOW * dram, HIGH * dram))} |" in twice
+
+
+def test_a_profiles_chart_bands_the_roofs_it_was_given(tmp_path):
+    """A profile's roofline (left) and its bandwidth panel (right) band each roof with an interval
+    (profile.json keeps the roofs as given), and only those."""
+    from bench import api
+    from bench.examples import profile_transformer as tf
+    from roofs.charts.profile import draw_profile
+    roofs = [Roof("bandwidth", "dram", 50.0, "GB/s", interval=(45.0, 52.0)), Roof("bandwidth", "l1", 300.0, "GB/s"),
+             Roof("compute", "fp32", 200.0, "GFLOP/s", interval=(180.0, 210.0))]
+    _, prefill, _ = tf.build(64, 1, 16, 256)
+    p = api.profile(prefill, roofs=roofs, steps=1, out=tmp_path / "p", device="cpu")
+    fig = draw_profile(p.folder)
+    try:
+        left, right = fig.axes[:2]
+        assert set(_bands(left)) == {"band:dram", "band:fp32"}
+        assert set(np.round(_vertices(_bands(left)["band:fp32"])[:, 1], 9)) == {180.0, 210.0}
+        assert set(_bands(right)) == {"band:dram"}
+        assert set(np.round(_vertices(_bands(right)["band:dram"])[:, 1], 9)) == {45.0, 52.0}
+        assert BAND_LABEL in [t.get_text() for t in left.get_legend().get_texts()]
+    finally:
+        plt.close(fig)
