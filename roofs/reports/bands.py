@@ -76,11 +76,17 @@ def _causes(conf: dict) -> list[str]:
             and c["cause"] not in finding]
 
 
-def _finding(conf: dict, default: str) -> str:
-    """Return a confirmation's finding sentence with the causes it leaves out, ending in a full stop."""
-    text = (conf.get("finding") or default).rstrip(".")
+def _finding(roof: Roof, default: str) -> tuple[str, str]:
+    """Return (who, what) of a roof's confirmation finding: its label ("l2 (stream.reread/torch)",
+    the roof's name where the finding does not open with one) and the sentence after it with the
+    causes it leaves out, ending in a full stop."""
+    conf = roof.confirmation or {}
+    text, who = (conf.get("finding") or default).rstrip("."), roof.name
+    label = f"{roof.name} ({roof.impl}): "
+    if text.startswith(label):
+        who, text = label[:-2], text[len(label):]
     causes = _causes(conf)
-    return text + (f" ({'; '.join(causes)})" if causes else "") + "."
+    return who, text + (f" ({'; '.join(causes)})" if causes else "") + "."
 
 
 def confirmation_line(roof: Roof) -> str:
@@ -93,9 +99,9 @@ def confirmation_line(roof: Roof) -> str:
         by = conf.get("by") or next((c for c in conf.get("checks") or [] if c.get("agrees")), None)
         return f"{roof.name}: confirmed by {check_text(by, roof)}" if by else f"{roof.name}: confirmed"
     if status == "disputed":
-        return f"{roof.name}: disputed: " + _finding(conf, "no independent measurement reaches its band")
+        return f"{roof.name}: disputed: " + _finding(roof, "no independent measurement reaches its band")[1]
     if status == "unconfirmed":
-        return f"{roof.name}: unconfirmed: " + _finding(conf, "it rests on one kernel and impl alone")
+        return f"{roof.name}: unconfirmed: " + _finding(roof, "it rests on one kernel and impl alone")[1]
     return f"{roof.name}: {status or 'not judged'}"
 
 
@@ -120,9 +126,9 @@ def confirmation_section(model: Roofline) -> list[tuple[str, object]]:
 
 
 def confirmation_findings(model: Roofline) -> list[str]:
-    """Return one finding per disputed roof: its name, its finding sentence and the causes of its
-    failing checks (rule 17)."""
-    return [f"{r.name} is disputed: " + _finding(r.confirmation, "no independent measurement reaches its band")
+    """Return one finding per disputed roof: its name and impl, its finding sentence and the causes
+    of its failing checks ("l2 (stream.reread/torch) is disputed: ...", rule 17)."""
+    return ["{} is disputed: {}".format(*_finding(r, "no independent measurement reaches its band"))
             for r in judged(model) if r.confirmation.get("status") == "disputed"]
 
 
