@@ -22,12 +22,14 @@ RANGES = {"pct_of_attainable": ("pct_of_attainable_low", "pct_of_attainable_high
 
 def ranged(df: pd.DataFrame, column: str) -> pd.Series:
     """Return df's column as people read it with its range (band_text: "62.5, 58.1-64"), where
-    df has the range columns RANGES names for it; the column unchanged where it has not (a run
-    derived before rule 17), and each row without a figure blank."""
+    df has the range columns RANGES names for it; the column unchanged where it has not, or they
+    are empty (a run derived before rule 17), and each row without a figure blank."""
     lo, hi = RANGES[column]
     if column not in df or lo not in df or hi not in df:
         return df[column] if column in df else pd.Series(None, index=df.index, dtype=object)
     low, high = pd.to_numeric(df[lo], errors="coerce"), pd.to_numeric(df[hi], errors="coerce")
+    if low.isna().all() and high.isna().all():  # the columns there but empty: a run annotated before rule 17
+        return df[column]
     return pd.Series([None if missing(v) else band_text(v, (a, b))
                       for v, a, b in zip(pd.to_numeric(df[column], errors="coerce"), low, high)],
                      index=df.index, dtype=object)
