@@ -227,3 +227,14 @@ def test_the_apis_result_carries_its_bounds_band():
     plain = Result("k", "", 5e10, 5e10, "cpu", "warm", "torch", precision="fp32", samples_s=(1.0,) * 5,
                    roofs=tuple(Roof(r.kind, r.name, r.value, r.unit) for r in roofs))
     assert plain.attainable_band is None and plain.pct_of_attainable_band is None
+
+
+def test_a_steady_sustained_window_above_the_burst_raises_the_top():
+    gemm = lambda ws, g, mode="warm", spread=0.02: measured_row("gemm.square", "torch", "fp32", ws * MiB, g,  # noqa: E731
+                                                                mode=mode, kind="gemm", samples=N, spread=spread)
+    fp32 = derived([gemm(8, 200.0), gemm(16, 196.0), gemm(16, 215.0, "sustained")])["fp32"]
+    assert fp32.value == 200.0 and fp32.interval == pytest.approx((196.0, 215.0))
+    assert any(b["end"] == "high" and b["sets"] and "sustained" in b["what"] for b in fp32.extra["interval_basis"])
+    # an unsteady window above the burst raises nothing (rule 14 marks it steady: false)
+    fp32 = derived([gemm(8, 200.0), gemm(16, 196.0), gemm(16, 215.0, "sustained", spread=0.3)])["fp32"]
+    assert fp32.interval == pytest.approx((196.0, expected_interval(200.0, 0.02)[1]))

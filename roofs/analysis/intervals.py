@@ -7,9 +7,10 @@ rule 17).
 
 A row's interval is the distribution-free 95% confidence interval of its median (median_ranks:
 order statistics, no assumption on the noise's shape), read as a rate: a rate is value x
-median time / sample time, so the fastest samples give the top. A roof's top is its row's; its
-bottom reaches down to the next-best measurement of the same kernel, impl and dtype and to its
-steady sustained window (rule 17: on a shared host noise only ever slows a read).
+median time / sample time, so the fastest samples give the top. A roof's top is its row's (or its
+steady sustained window's, where that ran faster); its bottom reaches down to the next-best
+measurement of the same kernel, impl and dtype and to its sustained window (rule 17: on a shared
+host noise only ever slows a read).
 
 The confirmation checks, each the best row of its kind among the roof's candidates
 (roofs.analysis.sustained.candidate_rows, the rows that could have set it):
@@ -146,8 +147,12 @@ def _interval(roof: Roof, own, cands: pd.DataFrame, samples: dict) -> tuple[tupl
         basis.append({"end": "low", "what": "its sustained window's median" + ("" if sus.get("steady") else
                       " (unsteady: the host's noise over a longer window)"),
                       "point_id": sus.get("point_id", ""), "value": float(sus["value"])})
+    elif number(sus.get("value")) is not None and sus.get("steady") and sus["value"] > ci[1]:
+        basis.append({"end": "high", "what": "its steady sustained window's median, above the burst (it read low)",
+                      "point_id": sus.get("point_id", ""), "value": float(sus["value"])})
     low = min(b["value"] for b in basis if b["end"] == "low")
-    low, high = min(low, roof.value), max(ci[1], roof.value)
+    high = max(b["value"] for b in basis if b["end"] == "high")
+    low, high = min(low, roof.value), max(high, roof.value)
     for b in basis:
         b["sets"] = b["value"] == (high if b["end"] == "high" else low)
     return (low, high), basis

@@ -89,11 +89,11 @@ def summary(run) -> str:
     if refs:
         lines.append("references with no measured roof: " + ", ".join(
             f"{r.name} {fmt_num(r.value)} {r.unit} ({r.source})" for r in refs))
-    confirmed = confirmation_counts(model)
-    if confirmed:
-        lines.append(confirmed)
     missing, about = split_notes(run)
     lines += [f"no roof: {n}" for n in missing] + [f"note: {n}" for n in about]
+    confirmed = confirmation_counts(model)  # after the table and its notes: it counts the table's roofs
+    if confirmed:
+        lines.append(confirmed)
     ok = df[df["status"] == "ok"]
     stream, counted = ok[ok["family"] == "stream"], ok[(ok["family"] != "stream") & (ok["flops"] > 0)]
     # rows that move bytes and count no FLOPs; a launch probe moves none (its figure is a time, a roof of its own)
