@@ -380,7 +380,8 @@ def test_the_synthetic_runs_roofs_have_intervals(measured):
     assert {"dram", "l3", "l2", "l1", "fp32", "bf16"} <= set(roofs)
     for name in ("dram", "l3", "l2", "l1", "fp32", "bf16"):
         lo, hi = roofs[name]["interval"]
-        assert lo <= roofs[name]["value"] <= hi and (hi - lo) / roofs[name]["value"] < 0.05, (name, lo, hi)
+        # narrow enough that a 15% shift (the 0.85x copy below) moves a band clear of its own: under 7.5% wide
+        assert lo <= roofs[name]["value"] <= hi and (hi - lo) / roofs[name]["value"] < 0.075, (name, lo, hi)
 
 
 @pytest.mark.parametrize("which, allowed, code", [("0.85", {"SLOWER"}, 1), ("0.97", {"SAME", "UNCLEAR"}, 0),

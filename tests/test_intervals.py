@@ -88,7 +88,7 @@ def test_a_rate_interval_reads_the_fast_samples_as_its_top():
     assert rate_interval(100.0, None, t) is None
 
 
-def test_a_dram_roof_reaches_down_to_its_next_best_row_and_its_own_median_interval_up():
+def test_a_dram_roof_reaches_down_to_its_lowest_row_and_its_own_median_interval_up():
     roofs = derived(dram_rows())
     dram = roofs["dram"]
     assert dram.value == 45.0 and dram.op == "stream.read"     # the level's best: the read at 256 MiB
@@ -97,7 +97,7 @@ def test_a_dram_roof_reaches_down_to_its_next_best_row_and_its_own_median_interv
     assert dram.interval == pytest.approx((44.0, ci[1]))
     sets = {b["end"]: b for b in dram.extra["interval_basis"] if b["sets"]}
     assert sets["low"]["point_id"].startswith("stream.read/torch") and "512" not in dram.point_id
-    assert "next-best row of the same kernel" in sets["low"]["what"]
+    assert "lowest row of the same kernel" in sets["low"]["what"]
     # the copy roof's band: copy at 40 with 39 beside it; the write roof's: 31 with 30
     assert roofs["dram.copy"].interval == pytest.approx((39.0, expected_interval(40.0, 0.02)[1]))
     assert roofs["dram.write"].interval[0] == pytest.approx(30.0)
@@ -238,3 +238,14 @@ def test_a_steady_sustained_window_above_the_burst_raises_the_top():
     # an unsteady window above the burst raises nothing (rule 14 marks it steady: false)
     fp32 = derived([gemm(8, 200.0), gemm(16, 196.0), gemm(16, 215.0, "sustained", spread=0.3)])["fp32"]
     assert fp32.interval == pytest.approx((196.0, expected_interval(200.0, 0.02)[1]))
+
+
+def test_a_revisit_pass_that_read_low_widens_a_bandwidth_band_to_it():
+    # the copy at 512 MiB read 40, then 30 when revisited: the host's noise, which the band holds
+    rows = dram_rows()
+    again = dict(stream("stream.copy", 512, 30.0, 0.5), point_id=rows[1]["point_id"] + "#pass2")
+    again["pass"] = 2
+    copy = derived(rows + [again])["dram.copy"]
+    assert copy.value == 40.0 and copy.interval[0] == pytest.approx(30.0)
+    assert next(b for b in copy.extra["interval_basis"] if b["sets"] and b["end"] == "low")["point_id"].endswith(
+        "#pass2")

@@ -8,9 +8,9 @@ rule 17).
 A row's interval is the distribution-free 95% confidence interval of its median (median_ranks:
 order statistics, no assumption on the noise's shape), read as a rate: a rate is value x
 median time / sample time, so the fastest samples give the top. A roof's top is its row's (or its
-steady sustained window's, where that ran faster); its bottom reaches down to the next-best
-measurement of the same kernel, impl and dtype and to its sustained window (rule 17: on a shared
-host noise only ever slows a read).
+steady sustained window's, where that ran faster); its bottom reaches down to the lowest
+measurement of the same kernel, impl and dtype on its plateau (a precision: the next-best shape) and
+to its sustained window (rule 17: on a shared host noise only ever slows a read).
 
 The confirmation checks, each the best row of its kind among the roof's candidates
 (roofs.analysis.sustained.candidate_rows, the rows that could have set it):
@@ -137,11 +137,15 @@ def _interval(roof: Roof, own, cands: pd.DataFrame, samples: dict) -> tuple[tupl
     if roof.kind in ("bandwidth", "compute") and not cands.empty:
         rate = _rate(roof.kind)
         mates = cands[_same_path(cands, own) & (cands["point_id"] != own["point_id"]) & cands[rate].notna()]
-        if not mates.empty:
+        if not mates.empty and roof.kind == "bandwidth":  # each the same ceiling measured again
+            low_row = mates.loc[mates[rate].idxmin()]
+            basis.append({"end": "low", "point_id": str(low_row["point_id"]), "value": float(low_row[rate]),
+                          "what": "the lowest row of the same kernel, impl and dtype on its plateau (another "
+                                  "working-set size or revisit pass: the host's noise)"})
+        elif not mates.empty:  # another shape runs the units differently: what the roof reads without its best
             nxt = mates.loc[mates[rate].idxmax()]
-            where = "working-set size or pass" if roof.kind == "bandwidth" else "shape"
             basis.append({"end": "low", "point_id": str(nxt["point_id"]), "value": float(nxt[rate]),
-                          "what": f"the next-best row of the same kernel, impl and dtype (another {where})"})
+                          "what": "the next-best row of the same kernel, impl and dtype (another shape)"})
     sus = (roof.extra or {}).get("sustained") or {}
     if number(sus.get("value")) is not None and sus["value"] < roof.value:  # steady or not: rule 14's figure
         basis.append({"end": "low", "what": "its sustained window's median" + ("" if sus.get("steady") else
