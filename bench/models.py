@@ -36,8 +36,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.measure.registry import REGISTRY, load_all
-from bench.measure.runner import STRETCH_CALLS, Plan, Task
-from bench.measure.timing import timer_config
+from bench.measure.runner import Plan, Task
+from bench.measure.timing import STRETCH_CALLS, timer_config
 from bench.results import utc_stamp
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
 from bench.util import did_you_mean, fmt_bytes, fmt_num, plural
@@ -354,7 +354,7 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
     folder out/model-<name>-<device>-<time>/, place it under roofs, write model.json and
     model.md (warnings, such as roofs of another machine, first), finish the folder; return
     (status, run folder, the model's text). Each op's point has budget_s, stretched up to
-    op_cap_s where its predicted calls need more (rule 7, bench.measure.runner.STRETCH_CALLS);
+    op_cap_s where its predicted calls need more (rule 7, bench.measure.timing.STRETCH_CALLS);
     an op still cut is named in the summary with the --op-cap that would measure it. Return
     (status, run folder, the model's text). An error after the measuring marks the folder
     failed and propagates."""

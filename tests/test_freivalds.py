@@ -84,3 +84,26 @@ def test_a_large_decode_batch_is_checked_by_projection_and_still_fails_a_wrong_r
     assert relative_norm_error(wrong, ref, big) > op.tolerance({"dtype": "bf16"})
     small = op.make_inputs({"layer": "square1024", "dtype": "bf16", "batch": gemv.PROJECT_FROM_BATCH}, "cpu")
     assert isinstance(op.reference(small), torch.Tensor)   # up to 16 rows: the full float64 rows
+
+
+def test_the_projection_widens_its_operands_a_block_at_a_time_and_equals_the_whole_product(monkeypatch):
+    from bench.measure import registry
+    monkeypatch.setattr(registry, "F64_BLOCK_BYTES", 8 * 64 * 40)   # 40 rows of a 64-wide operand a block
+    gen = torch.Generator().manual_seed(3)
+    w = torch.randn(130, 64, generator=gen).to(torch.bfloat16)
+    x = torch.randn(5, 64, generator=gen, dtype=torch.float64)
+    # a @ w^T and w^T @ y against the operands widened whole: the same float64 products
+    assert torch.allclose(registry.f64_rows_product(x, w), x @ w.double().T, rtol=1e-13, atol=0)
+    y = torch.randn(130, 3, generator=gen, dtype=torch.float64)
+    assert torch.allclose(registry.f64_weighted_rows(w, y), w.double().T @ y, rtol=1e-13, atol=1e-13)
+    # 130 rows in blocks of 40: four blocks, every one in the same float64 buffer (no fresh copy per block)
+    blocks = list(registry._row_blocks(w))
+    assert [b.stop - b.start for b, _ in blocks] == [40, 40, 40, 10]
+    assert len({wide.data_ptr() for _, wide in blocks}) == 1
+    # the GEMM's projection A (B X) equals the operands' float64 product times the same directions
+    b = torch.randn(64, 600, generator=gen).to(torch.bfloat16)
+    big = torch.randn(700, 64, generator=gen).to(torch.bfloat16)
+    monkeypatch.setattr(g, "FREIVALDS_FLOPS", 1)   # these shapes are below Freivalds' size: project anyway
+    ref = g.reference({"a": big, "b": b})
+    assert isinstance(ref, g.Projection)
+    assert torch.allclose(ref.ax, big.double() @ (b.double() @ ref.x), rtol=1e-12, atol=1e-12)

@@ -305,15 +305,15 @@ def row_seconds(plan, device: DeviceInfo, timer, quick: bool, budget=None) -> tu
                 history = sweeps.setdefault(skip.sweep_key(impl, point, mode), [])
                 call = call_seconds(op, point, mode, device, rates)
                 # the runner's own skips before any input (skip.py's order: static, the sweep's end, time)
-                cut = skip.sweep_reason(op, history, device) or skip.time_reason(
-                    call, max(timer.budget_s, op.budget_floor(quick)))
+                # the point's budget as the runner stretches it (rule 7: the model command's --op-cap)
+                floor = timer.stretched(max(timer.budget_s, op.budget_floor(quick)), call)
+                cut = skip.sweep_reason(op, history, device) or skip.time_reason(call, floor)
                 if own or cut:
                     counts["skipped"] += 1
                     rows.append((op.family, SKIP_S))
                     counts["measure_s"][op.family] += SKIP_S
                     continue
                 history.append((point, (op.flops(point) or op.bytes(point)) / call))
-                floor = op.budget_floor(quick)
                 op_timer = timer if floor <= timer.budget_s else dataclasses.replace(timer, budget_s=floor)
                 measure = point_seconds(op, point, mode, device, rates, op_timer)
                 counts["measure_s"][op.family] += measure

@@ -61,11 +61,45 @@ class Projection:
     ax: torch.Tensor
 
 
+# The float64 copy of a block of rows that f64_rows_product and f64_weighted_rows widen at once: no
+# reference widens a large operand whole (ARCHITECTURE.md, rule 2), since a fresh float64 copy of it costs
+# more in first-touch page faults than the product it feeds, and 4x a bf16 operand's memory.
+F64_BLOCK_BYTES = 8 * 2**20
+
+
+def _row_blocks(w: torch.Tensor):
+    """Yield (slice, float64 block) over w's rows, F64_BLOCK_BYTES of them widened at a time into
+    one buffer reused for every block (a fresh block each time pays its page faults again)."""
+    rows = max(1, F64_BLOCK_BYTES // (8 * w.shape[1]))
+    buf = torch.empty(min(rows, w.shape[0]), w.shape[1], dtype=torch.float64, device=w.device)
+    for lo in range(0, w.shape[0], rows):
+        blk = slice(lo, min(lo + rows, w.shape[0]))
+        yield blk, buf[:blk.stop - lo].copy_(w[blk])
+
+
+def f64_rows_product(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Return a @ w^T in float64 (a: (B, K) float64, w: (N, K) of any type whose values float64
+    holds exactly), widening w a block of F64_BLOCK_BYTES of rows at a time."""
+    out = torch.empty(a.shape[0], w.shape[0], dtype=torch.float64, device=a.device)
+    for blk, wide in _row_blocks(w):
+        torch.mm(a, wide.T, out=out[:, blk])
+    return out
+
+
+def f64_weighted_rows(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Return w^T @ x in float64 (w: (N, K) as in f64_rows_product, x: (N, r) float64): the
+    sum over blocks of rows of w's float64 block^T times x's matching rows."""
+    out = torch.zeros(w.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
+    for blk, wide in _row_blocks(w):
+        out.addmm_(wide.T, x[blk])
+    return out
+
+
 def relative_norm_error(out, ref, inputs) -> float:
     """Return ||out - ref||_2 / ||ref||_2 in float64 (the absolute norm when ref is all zero);
     for a Projection reference, ||out X - A (B X)|| / ||A (B X)|| (Freivalds' estimate)."""
-    if isinstance(ref, Projection):
-        out, ref = out.double() @ ref.x, ref.ax
+    if isinstance(ref, Projection):  # C X, widening C a block of rows at a time
+        out, ref = f64_rows_product(ref.x.T.contiguous(), out).T, ref.ax
     diff = (out.double() - ref).norm().item()
     denom = ref.norm().item()
     return diff / denom if denom > 0 else diff

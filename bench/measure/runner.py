@@ -262,10 +262,8 @@ class Runner:
     def stretched_budget(self, op: Op, predicted_s: float) -> float:
         """Return the budget of a point predicted to take predicted_s a call: its timer's, or
         where the timer allows a stretch (TimerConfig.stretch_s, the model command's cap) and
-        STRETCH_CALLS calls plus the warm-up need more, that need, at most the cap."""
-        base = self.timer_for(op).budget_s
-        need = STRETCH_CALLS * predicted_s + self.timer.warmup_s
-        return min(max(self.timer.stretch_s, base), max(base, need))
+        its STRETCH_CALLS calls plus the warm-up need more, that need, at most the cap (TimerConfig.stretched)."""
+        return self.timer.stretched(self.timer_for(op).budget_s, predicted_s)
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
         """Return skip.time_reason for point (rule 7), or None: its time per call extrapolated
@@ -395,7 +393,6 @@ class Runner:
 
 
 JUMP_FACTOR = 10
-STRETCH_CALLS = 3  # a stretched point's budget fits this many of its predicted calls (TimerConfig.stretch_s)
 REVISIT_PASSES = {"cpu": (3, 2)}   # revisit passes by device kind: (full run, quick run); none on a GPU
 REVISIT_SIZES = 2                  # off-chip sizes per direction a pass revisits: the smallest past the start
 

@@ -59,6 +59,9 @@ FLOOR_CHECK_S = 100e-6       # a cold point faster than this records the dispatc
 FLOOR_SAMPLES = 21           # empty calls timed for the floor
 
 
+STRETCH_CALLS = 3  # a stretched point's budget fits this many of its predicted calls (TimerConfig.stretch_s)
+
+
 @dataclass(frozen=True)
 class TimerConfig:
     budget_s: float = 0.5          # wall-clock limit for one point, warm-up included
@@ -73,6 +76,13 @@ class TimerConfig:
     device_max_reps: int = GPU_MAX_REPS
     window_s: float = 0.0          # > 0: a sustained window, sampled until its samples span this long
     stretch_s: float = 0.0         # > budget_s: a point whose predicted call needs more gets up to this (rule 7)
+
+    def stretched(self, base_s: float, predicted_s: float) -> float:
+        """Return the budget of a point predicted to take predicted_s a call whose own budget is
+        base_s (rule 7): base_s, or where this timer allows a stretch and STRETCH_CALLS calls
+        plus the warm-up need more, that need, at most stretch_s."""
+        need = STRETCH_CALLS * predicted_s + self.warmup_s
+        return min(max(self.stretch_s, base_s), max(base_s, need))
 
 
 QUICK_TIMER = TimerConfig(budget_s=0.1, warmup_s=0.01, min_samples=5, max_samples=200, min_time_s=0.05,

@@ -28,7 +28,16 @@ from dataclasses import dataclass
 import torch
 
 from bench.measure.inputs import tiled_normal
-from bench.measure.registry import PROJECTION_VECTORS, REGISTRY, Axis, Impl, Op, Projection
+from bench.measure.registry import (
+    PROJECTION_VECTORS,
+    REGISTRY,
+    Axis,
+    Impl,
+    Op,
+    Projection,
+    f64_rows_product,
+    f64_weighted_rows,
+)
 from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
@@ -222,34 +231,6 @@ _REFERENCE: dict = {}  # the last layer's float64 reference rows: {"rows": activ
 
 
 PROJECT_FROM_BATCH = 16  # a larger batch is checked by projection (bench.measure.registry.Projection)
-F64_BLOCK_BYTES = 8 * 2**20  # the float64 copy of a block of weight rows that f64_rows_product widens at once
-
-
-def _row_blocks(w: torch.Tensor):
-    rows = max(1, F64_BLOCK_BYTES // (8 * w.shape[1]))
-    for lo in range(0, w.shape[0], rows):
-        yield slice(lo, min(lo + rows, w.shape[0]))
-
-
-def f64_rows_product(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Return a @ w^T in float64 (a: (B, K) float64, w: (N, K) in any float type whose values
-    float64 holds exactly), widening w a block of F64_BLOCK_BYTES of rows at a time."""
-    out = torch.empty(a.shape[0], w.shape[0], dtype=torch.float64, device=a.device)
-    for blk in _row_blocks(w):
-        torch.mm(a, w[blk].double().T, out=out[:, blk])
-    return out
-
-
-def f64_weighted_rows(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """Return w^T @ x in float64 (w: (N, K) as in f64_rows_product, x: (N, r) float64): the
-    sum over blocks of rows of w's float64 block^T times x's matching rows."""
-    out = torch.zeros(w.shape[1], x.shape[1], dtype=torch.float64, device=x.device)
-    for blk in _row_blocks(w):
-        out.addmm_(w[blk].double().T, x[blk])
-    return out
-
-
-
 def reference(x):
     """Return x @ dequant(W)^T in float64; for a batch over PROJECT_FROM_BATCH rows its
     Projection (Freivalds' check, O(N K) where the product is O(B N K)). When x is the first B rows of the shared
