@@ -100,8 +100,12 @@ def test_the_projection_widens_its_operands_a_block_at_a_time_and_equals_the_who
     blocks = list(registry._row_blocks(w))
     assert [b.stop - b.start for b, _ in blocks] == [40, 40, 40, 10]
     assert len({wide.data_ptr() for _, wide in blocks}) == 1
+    # m @ x for a row-major m and for a transposed view (widened along its columns): both the whole product
+    z = torch.randn(64, 2, generator=gen, dtype=torch.float64)
+    assert torch.allclose(registry.f64_times(w, z), w.double() @ z, rtol=1e-13, atol=1e-13)
+    assert torch.allclose(registry.f64_times(w.T, y), w.double().T @ y, rtol=1e-13, atol=1e-13)
     # the GEMM's projection A (B X) equals the operands' float64 product times the same directions
-    b = torch.randn(64, 600, generator=gen).to(torch.bfloat16)
+    b = torch.randn(600, 64, generator=gen).to(torch.bfloat16).T   # B as the GEMM holds it: a view of (N, K)
     big = torch.randn(700, 64, generator=gen).to(torch.bfloat16)
     monkeypatch.setattr(g, "FREIVALDS_FLOPS", 1)   # these shapes are below Freivalds' size: project anyway
     ref = g.reference({"a": big, "b": b})

@@ -95,11 +95,21 @@ def f64_weighted_rows(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def f64_times(m: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Return m @ x in float64 (m: (R, C) of any type whose values float64 holds exactly, x: (C, r)
+    float64), widening m a block at a time along the dimension it is laid out by: a row-major m
+    by its rows (f64_rows_product), a column-major one (a transposed view) by its columns, as the
+    rows of m^T (f64_weighted_rows); any other layout is made row-major first."""
+    if m.stride(-1) != 1 and m.T.is_contiguous():
+        return f64_weighted_rows(m.T, x)
+    return f64_rows_product(x.T.contiguous(), m if m.stride(-1) == 1 else m.contiguous()).T
+
+
 def relative_norm_error(out, ref, inputs) -> float:
     """Return ||out - ref||_2 / ||ref||_2 in float64 (the absolute norm when ref is all zero);
     for a Projection reference, ||out X - A (B X)|| / ||A (B X)|| (Freivalds' estimate)."""
-    if isinstance(ref, Projection):  # C X, widening C a block of rows at a time
-        out, ref = f64_rows_product(ref.x.T.contiguous(), out).T, ref.ax
+    if isinstance(ref, Projection):  # C X, widening C a block at a time
+        out, ref = f64_times(out, ref.x), ref.ax
     diff = (out.double() - ref).norm().item()
     denom = ref.norm().item()
     return diff / denom if denom > 0 else diff

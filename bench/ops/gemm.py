@@ -41,7 +41,7 @@ from bench.measure.registry import (
     LaunchContext,
     Op,
     Projection,
-    f64_rows_product,
+    f64_times,
 )
 from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
@@ -233,8 +233,7 @@ def reference(x):
     gen = torch.Generator(device=a.device).manual_seed(2718)
     directions = torch.randn(n, PROJECTION_VECTORS, generator=gen, device=a.device, dtype=torch.float64)
     # B X, then A (B X): each operand widened a block of rows at a time, never whole (rule 2)
-    bx = f64_rows_product(directions.T.contiguous(), b).T
-    ax = f64_rows_product(bx.T.contiguous(), a).T
+    ax = f64_times(a, f64_times(b, directions))
     return Projection(directions, ax * scale if scale is not None else ax)
 
 
