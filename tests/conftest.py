@@ -9,9 +9,12 @@ user's shell would start it, where a fresh interpreter adds nothing to what a te
 registry). The tests that need a real process (exit codes and signals, peak memory, imports
 from another folder, several ranks) keep one.
 
-The ahead-of-time compiles of the quick plans (tests/test_aot.py, minutes of CPU) start in a
-pool of their own as soon as the tests are collected, and the tests that read them run last:
-the compiles use the core the other tests leave idle (`aot_outcomes`)."""
+The runs in processes of their own that tests read (`background` fixtures: the quick stream
+run, the docs' examples, the distributed runs...) and the ahead-of-time compiles of sm_90's quick
+plan (`aot_outcomes`) start as soon as the tests are collected, and the tests that read them run
+last: they use the core that the tests in this process leave idle. The compiles for the other
+arches (tests marked aot_arches, minutes of CPU) run with --aot-arches, as .ci/run does."""
+import inspect
 import os
 import re
 import shutil
@@ -41,39 +44,125 @@ QUICK_STREAM_ARGS = ("--quick", "--only", "stream.copy,stream.triad", "--dtype",
                      "--budget", "0.03")
 
 
-# The arches whose quick plans tests/test_aot.py compiles (aot_outcomes).
+# The arch whose quick plan the README's test command compiles (aot_outcomes): the H200 this
+# project's GPU checks run on. tests/test_aot.py checks the others' plans too; those tests are
+# marked aot_arches and run with --aot-arches (.ci/run's second step).
+AOT_ARCH = "sm_90"
 AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
-_AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture)
+_AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
+_JOBS = {}      # name -> the function of a background fixture (background)
+_STARTED = {}   # name -> the Future of its value
+_LANES = ThreadPoolExecutor(2, thread_name_prefix="background")  # FIFO: a job starts after every earlier one
+_SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--aot-arches", action="store_true",
+                     help="also compile the quick plans of " + ", ".join(a for a in AOT_ARCHES if a != AOT_ARCH)
+                          + " (tests/test_aot.py's tests marked aot_arches: minutes of CPU; .ci/run runs them)")
+
+
+def pytest_configure(config):
+    _SESSION["config"] = config
+
+
+def pytest_unconfigure(config):
+    _LANES.shutdown(wait=False, cancel_futures=True)  # an interrupted session waits for no job not yet begun
+
+
+def aot_needs(item) -> set:
+    """Return the arches whose quick-plan compiles a test reads: those its aot_arches marker names,
+    and its parameter arch; AOT_ARCH when neither names one."""
+    marker = item.get_closest_marker("aot_arches")
+    arches = set(marker.args) if marker else set()
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "arch" in callspec.params:
+        arches.add(callspec.params["arch"])
+    return arches or {AOT_ARCH}
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_arches = pytest.mark.skip(reason="compiles other arches' quick plans (minutes of CPU): "
+                                          "python -m pytest --aot-arches -m aot_arches tests/test_aot.py (.ci/run)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
-    # the tests that read the quick plans' compiles go last, and the compiles start now, beside the others
-    reads = [item for item in items if "aot_outcomes" in getattr(item, "fixturenames", ())]
-    if reads and not config.option.collectonly:
-        last = {id(item) for item in reads}
-        items[:] = [item for item in items if id(item) not in last] + reads
-        _aot_compiles()
+        if "aot_arches" in item.keywords and not config.getoption("aot_arches"):
+            item.add_marker(skip_arches)
+    if config.option.collectonly:
+        return
+    runs = lambda item: not item.get_closest_marker("skip")  # noqa: E731
+    # the tests that read a background run or the compiles go last, and those start now, beside the others
+    background = [item for item in items if runs(item) and set(getattr(item, "fixturenames", ())) & set(_JOBS)]
+    aot = [item for item in items if runs(item) and "aot_outcomes" in getattr(item, "fixturenames", ())]
+    last = {id(item) for item in background + aot}
+    items[:] = [item for item in items if id(item) not in last] + [i for i in background if i not in aot] + aot
+    # the longest first, so that none is left running alone at the end
+    for name in sorted({n for item in background for n in item.fixturenames if n in _JOBS},
+                       key=lambda n: -_JOBS[n].seconds):
+        _start(name)
+    if aot:
+        _aot_compiles(sorted(set().union(*map(aot_needs, aot)), key=AOT_ARCHES.index))
 
 
-def _aot_compiles():
-    """Return the future of the quick plans' compiles (aot_pool.compile_plans, in its own pool
-    of processes, driven from a thread), starting them on the first call. The plans are built
-    here, in the calling thread: building records launches, which the tests also do."""
+def _aot_compiles(arches=(AOT_ARCH,)):
+    """Return the future of the quick plans' compiles for arches (aot_pool.compile_plans, in its
+    own pool of processes, driven from a thread), starting them on the first call. The plans are
+    built here, in the calling thread: building records launches, which the tests also do."""
     if "future" not in _AOT:
-        plans = [aot_plan.build_plan(arch, quick=True) for arch in AOT_ARCHES]
+        plans = [aot_plan.build_plan(arch, quick=True) for arch in arches]
+        _AOT["arches"] = tuple(arches)
         _AOT["future"] = ThreadPoolExecutor(1, thread_name_prefix="aot").submit(aot_pool.compile_plans, plans)
     return _AOT["future"]
 
 
 @pytest.fixture(scope="session")
 def aot_outcomes():
-    """{arch: aot_pool.Outcome}: the quick plan of each of AOT_ARCHES compiled for it."""
-    return dict(zip(AOT_ARCHES, _aot_compiles().result()))
+    """{arch: aot_pool.Outcome}: the quick plan of each arch the selected tests read (aot_needs)
+    compiled for it; AOT_ARCH's alone in the README's test command."""
+    future = _aot_compiles()
+    return dict(zip(_AOT["arches"], future.result()))
+
+
+def background(fn=None, *, seconds: float = 0.0):
+    """Return a session fixture named as fn whose value fn returns, made in a background thread
+    that starts as soon as the tests are collected (the tests that read it run last, so that it
+    runs beside the others), or when first asked for. fn's parameters: `tmp` (a new temporary
+    folder), `env` (user_env() as at collection) and the names of other background fixtures
+    (their values, waited for: they start first). It runs beside the tests, so it may start
+    processes, given their cwd and env (a test may change this process's), and write in its own
+    folders; nothing that changes this process's state. seconds: about how many CPU seconds it
+    takes (an order only: the longest start first); `@background(seconds=30)` says it."""
+    if fn is None:
+        return lambda f: background(f, seconds=seconds)
+    name = fn.__name__
+    fn.seconds = seconds
+    assert _JOBS.setdefault(name, fn) is fn, f"two background fixtures named {name}"
+
+    @pytest.fixture(scope="session", name=name)
+    def value():
+        return _start(name).result()
+    value.__doc__ = fn.__doc__
+    return value
+
+
+def _start(name: str):
+    """Return the Future of background fixture name's value, submitting it (after what it reads) on the first call."""
+    if name not in _STARTED:
+        fn = _JOBS[name]
+        params = list(inspect.signature(fn).parameters)
+        deps = {p: _start(p) for p in params if p in _JOBS}
+        config = _SESSION["config"]
+        given = {"env": user_env()} if "env" in params else {}
+        if "tmp" in params:
+            given["tmp"] = config._tmp_path_factory.mktemp(name)
+
+        def job():
+            return fn(**given, **{p: f.result() for p, f in deps.items()})
+        _STARTED[name] = _LANES.submit(job)
+    return _STARTED[name]
 
 
 @pytest.fixture
@@ -110,25 +199,24 @@ def cli_in_process(monkeypatch, capsys):
     return run
 
 
-@pytest.fixture(scope="session")
-def quick_stream_run(tmp_path_factory):
+@background(seconds=15)
+def quick_stream_run(tmp, env):
     """The quick stream run end to end, in a process of its own: `run_bench.py QUICK_STREAM_ARGS
     --out OUT`, once per session. Return an object with result (the CompletedProcess) and out
     (the --out folder)."""
-    out = tmp_path_factory.mktemp("quick-stream")
-    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *QUICK_STREAM_ARGS, "--out", str(out)],
-                       capture_output=True, text=True, env=user_env(), timeout=300, check=False)
-    return SimpleNamespace(result=r, out=out)
+    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *QUICK_STREAM_ARGS, "--out", str(tmp)],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, check=False)
+    return SimpleNamespace(result=r, out=tmp)
 
 
-@pytest.fixture(scope="session")
-def device_check_dry():
+@background(seconds=9)
+def device_check_dry(env):
     """The device check's dry mode (.ci/device-check --dry), once per session per mode: return
     {"full": CompletedProcess, "quick": CompletedProcess}."""
-    def dry(**env):
+    def dry(**extra):
         # PYTHON: the script's steps run the interpreter the tests run in, however pytest was started
         return subprocess.run(["bash", str(ROOT / ".ci" / "device-check"), "--dry"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=300, env=user_env(PYTHON=sys.executable, **env), check=False)
+                              text=True, timeout=300, env=dict(env, PYTHON=sys.executable, **extra), check=False)
     return {"full": dry(), "quick": dry(MODE="quick")}
 
 
@@ -142,11 +230,11 @@ def doc_blocks(root: Path) -> list[tuple[str, int, str]]:
             for i, code in enumerate(re.findall(r"```python\n(.*?)```", (root / name).read_text(), re.S))]
 
 
-@pytest.fixture(scope="session")
-def repo_copy(tmp_path_factory) -> Path:
+@background
+def repo_copy(tmp) -> Path:
     """Return a folder with the tracked files of this checkout as they are now, committed in a
     fresh repository (tests/test_nothing_rewritten.py reads its `git status` at the end)."""
-    dest = tmp_path_factory.mktemp("repo") / "repo"
+    dest = tmp / "repo"
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in filter(None, files.split("\0")):
         src = ROOT / name
@@ -158,15 +246,15 @@ def repo_copy(tmp_path_factory) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def doc_examples(repo_copy, tmp_path_factory) -> dict:
+@background(seconds=40)
+def doc_examples(repo_copy, tmp, env) -> dict:
     """Return {(doc, index): CompletedProcess}: every Python block of DOCS run as written, each in
     a process of its own (side by side: one example's add_to_run writes a folder of its own),
     from a folder outside the checkout (PYTHONPATH the copy, as the README says; results/ the
     copy's committed runs, which the examples name), on the CPU."""
-    outside = tmp_path_factory.mktemp("outside")
+    outside = tmp
     (outside / "results").symlink_to(repo_copy / "results")
-    env = user_env(PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES="")
+    env = dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES="")
     started = {(doc, i): subprocess.Popen([sys.executable, "-c", code], cwd=outside, env=env, text=True,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                for doc, i, code in doc_blocks(repo_copy)}
@@ -175,6 +263,21 @@ def doc_examples(repo_copy, tmp_path_factory) -> dict:
         out, err = proc.communicate(timeout=600)
         done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return done
+
+
+# the committed run the custom-kernel example adds its points to (custom_kernel_example): the
+# smallest CPU run, as the example measures on the CPU
+CUSTOM_KERNEL_RUN = "results/cpu-amd-epyc-20261201T103023Z"
+
+
+@background(seconds=10)
+def custom_kernel_example(repo_copy, env):
+    """Return the CompletedProcess of `python -m bench.examples.custom_kernel CUSTOM_KERNEL_RUN`
+    run in the repository copy, on the CPU, as REFERENCE.md shows it (tests/test_api.py reads
+    what it prints, tests/test_nothing_rewritten.py that it leaves the copy's tracked files)."""
+    return subprocess.run([sys.executable, "-m", "bench.examples.custom_kernel", CUSTOM_KERNEL_RUN], cwd=repo_copy,
+                          env=dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES=""), capture_output=True,
+                          text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="session")

@@ -9,14 +9,16 @@ Triton's own, and 64-bit offsets in the attention and GEMV kernels at sizes past
 On gfx942 the 64 KiB of LDS prunes the Hopper-sized tiles, and the kernels whose candidates
 all exceed it run their fallback configurations instead.
 
-The compiles run in a process pool (a few minutes of the 2-core CI machine for the four
-quick plans); everything else here is CPU-only and instant."""
+The compiles run in a process pool (about a minute of CPU per arch), started at collection
+(conftest.py's aot_outcomes): the README's test command compiles sm_90's plan (AOT_ARCH: the
+H200 the GPU checks run on); the tests of the other arches are marked aot_arches and run with
+`--aot-arches` (.ci/run's second step). Everything else here is CPU-only and instant."""
 import re
 from collections import Counter
 
 import pytest
 import torch
-from conftest import AOT_ARCHES
+from conftest import AOT_ARCH, AOT_ARCHES
 
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
@@ -35,12 +37,13 @@ SPILL_LIMIT_BYTES = 64
 # Kernels whose launcher prunes by a shared-memory model; GEMM's model is exact.
 MODELLED = {"matmul_kernel", "tma_matmul_kernel", "gemv_tile_kernel", "attn_fwd_kernel", "decode_split_kernel",
             "decode_combine_kernel", "fp4_matmul_kernel"}
-ARCHES = AOT_ARCHES
+# every arch, each but AOT_ARCH marked aot_arches (its compiles run with --aot-arches)
+ARCHES = [pytest.param(a, id=a, marks=() if a == AOT_ARCH else pytest.mark.aot_arches(a)) for a in AOT_ARCHES]
 
 
 @pytest.fixture(scope="module")
 def outcomes(aot_outcomes):
-    # conftest.py: the quick plan of each arch, compiled in one pool that started at collection
+    # conftest.py: the quick plan of each arch the selected tests read, compiled in one pool that started at collection
     return aot_outcomes
 
 
@@ -99,6 +102,7 @@ def test_no_chosen_configuration_spills(outcomes, arch):
                for r in outcomes[arch].plan.by_status("ok"))
 
 
+@pytest.mark.aot_arches("sm_80", "sm_90")
 def test_fp8_is_skipped_before_sm89_before_compiling(outcomes):
     sm80, sm90 = outcomes["sm_80"].plan, outcomes["sm_90"].plan
     fp8 = ("fp8e4m3", "fp8e5m2", "fp8")
@@ -216,6 +220,7 @@ def test_offsets_are_64_bit_where_products_pass_2_31():
             assert offset == "i64" or offset.endswith("xi64>"), (job["kernel"], arg, offset)
 
 
+@pytest.mark.aot_arches("gfx942")
 def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
     plan = outcomes["gfx942"].plan
     assert aot_targets.ARCHS["gfx942"].smem_limit == 65536
@@ -235,6 +240,7 @@ def test_gfx942_prunes_by_its_lds_and_falls_back(outcomes):
     assert all(r.result.get("occupancy") for r in plan.by_status("ok"))
 
 
+@pytest.mark.aot_arches("sm_100", "sm_90", "gfx942")
 def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
     # sm_100 has Hopper's 227 KiB per block: the same tiles fit; only the sweeps' SM count and L2 differ
     assert aot_targets.ARCHS["sm_100"].smem_limit == aot_targets.ARCHS["sm_90"].smem_limit
@@ -279,6 +285,7 @@ def test_unknown_arch_is_refused_with_the_list(capsys):
     assert "gfx1100" in err and "gfx942" in err and "sm_100" in err
 
 
+@pytest.mark.aot_arches("gfx950")
 def test_gfx950_keeps_every_lds_stage_and_has_no_tf32(outcomes):
     # CDNA4 (MI350X/MI355X): Triton 3.9 keeps num_stages LDS buffers there (gfx942: num_stages - 1),
     # so the models count every stage, padded; a bf16 128x128x128 s3 GEMM tile (199,648 B
