@@ -1,25 +1,47 @@
 """Several processes on loopback with gloo: every collective checked and timed with the right
-bus-bandwidth factors, every device of a 'node' compared, and a rank that dies mid-run."""
+bus-bandwidth factors, every device of a 'node' compared, and a rank that dies mid-run. The
+runs are background fixtures (conftest.py): they start with the session, beside the other tests."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import background
 
 from bench.run.comm import bus_factor
 
 ROOT = Path(__file__).parent.parent
+GLOO_PROCS = (2, 4)
 
 
-def launch(tmp_path, *args, env=None):
-    e = dict(os.environ)
-    e.pop("TRITON_INTERPRET", None)
-    e.update(env or {})
-    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args, "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600, env=e)
+def launch(out: Path, env: dict, *args):
+    """Return (the CompletedProcess, out) of `run_bench.py ARGS --out OUT`, in a process of its own."""
+    r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), *args, "--out", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600, env=env)
+    return r, out
+
+
+@background(seconds=45)
+def gloo_runs(tmp, env):
+    """Return {procs: (CompletedProcess, --out folder)}: the quick interconnect run on that many
+    gloo ranks, for each of GLOO_PROCS."""
+    return {n: launch(tmp / f"procs{n}", env, "--comm", "--procs", str(n), "--quick", "--max-ws", "64KiB")
+            for n in GLOO_PROCS}
+
+
+@background(seconds=13)
+def dying_run(tmp, env):
+    """(CompletedProcess, --out folder): a quick interconnect run on 2 ranks whose rank 1 dies after 6 rows."""
+    return launch(tmp, dict(env, ROOFBENCH_TEST_DIE="1:6"), "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB")
+
+
+@background(seconds=34)
+def all_devices_run(tmp, env):
+    """(CompletedProcess, --out folder): --all-devices on 2 gloo ranks, one tiny stream copy sweep each."""
+    return launch(tmp, env, "--all-devices", "--procs", "2", "--quick", "--only", "stream.copy/torch",
+                  "--dtype", "float32", "--budget", "0.02", "--outlier-pct", "50")
 
 
 def test_bus_factors():
@@ -29,9 +51,9 @@ def test_bus_factors():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("procs", [2, 4])
-def test_collectives_with_gloo(tmp_path, procs):
-    r = launch(tmp_path, "--comm", "--procs", str(procs), "--quick", "--max-ws", "64KiB")
+@pytest.mark.parametrize("procs", GLOO_PROCS)
+def test_collectives_with_gloo(gloo_runs, procs):
+    r, tmp_path = gloo_runs[procs]
     assert r.returncode == 0, r.stderr[-3000:]
     [node] = list(tmp_path.iterdir())
     df = pd.read_csv(node / "comm" / "measurements.csv")
@@ -57,8 +79,8 @@ def test_collectives_with_gloo(tmp_path, procs):
 
 
 @pytest.mark.slow
-def test_a_rank_that_dies_ends_the_run_and_keeps_what_was_measured(tmp_path):
-    r = launch(tmp_path, "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB", env={"ROOFBENCH_TEST_DIE": "1:6"})
+def test_a_rank_that_dies_ends_the_run_and_keeps_what_was_measured(dying_run):
+    r, tmp_path = dying_run
     assert r.returncode == 1
     assert "a rank failed" in r.stderr and "are kept in" in r.stderr
     [node] = list(tmp_path.iterdir())
@@ -69,9 +91,8 @@ def test_a_rank_that_dies_ends_the_run_and_keeps_what_was_measured(tmp_path):
 
 
 @pytest.mark.slow
-def test_all_devices_side_by_side(tmp_path):
-    r = launch(tmp_path, "--all-devices", "--procs", "2", "--quick", "--only", "stream.copy/torch",
-               "--dtype", "float32", "--budget", "0.02", "--outlier-pct", "50")
+def test_all_devices_side_by_side(all_devices_run):
+    r, tmp_path = all_devices_run
     assert r.returncode == 0, r.stderr[-3000:]
     [node] = list(tmp_path.iterdir())
     assert len(list(node.glob("rank*-cpu-*"))) == 2

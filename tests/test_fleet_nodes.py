@@ -1,6 +1,7 @@
 """Faults across nodes: two torchrun launchers on this machine stand in for
-two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test itself kills rank 2's
-measuring process mid-run, and the fleet report names it and keeps the three others."""
+two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test's own fixture kills rank
+2's measuring process mid-run (two_nodes, which starts with the session, beside the other tests),
+and the fleet report names it and keeps the three others."""
 import json
 import multiprocessing
 import os
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from conftest import background
 
 ROOT = Path(__file__).parent.parent
 
@@ -32,17 +34,20 @@ def status_of(path: Path):
         return None
 
 
-@pytest.mark.slow
-def test_two_nodes_lose_only_the_killed_rank(tmp_path):
-    run_dir = tmp_path / "cluster"
+@background(seconds=58)
+def two_nodes(tmp, env):
+    """Two torchrun launchers of two ranks each (--all-devices, one tiny stream copy sweep),
+    rank 2's measuring process killed mid-run from here. Return an object with run_dir, killed
+    (the pid, or None when rank 2 never started measuring), returncodes, outs (what each
+    launcher printed) and seconds."""
+    run_dir = tmp / "cluster"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30",
            "--max-restarts", "0", str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick",
            "--only", "stream.copy/torch", "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0",
            "--budget", "0.3", "--run-dir", str(run_dir)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("TRITON_INTERPRET", None)
-    nodes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(env, OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
     t0, killed = time.monotonic(), None
     try:
@@ -57,9 +62,16 @@ def test_two_nodes_lose_only_the_killed_rank(tmp_path):
         for n in nodes:
             if n.poll() is None:
                 n.kill()
+    return SimpleNamespace(run_dir=run_dir, killed=killed, returncodes=[n.returncode for n in nodes], outs=outs,
+                           seconds=time.monotonic() - t0)
+
+
+@pytest.mark.slow
+def test_two_nodes_lose_only_the_killed_rank(two_nodes):
+    run_dir, killed, outs = two_nodes.run_dir, two_nodes.killed, two_nodes.outs
     assert killed, "rank 2 never started measuring"
-    print(f"\ntwo nodes, one rank killed: {time.monotonic() - t0:.1f} s")
-    assert [n.returncode for n in nodes] == [0, 0], outs
+    print(f"\ntwo nodes, one rank killed: {two_nodes.seconds:.1f} s")
+    assert two_nodes.returncodes == [0, 0], outs
     ranks = json.loads((run_dir / "ranks.json").read_text())
     assert ranks["world"] == 4 and [m["rank"] for m in ranks["missing"]] == [2]
     assert ranks["missing"][0]["why"] == "failed: its measuring process died (signal 9)"
