@@ -40,7 +40,7 @@ CONFIRMATIONS = {
                     "agrees": True},
              "checks": []},
     "bf16": {"status": "disputed", "by": None,
-             "finding": "bf16 (gemm.square/torch): no independent measurement reaches its band",
+             "finding": "bf16 (gemm.square/torch): no independent measurement agrees with its band",
              "checks": [{"kind": "impl", "impl": "gemm.square/numpy", "op": "gemm.square", "value": 590.0,
                          "interval": [570.0, 600.0], "agrees": False, "cause": CAUSE}]},
     "fp32": {"status": "unconfirmed", "by": None, "checks": [],
@@ -275,11 +275,11 @@ def test_report_lists_each_roofs_confirmation_and_each_disputed_one_as_a_finding
     conf = next(v for k, v in parts.items() if k.startswith("Confirmation"))
     assert ("dram: confirmed by stream.triad/torch (another kernel of the same direction), 41.2 GB/s, 39-42.1"
             in conf)
-    assert f"bf16: disputed: no independent measurement reaches its band ({CAUSE})." in conf
+    assert f"bf16: disputed: no independent measurement agrees with its band ({CAUSE})." in conf
     assert "fp32: unconfirmed: rests on one kernel and impl alone (gemm.square, gemm.square/numpy)." in conf
     assert conf[-1].startswith("Not judged") and "l3" in conf[-1] and "l1" in conf[-1]
     found = parts["Findings"]
-    assert f"bf16 (gemm.square/torch) is disputed: no independent measurement reaches its band ({CAUSE})." \
+    assert f"bf16 (gemm.square/torch) is disputed: no independent measurement agrees with its band ({CAUSE})." \
         in found
     assert not any("fp32 is disputed" in f or "dram is disputed" in f for f in found)
     dram = _measured(run)["dram"]

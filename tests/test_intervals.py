@@ -249,3 +249,18 @@ def test_a_revisit_pass_that_read_low_widens_a_bandwidth_band_to_it():
     assert copy.value == 40.0 and copy.interval[0] == pytest.approx(30.0)
     assert next(b for b in copy.extra["interval_basis"] if b["sets"] and b["end"] == "low")["point_id"].endswith(
         "#pass2")
+
+
+def test_a_faster_kernel_than_the_roof_disputes_it_as_reading_low():
+    # a copy roof of 40 GB/s (its two sizes' plateau) beside a triad that read 60 in the same window
+    rows = pd.DataFrame([stream("stream.copy", 256, 40.0, 0.5), stream("stream.copy", 320, 39.5, 0.5),
+                         stream("stream.triad", 1024, 60.0, 2 / 3)])
+    roof = Roof("bandwidth", "dram.copy", 40.0, "GB/s", op="stream.copy", impl="stream.copy/torch",
+                dtype="float32", point_id=rows.iloc[0]["point_id"], plateau_bytes=(256 * MiB, 320 * MiB))
+    points = [{"point_id": p, "samples_s": times(0.02)} for p in rows["point_id"]]
+    [out] = with_intervals([roof], rows, points, CPU)
+    c = out.confirmation
+    check = next(k for k in c["checks"] if k["kind"] == "kernel")
+    assert c["status"] == "disputed" and not check["agrees"] and check["value"] == 60.0
+    assert check["cause"].startswith("a faster measurement than the roof: stream.triad/torch reads 150% of it")
+    assert "no independent measurement agrees with its band" in c["finding"]

@@ -192,6 +192,10 @@ def _cause(check: dict, roof: Roof, own, other) -> str:
     if check["kind"] == "counters":
         return (f"a count that is wrong: the counters read {check['ratio']:.2f}x the formula's DRAM bytes "
                 f"for {roof.point_id}")
+    if check["value"] > roof.value:  # above the band: the roof itself may read low
+        return (f"a faster measurement than the roof: {check['impl']} reads {pct:.0f}% of it "
+                f"({check['point_id']}), a row that could not set it (unsteady, flagged, or off the roof's "
+                "plateau): the roof may read low")
     if check["kind"] == "impl":
         return (f"one impl's own limit: {check['impl']} reaches {pct:.0f}% of {roof.impl}'s figure "
                 "(the slower impl's code, or a count the faster one gets wrong)")
@@ -256,7 +260,7 @@ def _confirmation(roof: Roof, own, cands: pd.DataFrame, samples: dict, counters,
     if independent:
         causes = "; ".join(c["cause"] for c in independent)
         return {"status": "disputed", "by": None, "checks": checks,
-                "finding": f"{label}: no independent measurement reaches its band ({causes})"}
+                "finding": f"{label}: no independent measurement agrees with its band ({causes})"}
     alone = next((c for c in checks if c["kind"] == "sustained"), None)
     tail = (f"; its sustained window ({alone['value']:,.4g}) {'agrees' if alone['agrees'] else 'falls outside it'}"
             if alone else "")

@@ -101,7 +101,7 @@ def confirmation_line(roof: Roof) -> str:
         by = conf.get("by") or next((c for c in conf.get("checks") or [] if c.get("agrees")), None)
         return f"{roof.name}: confirmed by {check_text(by, roof)}" if by else f"{roof.name}: confirmed"
     if status == "disputed":
-        return f"{roof.name}: disputed: " + _finding(roof, "no independent measurement reaches its band")[1]
+        return f"{roof.name}: disputed: " + _finding(roof, "no independent measurement agrees with its band")[1]
     if status == "unconfirmed":
         return f"{roof.name}: unconfirmed: " + _finding(roof, "it rests on one kernel and impl alone")[1]
     return f"{roof.name}: {status or 'not judged'}"
@@ -130,7 +130,7 @@ def confirmation_section(model: Roofline) -> list[tuple[str, object]]:
 def confirmation_findings(model: Roofline) -> list[str]:
     """Return one finding per disputed roof: its name and impl, its finding sentence and the causes
     of its failing checks ("l2 (stream.reread/torch) is disputed: ...", rule 17)."""
-    return ["{} is disputed: {}".format(*_finding(r, "no independent measurement reaches its band"))
+    return ["{} is disputed: {}".format(*_finding(r, "no independent measurement agrees with its band"))
             for r in judged(model) if r.confirmation.get("status") == "disputed"]
 
 
