@@ -216,11 +216,12 @@ def _draw_flats(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofStyle) 
                       **(CHAIN if chain else MEASURED))
             if sv is not None:
                 ax.hlines(g.value, start, hi_x, color=color, zorder=2, gid=f"flat:{g.name}:burst", **BURST)
-            draw_band(ax, g, start, hi_x, color)
+            if not chain:  # an elementwise ceiling is no unit's roof (rule 10): its line alone, no band
+                draw_band(ax, g, start, hi_x, color)
         text = f"{chain_label(r)} {_fmt_rate(r.value, r.unit)}" if chain else \
             _roof_text(r, ", ".join(_roof_name(g) for g in group))
         _label(placer, ax, _places_along_flat(r.value, start, hi_x), text, ("nw", "sw"), color,
-               band_factors(group, r.value))
+               None if chain else band_factors(group, r.value))
 
 
 def _draw_references(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofStyle) -> None:
