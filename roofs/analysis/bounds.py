@@ -150,7 +150,8 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     top of its bound's band by more than its own spread (even its slow end, the p80 time,
     beats it)."""
     model = Roofline(roofs)
-    ends = {end: model.at(end) for end in ("low", "high")}
+    # the bounds at the bands' ends, only where a roof has an interval (a run before method 8 has none)
+    ends = {end: model.at(end) for end in ("low", "high")} if any(r.interval for r in model.roofs) else {}
     caches, level = device_levels(device or {})
     out = rows.copy()
     trust = trusted(out) if not out.empty else pd.Series(dtype=bool)
@@ -170,7 +171,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
         pct_att = (100 * r.gflops / att if flops and att else pct_bw)
         band = {end: bound_at(m, boundary, precision, r.intensity, *direction_bytes(r)) if bw is not None else None
                 for end, m in ends.items()}
-        banded = bw is not None and None not in band.values() and band["low"] != band["high"]
+        banded = bw is not None and len(band) == 2 and None not in band.values() and band["low"] != band["high"]
         for end, other in (("low", "high"), ("high", "low")):  # the % at the band's top is the low one
             pct = None
             if banded:
