@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "tensor-pipe instructions beside the formulas'")
     p.add_argument("--out", type=Path, default=ROOT / "results",
                    help="folder in which the run folder <device-slug>-<UTC timestamp>/ is created (default results/)")
+    p.add_argument("--no-charts", action="store_true",
+                   help="write the roofs, measurements and report but draw no picture (seconds of CPU each run on a "
+                        "small machine; `report RUN` draws them later)")
     p.add_argument("--list", action="store_true", help="list ops, impls and their axes on this device, then exit")
     p.add_argument("--dry-run", action="store_true",
                    help="print the planned rows, the predicted seconds per family and the predicted wall time, "
@@ -196,6 +199,7 @@ def report_main(argv) -> int:
                    "RUN_DIR/derived/m<method version>-<commit>/)")
     p.add_argument("--in-place", action="store_true", help="re-derive over the run's own roofs.json, roof columns, "
                    "pictures and report (your own run only; its measurements and samples stay as they are)")
+    p.add_argument("--no-charts", action="store_true", help="re-derive the roofs and report but draw no picture")
     args = p.parse_args(argv)
     if args.out and args.in_place:
         return refuse("--out and --in-place name two different places: give one of them.")
@@ -207,7 +211,7 @@ def report_main(argv) -> int:
             opt.writable_folder(args.out, "--out")
     except (ResultsError, opt.OptionError) as e:
         return refuse(e)
-    out, problems = rederive(args.run_dir, args.out, args.in_place)
+    out, problems = rederive(args.run_dir, args.out, args.in_place, charts=not args.no_charts)
     for problem in problems:
         print(f"roofbench: {problem}", file=sys.stderr)
     if problems:

@@ -516,14 +516,15 @@ def kernel(*, flops, shapes, make_inputs, bytes=None, precision: str = "", name:
     return wrap
 
 
-def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = False) -> Path:
+def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = False, charts: bool = True) -> Path:
     """Add results (family "user") to a run: into a derived folder beside it, by default
     RUN/derived/<method>-<commit>-user-<UTC timestamp>/ (or `out`), holding the run's rows
     and these, their samples, and the roofs, pictures and report re-derived from them; the
     run's own files stay as it wrote them. An `out` that an earlier add_to_run wrote (a
     derived folder holding its own samples) gets these appended to its points, so one sweep
     after another stays in one folder. in_place=True writes into the run's own folder
-    instead (your own run only). Returns the folder written."""
+    instead (your own run only). charts=False writes the roofs and report without pictures
+    (seconds of CPU less). Returns the folder written."""
 
     run_dir = Path(run_dir)
     ms = [r.measurement() for r in results]
@@ -537,7 +538,7 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     df = pd.concat([run.measurements, pd.DataFrame([m.row() for m in ms], columns=COLUMNS)], ignore_index=True)
     append_samples(target, ms)  # the target's own samples file (the run's and these) and its point count
     rewrite_measurements(target, df)
-    problems = finish_run(target)
+    problems = finish_run(target, charts)
     if problems:
         raise APIError(problems[0])
     return target

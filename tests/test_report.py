@@ -181,16 +181,23 @@ def test_report_and_compare_refuse_files_that_disagree_and_rewrite_nothing(run_a
 
 
 def test_report_into_a_named_folder_or_in_place_only_when_asked(run_a, tmp_path, capsys):
-    """--out names the folder; --in-place rewrites the run's derived files only."""
+    """--out names the folder; --in-place rewrites the run's derived files only. Both without
+    charts (--no-charts): the report says so, and an earlier derivation's pictures are removed."""
     before = {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()}
-    assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "mine")]) == 0
+    assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "mine"), "--no-charts"]) == 0
     assert (tmp_path / "mine" / "roofs.json").exists() and (tmp_path / "mine" / "report.md").exists()
+    md = (tmp_path / "mine" / "report.md").read_text()
+    assert "## Pictures\n- Not drawn: this folder was finished with --no-charts" in md and "![" not in md
+    assert not list((tmp_path / "mine").glob("*.png")) and not list((tmp_path / "mine").glob("*.svg"))
     assert {p.name: p.read_bytes() for p in run_a.iterdir() if p.is_file()} == before
     assert not (run_a / "derived").exists()
     assert run_bench.main(["report", str(run_a), "--out", str(tmp_path / "x"), "--in-place"]) == 2
     assert "give one of them" in capsys.readouterr().err
-    assert run_bench.main(["report", str(run_a), "--in-place"]) == 0
+    (run_a / "roofline.png").write_bytes(b"drawn from the roofs before")
+    (run_a / "roofline.svg").write_text("<svg/>")
+    assert run_bench.main(["report", str(run_a), "--in-place", "--no-charts"]) == 0
     assert "derived_by" in json.loads((run_a / "roofs.json").read_text())
+    assert not (run_a / "roofline.png").exists() and not (run_a / "roofline.svg").exists()
     assert (run_a / "run.json").read_bytes() == before["run.json"]  # its points (this older folder's samples) stay
 
 
@@ -355,15 +362,15 @@ def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, 
     from bench import api
     from bench.results import derived_name, load_run
     r = api.measure(lambda: torch.ones(64) * 2, flops=64, bytes=512, name="dbl", device="cpu", budget_s=0.02)
-    user = api.add_to_run(run_a, [r])
+    user = api.add_to_run(run_a, [r], charts=False)  # the folders' rows are read, not their pictures
     n = len(load_run(user).measurements)
-    assert run_bench.main(["report", str(user)]) == 0
+    assert run_bench.main(["report", str(user), "--no-charts"]) == 0
     again = user / "derived" / derived_name()
     assert len(load_run(again).measurements) == n and "user.dbl/torch" in (again / "report.md").read_text()
-    assert run_bench.main(["report", str(run_a)]) == 0
+    assert run_bench.main(["report", str(run_a), "--no-charts"]) == 0
     plain = run_a / "derived" / derived_name()
     before = sorted(p.name for p in plain.iterdir())
-    assert run_bench.main(["report", str(plain)]) == 0  # the same folder, re-derived from the run
+    assert run_bench.main(["report", str(plain), "--no-charts"]) == 0  # the same folder, re-derived from the run
     assert sorted(p.name for p in plain.iterdir()) == before and not (plain / "derived").exists()
     assert len(load_run(plain).measurements) == n - 1
     assert json.loads((plain / "run.json").read_text())["derived_from"] == "../.."

@@ -322,7 +322,7 @@ def worker(args) -> int:
             finally:
                 if writer is not None:
                     writer.finish(status)
-                    finish(run_dir / "comm")
+                    finish(run_dir / "comm", not args.no_charts)
         return 0
     except KeyboardInterrupt:
         print(f"roofbench: rank {rank} stopped; what it measured is in {run_dir}.", file=sys.stderr)

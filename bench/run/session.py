@@ -225,10 +225,10 @@ def learn_from(meta: dict, device: devmod.DeviceInfo, quick: bool, finish_s: flo
     learned.learn(device, quick, meta.get("predicted_raw_s") or {}, measured, finish_s)
 
 
-def finish(run_dir: Path) -> list[str]:
-    """Derive, annotate, draw and report the run folder (roofs/reports/finish.py); print and return
-    the problems met."""
-    problems = finish_run(run_dir)
+def finish(run_dir: Path, charts: bool = True) -> list[str]:
+    """Derive, annotate, draw (unless charts is False: --no-charts) and report the run folder
+    (roofs/reports/finish.py); print and return the problems met."""
+    problems = finish_run(run_dir, charts)
     for p in problems:
         print(f"roofbench: {p}", file=sys.stderr)
     return problems
@@ -249,9 +249,10 @@ def measure_into(run_dir: Path, args, device: devmod.DeviceInfo, plan: Plan | No
                         counters=getattr(args, "counters", None) or 0)
     t0 = time.perf_counter()
     with failing(run_dir):
-        problems = finish(run_dir)
+        charts = not getattr(args, "no_charts", False)
+        problems = finish(run_dir, charts)
         finish_s = time.perf_counter() - t0
-        print(f"roofbench: roofs, charts and report in {finish_s:.0f} s")
+        print(f"roofbench: roofs, {'charts ' if charts else ''}and report in {finish_s:.0f} s")
         run = load_run(run_dir)
         print(summary(run))
     if status == "complete" and not problems:  # what the next prediction on this machine starts from

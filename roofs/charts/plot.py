@@ -397,6 +397,14 @@ def _draw_and_save(name: str, runs: dict) -> Path | None:
     return _save(CHARTS[name](run), Path(run.dir) / name)
 
 
+def clear_charts(run_dir) -> None:
+    """Remove every picture plot_run draws (and its SVG) from run_dir: a folder finished
+    without charts shows none an earlier derivation drew from other roofs."""
+    for name in CHARTS:
+        for path in (Path(run_dir) / name, (Path(run_dir) / name).with_suffix(".svg")):
+            path.unlink(missing_ok=True)
+
+
 def plot_run(run_dir, workers: int | None = None) -> list[Path]:
     """Draw every picture the run folder run_dir has data for; return their paths. The run
     is read once; the charts are independent, so on Linux they are drawn by up to `workers`

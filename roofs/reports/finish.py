@@ -22,13 +22,14 @@ from roofs.analysis.derive import derive
 from roofs.analysis.intervals import with_intervals
 from roofs.analysis.roofline import Roof
 from roofs.analysis.sustained import merge_sustained
-from roofs.charts.plot import plot_run
+from roofs.charts.plot import clear_charts, plot_run
 from roofs.reports.report import reference_roofs_for, write_report
 
 
-def finish_run(run_dir) -> list[str]:
+def finish_run(run_dir, charts: bool = True) -> list[str]:
     """Derive roofs.json, rewrite measurements.csv with each row's bound, draw, report;
-    return the problems met (each one sentence), [] when all went well."""
+    return the problems met (each one sentence), [] when all went well. charts=False draws
+    no picture (and removes those an earlier derivation drew there); the report says so."""
     run_dir = Path(run_dir)
     try:
         run = load_run(run_dir)
@@ -52,8 +53,11 @@ def finish_run(run_dir) -> list[str]:
         annotated = annotate(run.measurements, roofs, run.device)
         write_roofs(run_dir, [r.to_dict() for r in roofs + reference_roofs_for(run.device, roofs, annotated)], notes)
         rewrite_measurements(run_dir, annotated)
-        plot_run(run_dir)
-        write_report(run_dir)
+        if charts:
+            plot_run(run_dir)
+        else:
+            clear_charts(run_dir)
+        write_report(run_dir, drawn=charts)
     except (ResultsError, ValueError, OSError) as e:
         return [str(e)]
     return []
@@ -66,16 +70,16 @@ def derived_dir(run_dir) -> Path:
     return measured_home(run_dir) / DERIVED / derived_name()
 
 
-def rederive(run_dir, out=None, in_place: bool = False) -> tuple[Path, list[str]]:
+def rederive(run_dir, out=None, in_place: bool = False, charts: bool = True) -> tuple[Path, list[str]]:
     """Re-derive run_dir's roofs, bounds, pictures and report by this code's method: into
     `out`, by default derived_dir(run_dir), beside the run's own files, which stay as the
     run wrote them; with in_place, over the run's own derived files (its measurements'
     roof columns, roofs.json, pictures, report), only when asked. Return the folder
-    written and the problems met."""
+    written and the problems met. charts: as finish_run's."""
     try:
         load_run(run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
         target = Path(run_dir) if in_place else start_derived(run_dir, out or derived_dir(run_dir))
     except (ResultsError, OSError) as e:
         return Path(out or run_dir), [str(e) if isinstance(e, ResultsError) else
                                       f"cannot write the derived folder {out or derived_dir(run_dir)}: {e.strerror}."]
-    return target, finish_run(target)
+    return target, finish_run(target, charts)

@@ -359,10 +359,11 @@ def html_table(df: pd.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def sections(run) -> list[tuple[str, object]]:
+def sections(run, drawn: bool = True) -> list[tuple[str, object]]:
     """Return the report as (title, content) pairs; content is text, a list of lines, a
     DataFrame or a Path to a picture; a title starting with "###" is a sub-section.
-    An interconnect run speaks of its links only; a model run of the roofs it was given."""
+    An interconnect run speaks of its links only; a model run of the roofs it was given.
+    drawn=False: the folder was finished without its pictures, which the report says."""
     dev, sw = run.device, run.meta.get("software", {})
     kind = run_kind(run)
     env = pd.DataFrame([
@@ -382,8 +383,8 @@ def sections(run) -> list[tuple[str, object]]:
     ], columns=["", "value"])
     df = run.measurements
     if kind == "comm":
-        return [("Device and software", env), ("Link roofs", link_lines(run)), ("", link_table(run)), *_pictures(run),
-                ("Failed points", _error_lines(df))]
+        return [("Device and software", env), ("Link roofs", link_lines(run)), ("", link_table(run)),
+                *_pictures(run, drawn), ("Failed points", _error_lines(df))]
     table, origin = validation(run)
     energy, energy_why = fit_energy(df)
     out = [("Device and software", env)]
@@ -394,7 +395,7 @@ def sections(run) -> list[tuple[str, object]]:
                             "reference scales the compute peak by the clock observed while the roof's point ran, "
                             "divided by the clock the peak assumes.", _telemetry_note(run)]),
             ("", shown_validation(table)), *confirmation_section(Roofline(run.roofs)),
-            ("Findings", findings(run, table, energy)), *_pictures(run)]
+            ("Findings", findings(run, table, energy)), *_pictures(run, drawn)]
     if not energy:
         out.append(("Energy", [f"No energy model: {energy_why}."]))
     groups, failed = energy_fits(run)
@@ -517,7 +518,10 @@ def link_table(run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _pictures(run) -> list[tuple[str, Path]]:
+def _pictures(run, drawn: bool = True) -> list[tuple[str, object]]:
+    if not drawn:
+        return [("Pictures", [f"Not drawn: this folder was finished with --no-charts; `python run_bench.py report "
+                              f"{run.dir}` draws them."])]
     titles = dict(PICTURES)
     return [(titles[name], run.dir / name) for name in charts(run)]
 
@@ -534,10 +538,11 @@ def _telemetry_note(run) -> str:
     return "Telemetry: " + ("; ".join(sorted(notes)) if notes else "recorded with every timed point.")
 
 
-def write_report(run_dir) -> tuple[Path, Path]:
-    """Write report.md and report.html into run_dir from its files; return both paths."""
+def write_report(run_dir, drawn: bool = True) -> tuple[Path, Path]:
+    """Write report.md and report.html into run_dir from its files; return both paths.
+    drawn=False: its pictures were not drawn (finish_run's charts), which the report says."""
     run = load_run(run_dir)
-    parts = sections(run)
+    parts = sections(run, drawn)
     title = f"roofbench report: {run.device.get('name', '?')}, {run.meta.get('start_utc', '')} UTC"
     md, body = [f"# {title}\n"], []
     for name, content in parts:
