@@ -29,12 +29,15 @@ import torch
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from noroof import run_without_dram
 
 import run_bench
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
+from bench.results import load_run
+from roofs.charts import plot
 
 HAS_CUDA = torch.cuda.is_available()
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
@@ -163,6 +166,24 @@ def _start(name: str):
             return fn(**given, **{p: f.result() for p, f in deps.items()})
         _STARTED[name] = _LANES.submit(job)
     return _STARTED[name]
+
+
+@pytest.fixture(scope="session")
+def run_figures():
+    """Return figures(run_dir): roofs.charts.plot.figures of that run folder (every chart it has
+    data for), drawn once per session and shared by the tests that only read them
+    (tests/test_plot.py, tests/test_bands.py: seconds of drawing each run); closed at the end."""
+    drawn = {}
+
+    def figures(run_dir) -> dict:
+        key = Path(run_dir).resolve()
+        if key not in drawn:
+            drawn[key] = plot.figures(load_run(key))
+        return drawn[key]
+    yield figures
+    for figs in drawn.values():
+        for fig in figs.values():
+            plt.close(fig)
 
 
 @pytest.fixture

@@ -206,7 +206,7 @@ def test_add_to_run_puts_the_points_on_its_chart_and_report(tmp_path):
     run = load_run(out)  # the derived folder reads as a run: its own samples, the run's points and the new one
     assert len(run.points) == len(run.measurements) == len(load_run(run_dir).measurements) + 1
     assert json.loads((out / "roofs.json").read_text())["derived_by"]["method_version"] == METHOD_VERSION
-    assert api.add_to_run(run_dir, [r], in_place=True) == run_dir  # asked for: the run's own folder
+    assert api.add_to_run(run_dir, [r], in_place=True, charts=False) == run_dir  # asked for: the run's own folder
     assert len(pd.read_csv(run_dir / "measurements.csv")) == len(df)
 
 
@@ -218,8 +218,8 @@ def test_add_to_run_appends_to_an_earlier_user_folder(tmp_path):
                         device="cpu", budget_s=0.01)
     second = api.measure(lambda: x * 3, flops=1024, bytes=8 * 1024, name="triple", shape="1024", precision="fp32",
                          device="cpu", budget_s=0.01)
-    folder = api.add_to_run(run_dir, [first])
-    assert api.add_to_run(run_dir, [second], out=folder) == folder
+    folder = api.add_to_run(run_dir, [first], charts=False)
+    assert api.add_to_run(run_dir, [second], out=folder, charts=False) == folder
     df = pd.read_csv(folder / "measurements.csv")
     assert sorted(df.loc[df["family"] == "user", "impl"]) == ["user.double/torch", "user.triple/torch"]
     assert len(df) == len(load_run(run_dir).measurements) + 2 and len(load_run(folder).points) == len(df)

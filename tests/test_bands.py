@@ -116,16 +116,11 @@ def test_the_overview_draws_one_band_per_measured_roof_with_an_interval(run_a):
         plt.close(fig)
 
 
-def test_a_run_without_intervals_draws_no_band_and_no_band_legend():
-    figs = plot.figures(load_run(DATA / "run_a"))
-    try:
-        for name, fig in figs.items():
-            assert not any(_bands(ax) for ax in fig.axes), name
-            texts = [t.get_text() for t in plot.drawn_texts(fig)]
-            assert BAND_LABEL not in texts, name
-    finally:
-        for fig in figs.values():
-            plt.close(fig)
+def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
+    for name, fig in run_figures(DATA / "run_a").items():
+        assert not any(_bands(ax) for ax in fig.axes), name
+        texts = [t.get_text() for t in plot.drawn_texts(fig)]
+        assert BAND_LABEL not in texts, name
 
 
 @pytest.fixture(scope="module")
@@ -135,53 +130,44 @@ def synthetic(tmp_path_factory) -> Path:
     return banded(make_synthetic_run(root / "plain"), root / "banded")
 
 
-def test_every_chart_that_draws_a_roof_draws_its_band(synthetic):
+def test_every_chart_that_draws_a_roof_draws_its_band(synthetic, run_figures):
     """The family rooflines, fma.png and bandwidth.png draw each roof they draw with its band,
     through the one helper (gid band:<name>), each band the roof's own low and high."""
     run = load_run(synthetic)
     roofs = _measured(run)
-    figs = plot.figures(run)
-    try:
-        gemm = _bands(figs["roofline-gemm.png"].axes[0])
-        assert {"band:hbm", "band:l2", "band:l1", "band:bf16", "band:fp32", "band:fp8e4m3"} <= set(gemm)
-        stream = _bands(figs["roofline-stream.png"].axes[0])
-        assert set(stream) == {"band:hbm", "band:l2", "band:l1"}  # its slopes only: no flats drawn there
-        fma = _bands(figs["fma.png"].axes[0])
-        assert set(fma) == {"band:hbm", "band:fp32.vector", "band:bf16.vector"}
-        for gid, band in fma.items():
+    figs = run_figures(synthetic)
+    gemm = _bands(figs["roofline-gemm.png"].axes[0])
+    assert {"band:hbm", "band:l2", "band:l1", "band:bf16", "band:fp32", "band:fp8e4m3"} <= set(gemm)
+    stream = _bands(figs["roofline-stream.png"].axes[0])
+    assert set(stream) == {"band:hbm", "band:l2", "band:l1"}  # its slopes only: no flats drawn there
+    fma = _bands(figs["fma.png"].axes[0])
+    assert set(fma) == {"band:hbm", "band:fp32.vector", "band:bf16.vector"}
+    for gid, band in fma.items():
+        r = roofs[gid.split(":", 1)[1]]
+        ys = _vertices(band)[:, 1]
+        if r["kind"] == "compute":
+            assert ys.min() == pytest.approx(LOW * r["value"]) and ys.max() == pytest.approx(HIGH * r["value"])
+    panels = [ax for ax in figs["bandwidth.png"].axes if ax.get_visible()]
+    for ax in panels:  # the run's roof of each level across the panel, a flat band on a GB/s axis
+        bands = _bands(ax)
+        assert set(bands) == {"band:hbm", "band:l2", "band:l1"}
+        for gid, band in bands.items():
             r = roofs[gid.split(":", 1)[1]]
-            ys = _vertices(band)[:, 1]
-            if r["kind"] == "compute":
-                assert ys.min() == pytest.approx(LOW * r["value"]) and ys.max() == pytest.approx(HIGH * r["value"])
-        panels = [ax for ax in figs["bandwidth.png"].axes if ax.get_visible()]
-        for ax in panels:  # the run's roof of each level across the panel, a flat band on a GB/s axis
-            bands = _bands(ax)
-            assert set(bands) == {"band:hbm", "band:l2", "band:l1"}
-            for gid, band in bands.items():
-                r = roofs[gid.split(":", 1)[1]]
-                assert set(np.round(_vertices(band)[:, 1], 6)) == {round(LOW * r["value"], 6),
-                                                                   round(HIGH * r["value"], 6)}
-        gemv = [ax for ax in figs["roofline-gemv.png"].axes if ax.get_visible() and _bands(ax)]
-        assert len(gemv) == 5
-    finally:
-        for fig in figs.values():
-            plt.close(fig)
+            assert set(np.round(_vertices(band)[:, 1], 6)) == {round(LOW * r["value"], 6),
+                                                               round(HIGH * r["value"], 6)}
+    gemv = [ax for ax in figs["roofline-gemv.png"].axes if ax.get_visible() and _bands(ax)]
+    assert len(gemv) == 5
 
 
 @pytest.mark.parametrize("which", ["run_a", "synthetic"])
-def test_no_text_of_a_banded_chart_overprints_and_no_label_crosses_a_band(which, request):
+def test_no_text_of_a_banded_chart_overprints_and_no_label_crosses_a_band(which, request, run_figures):
     """On every chart of a banded run no two texts intersect or run off the figure, and no label
     crosses a line or a band's edge (test_labels.crossings samples the bands' edges too)."""
     from test_plot import _intersecting
-    figs = plot.figures(load_run(request.getfixturevalue(which)))
-    try:
-        for chart, fig in figs.items():
-            assert any(_bands(ax) for ax in fig.axes) or chart in ("gemm.png", "links.png"), chart
-            assert _intersecting(fig)[1] == [], chart
-            assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], chart
-    finally:
-        for fig in figs.values():
-            plt.close(fig)
+    for chart, fig in run_figures(request.getfixturevalue(which)).items():
+        assert any(_bands(ax) for ax in fig.axes) or chart in ("gemm.png", "links.png"), chart
+        assert _intersecting(fig)[1] == [], chart
+        assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], chart
 
 
 def test_compare_chart_bands_each_runs_roofs(run_a):

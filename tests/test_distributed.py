@@ -34,14 +34,15 @@ def gloo_runs(tmp, env):
 @background(seconds=13)
 def dying_run(tmp, env):
     """(CompletedProcess, --out folder): a quick interconnect run on 2 ranks whose rank 1 dies after 6 rows."""
-    return launch(tmp, dict(env, ROOFBENCH_TEST_DIE="1:6"), "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB")
+    return launch(tmp, dict(env, ROOFBENCH_TEST_DIE="1:6"), "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB",
+                  "--no-charts")
 
 
 @background(seconds=34)
 def all_devices_run(tmp, env):
     """(CompletedProcess, --out folder): --all-devices on 2 gloo ranks, one tiny stream copy sweep each."""
     return launch(tmp, env, "--all-devices", "--procs", "2", "--quick", "--only", "stream.copy/torch",
-                  "--dtype", "float32", "--budget", "0.02", "--outlier-pct", "50")
+                  "--dtype", "float32", "--budget", "0.02", "--outlier-pct", "50", "--no-charts")
 
 
 def test_bus_factors():

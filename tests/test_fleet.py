@@ -2,8 +2,6 @@
 write_roofs) with known values, combined by `run_bench.py fleet`; the statistics, the robust
 outlier rule and its causes, mixed models and method versions, the runs left out."""
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,18 +16,10 @@ from bench.results import METHOD_VERSION, RunWriter, write_roofs
 from bench.run.session import run_meta
 from roofs.reports import fleet as fl
 
-ROOT = Path(__file__).parent.parent
-
 
 @pytest.fixture(autouse=True)
 def _no_git(monkeypatch):
     monkeypatch.setattr(results, "git_commit", lambda: "abc1234")  # a thousand folders, one commit
-
-
-def run_cli(*args):
-    """Return `run_bench.py fleet ARGS` run in a process of its own (the refusals run in-process: conftest.py)."""
-    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "fleet", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_the_rule_and_its_statistics_on_hand_worked_values():
@@ -44,7 +34,7 @@ def test_the_rule_and_its_statistics_on_hand_worked_values():
     assert flat["mad"] == 0 and not fl.is_outlier(98, flat) and fl.is_outlier(96.9, flat)
 
 
-def test_a_thousand_devices_name_the_slow_one_and_why(tmp_path):
+def test_a_thousand_devices_name_the_slow_one_and_why(tmp_path, cli_in_process):
     rng = np.random.default_rng(30)
     slow = 537
     for i in range(1000):
@@ -52,7 +42,7 @@ def test_a_thousand_devices_name_the_slow_one_and_why(tmp_path):
         write_run(tmp_path / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}",
                   0.85 if i == slow else 1.0, rng, clock=1600.0 if i == slow else 1980.0)
     t0 = time.perf_counter()
-    r = run_cli(tmp_path / "array", "--out", tmp_path / "fleet")
+    r = cli_in_process("fleet", tmp_path / "array", "--out", tmp_path / "fleet")
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr[-2000:]
     print(f"\nfleet of 1000 synthetic runs: {wall:.2f} s, the command's own line: {r.stdout.splitlines()[0]}")
@@ -141,12 +131,12 @@ def test_an_unwritable_out_is_one_sentence(tmp_path, cli_in_process):
     assert r.returncode == 2 and "cannot write the fleet folder" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_fleet_of_one_device_is_its_run_to_run_spread_never_its_own_outlier(tmp_path):
+def test_a_fleet_of_one_device_is_its_run_to_run_spread_never_its_own_outlier(tmp_path, cli_in_process):
     """Four runs of one device, one of them 20% down: one device, no outlier, and its spread
     (hand-worked: hbm 3,200-4,000 GB/s, median 4,000, so (4,000 - 3,200) / 4,000 = 20%)."""
     for i, scale in enumerate((1.0, 1.0, 0.8, 1.0)):
         write_run(tmp_path / f"r{i}", "vm", "GPU-one", scale, start=f"2026-12-0{i + 1}T00:00:00+00:00")
-    r = run_cli(tmp_path, "--out", tmp_path / "fleet")
+    r = cli_in_process("fleet", tmp_path, "--out", tmp_path / "fleet")
     assert r.returncode == 0, r.stderr
     assert "roofbench: 1 device in 4 runs, 1 model(s), 0 outlier device(s)" in r.stdout
     assert "1 device of NVIDIA H200: an outlier needs at least 3 devices of the model" in r.stdout

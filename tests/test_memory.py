@@ -215,7 +215,7 @@ def budgeted_runs(tmp, env):
     RSS in bytes, what it printed, its --out folder)."""
     def run(budget_mib: int, out_dir):
         args = ["--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--budget", "0.05",
-                "--max-memory", f"{budget_mib}MiB", "--out", str(out_dir)]
+                "--max-memory", f"{budget_mib}MiB", "--no-charts", "--out", str(out_dir)]
         # a user's environment: without the Triton interpreter, whose Triton points (correctness only,
         # checked in the kernels' own tests) would double the run's CPU seconds
         out = subprocess.run([sys.executable, "-c", PARENT, SIMULATED, *args], cwd=ROOT, capture_output=True,

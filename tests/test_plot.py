@@ -251,22 +251,18 @@ CPU_CHARTS = {"roofline.png", "roofline-stream.png", "roofline-gemm.png", "roofl
     ("run_a", CPU_CHARTS), ("run_b", CPU_CHARTS), ("reference", CPU_CHARTS | {"roofline-attention.png"}),
     ("h200", CPU_CHARTS | {"roofline-attention.png", "links.png", "energy.png"}),
     ("synthetic", set(plot.CHARTS) - {"energy.png"})])  # synthetic: no energy readings
-def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic):
+def test_charts_of_a_run_and_no_two_texts_overprint(name, charts, synthetic, run_figures):
     """A family chart exists only for the families the run has; on every chart no two drawn
     texts (labels, titles, ticks, legend entries) intersect, none runs off the figure, and no
     drawn line (leaders aside) passes through a label."""
-    figs = plot.figures(load_run(_runs(synthetic)[name]))
-    try:
-        assert set(figs) == charts
-        for chart, fig in figs.items():
-            count, overlaps = _intersecting(fig)
-            assert count > 5, chart  # titles, ticks and labels were drawn
-            assert overlaps == [], f"{name}/{chart}"
-            # no label on a line: roofs, sweeps, size lines and frames pass beside every label
-            assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], f"{name}/{chart}"
-    finally:
-        for fig in figs.values():
-            plt.close(fig)
+    figs = run_figures(_runs(synthetic)[name])
+    assert set(figs) == charts
+    for chart, fig in figs.items():
+        count, overlaps = _intersecting(fig)
+        assert count > 5, chart  # titles, ticks and labels were drawn
+        assert overlaps == [], f"{name}/{chart}"
+        # no label on a line: roofs, sweeps, size lines and frames pass beside every label
+        assert crossings(fig, [t for ax in fig.axes for t in ax.texts]) == [], f"{name}/{chart}"
 
 
 def _gids(ax) -> dict:
