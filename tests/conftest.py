@@ -174,6 +174,7 @@ def run_figures():
     data for), drawn once per session and shared by the tests that only read them
     (tests/test_plot.py, tests/test_bands.py: seconds of drawing each run); closed at the end."""
     drawn = {}
+    plt.rcParams["figure.max_open_warning"] = 0  # held open on purpose, a few runs' worth
 
     def figures(run_dir) -> dict:
         key = Path(run_dir).resolve()

@@ -17,7 +17,7 @@ from roofs.analysis.bounds import boundary_level
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.charts.ceilings import CHAIN, RoofStyle, draw_roofs
 from roofs.charts.kit import LEVEL_COLORS, level_color
-from roofs.charts.labels import LabelPlacer
+from roofs.charts.labels import KEY_ROWS, LabelPlacer
 
 
 def _segments(fig, leaders: bool = False):
@@ -120,6 +120,44 @@ def test_placer_on_a_crowded_chart_keeps_labels_off_each_other_and_off_every_lin
         for t in placed:
             b = t.get_window_extent(renderer)
             assert edge.x0 <= b.x0 and b.x1 <= edge.x1 and edge.y0 <= b.y0 and b.y1 <= edge.y1, t.get_text()
+    finally:
+        plt.close(fig)
+
+
+def test_keyed_labels_in_a_crowded_cluster_become_numbers_and_a_key_and_no_leader_crosses_a_text():
+    """Sixty keyed labels on forty pixels of cluster: those with no place whose leader crosses no
+    text become a number by their point and a line of one key; every label is said once, on
+    the chart or in the key, and the labels' leaders cross no text."""
+    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
+    rng = np.random.default_rng(5)
+    lims = (1e-2, 1e4, 0.5, 6000.0)
+    placer = LabelPlacer(fig)
+    draw_roofs(ax, placer, crowded_model(), lims, RoofStyle())
+    xs = 10 ** rng.uniform(2.4, 2.6, 60)
+    ys = 80 * 10 ** rng.uniform(-0.1, 0.1, 60)
+    ax.scatter(xs, ys, s=16)
+    placer.avoid(ax, xs, ys)
+    names = [f"square/torch point {i}" for i in range(60)]
+    for x, y, name in zip(xs, ys, names):
+        placer.add(ax, x, y, name, gap=7, key=True)
+    _log_frame(fig, ax, lims)
+    try:
+        placed = placer.place()
+        key = [t for t in placed if t.get_gid() == "label:key"]
+        assert key, "the cluster needs a key"
+        lines = [line for t in key for line in t.get_text().split("\n")]  # its columns, in order
+        assert lines[0] == "numbered points" and all(len(t.get_text().split("\n")) <= KEY_ROWS for t in key)
+        keyed = {line.split("  ", 1)[1]: line.split("  ", 1)[0] for line in lines[1:] if line[0].isdigit()}
+        placeless = {line.split("  ", 1)[1].split(" (at x ")[0] for line in lines[1:] if line.startswith("-  ")}
+        assert len(keyed) + len(placeless) == len(lines) - 1 and len(keyed) >= 5
+        on_chart = {t.get_text() for t in placed} - {t.get_text() for t in key}
+        assert sorted(keyed.values(), key=int) == [str(n) for n in range(1, len(keyed) + 1)]
+        assert set(keyed.values()) <= on_chart  # each number by its point
+        keyed.update(dict.fromkeys(placeless, "-"))
+        assert sorted(set(names) & on_chart | set(keyed)) == sorted(names)  # every label said, once
+        assert not set(names) & on_chart & set(keyed)
+        assert crossings(fig, placed, leaders=True) == []  # no line, leaders too, through a text placed
+        assert overlapping(fig, placed) == []
     finally:
         plt.close(fig)
 

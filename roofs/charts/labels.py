@@ -8,6 +8,7 @@ test can check that). Display coordinates (pixels) throughout; reads nothing but
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ LEADER_SLACK = 1.0   # a label within gap + this of its anchor needs no leader l
 FREE_TRIES = 6       # free heights tried per column when a leader would cross a label
 LEADER_CROSS_COST = 150.0  # where leaders may cross labels: each one crossed costs this much
 SLIDES = (0.0, -0.5, 0.5, -1.0, 1.0, -2.0, 2.0)  # sideways moves tried, in box widths, for a displaced label
+KEYED_ROUNDS = 3      # a keyed label (add's key) tries the rounds whose leaders cross no label
+KEY_ROWS = 8          # lines per column of the key
+KEY_ROUNDS = 5        # a column of the key tries every round that keeps it inside the figure
 LEADER_STYLE = {"lw": 0.5, "alpha": 0.7, "zorder": 5, "clip_on": False, "gid": "leader"}
 _UNBOUNDED = (-np.inf, -np.inf, np.inf, np.inf)
 
@@ -217,6 +221,7 @@ class _Request:
     near: float | None
     gap: float | None
     band: tuple | None = None  # (low, high): factors of each anchor's y its band spans (add's band)
+    keyed: bool = False        # add's key: a number by its point and a line of the key, rather than a crossing leader
 
 
 @dataclass
@@ -254,7 +259,11 @@ class LabelPlacer:
     clear of texts alone, and anywhere (the last
     always has room: above everything in the label's column). A label moved away from
     its anchor gets a thin leader line to it, drawn only where it crosses no placed label;
-    the leaders become segments the later labels keep clear of."""
+    the leaders become segments the later labels keep clear of. A label added with key=True
+    never takes those last rounds: where the first three have no room, its point gets a number
+    (placed as a label of its own, in those rounds too) and the label becomes that number's line
+    in one key, placed in the axes clear of everything (top left first); a point with no room
+    even for its number is a key line giving its place instead ("-  label (at x 250, y 1.8e+03)")."""
 
     def __init__(self, fig, pad: float = PAD, gap: float = GAP):
         self.fig, self.pad, self.gap = fig, pad, gap
@@ -268,7 +277,7 @@ class LabelPlacer:
 
     def add(self, ax, x: float, y: float, text: str, sides=("e", "w"), leader: bool = True,
             near: float | None = None, gap: float | None = None, along=(), band: tuple | None = None,
-            **kw) -> None:
+            key: bool = False, **kw) -> None:
         """Ask for text to be placed by the data point (x, y) of ax, on one of sides, gap
         pixels from it (wider than the marker there); along: further data points it may sit
         by instead, in order of preference (a line's label: places along its line); near:
@@ -276,11 +285,13 @@ class LabelPlacer:
         roof's label belongs by its line more than it must keep off points); band: (low, high),
         the factors of each anchor's y that a band about its line spans (a roof's interval over
         its value, ceilings.band_factors): a side above the anchor is measured from the band's
-        top, one below from its bottom, and the label needs no leader while it touches the band."""
+        top, one below from its bottom, and the label needs no leader while it touches the band.
+        key: where only a leader across another label would reach it, a number by its point and
+        a line of the chart's key instead (a crowded cluster's points)."""
         anchors = [(float(px), float(py)) for px, py in [(x, y), *along] if np.isfinite(px) and np.isfinite(py)]
         if anchors and text:
             self.requests.append(_Request(ax, anchors, text, tuple(sides), leader, kw, near, gap,
-                                          tuple(map(float, band)) if band is not None else None))
+                                          tuple(map(float, band)) if band is not None else None, key))
 
     # -- the steps of place() --
 
@@ -396,7 +407,8 @@ class LabelPlacer:
             return None
         gap = self.gap if req.gap is None else req.gap
         obstacles = np.array(boxes + (soft if tier.off_points else []), float).reshape(-1, 4)
-        labels = np.array(labels, float).reshape(-1, 4)
+        # a leader keeps clear of every text and legend, the fixed ones (a roof's label drawn before) too
+        labels = np.array(boxes, float).reshape(-1, 4)
         best = None
         for along, anchor in enumerate(self._display_anchors(req)):
             for x0, want, cost in self._columns(req, anchor, size, tier, gap):
@@ -424,35 +436,61 @@ class LabelPlacer:
         half = LEADER_STYLE["lw"] * self.fig.dpi / 72 / 2
         return np.array([[*start, *end, half]])
 
+    def _put(self, req, renderer, state: dict, rounds: int | None = None) -> Text | None:
+        """Place req's text in the first of the rounds (all of them, or the first `rounds`) with
+        room, adding its box and leader to state (boxes, segments, soft, labels); return the
+        text, or None (nothing drawn) when none of those rounds had room."""
+        kw = {"fontsize": LABEL_SIZE, "bbox": LABEL_BOX, "zorder": 6, "clip_on": False} | req.kw
+        t = req.ax.text(*req.anchors[0], req.text, ha="left", va="bottom", **kw)
+        bb = t.get_window_extent(renderer)
+        size = (bb.width, bb.height)
+        px, py = req.ax.transData.transform(req.anchors[0])
+        corner = (bb.x0 - px, bb.y0 - py)  # the box's corner relative to the text's position
+        a = req.ax.get_window_extent(renderer)
+        near = [s for s in state["soft"].get(req.ax, []) if not (s[0] <= px <= s[2] and s[1] <= py <= s[3])]
+        choice = None
+        for tier in self._tiers((a.x0, a.y0, a.x1, a.y1))[:rounds]:
+            choice = self._best(req, size, tier, state["boxes"], state["segments"], near, state["labels"])
+            if choice is not None:
+                break
+        if choice is None:
+            t.remove()
+            return None
+        t.set_position(req.ax.transData.inverted().transform((choice.x0 - corner[0], choice.y0 - corner[1])))
+        box = (choice.x0, choice.y0, choice.x0 + size[0], choice.y0 + size[1])
+        state["boxes"].append(box)
+        state["labels"].append(box)
+        self.texts.append(t)
+        leader = self._draw_leader(req, choice, size, kw.get("color", "0.3"))
+        if leader is not None:
+            state["segments"] = np.concatenate([state["segments"], leader])
+        return t
+
     def place(self) -> list[Text]:
         """Place every label added (see the class docstring); return the texts drawn."""
         if not self.requests:
             return []
         renderer = self.fig.canvas.get_renderer()
-        boxes = self._fixed_boxes(renderer)
-        segments = figure_segments(self.fig, renderer)
-        soft = self._point_boxes()
-        labels: list[tuple] = []
-        for req in self.requests:
-            kw = {"fontsize": LABEL_SIZE, "bbox": LABEL_BOX, "zorder": 6, "clip_on": False} | req.kw
-            t = req.ax.text(*req.anchors[0], req.text, ha="left", va="bottom", **kw)
-            bb = t.get_window_extent(renderer)
-            size = (bb.width, bb.height)
-            px, py = req.ax.transData.transform(req.anchors[0])
-            corner = (bb.x0 - px, bb.y0 - py)  # the box's corner relative to the text's position
-            a = req.ax.get_window_extent(renderer)
-            near = [s for s in soft[req.ax] if not (s[0] <= px <= s[2] and s[1] <= py <= s[3])]
-            choice = None
-            for tier in self._tiers((a.x0, a.y0, a.x1, a.y1)):
-                choice = self._best(req, size, tier, boxes, segments, near, labels)
-                if choice is not None:
-                    break
-            t.set_position(req.ax.transData.inverted().transform((choice.x0 - corner[0], choice.y0 - corner[1])))
-            box = (choice.x0, choice.y0, choice.x0 + size[0], choice.y0 + size[1])
-            boxes.append(box)
-            labels.append(box)
-            self.texts.append(t)
-            leader = self._draw_leader(req, choice, size, kw.get("color", "0.3"))
-            if leader is not None:
-                segments = np.concatenate([segments, leader])
+        state = {"boxes": self._fixed_boxes(renderer), "segments": figure_segments(self.fig, renderer),
+                 "soft": self._point_boxes(), "labels": []}
+        keyed = [req for req in self.requests if self._put(req, renderer, state, KEYED_ROUNDS if req.keyed else None)
+                 is None]
+        lines, n = [], 0
+        for req in keyed:  # its number by the point, as a label of its own; where even that has
+            tag = dataclasses.replace(req, text=str(n + 1), keyed=False, sides=tuple(_SIDES), gap=2.0)
+            if self._put(tag, renderer, state, KEYED_ROUNDS) is not None:
+                n += 1
+                lines.append(f"{n}  {req.text}")
+            else:  # no room, the key gives the point's place
+                x, y = req.anchors[0]
+                lines.append(f"-  {req.text} (at x {x:,.3g}, y {y:,.3g})")
+        if lines:  # the key, in columns of KEY_ROWS lines, each kept inside the figure where it can be
+            ax = keyed[0].ax
+            (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+            lines = ["numbered points", *lines]
+            for i in range(0, len(lines), KEY_ROWS):
+                column = _Request(ax, [(x0, y1), (x1, y1), (x0, y0)], "\n".join(lines[i:i + KEY_ROWS]),
+                                  ("se", "sw", "ne"), False, {"color": "0.2", "gid": "label:key"}, None, 4.0)
+                if self._put(column, renderer, state, KEY_ROUNDS) is None:
+                    self._put(column, renderer, state)
         return self.texts

@@ -162,7 +162,8 @@ def draw_roofline(run: Run):
         if r.precision:
             label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
         placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),
-                   color=FLAG_COLOR if r.flagged else FAMILY_COLORS.get(r.family, "tab:gray"), gid="label:point", gap=7)
+                   color=FLAG_COLOR if r.flagged else FAMILY_COLORS.get(r.family, "tab:gray"), gid="label:point", gap=7,
+                   key=True)  # in a crowded cluster, a number and a line of the key, not a leader across labels
     _finish_axes(ax, lims)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s (1e9 FLOP/s; GOP/s for int8), median")
