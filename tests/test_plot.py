@@ -350,6 +350,13 @@ def test_gemv_chart_joins_each_layers_batch_walk(synthetic):
             for line in walks:
                 xs = list(line.get_xdata())
                 assert len(xs) == 9 and xs == sorted(xs)  # B = 1 .. 256, intensity rising with B
+            # the slopes crowd each panel's corner: unlabelled there, their figures in the shared legend
+            assert {"slope:hbm", "slope:l2", "slope:l1"} <= set(_gids(ax))
+            assert not [t.get_text() for t in ax.texts
+                        if t.get_text().startswith(("HBM ", "L2 ", "L1 ")) and "datasheet" not in t.get_text()]
+        entries = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+        for level in ("HBM", "L2", "L1"):
+            assert sum(e.startswith(f"slope: {level} ") and "GB/s" in e for e in entries) == 1, entries
     finally:
         plt.close(fig)
 

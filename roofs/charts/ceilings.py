@@ -90,11 +90,14 @@ def band_handle() -> Patch:
 class RoofStyle:
     """Which roofs a chart draws and how: the precisions whose compute roofs it draws (None:
     all), a precision's colour (None: black, references grey), whether compute roofs are
-    drawn at all (flats) and whether the interconnect and host links are (links)."""
+    drawn at all (flats) and whether the interconnect and host links are (links); slope_labels
+    False: the measured slopes unlabelled on the chart, their figures in the legend's entries
+    instead (panels that share one legend and whose slopes crowd one corner: decode GEMV)."""
     precisions: frozenset | set | None = None
     compute_color: Callable[[str], str] | None = None
     flats: bool = True
     links: bool = False
+    slope_labels: bool = True
 
 
 @dataclass
@@ -172,9 +175,10 @@ def _label(placer: LabelPlacer, ax, places, text: str, sides, color, band=None) 
     placer.add(ax, x, y, text, sides=sides, leader=True, near=1.5, along=rest, band=band, color=color)
 
 
-def _draw_slopes(ax, placer: LabelPlacer, roofs: _Roofs, lims) -> None:
+def _draw_slopes(ax, placer: LabelPlacer, roofs: _Roofs, lims, labelled: bool = True) -> None:
     """Each level's slope in its colour (its burst figure thin beside it), each datasheet
-    slope dashed in its level's colour, each link set dotted; one label each."""
+    slope dashed in its level's colour, each link set dotted; one label each (but the measured
+    slopes when not labelled: RoofStyle.slope_labels)."""
     top = roofs.top
     labels = []  # (bandwidth, text, colour, sides, roof it ends on, band factors)
     for r in roofs.slopes:
@@ -183,8 +187,9 @@ def _draw_slopes(ax, placer: LabelPlacer, roofs: _Roofs, lims) -> None:
         draw_band(ax, r, lims[0], lims[1], color, upto=top)
         if sv is not None:
             _slope(ax, r.value, lims, top, f"slope:{r.name}:burst", color=color, **BURST)
-        labels.append((sv or r.value, _roof_text(r, r.name.upper()), color, ("nw", "se"), top,
-                       band_factors([r], sv or r.value)))
+        if labelled:
+            labels.append((sv or r.value, _roof_text(r, r.name.upper()), color, ("nw", "se"), top,
+                           band_factors([r], sv or r.value)))
     ref_top = max((x.value for x in roofs.refs), default=top)
     for r in roofs.datasheet_slopes:
         color = level_color(r.name)
@@ -242,7 +247,8 @@ def _draw_references(ax, placer: LabelPlacer, roofs: _Roofs, lims, style: RoofSt
 def _handles(roofs: _Roofs, style: RoofStyle) -> list[Line2D]:
     """Return the legend entries for what was drawn: a level's colour, then each line style."""
     order = ("l1", "l2", "l3", *MEMORY_LEVELS)
-    out = [Line2D([], [], color=level_color(r.name), lw=2, label=f"slope: {r.name.upper()} bandwidth roof")
+    out = [Line2D([], [], color=level_color(r.name), lw=2, label=f"slope: {r.name.upper()} bandwidth roof"
+                  if style.slope_labels else f"slope: {_roof_text(r, r.name.upper())}")
            for r in sorted(roofs.slopes, key=lambda r: order.index(r.name) if r.name in order else len(order))]
     sustained = any(sustained_value(r) is not None for r in roofs.slopes + roofs.measured)
     if roofs.measured:
@@ -268,7 +274,7 @@ def draw_roofs(ax, placer: LabelPlacer, model: Roofline, lims, style: RoofStyle 
     precision's roof), then the measured flats from the ridge with the fastest level, then
     the references; labels go to placer. Returns the legend entries for what was drawn."""
     roofs = _select(model, style)
-    _draw_slopes(ax, placer, roofs, lims)
+    _draw_slopes(ax, placer, roofs, lims, style.slope_labels)
     _draw_flats(ax, placer, roofs, lims, style)
     _draw_references(ax, placer, roofs, lims, style)
     return _handles(roofs, style)

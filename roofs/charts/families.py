@@ -214,7 +214,8 @@ def draw_gemv_roofline(run: Run):
     drawn, roof_handles = [], []
     for ax, fmt in zip(axes.flat, formats):
         sub = pts[pts["dtype"] == fmt]
-        roof_handles += draw_roofs(ax, placer, model, lims, RoofStyle(set(sub["fmt"])))
+        # the panels' slopes crowd their top left corner: their figures in the shared legend instead
+        roof_handles += draw_roofs(ax, placer, model, lims, RoofStyle(set(sub["fmt"]), slope_labels=False))
         drawn.append(draw_level_points(ax, sub))
         for (impl, layer), g in sub.groupby(["impl_name", "layer"]):
             g = g.sort_values("batch")
