@@ -69,6 +69,16 @@ def test_clock_without_predictions_and_at_the_end():
     assert t.clock(5.0, 5) == "0:05, ~0:00 left"
 
 
+def test_the_time_left_counts_the_tail_after_the_rows():
+    """A tail (the sustained phase and the finishing, 20 s predicted) after five 10 s rows: at
+    the start 70 s left; after the last row, run at the predicted pace, the tail's 20 s, not
+    0 (hand-worked: prior 2.5 s, scale (50 + 2.5) / (50 + 2.5) = 1)."""
+    assert time_left(0.0, 0, [10.0] * 5, 20.0) == 70.0
+    assert time_left(50.0, 5, [10.0] * 5, 20.0) == 20.0
+    t = Ticker(5, [10.0] * 5, lambda line: None, str, tail_s=20.0)
+    assert t.clock(50.0, 5) == "0:50, ~0:20 left"
+
+
 def test_the_counter_counts_the_rows_that_may_run():
     """A bf16 GEMM with the torch and numpy impls: numpy's own rule (fp32 and fp64 only)
     skips its row before the run, so the counter counts 1 row, not 2, and ends at 1/1."""
@@ -87,18 +97,20 @@ def test_the_counter_counts_the_rows_that_may_run():
     assert lines and all(line.startswith("[1/1 ") for line in lines), lines
 
 
-@pytest.mark.parametrize("predicted,actual", [
-    ([3.0] * 100, [4.5] * 100),                        # every row 1.5x slower than predicted
-    ([3.0] * 100, [2.1] * 100),                        # 0.7x
-    ([0.01] * 300 + [3.0] * 100, [0.01] * 300 + [4.5] * 100),   # quick skips first, then 1.5x
-    ([3.0] * 100, [3.0] * 50 + [4.8] * 50),            # on time, then a family 1.6x: the worst it can see
+@pytest.mark.parametrize("predicted,actual,tail", [
+    ([3.0] * 100, [4.5] * 100, (0.0, 0.0)),                        # every row 1.5x slower than predicted
+    ([3.0] * 100, [2.1] * 100, (0.0, 0.0)),                        # 0.7x
+    ([0.01] * 300 + [3.0] * 100, [0.01] * 300 + [4.5] * 100, (0.0, 0.0)),   # quick skips first, then 1.5x
+    ([3.0] * 100, [3.0] * 50 + [4.8] * 50, (0.0, 0.0)),            # on time, then a family 1.6x: the worst it can see
+    ([3.0] * 100, [4.5] * 100, (200.0, 300.0)),                    # 1.5x, then a long tail (sustained, finishing) 1.5x
 ])
-def test_the_eta_is_within_a_quarter_of_the_truth_from_the_first_minute(predicted, actual):
+def test_the_eta_is_within_a_quarter_of_the_truth_from_the_first_minute(predicted, actual, tail):
     """From the first minute on, elapsed + the shown time left is within 25% of the run's
-    true end, on runs whose rows are off the prediction by a factor (the ETA can be no better
-    than the prediction of the families not yet run: the last case is the edge)."""
-    t = Ticker(len(predicted), predicted, lambda line: None, lambda m: "x")
-    elapsed, end, worst = 0.0, sum(actual), 0.0
+    true end (its tail after the rows included: predicted, then taken), on runs whose rows are
+    off the prediction by a factor (the ETA can be no better than the prediction of the
+    families not yet run: the fourth case is the edge)."""
+    t = Ticker(len(predicted), predicted, lambda line: None, lambda m: "x", tail_s=tail[0])
+    elapsed, end, worst = 0.0, sum(actual) + tail[1], 0.0
     for done, sec in enumerate(actual, 1):
         elapsed += sec
         t.row(row("gemm", "gemm.square/torch"), done, elapsed)

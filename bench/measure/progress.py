@@ -2,11 +2,11 @@
 skipped points of a family grouped at the family's end (one line per reason, with a count),
 and a time-left estimate that does not jump.
 
-The time left is the dry run's prediction for the rows still to run, scaled by how the run
-keeps to it so far; the scale starts from 1 and moves towards measured / predicted as the
-run covers more of its predicted time (a prior worth PRIOR_SHARE of the plan), and the
-shown value follows it smoothly (SMOOTHING per line, never rising by more than the time
-that passed).
+The time left is the dry run's prediction for the rows still to run and for what follows
+them (the sustained phase and the finishing: the tail), scaled by how the run keeps to it
+so far; the scale starts from 1 and moves towards measured / predicted as the run covers
+more of its predicted time (a prior worth PRIOR_SHARE of the plan), and the shown value
+follows it smoothly (SMOOTHING per line, never rising by more than the time that passed).
 """
 from __future__ import annotations
 
@@ -31,14 +31,15 @@ def reason_key(reason: str) -> str:
     return re.sub(r"\d[\d.,]*", "#", reason or "")
 
 
-def time_left(elapsed: float, done: int, estimates: list[float]) -> float:
-    """Return the predicted seconds of the rows after the first done, scaled by
-    (elapsed + prior) / (their predicted seconds + prior), prior = PRIOR_SHARE of the plan:
-    early rows, often many quick skips, move the estimate little."""
+def time_left(elapsed: float, done: int, estimates: list[float], tail: float = 0.0) -> float:
+    """Return the predicted seconds of the rows after the first done, and of the tail (what
+    runs after the rows), scaled by (elapsed + prior) / (the done rows' predicted seconds +
+    prior), prior = PRIOR_SHARE of the plan: early rows, often many quick skips, move the
+    estimate little."""
     spent, left = sum(estimates[:done]), sum(estimates[done:])
     prior = PRIOR_SHARE * sum(estimates)
     scale = (elapsed + prior) / (spent + prior) if spent + prior > 0 else 1.0
-    return left * scale
+    return (left + tail) * scale
 
 
 class Ticker:
@@ -46,8 +47,9 @@ class Ticker:
     (or on Ctrl-C) prints the last family's grouped skips."""
 
     def __init__(self, total: int, estimates: list[float] | None, say: Callable[[str], None],
-                 describe: Callable[[object], str]):
+                 describe: Callable[[object], str], tail_s: float = 0.0):
         self.total, self.estimates, self.say, self.describe = total, estimates, say, describe
+        self.tail_s = tail_s               # the predicted seconds after the rows (sustained phase, finishing)
         self.family = None
         self.skips: dict[str, list] = {}   # reason key -> [count, first reason, impls, first row]
         self.shown: float | None = None    # the time left last shown
@@ -60,7 +62,7 @@ class Ticker:
         """Return "m:ss" elapsed and, with predictions, the smoothed "~m:ss left"."""
         if not self.estimates or done > len(self.estimates):
             return mmss(elapsed)
-        raw = time_left(elapsed, done, self.estimates)
+        raw = time_left(elapsed, done, self.estimates, self.tail_s)
         if self.shown is None:
             self.shown = raw
         else:
@@ -68,7 +70,7 @@ class Ticker:
             counted_down = max(0.0, self.shown - passed)
             self.shown = min(SMOOTHING * counted_down + (1 - SMOOTHING) * raw, self.shown + passed)
         if done >= len(self.estimates):
-            self.shown = 0.0
+            self.shown = raw  # the tail alone: what runs after the last row
         return f"{mmss(elapsed)}, ~{mmss(self.shown)} left"
 
     def row(self, m, done: int, elapsed: float, counted: int | None = None) -> None:

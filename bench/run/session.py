@@ -99,7 +99,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     if sustain_s > 0:
         raw["sustained"] = predict.sustain_seconds(plan, device, quick, sustain_s)[0]
     factors = learned.expected(device, quick)
-    predicted = sum(rows) + raw.get("sustained", 0.0) * factors.get("sustained", 1.0) if rows else None
+    sustained_s = raw.get("sustained", 0.0) * factors.get("sustained", 1.0)
+    predicted = sum(rows) + sustained_s if rows else None
     meta = dict(meta, predicted_s=predicted, predicted_raw_s=raw, learned_factors=factors,
                 memory_budget_bytes=budget.limit,
                 **({"precompile": pre} if pre else {}))
@@ -116,7 +117,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     phases = {}  # wall seconds of the sweeps and of the sustained phase
     try:
         with jit:
-            runner.run(plan, rows)
+            # the time left on each line counts the sustained phase and the finishing after the rows
+            runner.run(plan, rows, sustained_s + factors.get("finish_s", predict.DEFAULT_FINISH_S))
             phases["sweeps"] = time.perf_counter() - t0
             if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
                 sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
