@@ -400,7 +400,7 @@ class LabelPlacer:
                 break  # the nearest clear place: a further one only moves it more
         return best
 
-    def _best(self, req, size, tier, boxes, segments, soft, labels) -> _Choice | None:
+    def _best(self, req, size, tier, boxes, segments, soft) -> _Choice | None:
         """Return the cheapest place for req's box (w, h = size) in one round, or None: over
         its anchors and columns, displacement + column cost + ALONG_COST per anchor rank."""
         if tier.bounds[2] - tier.bounds[0] < size[0]:
@@ -438,7 +438,7 @@ class LabelPlacer:
 
     def _put(self, req, renderer, state: dict, rounds: int | None = None) -> Text | None:
         """Place req's text in the first of the rounds (all of them, or the first `rounds`) with
-        room, adding its box and leader to state (boxes, segments, soft, labels); return the
+        room, adding its box and leader to state (boxes, segments, soft); return the
         text, or None (nothing drawn) when none of those rounds had room."""
         kw = {"fontsize": LABEL_SIZE, "bbox": LABEL_BOX, "zorder": 6, "clip_on": False} | req.kw
         t = req.ax.text(*req.anchors[0], req.text, ha="left", va="bottom", **kw)
@@ -450,7 +450,7 @@ class LabelPlacer:
         near = [s for s in state["soft"].get(req.ax, []) if not (s[0] <= px <= s[2] and s[1] <= py <= s[3])]
         choice = None
         for tier in self._tiers((a.x0, a.y0, a.x1, a.y1))[:rounds]:
-            choice = self._best(req, size, tier, state["boxes"], state["segments"], near, state["labels"])
+            choice = self._best(req, size, tier, state["boxes"], state["segments"], near)
             if choice is not None:
                 break
         if choice is None:
@@ -459,7 +459,6 @@ class LabelPlacer:
         t.set_position(req.ax.transData.inverted().transform((choice.x0 - corner[0], choice.y0 - corner[1])))
         box = (choice.x0, choice.y0, choice.x0 + size[0], choice.y0 + size[1])
         state["boxes"].append(box)
-        state["labels"].append(box)
         self.texts.append(t)
         leader = self._draw_leader(req, choice, size, kw.get("color", "0.3"))
         if leader is not None:
@@ -472,9 +471,11 @@ class LabelPlacer:
             return []
         renderer = self.fig.canvas.get_renderer()
         state = {"boxes": self._fixed_boxes(renderer), "segments": figure_segments(self.fig, renderer),
-                 "soft": self._point_boxes(), "labels": []}
-        keyed = [req for req in self.requests if self._put(req, renderer, state, KEYED_ROUNDS if req.keyed else None)
-                 is None]
+                 "soft": self._point_boxes()}
+        keyed = []  # the keyed labels with no clear place: numbered below
+        for req in self.requests:
+            if self._put(req, renderer, state, KEYED_ROUNDS if req.keyed else None) is None:
+                keyed.append(req)
         lines, n = [], 0
         for req in keyed:  # its number by the point, as a label of its own; where even that has
             tag = dataclasses.replace(req, text=str(n + 1), keyed=False, sides=tuple(_SIDES), gap=2.0)
