@@ -375,10 +375,35 @@ def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
     samples_s and telemetry. Folders written before samples left run.json keep them under
     run.json's "points" (read from there); newer ones in samples.jsonl(.gz). A last line
     cut by a killed process is left out."""
+    return _read_samples(run_dir, meta, json.loads)
+
+
+# sample_line writes each line's point_id first: its value alone is read where only the ids are
+# needed (check_points, on every load_run), not the samples after it (most of the file's bytes)
+_ID_FIRST = '{"point_id": '
+_DECODER = json.JSONDecoder()
+
+
+def _point_id(line: str):
+    """Return the point_id of a samples line; raise json.JSONDecodeError if the line is not whole."""
+    if line.startswith(_ID_FIRST) and line.endswith("}\n"):
+        return _DECODER.raw_decode(line, len(_ID_FIRST))[0]
+    return json.loads(line).get("point_id")
+
+
+def load_point_ids(run_dir, meta: dict | None = None) -> list:
+    """Return every point's point_id in row order, as load_samples's records hold them, reading
+    no samples."""
+    return _read_samples(run_dir, meta, _point_id, lambda record: record.get("point_id"))
+
+
+def _read_samples(run_dir, meta: dict | None, parse, of_record=lambda record: record) -> list:
+    """Return parse(line) of each whole line of run_dir's samples file (of_record(record) of
+    each of run.json's "points" in an older folder), stopping at a line that is not whole."""
     if meta is None:
         meta = _load_json(Path(run_dir) / "run.json", "the run's metadata")
     if meta.get("points") is not None:
-        return list(meta["points"])
+        return [of_record(r) for r in meta["points"]]
     path = samples_path(run_dir)
     if path is None:
         return []
@@ -388,7 +413,7 @@ def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
         with opener(path, "rt") as f:
             for line in f:
                 try:
-                    out.append(json.loads(line))
+                    out.append(parse(line))
                 except json.JSONDecodeError:  # a line cut by a killed process: the last one
                     break
     except (OSError, EOFError) as e:
@@ -562,8 +587,7 @@ def check_points(df: pd.DataFrame, meta: dict, path: Path) -> int:
     their first ones (a run still running, or killed, has not recorded them: nothing to check)."""
     if meta.get("points") is None and meta.get("point_count") is None:
         return 0
-    records = load_samples(path.parent, meta)
-    ids = [p.get("point_id") for p in records]
+    ids = load_point_ids(path.parent, meta)
     count = len(ids) if meta.get("points") is not None else int(meta["point_count"])
     where = "run.json" if meta.get("points") is not None else "run.json (with its samples file)"
     if count == len(ids) and len(df) < count and list(df["point_id"]) == ids[:len(df)]:

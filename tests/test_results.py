@@ -187,3 +187,24 @@ def test_a_killed_run_reads_the_samples_written_so_far(tmp_path):
     w._samples.flush()
     assert [p["samples_s"] for p in load_samples(d)] == [[0.001, 0.002, 0.003]]
     assert load_run(d).meta["status"] == "running"
+
+
+def test_point_ids_are_read_without_the_samples_and_agree_with_them(tmp_path):
+    """load_point_ids (what every load_run checks) reads each line's id alone; a line in
+    another key order is parsed whole, and a line cut inside its samples ends the list, as
+    load_samples's records do."""
+    from bench.results import load_point_ids, load_samples
+    d = tmp_path / "r"
+    w = RunWriter(d, {"device": {}})
+    w.add(meas())
+    w.add(meas(point={"dtype": "float32", "ws_bytes": 16000}))
+    w.finish()
+    first, second = (d / "samples.jsonl").read_text().splitlines()
+    reordered = json.dumps(dict(reversed(list(json.loads(second).items()))))
+    assert not reordered.startswith('{"point_id"')
+    cut = second[:second.index('"samples_s"') + 16]  # whole id, samples cut (the process died there)
+    (d / "samples.jsonl").write_text(first + "\n" + reordered + "\n" + cut)
+    ids = load_point_ids(d)
+    assert ids == [p["point_id"] for p in load_samples(d)] == [json.loads(first)["point_id"],
+                                                                 json.loads(second)["point_id"]]
+    assert json.loads(second)["point_id"] in cut and len(ids) == 2
