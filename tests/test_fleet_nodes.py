@@ -45,7 +45,7 @@ def two_nodes(tmp, env):
            "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30",
            "--max-restarts", "0", str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick",
            "--only", "stream.copy/torch", "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0",
-           "--budget", "0.3", "--no-charts", "--run-dir", str(run_dir)]
+           "--budget", "0.1", "--no-charts", "--run-dir", str(run_dir)]
     env = dict(env, OMP_NUM_THREADS="1")
     nodes = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
