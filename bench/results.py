@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.util import cpu_seconds, git_commit
+from bench.util import cpu_seconds, git_commit, machine_busy_seconds, others_cores
 
 SCHEMA_VERSION = 1
 # The version of the measuring method (ARCHITECTURE.md, rule 13). Bump it with any change
@@ -238,7 +238,7 @@ class RunWriter:
                          start_utc=datetime.now(UTC).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
-        self._t0, self._cpu0 = time.monotonic(), cpu_seconds()
+        self._t0, self._cpu0, self._busy0 = time.monotonic(), cpu_seconds(), machine_busy_seconds()
         self._csv_file = open(self.dir / "measurements.csv", "w", newline="")
         self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
         self._csv.writeheader()
@@ -265,8 +265,14 @@ class RunWriter:
         load["end"] = _loadavg()
         # the run's own share of that load: the cores it kept busy on average (its CPU
         # seconds over its wall time), so a reader can tell other processes' load from its own
-        wall = time.monotonic() - self._t0
-        load["own"] = round((cpu_seconds() - self._cpu0) / wall, 2) if wall > 0 else None
+        wall, own_s = time.monotonic() - self._t0, cpu_seconds() - self._cpu0
+        load["own"] = round(own_s / wall, 2) if wall > 0 else None
+        # the cores other processes kept busy, measured: the machine's busy CPU seconds over the
+        # run less the run's own (the load averages above still count the minute before the
+        # run started); absent where the OS has no /proc/stat
+        busy = machine_busy_seconds()
+        if busy is not None and self._busy0 is not None and wall > 0:
+            load["others"] = round(others_cores(busy - self._busy0, own_s, wall), 2)
         self.meta["point_count"] = len(self.measurements)
         self.meta["samples_file"] = compress_samples(self.dir).name
         _write_json(self.dir / "run.json", _clean(self.meta))

@@ -141,6 +141,26 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def machine_busy_seconds(proc: str = "/proc") -> float | None:
+    """Return the CPU seconds all of this machine's cores have spent busy since boot:
+    /proc/stat's first line, every column but idle and iowait (a VM's steal counts as busy:
+    time its cores were not its own); None where there is no /proc/stat."""
+    try:
+        with open(os.path.join(proc, "stat")) as f:
+            cpu = f.readline().split()[1:]
+        busy = sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4))
+    except (OSError, ValueError):
+        return None
+    return busy / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def others_cores(busy_s: float, own_s: float, wall_s: float) -> float:
+    """Return how many cores other processes kept busy on average over wall_s seconds in which
+    the machine's cores were busy busy_s seconds and this process (and its waited-for children)
+    own_s of them; never below 0 (the two clocks tick at different grains)."""
+    return max(0.0, (busy_s - own_s) / wall_s) if wall_s > 0 else 0.0
+
+
 def triton_interpreting() -> bool:
     """Return whether Triton kernels run under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "") == "1"

@@ -317,6 +317,22 @@ def test_the_loaded_machine_warning_leaves_out_the_runs_own_threads():
     # runs written before "own" was recorded: the end reading as it was
     assert others_load({"start": [0.1, 0, 0], "end": [2.04, 0, 0]}, 2) == (2.04, 2)
     assert others_load({}, 2) == (None, 2)
+    # the measured share, where the run recorded it, over the load averages (the start's 1.8 is
+    # the minute before: the previous run)
+    assert others_load({"cores": 2, "start": [1.8, 0, 0], "end": [2.0, 0, 0], "own": 1.9, "others": 0.05}) == (0.05, 2)
+
+
+def test_other_processes_share_is_the_machines_busy_time_less_the_runs_own():
+    from bench.util import machine_busy_seconds, others_cores
+    assert others_cores(3.0, 1.0, 2.0) == 1.0        # 3 busy core-seconds in 2 s, 1 of them the run's: 1 core
+    assert others_cores(0.98, 1.0, 1.0) == 0.0       # clock grains: never below 0
+    assert others_cores(1.0, 0.0, 0.0) == 0.0
+    first = machine_busy_seconds()
+    if first is not None:                            # Linux: /proc/stat
+        t = time.process_time() + 0.05
+        while time.process_time() < t:               # this process busy for 0.05 s
+            pass
+        assert machine_busy_seconds() >= first + 0.03
 
 
 def test_a_run_records_its_own_share_of_the_load(tmp_path):
@@ -326,8 +342,10 @@ def test_a_run_records_its_own_share_of_the_load(tmp_path):
     while time.process_time() < t:  # one core busy for 0.2 s
         pass
     w.finish()
-    own = json.loads((tmp_path / "run" / "run.json").read_text())["load"]["own"]
-    assert 0 < own <= (os.cpu_count() or 1) + 0.5
+    load = json.loads((tmp_path / "run" / "run.json").read_text())["load"]
+    assert 0 < load["own"] <= (os.cpu_count() or 1) + 0.5
+    if os.path.exists("/proc/stat"):  # other processes' share, however busy the machine
+        assert 0 <= load["others"] <= (os.cpu_count() or 1) + 0.5
 
 
 def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mode():

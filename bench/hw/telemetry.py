@@ -37,6 +37,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench.util import machine_busy_seconds, others_cores
+
 PERIOD_S = 0.01
 # NVML clock-event reasons that mean the clock was held down, by bit
 THROTTLE_BITS = {0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
@@ -151,14 +153,14 @@ class LoadProbe:
         self._start = None
 
     def _read(self):
+        busy = machine_busy_seconds(str(self.proc))
         try:
-            cpu = self.proc.joinpath("stat").read_text().splitlines()[0].split()[1:]
-            busy = sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4))  # all but idle and iowait
             mine = self.proc.joinpath("self", "stat").read_text().rsplit(")", 1)[1].split()
             own = int(mine[11]) + int(mine[12])  # utime + stime, in clock ticks
-            return time.perf_counter(), busy, own
         except (OSError, IndexError, ValueError):
             return None
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        return (time.perf_counter(), busy, own / ticks) if busy is not None else None
 
     def start(self):
         self._start = self._read()
@@ -170,10 +172,9 @@ class LoadProbe:
         if self._start is None or end is None:
             return {"others_cpu": None, "load1": load1}
         (t0, busy0, own0), (t1, busy1, own1) = self._start, end
-        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         cores = os.cpu_count() or 1
         window = max(t1 - t0, 1e-9)
-        others = max(0, (busy1 - busy0) - (own1 - own0)) / ticks / (window * cores)
+        others = others_cores(busy1 - busy0, own1 - own0, window) / cores
         # ticks are coarse (10 ms): a window shorter than a few ticks says little
         return {"others_cpu": min(1.0, others) if window >= 0.05 else None, "load1": load1}
 

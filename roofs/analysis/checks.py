@@ -32,11 +32,16 @@ def above_bound(df: pd.DataFrame) -> tuple[int, int]:
 
 
 def others_load(load: dict, compute_units=None) -> tuple[float | None, int | None]:
-    """Return (the load other processes put on the machine, the cores): the larger of the
+    """Return (the load other processes put on the machine, the cores): run.json's load
+    "others", the cores they kept busy on average while the run ran (the machine's busy CPU
+    time less the run's own); for a run written before it was recorded, the larger of the
     1-minute load average when the run started and when it ended less the run's own share
-    (run.json's load "own": the cores it kept busy on average; a run that busies both cores
-    of a 2-core machine ends at a load near 2 by itself)."""
+    (load "own": the cores it kept busy on average; a run that busies both cores of a 2-core
+    machine ends at a load near 2 by itself; the start's reading still counts the minute
+    before the run)."""
     cores = load.get("cores") or compute_units
+    if load.get("others") is not None:
+        return float(load["others"]), cores
     start, end = load.get("start"), load.get("end")
     readings = ([start[0]] if start else []) + ([max(0.0, end[0] - (load.get("own") or 0.0))] if end else [])
     return (max(readings) if readings else None), cores
@@ -79,8 +84,8 @@ def run_warnings(run) -> list[str]:
                       "; every roof still rests on steady rows"))
     worst, cores = others_load(run.meta.get("load") or {}, run.device.get("compute_units"))
     if worst is not None and cores and worst > cores:
-        out.append(f"the machine was loaded during the run (load average {worst:.1f} on {cores} cores, "
-                   "the run's own threads left out)")
+        out.append(f"the machine was loaded during the run (other processes kept {worst:.1f} of its {cores} cores "
+                   "busy, the run's own threads left out)")
     n_above, n_bounded = above_bound(df)
     out.append(f"{fmt_num(n_above)} of {plural(n_bounded, 'bounded point')} sit above their attainable bound beyond "
                "their spread" + (" (each listed with its causes)" if n_above else ""))

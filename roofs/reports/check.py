@@ -35,7 +35,7 @@ DEFAULT_TOLERANCE_PCT = 5.0
 MAX_TOLERANCE_PCT = 100.0   # a tolerance of 100% or more could never call a roof SLOWER: refused
 EPS = 1e-9                  # a figure within 1 part in 10^9 of a boundary is on it (decimal figures in floats)
 STATE_SHIFT = 0.03          # a recorded clock or power limit this far from the baseline's is named (fleet.causes')
-LOADED_SHARE = 0.5          # other processes' load average past this share of the cores is named
+LOADED_SHARE = 0.5          # other processes' load past this share of the cores is named
 ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
 # fleet.csv's columns read as text (a driver "560.35" is no number, nor a commit "1234567")
@@ -244,16 +244,17 @@ def _loaded(meta: dict) -> tuple[float | None, int | None]:
 
 def run_level_notes(run: Side, base: Side | None) -> list[str]:
     """Return what the run's records say of the machine while it ran, beside the baseline's
-    when it is a run: other processes' load (run.json's load at start and end, the run's own
-    share left out; named past LOADED_SHARE of the cores) and the rows the runner flagged
+    when it is a run: other processes' load (run.json's load: the cores they kept busy while it
+    ran, or for an older run its load averages less its own share; named past LOADED_SHARE of
+    the cores) and the rows the runner flagged
     busy or whose time jumped."""
     out = []
     sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind == "run" else [])
     for who, side in sides:
         worst, cores = _loaded(side.meta)
         if worst is not None and cores and worst > LOADED_SHARE * cores:
-            out.append(f"{who}'s machine was loaded by other processes (load average up to {worst:.1f} "
-                       f"on {cores} cores)")
+            out.append(f"{who}'s machine was loaded by other processes ({worst:.1f} of its {cores} cores busy "
+                       "with them)")
         if side.flags.get("busy") or side.flags.get("jumped"):
             out.append(f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
                        f"{fmt_num(side.flags['jumped'])} whose time jumped")
