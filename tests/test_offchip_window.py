@@ -48,6 +48,25 @@ def test_a_plausible_reported_llc_sets_the_window_at_four_times_its_size():
     assert 0.9 * 41 <= roofs["dram.copy"].value <= 1.25 * 37
 
 
+def test_off_chip_speed_at_exactly_the_reported_size_keeps_the_reported_size():
+    # the VM's quick run at 15:47 today: L3 to 8 MiB, one slow row at exactly the reported 32 MiB
+    # (25 GB/s, off-chip speed), L3-assisted rows past it (43 GB/s at 64 MiB) and DRAM from 128 MiB.
+    # A set the cache's own size cannot all stay in it, so off-chip speed there says nothing against
+    # the 32 MiB: the window starts at 4x it, not at the 32 MiB row (whose neighbours, still half
+    # in L3, set a DRAM roof of 67 GB/s, 2x the STREAM copy of 31.6)
+    l3 = {4: 161.0, 6: 168.0, 8: 163.0, 16: 136.0}
+    out = [row("stream.reread", s * MiB, v) for s, v in l3.items()]
+    out += [row("stream.copy", 32 * MiB, 25.2), row("stream.reread", 48 * MiB, 67.0),
+            row("stream.read", 64 * MiB, 43.5), row("stream.copy", 64 * MiB, 40.0)]
+    for size, read, copy in ((128, 25.6, 25.6), (256, 30.1, 30.0), (512, 26.6, 26.5)):
+        out += [row("stream.read", size * MiB, read), row("stream.copy", size * MiB, copy)]
+    df = pd.DataFrame(out)
+    start, edge = offchip_window(df, CACHES)
+    assert edge == 8 * MiB and start == 128 * MiB
+    roofs = {r.name: r.value for r in bandwidth_roofs(df, CACHES, "dram")[0]}
+    assert roofs["dram"] == 30.1 and roofs["dram.copy"] == 30.0
+
+
 def test_a_vm_reporting_its_hosts_cache_is_judged_by_its_knee():
     # a VM that reports its host's 300 MiB L3 while its plateau ends at 16 MiB: the reported size is
     # not plausible (the edge is under a quarter of it), so the window starts past the knee, 4x the

@@ -280,7 +280,7 @@ def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dic
     measured), the start is at least DRAM_FACTOR x the reported size: no cache serves that
     far, where a victim L3 (AMD's) still serves part of a set twice its size, so 4x a
     measured edge of half the L3 (64 MiB of a 32 MiB L3) read 74 GB/s against DRAM's 36-40.
-    Where the sweep runs at off-chip speed inside the reported size (a VM that reports its
+    Where the sweep runs at off-chip speed inside the reported size, short of it (a VM that reports its
     host's 300 MiB L3, at DRAM speed from 64 MiB; H200's two-partition 60 MiB L2, at HBM speed
     from 45 MiB), the measured knee alone decides."""
     name, size = caches[-1]
@@ -290,7 +290,9 @@ def offchip_start(good: pd.DataFrame, env_warm: pd.DataFrame, caches, edges: dic
     tail = float(envelope(good).tail(MIN_SIZES)["gbps"].median())
     reach = capped_reach(measured_reach(env_warm, edge, tail, rel_tol), size)
     knee = int(max(DRAM_FACTOR * edge, reach or 0))
-    if reach is not None and reach <= size:  # off-chip speed within the reported size: not this cache's size
+    # off-chip speed inside the reported size: not this cache's size. At exactly the size it is
+    # no evidence: a set the cache's own size cannot all stay in it
+    if reach is not None and reach < size:
         return knee
     return max(knee, int(DRAM_FACTOR * size))
 
