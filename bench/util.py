@@ -141,6 +141,10 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+# the kernel's clock tick (USER_HZ), the unit of /proc/stat and /proc/<pid>/stat's CPU times
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def machine_busy_seconds(proc: str = "/proc") -> float | None:
     """Return the CPU seconds all of this machine's cores have spent busy since boot:
     /proc/stat's first line, every column but idle and iowait (a VM's steal counts as busy:
@@ -151,7 +155,7 @@ def machine_busy_seconds(proc: str = "/proc") -> float | None:
         busy = sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4))
     except (OSError, ValueError):
         return None
-    return busy / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+    return busy / CLOCK_TICKS
 
 
 def others_cores(busy_s: float, own_s: float, wall_s: float) -> float:

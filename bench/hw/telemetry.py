@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.util import machine_busy_seconds, others_cores
+from bench.util import CLOCK_TICKS, machine_busy_seconds, others_cores
 
 PERIOD_S = 0.01
 # NVML clock-event reasons that mean the clock was held down, by bit
@@ -159,8 +159,7 @@ class LoadProbe:
             own = int(mine[11]) + int(mine[12])  # utime + stime, in clock ticks
         except (OSError, IndexError, ValueError):
             return None
-        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        return (time.perf_counter(), busy, own / ticks) if busy is not None else None
+        return (time.perf_counter(), busy, own / CLOCK_TICKS) if busy is not None else None
 
     def start(self):
         self._start = self._read()

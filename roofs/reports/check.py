@@ -246,8 +246,7 @@ def run_level_notes(run: Side, base: Side | None) -> list[str]:
     """Return what the run's records say of the machine while it ran, beside the baseline's
     when it is a run: other processes' load (run.json's load: the cores they kept busy while it
     ran, or for an older run its load averages less its own share; named past LOADED_SHARE of
-    the cores) and the rows the runner flagged
-    busy or whose time jumped."""
+    the cores) and the rows the runner flagged busy or whose time jumped."""
     out = []
     sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind == "run" else [])
     for who, side in sides:
