@@ -29,7 +29,7 @@ from matplotlib.patches import Rectangle
 
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline
 from roofs.charts.ceilings import band_factors, band_handle, draw_band
-from roofs.charts.kit import DPI, FLAG_COLOR, _bandwidth, _compute, _fmt_rate, level_color
+from roofs.charts.kit import FLAG_COLOR, _bandwidth, _compute, _fmt_rate, level_color, save_png
 from roofs.charts.labels import LabelPlacer
 
 MAX_LABELS = 6  # outlier labels per roof; the rest are in fleet.md
@@ -65,7 +65,7 @@ def draw_distributions(rows: pd.DataFrame, roof_stats: dict, outliers: list[dict
     ax.set_title(f"{title}: every roof across the fleet", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    save_png(fig, path)
     return path
 
 
@@ -106,7 +106,7 @@ def draw_fleet_roofline(roof_stats: dict, title: str, path: Path) -> bool:
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(which="both", alpha=0.2)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    save_png(fig, path)
     return True
 
 

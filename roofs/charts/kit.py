@@ -4,12 +4,15 @@ roofs drawn as slopes and flats). Reads only a run's records; draws nothing by i
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
@@ -356,6 +359,21 @@ def _bottom_legend(fig, handles, max_cols: int) -> float:
             return (box.height + 6) / fig.bbox.height
         leg.remove()
     return 0.0
+
+
+def final_layout(fig) -> None:
+    """Say that fig's layout is final: drop the placeholder layout engine that fig.tight_layout()
+    leaves behind, with which savefig draws the whole figure once more, without rendering it,
+    before the draw it saves (a sixth of a chart's saving time, for the same pixels)."""
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        fig.set_layout_engine(None)
+
+
+def save_png(fig, path, dpi: int = DPI) -> Path:
+    """Save fig as PNG at path (its layout final: final_layout); return path."""
+    final_layout(fig)
+    fig.savefig(path, dpi=dpi)
+    return Path(path)
 
 
 def fit_legends(fig, margin: float = 4.0) -> None:

@@ -121,6 +121,7 @@ from roofs.charts.kit import (  # noqa: E402
     fit_legends,
     level_color,
     roofline_points,
+    save_png,
 )
 from roofs.charts.svg import has_named_points, name_points, point_title, save_svg  # noqa: E402
 
@@ -386,7 +387,7 @@ def _save(fig, path: Path) -> Path | None:
     try:
         if has_named_points(fig):
             save_svg(fig, path.with_suffix(".svg"))
-        fig.savefig(path, dpi=DPI)
+        save_png(fig, path)
     finally:
         plt.close(fig)
     return path

@@ -27,6 +27,7 @@ from roofs.charts.kit import (
     _finish_axes,
     _limits,
     level_color,
+    save_png,
 )
 from roofs.charts.labels import LabelPlacer
 from roofs.charts.svg import name_points, save_svg
@@ -126,5 +127,5 @@ def plot_profile(folder) -> list[Path]:
     folder = Path(folder)
     fig = draw_profile(folder)
     svg = save_svg(fig, folder / "roofline.svg")
-    fig.savefig(folder / "roofline.png", dpi=DPI)
+    save_png(fig, folder / "roofline.png")
     return [svg, folder / "roofline.png"]

@@ -19,6 +19,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from roofs.charts.kit import final_layout
+
 SVG = "http://www.w3.org/2000/svg"
 XLINK = "http://www.w3.org/1999/xlink"
 ET.register_namespace("", SVG)
@@ -74,6 +76,7 @@ def save_svg(fig, path) -> Path:
     named = {a.get_gid(): getattr(a, TITLES) for a in artists}
     lines = {a.get_gid() for a in artists if isinstance(a, Line2D)}
     buf = io.StringIO()
+    final_layout(fig)
     fig.savefig(buf, format="svg")
     root = ET.fromstring(buf.getvalue())
     for group in root.iter(f"{{{SVG}}}g"):

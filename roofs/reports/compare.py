@@ -16,6 +16,7 @@ from bench.util import fmt_bytes, missing
 from roofs.analysis.roofline import band_text
 from roofs.charts.fleet import figure_compare
 from roofs.charts.fleet import run_label as label
+from roofs.charts.kit import save_png
 from roofs.reports.bands import as_interval
 from roofs.reports.report import _fmt, md_table
 
@@ -104,8 +105,7 @@ def text_table(table: pd.DataFrame) -> str:
 
 
 def plot_compare(runs, path: Path) -> Path:
-    figure_compare(runs).savefig(path, dpi=110)
-    return path
+    return save_png(figure_compare(runs), path, dpi=110)
 
 
 def compare(run_dirs, out_dir: Path) -> tuple[str, Path]:
