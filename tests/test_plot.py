@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import COLUMNS, load_run  # noqa: E402
@@ -419,13 +420,29 @@ def test_report_embeds_the_family_charts(synthetic_drawn, tmp_path):
         assert f'src="{name}"' in page and (d / name).exists(), name
 
 
-def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, synthetic_drawn, tmp_path):
-    serial = Path(shutil.copytree(synthetic, tmp_path / "serial"))
-    one = plot.plot_run(serial, workers=1)
+def test_charts_drawn_in_worker_processes_equal_those_drawn_here(synthetic, synthetic_drawn, run_figures, tmp_path):
+    """plot_run's forked workers (synthetic_drawn) save the bytes that the same charts drawn in
+    this process (plot.figures, shared with the layout tests through run_figures) save."""
+    here = run_figures(synthetic)
     two = synthetic_drawn[1]  # plot_run(..., workers=2)
-    assert [p.name for p in one] == [p.name for p in two] and one
-    for a, b in zip(one, two):
-        assert a.read_bytes() == b.read_bytes(), a.name
+    assert sorted(here) == sorted(p.name for p in two) and here
+    for path in two:
+        mine = plot.save_chart(here[path.name], tmp_path / path.name)
+        assert mine.read_bytes() == path.read_bytes(), path.name
+
+
+def test_a_saved_chart_is_drawn_once_per_file(monkeypatch, tmp_path):
+    """Saving draws the figure once per file: no layout pass before the draw that is saved."""
+    fig = plot.draw_roofline(load_run(DATA / "run_a"))
+    draws = []
+    real = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: draws.append(renderer) or real(self, renderer))
+    try:
+        plot.save_chart(fig, tmp_path / "roofline.png")
+    finally:
+        plt.close(fig)
+    assert (tmp_path / "roofline.svg").exists() and (tmp_path / "roofline.png").exists()
+    assert len(draws) == 2  # the SVG's and the PNG's
 
 
 def test_compare_chart_has_every_run_in_its_legend_and_no_overprinted_label(nodram):

@@ -369,34 +369,44 @@ CHARTS = {
 ALL_ROWS = {"energy.png"}   # drawn from every row: the energy fit is over the sustained windows too
 
 
+def chart_runs(run: Run) -> dict:
+    """Return {"all": run, "sweeps": run without its sustained rows}: what the charts read. The
+    charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14),
+    and the energy fit (ALL_ROWS) is over the sustained windows too."""
+    sweeps = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
+    return {"all": run, "sweeps": sweeps}
+
+
+def draw_chart(name: str, runs: dict):
+    """Return chart name's figure, drawn from the run it reads (runs: chart_runs); None when
+    the run has no data for it."""
+    return CHARTS[name](runs["all" if name in ALL_ROWS else "sweeps"])
+
+
 def figures(run: Run) -> dict:
     """Return {file name: figure} for every chart the run has data for, unsaved and open
-    (close them with plt.close)."""
-    out = {}
-    for name, draw in CHARTS.items():
-        fig = draw(run)
-        if fig is not None:
-            out[name] = fig
-    return out
+    (close them with plt.close): the figures plot_run saves."""
+    runs = chart_runs(run)
+    drawn = {name: draw_chart(name, runs) for name in CHARTS}
+    return {name: fig for name, fig in drawn.items() if fig is not None}
 
 
-def _save(fig, path: Path) -> Path | None:
-    """Save fig at path and, when it names its points (roofs.charts.svg), beside it as SVG; close it."""
+def save_chart(fig, path: Path) -> Path:
+    """Save fig at path and, when it names its points (roofs.charts.svg), beside it as SVG; return path."""
+    if has_named_points(fig):
+        save_svg(fig, path.with_suffix(".svg"))
+    return save_png(fig, path)
+
+
+def _draw_and_save(name: str, runs: dict, folder: Path) -> Path | None:
+    """Draw chart name (draw_chart) into folder; close it; return its path, or None when it has no data."""
+    fig = draw_chart(name, runs)
     if fig is None:
         return None
     try:
-        if has_named_points(fig):
-            save_svg(fig, path.with_suffix(".svg"))
-        save_png(fig, path)
+        return save_chart(fig, folder / name)
     finally:
         plt.close(fig)
-    return path
-
-
-def _draw_and_save(name: str, runs: dict) -> Path | None:
-    """Draw chart name from the run it reads (runs: ALL_ROWS or the sweeps' rows) into the run's folder."""
-    run = runs["all" if name in ALL_ROWS else "sweeps"]
-    return _save(CHARTS[name](run), Path(run.dir) / name)
 
 
 def clear_charts(run_dir) -> None:
@@ -413,9 +423,7 @@ def plot_run(run_dir, workers: int | None = None) -> list[Path]:
     forked processes (default: one per core, at most 4), which inherit it; one worker, or a
     pool that cannot start, draws them here one after another."""
     run, names = load_run(run_dir), list(CHARTS)
-    # the charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14)
-    sweeps = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
-    draw = functools.partial(_draw_and_save, runs={"all": run, "sweeps": sweeps})
+    draw = functools.partial(_draw_and_save, runs=chart_runs(run), folder=Path(run.dir))
     workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
     paths = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
