@@ -1,27 +1,21 @@
 """The CLI end to end on the CPU: a quick run into a temporary folder, bad input, Ctrl-C."""
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from conftest import background
 
 import run_bench
 from bench.results import COLUMNS, METHOD_VERSION, load_run
 
 ROOT = Path(run_bench.__file__).parent
 FILES = ["measurements.csv", "run.json", "roofs.json", "roofline.png", "bandwidth.png"]
-
-
-def user_env():
-    """The environment a user runs the suite in: no Triton interpreter."""
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    return env
 
 
 @pytest.mark.slow
@@ -213,24 +207,33 @@ def test_bad_size_argument(capsys):
     assert "64MiB" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_ctrl_c_keeps_a_readable_partial_run(tmp_path):
+@background(seconds=6)
+def interrupted_run(tmp, env):
+    """A run sent SIGINT (Ctrl-C) once it has written 3 rows, in a process of its own: return an
+    object with csv (its measurements.csv, or None when it wrote no rows in a minute),
+    returncode, out and err."""
     # stream copies, then fp16 GEMMs (a slow path on CPUs: tens of seconds in all), so the
     # run is still going when the signal comes, however fast this machine is
     p = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--only", "stream.copy/torch,gemm.square/torch",
-                          "--dtype", "float32,fp16", "--budget", "0.5", "--out", str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env())
+                          "--dtype", "float32,fp16", "--budget", "0.5", "--out", str(tmp)],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 60
     csv = None
     while time.time() < deadline:
-        found = list(tmp_path.glob("*/measurements.csv"))
+        found = list(tmp.glob("*/measurements.csv"))
         if found and found[0].read_text().count("\n") >= 4:
             csv = found[0]
             break
         time.sleep(0.2)
-    assert csv is not None, "the run wrote no rows"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
+    return SimpleNamespace(csv=csv, returncode=p.returncode, out=out, err=err)
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_a_readable_partial_run(interrupted_run):
+    csv, p, out, err = interrupted_run.csv, interrupted_run, interrupted_run.out, interrupted_run.err
+    assert csv is not None, "the run wrote no rows"
     assert p.returncode == 130, err
     assert "interrupted" in out and "Traceback" not in err
     run = load_run(csv.parent)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import background
 
 from bench.aot import precompile as pc
 from bench.ops import _tune
@@ -61,11 +62,26 @@ def _python(code: str, *args, timeout: int = 600) -> subprocess.CompletedProcess
                           timeout=timeout)
 
 
+@background(seconds=20)
+def replays(tmp, env):
+    """Return {arch: CompletedProcess} of REPLAY for sm_90 and gfx942, and {"tma": [the
+    CompletedProcess of REPLAY_DESCRIPTORS compile, of its replay]} (their own Triton cache),
+    each in a process of its own."""
+    env = dict(env, PYTHONPATH=str(ROOT))
+
+    def run(code, *args, **extra):
+        return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=dict(env, **extra),
+                              capture_output=True, text=True, timeout=600)
+    done = {arch: run(REPLAY, arch) for arch in ("sm_90", "gfx942")}
+    done["tma"] = [run(REPLAY_DESCRIPTORS, step, TRITON_CACHE_DIR=str(tmp)) for step in ("compile", "replay")]
+    return done
+
+
 # gfx942: ROCm's Triton also specializes each pointer on its buffer being within 2 GiB; the
 # jobs record it (aot_plan.job_of "ptr32"), or no launch would find its kernel
 @pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
-def test_a_jit_launch_finds_what_precompile_wrote(arch):
-    out = _python(REPLAY, arch)
+def test_a_jit_launch_finds_what_precompile_wrote(replays, arch):
+    out = replays[arch]
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     rec = r["rec"]
@@ -260,14 +276,13 @@ if __name__ == "__main__":
 """
 
 
-def test_a_tma_prefill_launch_with_host_descriptors_finds_what_precompile_wrote(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    out = _python(REPLAY_DESCRIPTORS, "compile")
+def test_a_tma_prefill_launch_with_host_descriptors_finds_what_precompile_wrote(replays):
+    out, replay = replays["tma"]
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["sig"] == {"q_ptr": "tensordesc<bf16[1, 1, 128, 64]>", "k_ptr": "tensordesc<bf16[1, 1, 64, 64]>",
                         "v_ptr": "tensordesc<bf16[1, 1, 64, 64]>", "o_ptr": "tensordesc<bf16[1, 1, 128, 64]>"}
     assert r["res"] == "ok"
-    out = _python(REPLAY_DESCRIPTORS, "replay")
+    out = replay
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1])["run"] == {"cache_hits": 1, "compiles": 0}

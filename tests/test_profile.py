@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import background
 from torch import nn
 
 import run_bench
@@ -125,17 +126,20 @@ def test_a_compiled_function_places_its_kernels_from_their_arguments(tmp_path):
     assert rows["flops"].fillna(0).sum() == 2 * 64 * 32 * 16                 # the extern mm's
 
 
-def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "profile", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
+@background(seconds=6)
+def profiled_example(tmp, env):
+    """Return (the CompletedProcess, the --out folder) of `run_bench.py profile` on the transformer
+    example, in a process of its own."""
+    out = tmp / "prof"
+    return subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "profile",
+                           str(ROOT / "bench/examples/profile_transformer.py"), "--dim", "64", "--layers", "1",
+                           "--prompt", "16", "--roofs", str(DATA / "run_a"), "--steps", "2", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False), out
 
 
 @pytest.mark.slow
-def test_cli_profiles_the_example_into_its_own_folder(tmp_path):
-    out = tmp_path / "prof"
-    run = DATA / "run_a"
-    r = _cli(ROOT / "bench/examples/profile_transformer.py", "--dim", "64", "--layers", "1", "--prompt", "16",
-             "--roofs", run, "--steps", "2", "--out", out)
+def test_cli_profiles_the_example_into_its_own_folder(profiled_example):
+    r, out = profiled_example
     assert r.returncode == 0, r.stderr
     assert "ranked by the share of the step to win" in r.stdout and "TinyLM.layers.0.qkv" in r.stdout
     assert {"ops.csv", "profile.json", "profile.md", "profile.html", "roofline.svg", "roofline.png"} <= \
