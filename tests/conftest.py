@@ -15,6 +15,7 @@ plan (`aot_outcomes`) start as soon as the tests are collected, and the tests th
 last: they use the core that the tests in this process leave idle. The compiles for the other
 arches (tests marked aot_arches, minutes of CPU) run with --aot-arches, as .ci/run does."""
 import inspect
+import json
 import os
 import re
 import shutil
@@ -285,23 +286,45 @@ def repo_copy(tmp) -> Path:
     return dest
 
 
-@background(seconds=40)
-def doc_examples(repo_copy, tmp, env) -> dict:
-    """Return {(doc, index): CompletedProcess}: every Python block of DOCS run as written, each in
-    a process of its own (side by side: one example's add_to_run writes a folder of its own),
-    from a folder outside the checkout (PYTHONPATH the copy, as the README says; results/ the
-    copy's committed runs, which the examples name), on the CPU."""
-    outside = tmp
-    (outside / "results").symlink_to(repo_copy / "results")
-    env = dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES="")
-    started = {(doc, i): subprocess.Popen([sys.executable, "-c", code], cwd=outside, env=env, text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-               for doc, i, code in doc_blocks(repo_copy)}
-    done = {}
-    for key, proc in started.items():
-        out, err = proc.communicate(timeout=600)
-        done[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return done
+# Runs the jobs of the JSON file argv[1] one after another in this one process (an interpreter
+# start costs seconds of CPU: torch, numpy, pandas, matplotlib), each as `python -c CODE ARGS` or
+# `python -m MODULE ARGS` would run it from its folder (a fresh namespace, its own sys.argv); writes
+# [[returncode, stdout, stderr], ...] to the JSON file argv[2]. A job's exception is printed as
+# Python would print it and is its exit code 1.
+RUN_EACH = """
+import contextlib, io, json, os, runpy, sys, traceback
+jobs, results, done = json.load(open(sys.argv[1])), sys.argv[2], []
+for job in jobs:
+    os.chdir(job["cwd"])
+    sys.argv = [job.get("module") or "-c", *job.get("args", [])]
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            if "module" in job:
+                runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+            else:
+                exec(compile(job["code"], "<string>", "exec"), {"__name__": "__main__"})
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    done.append([code, out.getvalue(), err.getvalue()])
+json.dump(done, open(results, "w"))
+"""
+
+
+def run_each(jobs: list[dict], tmp: Path, env: dict) -> list[subprocess.CompletedProcess]:
+    """Return a CompletedProcess for each job ({"cwd", "code" or "module", "args"}), run one after
+    another in one process of its own (RUN_EACH) with env."""
+    (tmp / "jobs.json").write_text(json.dumps([dict(job, cwd=str(job["cwd"])) for job in jobs]))
+    r = subprocess.run([sys.executable, "-c", RUN_EACH, str(tmp / "jobs.json"), str(tmp / "done.json")], cwd=tmp,
+                       env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [subprocess.CompletedProcess(job.get("module") or "-c", *done)
+            for job, done in zip(jobs, json.loads((tmp / "done.json").read_text()))]
 
 
 # the committed run the custom-kernel example adds its points to (custom_kernel_example): the
@@ -309,14 +332,49 @@ def doc_examples(repo_copy, tmp, env) -> dict:
 CUSTOM_KERNEL_RUN = "results/cpu-amd-epyc-20261201T103023Z"
 
 
-@background(seconds=10)
-def custom_kernel_example(repo_copy, env):
-    """Return the CompletedProcess of `python -m bench.examples.custom_kernel CUSTOM_KERNEL_RUN`
-    run in the repository copy, on the CPU, as REFERENCE.md shows it (tests/test_api.py reads
-    what it prints, tests/test_nothing_rewritten.py that it leaves the copy's tracked files)."""
-    return subprocess.run([sys.executable, "-m", "bench.examples.custom_kernel", CUSTOM_KERNEL_RUN], cwd=repo_copy,
-                          env=dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES=""), capture_output=True,
-                          text=True, timeout=600, check=False)
+@background(seconds=150)
+def copy_runs(repo_copy, tmp, env) -> dict:
+    """Run, in one process of their own (run_each), on the CPU, with the copy on PYTHONPATH:
+    every Python block of DOCS as written, from a folder outside the copy (results/ the copy's
+    committed runs, which the examples name); `python -m bench.examples.custom_kernel
+    CUSTOM_KERNEL_RUN` in the copy, as REFERENCE.md shows it; and `run_bench.py report` on every
+    committed run of the copy, with --no-charts but for the newest H200 run (the pictures cost
+    seconds of CPU each run; tests/test_plot.py draws the committed runs' charts). Return
+    {"docs": {(doc, index): CompletedProcess}, "custom": CompletedProcess, "reports": {run's
+    name: CompletedProcess}}."""
+    outside = tmp / "outside"
+    outside.mkdir()
+    (outside / "results").symlink_to(repo_copy / "results")
+    blocks = doc_blocks(repo_copy)
+    names = [str(p.parent.relative_to(repo_copy)) for p in sorted((repo_copy / "results").glob("*/run.json"))]
+    drawn = max((n for n in names if "nvidia-h200" in n), default=None)
+    report = "import sys, run_bench\nsys.exit(run_bench.main(['report', *sys.argv[1:]]))"
+    jobs = [{"cwd": outside, "code": code} for _, _, code in blocks]
+    jobs.append({"cwd": repo_copy, "module": "bench.examples.custom_kernel", "args": [CUSTOM_KERNEL_RUN]})
+    jobs += [{"cwd": repo_copy, "code": report, "args": [n, *([] if n == drawn else ["--no-charts"])]} for n in names]
+    done = run_each(jobs, tmp, dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES=""))
+    return {"docs": {(doc, i): r for (doc, i, _), r in zip(blocks, done)}, "custom": done[len(blocks)],
+            "reports": dict(zip(names, done[len(blocks) + 1:]))}
+
+
+@pytest.fixture(scope="session")
+def doc_examples(copy_runs) -> dict:
+    """{(doc, index): CompletedProcess}: every Python block of DOCS run as written (copy_runs)."""
+    return copy_runs["docs"]
+
+
+@pytest.fixture(scope="session")
+def custom_kernel_example(copy_runs):
+    """The CompletedProcess of `python -m bench.examples.custom_kernel CUSTOM_KERNEL_RUN` in the
+    repository copy (copy_runs; tests/test_api.py reads what it prints, tests/test_nothing_rewritten.py
+    that it leaves the copy's tracked files)."""
+    return copy_runs["custom"]
+
+
+@pytest.fixture(scope="session")
+def committed_reports(copy_runs) -> dict:
+    """{run's name: CompletedProcess}: `run_bench.py report` of every committed run of the copy (copy_runs)."""
+    return copy_runs["reports"]
 
 
 @pytest.fixture(scope="session")
