@@ -17,6 +17,7 @@ bench/run/options.py, summaries roofs/reports/summary.py, models bench/models.py
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import time
@@ -27,7 +28,10 @@ ROOT = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:  # run from anywhere; kernels/ bench/ roofs/ are never installed
     sys.path.insert(0, str(ROOT))
 
-# the project's own imports come after that sys.path set-up, hence the noqa: E402 on each
+# the project's own imports come after that sys.path set-up, hence the noqa: E402 on each.
+# They make about a million objects that live as long as the process: the cyclic collector is
+# off while they load (it would walk them again and again, a tenth of a start's CPU)
+gc.disable()
 from bench import models as mdl  # noqa: E402
 from bench.aot import learned, predict  # noqa: E402
 from bench.api import APIError, ForeignRoofsWarning, RoofWarning, profile_script, quick_roofs, roofs_from  # noqa: E402
@@ -45,12 +49,14 @@ from bench.run import session  # noqa: E402
 from bench.run.counters_phase import DEFAULT_POINTS  # noqa: E402
 from bench.run.distributed import worker_argv  # noqa: E402
 from bench.run.profile_counters import DEFAULT_OPS  # noqa: E402
-from bench.util import did_you_mean, fmt_bytes, git_commit, precision_name  # noqa: E402
+from bench.util import did_you_mean, exit_now, fmt_bytes, git_commit, precision_name  # noqa: E402
 from roofs.reports import check as chk  # noqa: E402
 from roofs.reports.compare import compare  # noqa: E402
 from roofs.reports.finish import rederive  # noqa: E402
 from roofs.reports.fleet import FleetError, gather, write_fleet  # noqa: E402
 from roofs.reports.summary import summary  # noqa: E402
+
+gc.enable()
 
 SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
@@ -460,4 +466,4 @@ if __name__ == "__main__":
     # stop the run and keep what it measured.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.exit(main())
+    exit_now(main())

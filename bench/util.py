@@ -2,12 +2,14 @@
 (fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, and the roofbench commit."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import difflib
 import math
 import os
 import resource
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -20,6 +22,18 @@ TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64":
 
 # the two spellings of a dtype: a precision's short name and torch's name, accepted alike
 DTYPE_SPELLINGS = (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("fp64", "float64"))
+
+
+def exit_now(code: int | None):
+    """End this process with exit code `code` (None: 0), its work done and its files closed: the exit
+    handlers run (atexit: multiprocessing's, logging's, tempfile's), the standard streams are
+    flushed, and the interpreter's teardown is skipped. Freeing, one by one, the million objects
+    that torch, pandas and matplotlib made costs 0.8 s of CPU, a third of a short command's."""
+    atexit._run_exitfuncs()  # what a normal exit runs before the teardown (no public name for it)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader that went away, a stream closed
+            stream.flush()
+    os._exit(code or 0)
 
 
 def did_you_mean(word: str, choices) -> str:

@@ -43,7 +43,7 @@ from bench.measure.timing import timer_config
 from bench.results import RunWriter, utc_stamp
 from bench.run.comm import run_comm
 from bench.run.session import finish, mark_failed, measure_into, options_record, run_meta
-from bench.util import environ_restored, first_line
+from bench.util import environ_restored, exit_now, first_line
 from roofs.reports.devices import write_devices_report
 from roofs.reports.fleet import RANKS_FILE, FleetError, gather, write_fleet
 
@@ -170,7 +170,7 @@ def _measure_child(run_dir: Path, args, device: str) -> None:
     """The measuring process of one rank (spawned by supervise): measure, finish the folder, exit."""
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
-    sys.exit(measure_into(run_dir, args, detect.resolve(device)))
+    exit_now(measure_into(run_dir, args, detect.resolve(device)))
 
 
 def supervise(run_dir: Path, args, device: str, limit_s: float, say=print,
