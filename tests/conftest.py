@@ -377,6 +377,16 @@ def committed_reports(copy_runs) -> dict:
     return copy_runs["reports"]
 
 
+@background(seconds=12)
+def thousands(tmp, env) -> Path:
+    """Return the folder of the fleets of a thousand synthetic H200s (helpers.write_thousands),
+    written in a process of its own: seconds of CPU off this process's tests."""
+    code = "import sys, helpers; from pathlib import Path; helpers.write_thousands(Path(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", code, str(tmp)], cwd=ROOT / "tests", env=dict(env, PYTHONPATH=str(ROOT)),
+                   capture_output=True, text=True, timeout=600, check=True)
+    return tmp
+
+
 @pytest.fixture(scope="session")
 def _nodram_made(tmp_path_factory):
     return run_without_dram(tmp_path_factory.mktemp("nodram-made") / "run")

@@ -4,12 +4,15 @@ run.json only (a thousand in seconds)."""
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 
+import bench.results as results
 from bench.hw.device import DeviceInfo
 from bench.measure.registry import Axis, Impl, Op, Registry
 from bench.results import RunWriter, write_roofs
 from bench.run.session import run_meta
+from roofs.reports.fleet import gather, write_fleet
 
 
 def toy_registry(impls=None, working_set=lambda p: p["n"] * 4, skip=None) -> Registry:
@@ -84,3 +87,30 @@ def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="N
         doc = json.loads(out.read_text())
         doc["derived_by"]["method_version"] = method
         out.write_text(json.dumps(doc))
+
+
+# The fleets of a thousand synthetic H200s that tests/test_fleet.py and tests/test_check.py read:
+# the index of the slow device in the first; the second's nodes of 8 GPUs, each roof within 1%
+# of ROOFS' value with +/-1% intervals, and two nodes outside it.
+SLOW_OF_A_THOUSAND = 537
+
+
+def write_thousands(top: Path) -> None:
+    """Write top/slow-one/array (a thousand runs, SLOW_OF_A_THOUSAND 15% slow with its clock held
+    down) and top/check: array (a thousand within 1%), its fleet report (fleet/), and the nodes
+    slow (15% slow, clock held down) and healthy. Run in a process of its own (conftest.py's
+    thousands): seconds of CPU, and the commit recorded is abc1234."""
+    results.git_commit = lambda: "abc1234"  # this process's own: a thousand folders, one commit
+    rng = np.random.default_rng(30)
+    for i in range(1000):
+        node, gpu = divmod(i, 8)
+        write_run(top / "slow-one" / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}",
+                  0.85 if i == SLOW_OF_A_THOUSAND else 1.0, rng, clock=1600.0 if i == SLOW_OF_A_THOUSAND else 1980.0)
+    rng = np.random.default_rng(36)
+    for i in range(1000):
+        node, gpu = divmod(i, 8)
+        write_run(top / "check" / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}", 1.0, rng,
+                  interval=0.01)
+    write_run(top / "check" / "slow", "new1", "GPU-slow", 0.85, interval=0.01, clock=1600.0)
+    write_run(top / "check" / "healthy", "new2", "GPU-ok", 1.0, np.random.default_rng(1), interval=0.01)
+    write_fleet(gather([top / "check" / "array"]), top / "check" / "fleet")

@@ -175,23 +175,11 @@ def test_roof_labels_name_the_extra_lines():
 
 
 @pytest.fixture(scope="module")
-def fleet_of_a_thousand(tmp_path_factory):
+def fleet_of_a_thousand(thousands):
     """A fleet folder (`run_bench.py fleet`'s output) of 1,000 synthetic H200s, each roof within
     1% of ROOFS' value, and two nodes outside it: one 15% slow with its clock held down, one
-    healthy; every node's roofs with +/-1% intervals."""
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(results, "git_commit", lambda: "abc1234")
-        top = tmp_path_factory.mktemp("thousand")
-        rng = np.random.default_rng(36)
-        for i in range(1000):
-            node, gpu = divmod(i, 8)
-            write_run(top / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}", 1.0, rng,
-                      interval=0.01)
-        write_run(top / "slow", "new1", "GPU-slow", 0.85, interval=0.01, clock=1600.0)
-        write_run(top / "healthy", "new2", "GPU-ok", 1.0, np.random.default_rng(1), interval=0.01)
-        from roofs.reports.fleet import gather, write_fleet
-        write_fleet(gather([top / "array"]), top / "fleet")
-    return top
+    healthy; every node's roofs with +/-1% intervals (conftest.py's thousands)."""
+    return thousands / "check"
 
 
 def test_a_node_against_a_fleet_of_a_thousand(fleet_of_a_thousand, cli_in_process):
