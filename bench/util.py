@@ -1,5 +1,6 @@
 """Small helpers shared across the suite: element sizes, byte sizes and numbers for people
-(fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, and the roofbench commit."""
+(fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, the roofbench commit,
+and a finished command's exit (exit_now)."""
 from __future__ import annotations
 
 import atexit
