@@ -18,7 +18,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
-from synthetic import make_synthetic_run  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import load_run  # noqa: E402
@@ -126,6 +125,7 @@ def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
+    from test_plot import make_synthetic_run
     root = tmp_path_factory.mktemp("bands-synthetic")
     return banded(make_synthetic_run(root / "plain"), root / "banded")
 
