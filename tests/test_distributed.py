@@ -128,3 +128,14 @@ def test_device_table_flags_a_slow_card():
     dram = table[table["roof"] == "dram"].iloc[0]
     assert dram["spread %"] >= 0
     assert all("below the median" in f for f in flags)
+
+
+def test_a_folder_its_rank_left_running_is_marked_failed_when_torchrun_ends(tmp_path):
+    from bench.run import distributed as d
+    for name, status in (("comm", "running"), ("rank0-cpu", "complete")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run.json").write_text(json.dumps({"status": status}))
+    d._mark_unfinished(tmp_path, 1)
+    comm = json.loads((tmp_path / "comm" / "run.json").read_text())["status"]
+    assert comm == "failed: its rank was stopped before it could finish (torchrun exited with 1)"
+    assert json.loads((tmp_path / "rank0-cpu" / "run.json").read_text())["status"] == "complete"

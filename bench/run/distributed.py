@@ -112,6 +112,7 @@ def launch(args, argv, script: Path) -> int:
     print(f"roofbench: {n} processes ({'NCCL' if first.kind == 'cuda' else 'gloo'}) -> {run_dir}", flush=True)
     rc = subprocess.run(cmd, env=env).returncode
     if rc != 0:
+        _mark_unfinished(run_dir, rc)
         told = " (ranks.json and fleet.md name the missing ranks; the others are combined there)" \
             if (run_dir / RANKS_FILE).exists() else ""
         print(f"roofbench: a rank failed (torchrun exited with {rc}); the points measured before it are kept in "
@@ -128,6 +129,15 @@ def launch(args, argv, script: Path) -> int:
         if (run_dir / name).exists():
             print(f"results: {run_dir / name}")
     return 0
+
+
+def _mark_unfinished(run_dir: Path, rc: int) -> None:
+    """Mark failed every folder under run_dir still "running" once torchrun has exited with rc:
+    its rank was killed before it could say so (torchrun sends SIGTERM when one rank dies, and
+    SIGKILL to a rank that has not ended 30 s later, which a loaded machine can make it miss)."""
+    for meta in run_dir.glob("*/run.json"):
+        if _status(meta.parent) == "running":
+            mark_failed(meta.parent, f"its rank was stopped before it could finish (torchrun exited with {rc})")
 
 
 def _recorded_missing(run_dir: Path) -> list[dict]:
