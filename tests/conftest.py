@@ -10,10 +10,11 @@ registry). The tests that need a real process (exit codes and signals, peak memo
 from another folder, several ranks) keep one.
 
 The runs in processes of their own that tests read (`background` fixtures: the quick stream
-run, the docs' examples, the distributed runs...) and the ahead-of-time compiles of sm_90's quick
-plan (`aot_outcomes`) start as soon as the tests are collected, and the tests that read them run
-last: they use the core that the tests in this process leave idle. The compiles for the other
-arches (tests marked aot_arches, minutes of CPU) run with --aot-arches, as .ci/run does."""
+run, the docs' examples, the distributed runs...) start as soon as the tests are collected, and
+the tests that read them run last: they use the core that the tests in this process leave idle.
+The ahead-of-time compiles of the GPU arches' quick plans (`aot_outcomes`; tests marked
+aot_arches, over a minute of CPU per arch) start the same way with --aot-arches, as .ci/run
+runs them."""
 import inspect
 import json
 import os
@@ -49,10 +50,9 @@ QUICK_STREAM_ARGS = ("--quick", "--only", "stream.copy,stream.triad", "--dtype",
                      "--budget", "0.03")
 
 
-# The arch whose quick plan the README's test command compiles (aot_outcomes): the H200 this
-# project's GPU checks run on. tests/test_aot.py checks the others' plans too; those tests are
-# marked aot_arches and run with --aot-arches (.ci/run's second step).
-AOT_ARCH = "sm_90"
+# The arches whose quick plans tests/test_aot.py compiles (aot_outcomes): over a minute of CPU
+# each, so its tests that read them are marked aot_arches and run with --aot-arches (.ci/run's
+# second step); the README's test command compiles for sm_90 only the launches past 2**31.
 AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 _AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
 _JOBS = {}      # name -> the function of a background fixture (background)
@@ -63,7 +63,7 @@ _SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
 
 def pytest_addoption(parser):
     parser.addoption("--aot-arches", action="store_true",
-                     help="also compile the quick plans of " + ", ".join(a for a in AOT_ARCHES if a != AOT_ARCH)
+                     help="also compile the quick plans of " + ", ".join(AOT_ARCHES)
                           + " (tests/test_aot.py's tests marked aot_arches: minutes of CPU; .ci/run runs them)")
 
 
@@ -77,19 +77,20 @@ def pytest_unconfigure(config):
 
 def aot_needs(item) -> set:
     """Return the arches whose quick-plan compiles a test reads: those its aot_arches marker names,
-    and its parameter arch; AOT_ARCH when neither names one."""
+    and its parameter arch."""
     marker = item.get_closest_marker("aot_arches")
     arches = set(marker.args) if marker else set()
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "arch" in callspec.params:
         arches.add(callspec.params["arch"])
-    return arches or {AOT_ARCH}
+    assert arches, f"{item.nodeid} reads aot_outcomes naming no arch (an aot_arches marker or an arch parameter)"
+    return arches
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
-    skip_arches = pytest.mark.skip(reason="compiles other arches' quick plans (minutes of CPU): "
+    skip_arches = pytest.mark.skip(reason="compiles GPU arches' quick plans (minutes of CPU): "
                                           "python -m pytest --aot-arches -m aot_arches tests/test_aot.py (.ci/run)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
@@ -112,7 +113,7 @@ def pytest_collection_modifyitems(config, items):
         _aot_compiles(sorted(set().union(*map(aot_needs, aot)), key=AOT_ARCHES.index))
 
 
-def _aot_compiles(arches=(AOT_ARCH,)):
+def _aot_compiles(arches=AOT_ARCHES):
     """Return the future of the quick plans' compiles for arches (aot_pool.compile_plans, in its
     own pool of processes, driven from a thread), starting them on the first call. The plans are
     built here, in the calling thread: building records launches, which the tests also do."""
@@ -126,7 +127,7 @@ def _aot_compiles(arches=(AOT_ARCH,)):
 @pytest.fixture(scope="session")
 def aot_outcomes():
     """{arch: aot_pool.Outcome}: the quick plan of each arch the selected tests read (aot_needs)
-    compiled for it; AOT_ARCH's alone in the README's test command."""
+    compiled for it (none in the README's test command: they are marked aot_arches)."""
     future = _aot_compiles()
     return dict(zip(_AOT["arches"], future.result()))
 
