@@ -215,8 +215,9 @@ OFFSET_JOBS = _offset_jobs()
 
 @background(seconds=40)
 def offset_compiles() -> list:
-    """OFFSET_JOBS compiled (aot_pool.compile_jobs' results, in order), beside the other tests."""
-    return aot_pool.compile_jobs(OFFSET_JOBS)[0]
+    """OFFSET_JOBS compiled (aot_pool.compile_jobs' results, in order), beside the other tests, in
+    one process: a second would cost its own start (seconds of CPU) to shorten a wait nothing waits on."""
+    return aot_pool.compile_jobs(OFFSET_JOBS, workers=1)[0]
 
 
 def test_offsets_are_64_bit_where_products_pass_2_31(offset_compiles):
