@@ -1,7 +1,7 @@
 """Faults across nodes: two torchrun launchers on this machine stand in for
-two nodes (c10d rendezvous on loopback, gloo, two ranks each); the test's own fixture kills rank
-2's measuring process mid-run (two_nodes, which starts with the session, beside the other tests),
-and the fleet report names it and keeps the three others."""
+two nodes (c10d rendezvous on loopback, gloo, two ranks on one and one on the other); the test's
+own fixture kills the measuring process of a rank that shares its node (two_nodes, which starts
+with the session, beside the other tests), and the fleet report names it and keeps the two others."""
 import json
 import multiprocessing
 import os
@@ -34,28 +34,39 @@ def status_of(path: Path):
         return None
 
 
-@background(seconds=58)
-def two_nodes(tmp, env):
-    """Two torchrun launchers of two ranks each (--all-devices, one tiny stream copy sweep),
-    rank 2's measuring process killed mid-run from here. Return an object with run_dir, killed
-    (the pid, or None when rank 2 never started measuring), returncodes, outs (what each
-    launcher printed) and seconds."""
-    run_dir = tmp / "cluster"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30",
-           "--max-restarts", "0", str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick",
-           "--only", "stream.copy/torch", "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0",
-           "--budget", "0.1", "--no-charts", "--run-dir", str(run_dir)]
-    env = dict(env, OMP_NUM_THREADS="1")
-    nodes = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
-    t0, killed = time.monotonic(), None
+def local_rank(pid: int) -> str | None:
+    """Return the LOCAL_RANK in process pid's environment (torchrun's, which its children inherit), or None."""
     try:
-        while killed is None and time.monotonic() - t0 < 240:   # the kill: rank 2's measuring process, mid-run
-            meta = next((status_of(p) for p in run_dir.glob("rank2-*/run.json")), None)
-            if meta and meta.get("status") == "running" and meta.get("pid"):
-                os.kill(meta["pid"], signal.SIGKILL)
-                killed = meta["pid"]
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return next((v.split(b"=", 1)[1].decode() for v in env if v.startswith(b"LOCAL_RANK=")), None)
+
+
+@background(seconds=45)
+def two_nodes(tmp, env):
+    """Two torchrun launchers, of two ranks and of one (--all-devices, one tiny stream copy sweep),
+    the measuring process of the two-rank node's local rank 1 killed mid-run from here. Return an
+    object with run_dir, killed (its rank, or None when it never started measuring), returncodes,
+    outs (what each launcher printed) and seconds."""
+    run_dir = tmp / "cluster"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30", "--max-restarts", "0"]
+    args = [str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick", "--only", "stream.copy/torch",
+            "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0", "--budget", "0.1", "--no-charts",
+            "--run-dir", str(run_dir)]
+    env = dict(env, OMP_NUM_THREADS="1")
+    nodes = [subprocess.Popen([*cmd, "--nproc-per-node", n, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for n in ("2", "1")]
+    t0, killed = time.monotonic(), None
+    try:  # the kill: local rank 1's measuring process, mid-run (its node's local rank 0 goes on)
+        while killed is None and time.monotonic() - t0 < 240:
+            for path in run_dir.glob("rank*-*/run.json"):
+                meta = status_of(path)
+                if meta and meta.get("status") == "running" and meta.get("pid") and local_rank(meta["pid"]) == "1":
+                    os.kill(meta["pid"], signal.SIGKILL)
+                    killed = int(path.parent.name.split("-")[0].removeprefix("rank"))
+                    break
             time.sleep(0.02)
         outs = [n.communicate(timeout=300)[0] for n in nodes]
     finally:
@@ -69,21 +80,23 @@ def two_nodes(tmp, env):
 @pytest.mark.slow
 def test_two_nodes_lose_only_the_killed_rank(two_nodes):
     run_dir, killed, outs = two_nodes.run_dir, two_nodes.killed, two_nodes.outs
-    assert killed, "rank 2 never started measuring"
+    assert killed is not None, "local rank 1 never started measuring"
     print(f"\ntwo nodes, one rank killed: {two_nodes.seconds:.1f} s")
     assert two_nodes.returncodes == [0, 0], outs
     ranks = json.loads((run_dir / "ranks.json").read_text())
-    assert ranks["world"] == 4 and [m["rank"] for m in ranks["missing"]] == [2]
+    assert ranks["world"] == 3 and [m["rank"] for m in ranks["missing"]] == [killed]
     assert ranks["missing"][0]["why"] == "failed: its measuring process died (signal 9)"
-    rank2 = json.loads(next(run_dir.glob("rank2-*/run.json")).read_text())
-    assert rank2["status"] == "failed: its measuring process died (signal 9)"
+    dead = json.loads(next(run_dir.glob(f"rank{killed}-*/run.json")).read_text())
+    assert dead["status"] == "failed: its measuring process died (signal 9)"
     fleet = pd.read_csv(run_dir / "fleet.csv")
-    assert sorted(fleet["run"].map(lambda r: Path(r).name.split("-")[0])) == ["rank0", "rank1", "rank3"]
-    assert (fleet["status"] == "complete").all() and fleet["id"].nunique() == 1   # one CPU, measured three times
+    survivors = sorted(f"rank{r}" for r in {0, 1, 2} - {killed})
+    assert sorted(fleet["run"].map(lambda r: Path(r).name.split("-")[0])) == survivors
+    assert (fleet["status"] == "complete").all() and fleet["id"].nunique() == 1   # one CPU, measured twice
     md = (run_dir / "fleet.md").read_text()
     left = md.split("## Left out")[1]
-    assert "rank2-" in left and "not complete (failed: its measuring process died (signal 9))" in left
-    assert "roofbench: rank 2 (" in "".join(outs) and "is missing: failed: its measuring process died" in "".join(outs)
+    assert f"rank{killed}-" in left and "not complete (failed: its measuring process died (signal 9))" in left
+    said = "".join(outs)
+    assert f"roofbench: rank {killed} (" in said and "is missing: failed: its measuring process died" in said
 
 
 def quick_args(**kw):
