@@ -35,6 +35,7 @@ if not torch.cuda.is_available():
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from noroof import run_without_dram
+from synthetic import banded, make_synthetic_run
 
 import run_bench
 from bench.aot import plan as aot_plan
@@ -204,6 +205,14 @@ def run_figures():
     for figs in drawn.values():
         for fig in figs.values():
             plt.close(fig)
+
+
+@pytest.fixture(scope="session")
+def banded_synthetic(tmp_path_factory) -> Path:
+    """The synthetic GPU run (tests/synthetic.py) with every measured roof banded: one session-wide
+    folder, so that run_figures draws its charts once for the layout, band and worker tests."""
+    root = tmp_path_factory.mktemp("synthetic")
+    return banded(make_synthetic_run(root / "plain"), root / "banded")
 
 
 @pytest.fixture

@@ -3,9 +3,10 @@ text: every chart draws one band per measured roof with an interval (its vertice
 figures) and none for a roof without one; the report, the summary, compare, fleet and brief print
 band_text; the report's confirmation section and findings on hand-made roofs.json.
 
-The banded runs are tests/data's recorded runs with an "interval" (LOW to HIGH times each measured
-roof's value: one-sided, as a shared host's noise is) and a "confirmation" added to their roofs, one
-roof (L3) left without either, as a run derived before rule 17 is."""
+The banded runs (tests/synthetic.py's banded) are tests/data's recorded runs and the synthetic GPU
+run (conftest.py's banded_synthetic) with an "interval" (LOW to HIGH times each measured roof's
+value: one-sided, as a shared host's noise is) and a "confirmation" added to their roofs, one roof
+(L3) left without either, as a run derived before rule 17 is."""
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
+from synthetic import HIGH, LOW, UNBANDED, banded  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import load_run  # noqa: E402
@@ -28,8 +30,6 @@ from roofs.charts.ceilings import BAND_LABEL, draw_roofs  # noqa: E402
 from roofs.charts.labels import LabelPlacer  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-LOW, HIGH = 0.93, 1.03
-UNBANDED = ("l3",)   # a roof left as a run derived before rule 17 has it: no interval, no confirmation
 
 # hand-made confirmations of run_a's roofs: each status, and a check of each kind
 CAUSE = "one impl's own limit: gemm.square/numpy reaches 61% of gemm.square/torch's figure"
@@ -47,21 +47,6 @@ CONFIRMATIONS = {
              "finding": "fp32 (gemm.square/numpy): rests on one kernel and impl alone (gemm.square, "
                         "gemm.square/numpy)"},
 }
-
-
-def banded(src: Path, dest: Path, confirm: dict | None = None) -> Path:
-    """Return a copy of run folder src at dest whose measured roofs (L3 aside) carry the interval
-    (LOW x value, HIGH x value) and, where confirm names them, that confirmation."""
-    d = Path(shutil.copytree(src, dest))
-    doc = json.loads((d / "roofs.json").read_text())
-    for r in doc["roofs"]:
-        if r.get("source", "measured") == "measured" and r["kind"] in ("bandwidth", "compute") \
-                and r["name"] not in UNBANDED:
-            r["interval"] = [LOW * r["value"], HIGH * r["value"]]
-            if confirm and r["name"] in confirm:
-                r["confirmation"] = confirm[r["name"]]
-    (d / "roofs.json").write_text(json.dumps(doc))
-    return d
 
 
 @pytest.fixture(scope="module")
@@ -124,10 +109,8 @@ def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory) -> Path:
-    from test_plot import make_synthetic_run
-    root = tmp_path_factory.mktemp("bands-synthetic")
-    return banded(make_synthetic_run(root / "plain"), root / "banded")
+def synthetic(banded_synthetic) -> Path:
+    return banded_synthetic
 
 
 def test_every_chart_that_draws_a_roof_draws_its_band(synthetic, run_figures):
