@@ -28,7 +28,7 @@ if __name__ == "__main__":
     from bench.aot import plan as aot_plan, precompile as pc, targets as aot_targets
     from bench.measure.registry import LaunchContext, load_all
     arch = sys.argv[1]
-    rec = pc.precompile(arch, True, ["stream.copy"], workers=2, cache=cache)
+    rec = pc.precompile(arch, True, ["stream.copy"], workers=1, cache=cache)  # one: a second process costs its start
     reg = load_all()
     op, impl = reg.ops["stream.copy"], reg.impls["stream.copy/triton"]
     dev = aot_targets.fake_device(arch)
