@@ -11,7 +11,7 @@ from another folder, several ranks) keep one.
 
 The runs in processes of their own that tests read (`background` fixtures: the quick stream
 run, the docs' examples, the distributed runs...) start as soon as the tests are collected, and
-the tests that read them run last: they use the core that the tests in this process leave idle.
+the tests that read them run last: they share the cores with the tests in this process.
 The ahead-of-time compiles of the GPU arches' quick plans (`aot_outcomes`; tests marked
 aot_arches, over a minute of CPU per arch) start the same way with --aot-arches, as .ci/run
 runs them."""
