@@ -154,9 +154,9 @@ def background(fn=None, *, seconds: float = 0.0):
     return value
 
 
-# The background work runs at the tests' own priority: at a lower one (nice 5) other load on the
-# cores takes its share first, and with two busy loops the suite ended on a 50 s wait for the last
-# background jobs (483 s in all, against 382 s at the same priority; quiet, 235 s and 234 s).
+# The background work runs at the tests' own priority: at a lower one, other load on the cores
+# (two busy loops, say) takes its share first, and the suite ends waiting on the last background
+# jobs; on a quiet machine a lower one gained nothing (the suite is CPU-bound either way).
 
 
 def _start(name: str):
