@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,10 +38,17 @@ from noroof import run_without_dram
 from synthetic import banded, make_synthetic_run
 
 import run_bench
+from bench.aot import learned
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
 from bench.results import load_run
 from roofs.charts import plot
+
+# The tests' runs are tiny and many: they learn into this session's own timing cache
+# (bench/aot/learned.py; their processes inherit it), never into the one a user's next
+# prediction on this machine reads.
+_LEARNED = tempfile.mkdtemp(prefix="roofbench-test-learned-")
+os.environ[learned.CACHE_ENV] = _LEARNED
 
 HAS_CUDA = torch.cuda.is_available()
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
@@ -73,6 +81,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     _LANES.shutdown(wait=False, cancel_futures=True)  # an interrupted session waits for no job not yet begun
+    shutil.rmtree(_LEARNED, ignore_errors=True)
 
 
 def aot_needs(item) -> set:
