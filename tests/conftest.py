@@ -65,7 +65,10 @@ AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 _AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
 _JOBS = {}      # name -> the function of a background fixture (background)
 _STARTED = {}   # name -> the Future of its value
-_LANES = ThreadPoolExecutor(2, thread_name_prefix="background")  # FIFO: a job starts after every earlier one
+# FIFO: a job starts after every earlier one. The jobs run at the tests' own priority: at a lower
+# one, other load on the cores (two busy loops, say) takes its share first, and the suite ends
+# waiting on the last of them; on a quiet machine a lower one gained nothing (it is CPU-bound).
+_LANES = ThreadPoolExecutor(2, thread_name_prefix="background")
 _SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
 
 
@@ -161,11 +164,6 @@ def background(fn=None, *, seconds: float = 0.0):
         return _start(name).result()
     value.__doc__ = fn.__doc__
     return value
-
-
-# The background work runs at the tests' own priority: at a lower one, other load on the cores
-# (two busy loops, say) takes its share first, and the suite ends waiting on the last background
-# jobs; on a quiet machine a lower one gained nothing (the suite is CPU-bound either way).
 
 
 def _start(name: str):

@@ -101,16 +101,12 @@ def write_thousands(top: Path) -> None:
     slow (15% slow, clock held down) and healthy. Run in a process of its own (conftest.py's
     thousands): seconds of CPU, and the commit recorded is abc1234."""
     results.git_commit = lambda: "abc1234"  # this process's own: a thousand folders, one commit
-    rng = np.random.default_rng(30)
-    for i in range(1000):
-        node, gpu = divmod(i, 8)
-        write_run(top / "slow-one" / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}",
-                  0.85 if i == SLOW_OF_A_THOUSAND else 1.0, rng, clock=1600.0 if i == SLOW_OF_A_THOUSAND else 1980.0)
-    rng = np.random.default_rng(36)
-    for i in range(1000):
-        node, gpu = divmod(i, 8)
-        write_run(top / "check" / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}", 1.0, rng,
-                  interval=0.01)
+    for fleet, seed, slow, extra in (("slow-one", 30, SLOW_OF_A_THOUSAND, {}), ("check", 36, None, {"interval": 0.01})):
+        rng = np.random.default_rng(seed)
+        for i in range(1000):
+            node, gpu = divmod(i, 8)
+            write_run(top / fleet / "array" / f"job{node}" / f"gpu{gpu}", f"node{node:03d}", f"GPU-{i:04d}",
+                      0.85 if i == slow else 1.0, rng, clock=1600.0 if i == slow else 1980.0, **extra)
     write_run(top / "check" / "slow", "new1", "GPU-slow", 0.85, interval=0.01, clock=1600.0)
     write_run(top / "check" / "healthy", "new2", "GPU-ok", 1.0, np.random.default_rng(1), interval=0.01)
     write_fleet(gather([top / "check" / "array"]), top / "check" / "fleet")

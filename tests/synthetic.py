@@ -20,8 +20,8 @@ WIDTH = {"float32": 4, "bfloat16": 2, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2
 PEAK = {"fp32": 50_000, "tf32": 400_000, "fp16": 50_000, "bf16": 800_000, "fp8e4m3": 1_500_000, "int8": 1_600_000}
 
 
-def _row(op, impl, dtype, size, shape, ws, flops, nbytes, seconds, mode="warm", precision="", flag="",
-         boundary="", bound_note=""):
+def make_row(op, impl, dtype, size, shape, ws, flops, nbytes, seconds, mode="warm", precision="", flag="",
+             boundary="", bound_note=""):
     family = op.split(".")[0]
     return {
         "point_id": f"{op}/{impl}[dtype={dtype},size={size},shape={shape}]@{mode}", "op": op, "family": family,
@@ -62,9 +62,9 @@ def synthetic_rows() -> pd.DataFrame:
                     nbytes = n * arrays * w * (8 if op == "stream.reread" else 1)
                     flops = per * n * (8 if op == "stream.reread" else 1)
                     level = "l1" if ws <= L1 else "l2" if ws <= L2 else "hbm"
-                    rows.append(_row(op, impl, dtype, n, f"({n},)", ws, flops, nbytes, nbytes / gbps / 1e9,
-                                     boundary=level if flops else "",
-                                     bound_note="" if flops else "no FLOPs"))
+                    rows.append(make_row(op, impl, dtype, n, f"({n},)", ws, flops, nbytes, nbytes / gbps / 1e9,
+                                         boundary=level if flops else "",
+                                         bound_note="" if flops else "no FLOPs"))
     for p in PEAK:
         w = WIDTH[p]
         for impl in ("torch", "triton"):
@@ -73,19 +73,19 @@ def synthetic_rows() -> pd.DataFrame:
             for n in (1024, 2048, 4096, 8192, 16384):
                 f, b = 2 * n**3, 3 * n * n * w
                 g = own * eff * min(1, n / 4096)
-                rows.append(_row("gemm.square", impl, p, n, f"{n}x{n}x{n}", b, f, b, f / g / 1e9, precision=p,
-                                 boundary="hbm"))
+                rows.append(make_row("gemm.square", impl, p, n, f"{n}x{n}x{n}", b, f, b, f / g / 1e9, precision=p,
+                                     boundary="hbm"))
             for m in (1, 4, 16, 64, 256, 1024, 4096):
                 k = 8192
                 f, b = 2 * m * k * k, (m * k + k * k) * w + m * k * w
                 g = min(own * eff, 4000 * f / b * 0.8)
-                rows.append(_row("gemm.skinny", impl, p, m, f"{m}x{k}x{k}", b, f, b, f / g / 1e9, "cold",
-                                 precision=p, boundary="hbm"))
+                rows.append(make_row("gemm.skinny", impl, p, m, f"{m}x{k}x{k}", b, f, b, f / g / 1e9, "cold",
+                                     precision=p, boundary="hbm"))
             for mm, nn, kk in ((16384, 4096, 4096), (4096, 16384, 1024)):
                 f, b = 2 * mm * nn * kk, (mm * kk + kk * nn + mm * nn) * w
                 g = own * eff * 0.95
-                rows.append(_row("gemm.search", impl, p, max(mm, nn, kk), f"{mm}x{nn}x{kk}", b, f, b, f / g / 1e9,
-                                 precision=p, boundary="hbm"))
+                rows.append(make_row("gemm.search", impl, p, max(mm, nn, kk), f"{mm}x{nn}x{kk}", b, f, b, f / g / 1e9,
+                                     precision=p, boundary="hbm"))
     bits = {"fp16": 16, "bf16": 16, "int8": 8, "fp8": 8, "int4": 4}
     for fmt, nbits in bits.items():
         prec = fmt if fmt in ("fp16", "bf16") else "bf16"
@@ -102,8 +102,8 @@ def synthetic_rows() -> pd.DataFrame:
                     if fmt == "fp8" and impl == "triton_tile" and bsz == 1 and n == 4096 and k == 4096:
                         g *= 2.5
                         flag = "above its attainable bound even at p80: synthetic"
-                    rows.append(_row("gemv.decode", impl, fmt, bsz, f"{bsz}x{n}x{k}", ws, f, b, f / g / 1e9, "cold",
-                                     precision=prec, flag=flag, boundary=level))
+                    rows.append(make_row("gemv.decode", impl, fmt, bsz, f"{bsz}x{n}x{k}", ws, f, b, f / g / 1e9, "cold",
+                                         precision=prec, flag=flag, boundary=level))
     for dtype in ("fp16", "bf16"):
         for impl in ("sdpa", "triton"):
             for s in (512, 1024, 2048, 4096, 8192, 16384):
@@ -113,36 +113,36 @@ def synthetic_rows() -> pd.DataFrame:
                 flag = "above its attainable bound: synthetic" if flagged else ""
                 if flagged:
                     g = PEAK[dtype] * 1.4
-                rows.append(_row("attention.prefill", impl, dtype, s, f"B1xH32/8xS{s}xD128", b, f, b, f / g / 1e9,
-                                 precision=dtype, flag=flag, boundary="hbm"))
+                rows.append(make_row("attention.prefill", impl, dtype, s, f"B1xH32/8xS{s}xD128", b, f, b, f / g / 1e9,
+                                     precision=dtype, flag=flag, boundary="hbm"))
         for impl in ("sdpa", "triton", "torch_math"):
             for length in (1024, 8192, 65536, 131072):
                 f, b = 4 * 32 * length * 128, 2 * 8 * length * 128 * 2
                 g = 4000 * f / b * (0.7 if impl != "torch_math" else 0.3)
-                rows.append(_row("attention.decode", impl, dtype, length, f"B1xH32/8xL{length}xD128", b, f, b,
-                                 f / g / 1e9, "cold", precision=dtype, boundary="l2" if b <= L2 else "hbm"))
+                rows.append(make_row("attention.decode", impl, dtype, length, f"B1xH32/8xL{length}xD128", b, f, b,
+                                     f / g / 1e9, "cold", precision=dtype, boundary="l2" if b <= L2 else "hbm"))
     for nbytes in (4096, 2**16, 2**20, 2**24, 2**28):
         gbps = 50 * nbytes / (nbytes + 2**20)
-        rows.append(_row("transfer.h2d", "copy", "uint8", nbytes, "pinned", nbytes, 0, nbytes, nbytes / gbps / 1e9))
+        rows.append(make_row("transfer.h2d", "copy", "uint8", nbytes, "pinned", nbytes, 0, nbytes, nbytes / gbps / 1e9))
     for n in (2**20, 2**24):
-        rows.append(_row("user.double", "torch", "float32", n, f"({n},)", 8 * n, n, 8 * n, 8 * n / 3500 / 1e9,
-                         precision="fp32", boundary="hbm"))
+        rows.append(make_row("user.double", "torch", "float32", n, f"({n},)", 8 * n, n, 8 * n, 8 * n / 3500 / 1e9,
+                             precision="fp32", boundary="hbm"))
     # FMA chains (fp32 and bf16, Triton): n = 2^25, bytes ~ 2 n w, memory-bound until the vector roof
     for dtype, vec in (("fp32", 40_000), ("bf16", 120_000)):
         n, w = 2**25, WIDTH[dtype]
         for k in (1, 4, 16, 64, 256, 1024):
             flops, nbytes = 2 * k * 8 * n, (2 * n + 9) * w
             gflops = min(vec * 0.97, 3900 * flops / nbytes)
-            rows.append(dict(_row("fma.chains", "triton", dtype, n, f"({n},)x8x{k}", 2 * n * w, flops, nbytes,
-                                  flops / gflops / 1e9, precision=dtype, boundary="hbm"), k=k))
+            rows.append(dict(make_row("fma.chains", "triton", dtype, n, f"({n},)x8x{k}", 2 * n * w, flops, nbytes,
+                                      flops / gflops / 1e9, precision=dtype, boundary="hbm"), k=k))
     # the launch floor: empty Triton kernels, launched (events) and replayed (graph)
     for timer, sec in (("cuda_event", 4.5e-6), ("cuda_graph", 1.2e-6)):
-        launch = _row("probe.launch", "triton", "", 1, "(1,)", 1, 0, 1, sec)
+        launch = make_row("probe.launch", "triton", "", 1, "(1,)", 1, 0, 1, sec)
         launch.update(timer=timer, bytes=0, working_set_bytes=0, intensity=math.nan, gbps=0.0, gflops=0.0,
                       point_id=f"probe.launch/triton[{timer}]@warm")
         rows.append(launch)
     # a skipped row never reaches a picture
-    skipped = _row("stream.triad", "torch", "float32", 1, "(1,)", 12, 2, 12, 1.0)
+    skipped = make_row("stream.triad", "torch", "float32", 1, "(1,)", 12, 2, 12, 1.0)
     skipped.update(status="skipped", reason="synthetic", gbps=math.nan, gflops=math.nan)
     rows.append(skipped)
     df = pd.DataFrame(rows)

@@ -108,17 +108,12 @@ def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
         assert BAND_LABEL not in texts, name
 
 
-@pytest.fixture(scope="module")
-def synthetic(banded_synthetic) -> Path:
-    return banded_synthetic
-
-
-def test_every_chart_that_draws_a_roof_draws_its_band(synthetic, run_figures):
+def test_every_chart_that_draws_a_roof_draws_its_band(banded_synthetic, run_figures):
     """The family rooflines, fma.png and bandwidth.png draw each roof they draw with its band,
     through the one helper (gid band:<name>), each band the roof's own low and high."""
-    run = load_run(synthetic)
+    run = load_run(banded_synthetic)
     roofs = _measured(run)
-    figs = run_figures(synthetic)
+    figs = run_figures(banded_synthetic)
     gemm = _bands(figs["roofline-gemm.png"].axes[0])
     assert {"band:hbm", "band:l2", "band:l1", "band:bf16", "band:fp32", "band:fp8e4m3"} <= set(gemm)
     stream = _bands(figs["roofline-stream.png"].axes[0])

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from synthetic import PEAK, _row, make_synthetic_run  # noqa: E402
+from synthetic import PEAK, make_row, make_synthetic_run  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import load_run  # noqa: E402
@@ -311,8 +311,8 @@ def test_overview_leaves_off_and_names_a_best_point_far_under_its_bound(syntheti
     # an fp8 GEMM on a slow path at 1e-3 GFLOP/s (bound 400,000) would stretch the y axis over decades
     d = Path(shutil.copytree(synthetic, tmp_path / "run"))
     df = pd.read_csv(d / "measurements.csv")
-    slow = _row("gemm.square", "torch_best", "float8_e4m3fn", 64, "64x64x64", 3 * 64 * 64, 2 * 64**3, 3 * 64 * 64,
-                2 * 64**3 / 1e6, precision="fp8e4m3")
+    slow = make_row("gemm.square", "torch_best", "float8_e4m3fn", 64, "64x64x64", 3 * 64 * 64, 2 * 64**3, 3 * 64 * 64,
+                    2 * 64**3 / 1e6, precision="fp8e4m3")
     near = dict(slow, impl="gemm.square/triton_best", point_id=slow["point_id"].replace("torch_best", "triton_best"),
                 median_ms=slow["median_ms"] / 500, gflops=0.5)  # 0.125% of the same bound: drawn
     assert slow["gflops"] == pytest.approx(1e-3)
