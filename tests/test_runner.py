@@ -74,6 +74,35 @@ def test_slow_path_is_cut_short_from_its_smaller_point():
     assert ms[1].status == "skipped" and ms[1].reason.startswith("cut short: predicted")
 
 
+def test_a_calls_estimate_on_hand_worked_calls():
+    from bench.measure.skip import call_estimate
+    assert call_estimate([], 10, 10) is None and call_estimate([((0, 0), 1.0)], 10, 10) is None
+    # one call seen: scaled by the smaller growth (FLOPs x8, bytes x4: 4 x 1 ms)
+    assert call_estimate([((100, 100), 1e-3)], 800, 400) == (4e-3, 1e-3)
+    # a GEMV at batch 1 then 16: 20 ps a FLOP (50 GFLOP/s) on top of 1 ms for its bytes; batch 256
+    # grows the FLOPs 16x and the bytes 1.14x: its 8.6 GFLOP take 172 ms (the one-call rule: 13.5 ms)
+    f1, b1 = 2 * 4096 * 4096, 2 * 4096 * 4096
+    batch1, batch16 = ((f1, b1), 1e-3 + f1 * 2e-11), ((16 * f1, 1.05 * b1), 1.05e-3 + 16 * f1 * 2e-11)
+    predicted, basis = call_estimate([batch1, batch16], 256 * f1, 1.2 * b1)
+    assert abs(predicted - 256 * f1 * 2e-11) < 1e-9 and basis == batch16[1]
+    assert call_estimate([batch16], 256 * f1, 1.2 * b1)[0] < 0.03
+    # FLOPs and bytes grown alike (no cost of each can be told apart), or a fit that would need a
+    # negative cost: the one-call rule alone
+    assert call_estimate([((100, 100), 1e-3), ((200, 200), 2e-3)], 400, 400) == (4e-3, 2e-3)
+    assert call_estimate([((100, 100), 1e-3), ((800, 400), 1e-3)], 6400, 1600) == (4e-3, 1e-3)
+
+
+def test_a_path_slow_in_flops_alone_is_cut_from_its_two_smaller_points():
+    # its time grows with the FLOPs (n^2: 10, 40, 160 ms), its bytes with n: the one-call rule predicts
+    # 80 ms for n=4000 (bytes x2), inside the 0.1 s budget; the two calls' fit, 160 ms (still 120 ms
+    # were every sleep 5 ms late on a busy machine)
+    def slow(x, ctx):
+        return lambda: (time.sleep(0.01 * (x["a"].numel() / 1000) ** 2), torch.mul(x["a"], 2, out=x["b"]))[1]
+    reg = toy_registry({"slow": slow}, flops=lambda p: p["n"] ** 2, sizes=(1000, 2000, 4000))
+    ms = Runner(CPU, TimerConfig(budget_s=0.1, warmup_s=0.001), sink=lambda m: None).run(make_plan(reg, CPU))
+    assert [m.status for m in ms] == ["ok", "ok", "skipped"] and ms[2].reason.startswith("cut short: predicted")
+
+
 def test_triton_under_interpreter_is_checked_but_never_timed():
     reg = load_all()
     plan = make_plan(reg, CPU, only=["stream.triad/triton", "stream.read/triton"], dtypes=["float32", "bfloat16"],

@@ -95,7 +95,7 @@ class Runner:
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
-    _history: dict = field(default_factory=dict)   # history_key -> ((flops, bytes), seconds per call)
+    _history: dict = field(default_factory=dict)   # history_key -> its last two [((flops, bytes), seconds per call)]
     _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
     _load: object = None                            # a LoadProbe running since the last point ended
     _sampler: Sampler | None = None
@@ -268,17 +268,13 @@ class Runner:
 
     def _predict_skip(self, impl: Impl, op: Op, point: dict, mode: str) -> str | None:
         """Return skip.time_reason for point (rule 7), or None: its time per call extrapolated
-        from the last point the same impl and dtype ran. The extrapolation is optimistic, the
-        smaller of the growth in FLOPs and in bytes, so that only a path that is slow either
-        way is cut (a memory-bound point does not condemn a larger compute-bound one)."""
-        key = history_key(op, impl, point, mode)
-        if key not in self._history:
+        (skip.call_estimate, an estimate below the truth) from the last points the same impl
+        and dtype ran, so that only a path slow either way is cut."""
+        estimate = skip.call_estimate(self._history.get(history_key(op, impl, point, mode), []),
+                                      op.flops(point), op.bytes(point))
+        if estimate is None:
             return None
-        (flops0, bytes0), sec0 = self._history[key]
-        ratios = [new / old for new, old in ((op.flops(point), flops0), (op.bytes(point), bytes0)) if new and old]
-        if not ratios:
-            return None
-        predicted = sec0 * min(ratios)
+        predicted, sec0 = estimate
         budget = self.stretched_budget(op, predicted)
         if budget > self.timer_for(op).budget_s:
             self._stretched[(op.name, repr(point))] = budget
@@ -379,7 +375,8 @@ class Runner:
                 raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
             _free(self.device)
             return mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}")
-        self._history[history_key(op, impl, point, mode)] = ((op.flops(point), op.bytes(point)), t.stats.median_s)
+        seen = self._history.setdefault(history_key(op, impl, point, mode), [])
+        seen[:] = seen[-1:] + [((op.flops(point), op.bytes(point)), t.stats.median_s)]
         self._last_rate[sweep] = rate
         if not jumped:
             self._sweeps.setdefault(sweep, []).append((dict(point), rate))

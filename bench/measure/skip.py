@@ -128,6 +128,33 @@ def memory_reason(need: int, pools: dict, extra: dict, budget, free: int | None,
     return None
 
 
+def call_estimate(seen: list, flops: int, nbytes: int) -> tuple[float, float] | None:
+    """Return (predicted seconds per call, the seconds it was scaled from) for a point of
+    flops and nbytes, or None; seen: the same cost group's last calls, oldest first, each
+    ((flops, bytes), seconds per call), at most two used (rule 7). The estimate stays below
+    the call's true time whether FLOPs and bytes cost in turn or overlap: it is the larger of
+    the last call scaled by the smaller growth of the two, and, where the last two calls grew
+    them by ratios more than 5% apart and so fix a cost per FLOP and per byte (t = a F + b B,
+    a, b >= 0), the larger of a F and b B for this point. The second catches a path slow in
+    one term that the first misses: a batch-16 GEMV that took 16x batch 1's time on FLOPs
+    alone predicts batch 256 from its FLOPs, not from its barely grown bytes."""
+    if not seen:
+        return None
+    (f1, b1), t1 = seen[-1]
+    ratios = [new / old for new, old in ((flops, f1), (nbytes, b1)) if new and old]
+    if not ratios:
+        return None
+    predicted = t1 * min(ratios)
+    if len(seen) >= 2 and flops and nbytes:
+        (f0, b0), t0 = seen[-2]
+        det = f0 * b1 - f1 * b0
+        if f0 and b0 and f1 and b1 and abs(det) > 0.05 * f0 * b1:
+            a, b = (t0 * b1 - t1 * b0) / det, (f0 * t1 - f1 * t0) / det
+            if a >= 0 and b >= 0:
+                predicted = max(predicted, a * flops, b * nbytes)
+    return predicted, t1
+
+
 def time_reason(predicted_s: float, budget_s: float, basis_s: float | None = None) -> str | None:
     """Return why a point is cut short before it runs (rule 7): one call predicted to take
     longer than the whole point budget; basis_s, the time per call it was scaled from."""
