@@ -127,8 +127,14 @@ def test_sweep_planned_to_a_fixed_cap_not_8x_the_cache():
     from bench.hw import device as devmod
     cpu = detect.resolve("cpu")
     big = dataclasses.replace(cpu, caches=(devmod.CacheLevel("l3", 300 * MiB),))
-    sizes = stream.ws_sweep(big, True)
-    assert sizes[0] == 16 * 2**10 and sizes[-1] == stream.STREAM_CAP_BYTES["cpu"] == stream.ws_sweep(cpu, True)[-1]
+    small = dataclasses.replace(cpu, caches=(devmod.CacheLevel("l3", 32 * MiB),))
+    for device in (big, small):
+        sizes = stream.ws_sweep(device, False)
+        assert sizes[0] == 16 * 2**10 and sizes[-1] == stream.STREAM_CAP_BYTES["cpu"]
+    # a quick run stops three sizes into the off-chip band (4x the LLC and up): 128, 256, 512 MiB
+    # past a 32 MiB L3; 16x a 300 MiB L3 lies past the cap
+    assert [s // MiB for s in stream.ws_sweep(small, True) if s >= 128 * MiB] == [128, 256, 512]
+    assert stream.ws_sweep(big, True)[-1] == stream.STREAM_CAP_BYTES["cpu"]
 
 
 # ---- the runner: skipped before any input is made; pools released after their last point ----

@@ -237,6 +237,9 @@ def stream_flops(kind: Kind, point) -> int:
 # the largest working set planned (rule 16 may cut it): 4 GiB on a CPU, where 4x a large
 # L3 (300 MiB on some VMs) needs two sizes past 1.2 GiB; 2 GiB on a GPU (4x a 128 MiB L2)
 STREAM_CAP_BYTES = {"cpu": 4 * 2**30, "cuda": 2 * 2**30}
+QUICK_CPU_PAST_FLOOR = 4      # a CPU's quick sweep ends at 4x the off-chip floor (16x the LLC): three
+                              # sizes in the off-chip band, enough for its roof where a VM's noisy DRAM
+                              # rate does not settle (each larger size costs seconds to fill and check)
 FLAT = 0.10                   # sizes past the knee "agree" when their rates are within 10%
 AGREE = 2                     # ... and at least this many of them do
 
@@ -270,7 +273,8 @@ def with_sizes(sizes: list[int], extra: list[int]) -> list[int]:
 
 def ws_sweep(device, quick: bool) -> list[int]:
     """Return working sets from 16 KiB (inside any L1; GPU_MIN_WS on a GPU) up to the fixed
-    cap STREAM_CAP_BYTES (4 GiB on a CPU, 2 GiB on a GPU); one size per octave in quick runs,
+    cap STREAM_CAP_BYTES (4 GiB on a CPU, 2 GiB on a GPU; a CPU's quick run stops at
+    QUICK_CPU_PAST_FLOOR x the off-chip floor); one size per octave in quick runs,
     two otherwise, except on a GPU's off-chip plateau (4x L2 and up), where one per octave
     shows the same flat line. The sweep does not run to the cap: it stops growing where the
     off-chip rate has settled (offchip_settled, ARCHITECTURE.md rule 5), and the memory budget
@@ -278,7 +282,10 @@ def ws_sweep(device, quick: bool) -> list[int]:
     stream call under GPU_MIN_WS measures the launch, ARCHITECTURE.md rule 15.)"""
     llc = device.llc_bytes
     lo = GPU_MIN_WS if device.kind == "cuda" else 16 * 2**10
-    sizes = geometric(lo, max(STREAM_CAP_BYTES.get(device.kind, 4 * 2**30), 2 * lo), 1 if quick else 2)
+    cap = STREAM_CAP_BYTES.get(device.kind, 4 * 2**30)
+    if quick and device.kind == "cpu" and llc:
+        cap = min(cap, QUICK_CPU_PAST_FLOOR * offchip_floor(device))
+    sizes = geometric(lo, max(cap, 2 * lo), 1 if quick else 2)
     if device.kind == "cuda" and not quick:
         past = [s for s in sizes if s >= 4 * llc]
         sizes = [s for s in sizes if s < 4 * llc] + sorted(set(past[::2] + past[-1:]))
