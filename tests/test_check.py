@@ -203,6 +203,24 @@ def test_a_node_against_a_fleet_of_a_thousand(fleet_of_a_thousand, cli_in_proces
     assert "group NVIDIA H200, 1,000 devices" in r.stdout
 
 
+def test_a_fleet_of_one_devices_runs_is_a_band_of_its_runs_not_of_its_latest(tmp_path, cli_in_process):
+    """Four runs of one device, one 20% down: the fleet's figure is the latest (4,000 GB/s hbm)
+    and its p5-p95 that one value; widened by the runs' max / min ratio 1.25, the band is
+    [3,200, 5,000], so a fifth run 15% down (3,400, +/-1%) lies inside it: SAME, where the bare
+    [4,000, 4,000] made it SLOWER. A run 25% down (3,000, +/-1%) is below the widened band: SLOWER."""
+    for i, scale in enumerate((1.0, 1.0, 0.8, 1.0)):
+        write_run(tmp_path / "runs" / f"r{i}", "vm", "GPU-one", scale, start=f"2026-12-0{i + 1}T00:00:00+00:00",
+                  interval=0.01)
+    assert cli_in_process("fleet", tmp_path / "runs", "--out", tmp_path / "fleet").returncode == 0
+    for name, scale, verdict, code in (("near", 0.85, "SAME", 0), ("far", 0.75, "SLOWER", 1)):
+        write_run(tmp_path / name, "vm", "GPU-one", scale, start="2026-12-09T00:00:00+00:00", interval=0.01)
+        r = cli_in_process("check", tmp_path / name, "--baseline", tmp_path / "fleet", "--out", tmp_path / f"c-{name}")
+        assert r.returncode == code, r.stderr
+        hbm = next(v for v in json.loads((tmp_path / f"c-{name}" / "check.json").read_text())["verdicts"]
+                   if v["roof"] == "hbm")
+        assert hbm["verdict"] == verdict and hbm["baseline"]["interval"] == pytest.approx([3200.0, 5000.0])
+
+
 def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand, tmp_path, cli_in_process):
     top = fleet_of_a_thousand
     write_run(tmp_path / "h100", "x", "GPU-h100", 0.6, interval=0.01, model="NVIDIA H100")

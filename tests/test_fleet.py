@@ -138,6 +138,10 @@ def test_a_fleet_of_one_device_is_its_run_to_run_spread_never_its_own_outlier(tm
     doc = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
     assert doc["outliers"] == [] and doc["groups"]["NVIDIA H200"]["devices"] == 1
     assert doc["spread"]["GPU-one"]["hbm"] == {"runs": 4, "min": 3200.0, "max": 4000.0, "spread_pct": 20.0}
+    # the group's figure is the latest run's (4,000), with the run-to-run ratio 4,000 / 3,200 beside it
+    hbm = doc["groups"]["NVIDIA H200"]["roofs"]["hbm"]
+    assert (hbm["median"], hbm["p5"], hbm["p95"]) == (4000.0, 4000.0, 4000.0)
+    assert hbm["run_to_run"] == {"devices": 1, "ratio": 1.25}
     md = (tmp_path / "fleet" / "fleet.md").read_text()
     assert "# A fleet of 1 device (4 runs)" in md and "- none named: 1 device of NVIDIA H200" in md
     assert "**GPU-one**: run-to-run spread hbm 3,200.0-4,000.0 (20.0%)" in md

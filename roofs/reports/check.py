@@ -11,8 +11,9 @@ Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json 
 fleet.csv; writes nothing but OUT, which may lie in neither run folder. Compared: every
 measured roof both sides have, by kind and name, the extra lines ("fp16 via fp32",
 "<p>.elementwise") among them and labelled so; datasheet and computed references are not.
-A fleet's group is the run's device model: its median and p5 to p95 stand for the
-baseline's value and interval. Latency roofs (lower is better) are judged on their rates.
+A fleet's group is the run's device model: its median and p5 to p95, widened by its
+devices' run-to-run ratio (fleet.run_to_run), stand for the baseline's value and interval.
+Latency roofs (lower is better) are judged on their rates.
 """
 from __future__ import annotations
 
@@ -227,6 +228,9 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
         if name.endswith(".sustained") or not (number(st.get("median")) or 0) > 0:
             continue
         lo, hi = number(st.get("p5")), number(st.get("p95"))
+        ratio = number((st.get("run_to_run") or {}).get("ratio"))
+        if lo is not None and hi is not None and ratio and ratio > 1:  # one run may stray this far (rule 18)
+            lo, hi = min(lo, float(st["median"]) / ratio), max(hi, float(st["median"]) * ratio)
         roofs[(kinds.get(name, "bandwidth" if str(st.get("unit")) == "GB/s" else "compute"), name)] = {
             "name": name, "value": float(st["median"]), "unit": st.get("unit", ""), "n": st.get("n"),
             "interval": [lo, hi] if lo is not None and hi is not None else None}

@@ -260,9 +260,23 @@ def run_spread(rows: pd.DataFrame, columns) -> dict:
     return out
 
 
+def run_to_run(rows: pd.DataFrame, col: str) -> dict | None:
+    """Return the run-to-run spread of col over rows' devices measured more than once: how
+    many, and the median of their max / min ratios (a factor, 1.0 for runs that agree), or
+    None when no device has two runs of it. A device slow in every run keeps a small ratio:
+    the spread says how far one healthy run may stray, not where the devices sit."""
+    ratios = []
+    for _, runs in rows[rows.duplicated("id", keep=False)].groupby("id"):
+        v = pd.to_numeric(runs[col], errors="coerce").dropna()
+        if len(v) >= 2 and v.min() > 0:
+            ratios.append(float(v.max() / v.min()))
+    return {"devices": len(ratios), "ratio": float(np.median(ratios))} if ratios else None
+
+
 def analyse(fleet: Fleet) -> dict:
     """Return per group (model) and per roof column (burst and sustained) the statistics over
-    one run per device (its latest), the outliers among those runs (each with its probable
+    one run per device (its latest) with the run-to-run spread of its devices measured more
+    than once (run_to_run), the outliers among those runs (each with its probable
     causes; none, and `no_outliers` saying why, in a group of under MIN_DEVICES devices), each
     device's run-to-run spread, the devices measured more than once, and the runs left out."""
     df = fleet.rows
@@ -281,6 +295,9 @@ def analyse(fleet: Fleet) -> dict:
             ends = [stats(devices[f"{col}.{end}"]) if f"{col}.{end}" in devices else None for end in ("low", "high")]
             if all(ends):  # the median of the devices' interval ends (rule 17): one measurement's width
                 per[col]["interval_median"] = [ends[0]["median"], ends[1]["median"]]
+            spread = run_to_run(rows, col)
+            if spread:  # how far one run of a device strays from another (check widens its band by it, rule 18)
+                per[col]["run_to_run"] = spread
             if n < MIN_DEVICES:
                 continue
             values = pd.to_numeric(devices[col], errors="coerce")
