@@ -182,9 +182,13 @@ def test_quick_roofs_sets_every_level_and_precision_from_a_quick_runs_rows(monke
                      max_clock_mhz=d.get("max_clock_mhz"), cpu_flags=tuple(d.get("cpu_flags") or ()))
     rows = run.measurements[run.measurements["op"].isin(api.QUICK_ROOF_OPS) & (run.measurements["mode"] != "sustained")]
     monkeypatch.setattr(api.detect, "resolve", lambda device=None: dev)
+    samples = {p["point_id"]: tuple(p.get("samples_s") or ()) for p in run.points}
     monkeypatch.setattr(Runner, "run", lambda self, plan, estimates=None: [
-        SimpleNamespace(row=lambda r=r: r) for r in rows.to_dict("records")])
+        SimpleNamespace(row=lambda r=r: r, point_id=r["point_id"], samples_s=samples.get(r["point_id"], ()))
+        for r in rows.to_dict("records")])
     roofs = api.quick_roofs()
     measured = {r.name for r in roofs if r.source == "measured"}
     assert {"l1", "l2", "l3", "dram", "fp32", "bf16", "int8"} <= measured, (measured, roofs.missing)
     assert roofs.missing == []
+    # each with its interval (rule 17), around its figure, as the run's own roofs.json has them
+    assert all(r.interval and r.interval[0] <= r.value <= r.interval[1] for r in roofs if r.source == "measured")
