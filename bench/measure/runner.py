@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -95,7 +96,7 @@ class Runner:
     sink: Callable[[Measurement], None] = lambda m: None
     progress: Callable[[str], None] = lambda line: None
     _flush: Callable | None = None
-    _history: dict = field(default_factory=dict)   # history_key -> its last two [((flops, bytes), seconds per call)]
+    _history: dict = field(default_factory=dict)   # history_key -> its last two ((flops, bytes), seconds per call)
     _last_rate: dict = field(default_factory=dict)  # sweep_key -> the previous size's rate
     _load: object = None                            # a LoadProbe running since the last point ended
     _sampler: Sampler | None = None
@@ -375,8 +376,8 @@ class Runner:
                 raise DeviceLost(f"{_first_line(e)} at {impl.id} {point} ({mode})") from e
             _free(self.device)
             return mk(mode, status="error", error=err, tolerance=tol, reason=f"timing: {_first_line(e)}")
-        seen = self._history.setdefault(history_key(op, impl, point, mode), [])
-        seen[:] = seen[-1:] + [((op.flops(point), op.bytes(point)), t.stats.median_s)]
+        self._history.setdefault(history_key(op, impl, point, mode), deque(maxlen=2)).append(
+            ((op.flops(point), op.bytes(point)), t.stats.median_s))
         self._last_rate[sweep] = rate
         if not jumped:
             self._sweeps.setdefault(sweep, []).append((dict(point), rate))

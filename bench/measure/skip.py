@@ -130,7 +130,7 @@ def memory_reason(need: int, pools: dict, extra: dict, budget, free: int | None,
 
 def call_estimate(seen: list, flops: int, nbytes: int) -> tuple[float, float] | None:
     """Return (predicted seconds per call, the seconds it was scaled from) for a point of
-    flops and nbytes, or None; seen: the same cost group's last calls, oldest first, each
+    flops and nbytes, or None; seen: the same cost group's last calls (a sequence), oldest first, each
     ((flops, bytes), seconds per call), at most two used (rule 7). The estimate stays below
     the call's true time whether FLOPs and bytes cost in turn or overlap: it is the larger of
     the last call scaled by the smaller growth of the two, and, where the last two calls grew

@@ -260,16 +260,12 @@ def run_spread(rows: pd.DataFrame, columns) -> dict:
     return out
 
 
-def run_to_run(rows: pd.DataFrame, col: str) -> dict | None:
-    """Return the run-to-run spread of col over rows' devices measured more than once: how
-    many, and the median of their max / min ratios (a factor, 1.0 for runs that agree), or
-    None when no device has two runs of it. A device slow in every run keeps a small ratio:
-    the spread says how far one healthy run may stray, not where the devices sit."""
-    ratios = []
-    for _, runs in rows[rows.duplicated("id", keep=False)].groupby("id"):
-        v = pd.to_numeric(runs[col], errors="coerce").dropna()
-        if len(v) >= 2 and v.min() > 0:
-            ratios.append(float(v.max() / v.min()))
+def run_to_run(spread: dict, col: str) -> dict | None:
+    """Return the run-to-run spread of col over the devices of spread (run_spread's answer):
+    how many, and the median of their max / min ratios (a factor, 1.0 for runs that agree),
+    or None when no device has two runs of it. A device slow in every run keeps a small
+    ratio: the spread says how far one healthy run may stray, not where the devices sit."""
+    ratios = [s["max"] / s["min"] for per in spread.values() if (s := per.get(col)) and s["min"] > 0]
     return {"devices": len(ratios), "ratio": float(np.median(ratios))} if ratios else None
 
 
@@ -285,6 +281,7 @@ def analyse(fleet: Fleet) -> dict:
     groups, outliers = {}, []
     for g, rows in df.groupby(keys, sort=True):
         devices = _latest(rows)
+        spread = run_spread(rows, columns)
         n = int(devices["id"].nunique())
         per = {}
         for col in columns:
@@ -295,9 +292,9 @@ def analyse(fleet: Fleet) -> dict:
             ends = [stats(devices[f"{col}.{end}"]) if f"{col}.{end}" in devices else None for end in ("low", "high")]
             if all(ends):  # the median of the devices' interval ends (rule 17): one measurement's width
                 per[col]["interval_median"] = [ends[0]["median"], ends[1]["median"]]
-            spread = run_to_run(rows, col)
-            if spread:  # how far one run of a device strays from another (check widens its band by it, rule 18)
-                per[col]["run_to_run"] = spread
+            strays = run_to_run(spread, col)
+            if strays:  # how far one run of a device strays from another (check widens its band by it, rule 18)
+                per[col]["run_to_run"] = strays
             if n < MIN_DEVICES:
                 continue
             values = pd.to_numeric(devices[col], errors="coerce")
