@@ -10,6 +10,7 @@ roofs.json. Every code name and path the docs cite must exist, and every link to
 section must land on its anchor. A figure that changes whenever a kernel is added (a plan's
 rows and seconds) is not quoted at all: `python -m bench.aot.predict --check` prints it."""
 import ast
+import dataclasses
 import importlib
 import json
 import math
@@ -23,7 +24,7 @@ import pytest
 import run_bench
 from bench.aot import learned
 from bench.aot import predict as pr
-from bench.hw.device import cpu_info
+from bench.hw.device import CacheLevel, cpu_info
 from bench.measure import runner, timing
 from bench.measure.registry import FAMILY_ORDER, load_all
 from bench.measure.runner import make_plan
@@ -320,6 +321,18 @@ def test_the_stream_sweeps_start_where_the_docs_say():
         m = re.search(rf"{phrase} (\d+ [KMG]iB) \((\d+ [KMG]iB) on GPUs", row)
         assert m, f"REFERENCE.md's stream row no longer says '{phrase} X (Y on GPUs'"
         assert (m.group(1), m.group(2)) == (fmt_bytes(sweep(cpu, False)[0]), fmt_bytes(sweep(gpu, False)[0])), phrase
+
+
+def test_a_cpus_quick_stream_sweep_ends_where_the_docs_say():
+    factor = stream.QUICK_CPU_PAST_FLOOR * derive.DRAM_FACTOR   # x the LLC
+    row = next(r for r in section("REFERENCE.md", "What is measured").splitlines() if r.startswith("| stream |"))
+    assert f"or to {factor}x the LLC in a CPU's quick run" in row
+    # one size per octave from 4x the LLC to factor x: on any CPU whose factor x LLC is under the cap
+    vm = dataclasses.replace(cpu_info(), caches=(CacheLevel("l3", 32 * 2**20),))
+    band = len([s for s in stream.ws_sweep(vm, True) if s >= stream.offchip_floor(vm)])
+    words = ("one", "two", "three", "four", "five")
+    assert f"a CPU's quick run at {factor}x the last-level cache, {words[band - 1]} sizes into the off-chip band" \
+        in " ".join(rule(5).split())
 
 
 def test_the_gemm_search_runs_where_the_docs_say():
