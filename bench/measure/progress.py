@@ -3,10 +3,13 @@ skipped points of a family grouped at the family's end (one line per reason, wit
 and a time-left estimate that does not jump.
 
 The time left is the dry run's prediction for the rows still to run and for what follows
-them (the sustained phase and the finishing: the tail), scaled by how the run keeps to it
-so far; the scale starts from 1 and moves towards measured / predicted as the run covers
-more of its predicted time (a prior worth PRIOR_SHARE of the plan), and the shown value
-follows it smoothly (SMOOTHING per line, never rising by more than the time that passed).
+them (the sustained phase and the finishing: the tail), each part scaled by how the run
+keeps to it so far. The rest of the family under way is scaled by that family's own ratio
+(measured / predicted over its rows so far, with a prior worth PRIOR_SHARE of the plan); the
+families not yet started and the tail by the run's ratio over every row so far, with a prior
+worth FUTURE_SHARE of the plan: one family off its prediction (a DRAM sweep 1.7x slow) says
+little of the next, a machine slow in every family soon moves it. The shown value follows
+the estimate smoothly (SMOOTHING per line, never rising by more than the time that passed).
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from collections.abc import Callable
 
 from bench.util import plural
 
-PRIOR_SHARE = 0.05   # the prediction's weight, as a share of the plan's predicted seconds
+PRIOR_SHARE = 0.05   # the prediction's weight in the family under way, as a share of the plan's predicted seconds
+FUTURE_SHARE = 0.4   # its weight in the ratio carried onto the families not yet started and the tail
 SMOOTHING = 0.8      # the shown time left keeps this much of its last value (less the time passed)
 MAX_IMPLS = 3        # impls named on a grouped skip line
 
@@ -31,15 +35,31 @@ def reason_key(reason: str) -> str:
     return re.sub(r"\d[\d.,]*", "#", reason or "")
 
 
-def time_left(elapsed: float, done: int, estimates: list[float], tail: float = 0.0) -> float:
+def time_left(taken: dict[str, float], done: int, estimates: list[float], tail: float = 0.0,
+              families: list[str] | None = None) -> float:
     """Return the predicted seconds of the rows after the first done, and of the tail (what
-    runs after the rows), scaled by (elapsed + prior) / (the done rows' predicted seconds +
-    prior), prior = PRIOR_SHARE of the plan: early rows, often many quick skips, move the
-    estimate little."""
-    spent, left = sum(estimates[:done]), sum(estimates[done:])
-    prior = PRIOR_SHARE * sum(estimates)
-    scale = (elapsed + prior) / (spent + prior) if spent + prior > 0 else 1.0
-    return (left + tail) * scale
+    runs after the rows), scaled by how the run keeps to its prediction. taken: the measured
+    seconds so far per family (of the first done rows); families: each row's family (None:
+    one family). The rows left of the family under way (the done-th row's) are scaled by
+    (its taken + prior * r) / (its predicted so far + prior), prior = PRIOR_SHARE of the plan;
+    the other rows and the tail by r = (all taken + future) / (all predicted so far + future),
+    future = FUTURE_SHARE of the plan: early rows, often many quick skips, move it little."""
+    families = families or [""] * len(estimates)
+    plan = sum(estimates)
+    spent: dict[str, float] = {}
+    for fam, sec in zip(families[:done], estimates[:done]):
+        spent[fam] = spent.get(fam, 0.0) + sec
+    future = FUTURE_SHARE * plan
+    overall = sum(taken.values()), sum(spent.values())
+    r = (overall[0] + future) / (overall[1] + future) if overall[1] + future > 0 else 1.0
+    current = families[done - 1] if done else None
+    own = sum(sec for fam, sec in zip(families[done:], estimates[done:]) if fam == current)
+    rest = sum(estimates[done:]) - own + tail
+    if current is None or own == 0:
+        return rest * r
+    prior = PRIOR_SHARE * plan
+    mine = (taken.get(current, 0.0) + prior * r) / (spent.get(current, 0.0) + prior)
+    return own * mine + rest * r
 
 
 class Ticker:
@@ -47,9 +67,11 @@ class Ticker:
     (or on Ctrl-C) prints the last family's grouped skips."""
 
     def __init__(self, total: int, estimates: list[float] | None, say: Callable[[str], None],
-                 describe: Callable[[object], str], tail_s: float = 0.0):
+                 describe: Callable[[object], str], tail_s: float = 0.0, families: list[str] | None = None):
         self.total, self.estimates, self.say, self.describe = total, estimates, say, describe
         self.tail_s = tail_s               # the predicted seconds after the rows (sustained phase, finishing)
+        self.families = families           # each estimate's family (None: the rows are one family)
+        self.taken: dict[str, float] = {}  # family -> the seconds its rows have taken so far
         self.family = None
         self.skips: dict[str, list] = {}   # reason key -> [count, first reason, impls, first row]
         self.shown: float | None = None    # the time left last shown
@@ -58,11 +80,14 @@ class Ticker:
         self.reasons: dict[str, set] = {}  # reason key -> the distinct reasons grouped under it
         self.counted = 0                   # rows counted so far (row()'s counted)
 
-    def clock(self, elapsed: float, done: int) -> str:
-        """Return "m:ss" elapsed and, with predictions, the smoothed "~m:ss left"."""
+    def clock(self, elapsed: float, done: int, family: str = "") -> str:
+        """Return "m:ss" elapsed and, with predictions, the smoothed "~m:ss left"; the time since
+        the last line counts to family (the row that just ended; the one family by default)."""
         if not self.estimates or done > len(self.estimates):
             return mmss(elapsed)
-        raw = time_left(elapsed, done, self.estimates, self.tail_s)
+        key = family if self.families else ""
+        self.taken[key] = self.taken.get(key, 0.0) + max(0.0, elapsed - self.last[0])
+        raw = time_left(self.taken, done, self.estimates, self.tail_s, self.families)
         if self.shown is None:
             self.shown = raw
         else:
@@ -80,7 +105,7 @@ class Ticker:
         if m.family != self.family:
             self._flush()
             self.family = m.family
-        self.last_clock = self.clock(elapsed, done)
+        self.last_clock = self.clock(elapsed, done, m.family)
         self.last = (elapsed, done)
         self.counted = done if counted is None else counted
         if m.status == "skipped":

@@ -129,16 +129,18 @@ class Runner:
         size = 2 * self.device.llc_bytes
         return size if self.device.kind != "cuda" else 2 * max(size, 256 * 2**20)
 
-    def run(self, plan: Plan, estimates: list[float] | None = None, tail_s: float = 0.0) -> list[Measurement]:
+    def run(self, plan: Plan, estimates: list[float] | None = None, tail_s: float = 0.0,
+            families: list[str] | None = None) -> list[Measurement]:
         """Run every task of plan; return the measurements, each also passed to sink as it
-        ends. estimates (predicted seconds per row, in plan order) and tail_s (predicted
-        seconds after the rows: the sustained phase, the finishing) turn into a time-left
-        estimate on each progress line, corrected by how the run keeps to them; skipped
-        rows are printed grouped at their family's end (bench/measure/progress.py)."""
+        ends. estimates (predicted seconds per row, in plan order; families: each one's
+        family) and tail_s (predicted seconds after the rows: the sustained phase, the
+        finishing) turn into a time-left estimate on each progress line, corrected by how the
+        run keeps to them; skipped rows are printed grouped at their family's end
+        (bench/measure/progress.py)."""
         out: list[Measurement] = []
         total, static = counted_rows(plan, self.device, self.quick)
         done = counted = 0
-        ticker = Ticker(total, estimates, self.progress, progress_line, tail_s)
+        ticker = Ticker(total, estimates, self.progress, progress_line, tail_s, families)
         t0 = time.perf_counter()
         stops = revisit_stops(plan, self.revisits)
         later = pools_used_later(plan, self.device.torch_device, stops)

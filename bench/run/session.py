@@ -64,20 +64,21 @@ def _say(line: str) -> None:
 
 
 def estimates(plan: Plan, device: devmod.DeviceInfo, timer: TimerConfig, quick: bool,
-              budget: memory.Budget | None = None) -> tuple[list[float] | None, dict]:
+              budget: memory.Budget | None = None) -> tuple[list[float] | None, list[str], dict]:
     """Return the dry run's predicted seconds per row of plan (bench/aot/predict.py), each
     scaled by what earlier runs on this machine taught (bench/aot/learned.py), or None when
-    it cannot predict this device (a prediction never stops a measurement); and the model's
-    own seconds per family, which the run's measured ones are learned against."""
+    it cannot predict this device (a prediction never stops a measurement); each row's
+    family (the time left scales each family by its own pace); and the model's own seconds
+    per family, which the run's measured ones are learned against."""
     try:
         rows = predict.row_seconds(plan, device, timer, quick, budget)[0]
     except Exception:  # noqa: BLE001
-        return None, {}
+        return None, [], {}
     factors = learned.expected(device, quick)
     raw: dict = {}
     for fam, sec in rows:
         raw[fam] = raw.get(fam, 0.0) + sec
-    return [sec * factors.get(fam, 1.0) for fam, sec in rows], raw
+    return [sec * factors.get(fam, 1.0) for fam, sec in rows], [fam for fam, _ in rows], raw
 
 
 def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, timer: TimerConfig,
@@ -95,7 +96,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     counters.csv, recorded in run.json's "counters". Return (status, measurements)."""
     pre = precompile.before_run(device, plan, quick, say)  # rule 15; None off a GPU
     budget = budget or memory.run_budget(device)
-    rows, raw = estimates(plan, device, timer, quick, budget)
+    rows, families, raw = estimates(plan, device, timer, quick, budget)
     if sustain_s > 0:
         raw["sustained"] = predict.sustain_seconds(plan, device, quick, sustain_s)[0]
     factors = learned.expected(device, quick)
@@ -118,7 +119,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
     try:
         with jit:
             # the time left on each line counts the sustained phase and the finishing after the rows
-            runner.run(plan, rows, sustained_s + factors.get("finish_s", predict.DEFAULT_FINISH_S))
+            runner.run(plan, rows, sustained_s + factors.get("finish_s", predict.DEFAULT_FINISH_S), families)
             phases["sweeps"] = time.perf_counter() - t0
             if sustain_s > 0:  # the sustained phase (ARCHITECTURE.md, rule 14)
                 sustained = run_phase(list(writer.measurements), plan, device, sustain_s, quick, writer.add, say,
