@@ -115,7 +115,7 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     """An error inside the measuring loop leaves run.json saying failed."""
     from bench.measure.runner import Plan, Runner
     from bench.run import session
-    monkeypatch.setattr(Runner, "run", lambda self, plan, rows=None, tail_s=0.0: {}["boom"])
+    monkeypatch.setattr(Runner, "run", lambda self, plan, *rest: {}["boom"])
     info = detect.resolve("cpu")
     timer = timer_config(True)
     with pytest.raises(KeyError):
