@@ -10,8 +10,9 @@ registry). The tests that need a real process (exit codes and signals, peak memo
 from another folder, several ranks) keep one.
 
 The runs in processes of their own that tests read (`background` fixtures: the quick stream
-run, the docs' examples, the distributed runs...) start as soon as the tests are collected, and
-the tests that read them run last: they share the cores with the tests in this process.
+run, the docs' examples, the distributed runs...) start as soon as the tests are collected, one
+after another, and the tests that read them run last: they take about one core, the tests in
+this process the other.
 The ahead-of-time compiles of the GPU arches' quick plans (`aot_outcomes`; tests marked
 aot_arches, over a minute of CPU per arch) start the same way with --aot-arches, as .ci/run
 runs them."""
@@ -65,10 +66,15 @@ AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 _AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
 _JOBS = {}      # name -> the function of a background fixture (background)
 _STARTED = {}   # name -> the Future of its value
-# FIFO: a job starts after every earlier one. The jobs run at the tests' own priority: at a lower
-# one, other load on the cores (two busy loops, say) takes its share first, and the suite ends
-# waiting on the last of them; on a quiet machine a lower one gained nothing (it is CPU-bound).
-_LANES = ThreadPoolExecutor(2, thread_name_prefix="background")
+# FIFO, one lane: a job starts after every earlier one has ended, and its processes use one torch
+# thread each (BACKGROUND_ENV), so that the jobs take about one core and the tests in this process
+# the other. Measured on a 2-core VM (the suite's whole CPU is ~450 s): with two lanes of two
+# threads the jobs ended at 160-180 s and left this process, starved to a third of a core until
+# then, alone for 110 s more (270-292 s in all); with one lane of one thread both end near 230 s
+# (243-249 s). The jobs run at the tests' own priority: at a lower one, other load on the cores
+# (two busy loops, say) takes its share first, and the suite ends waiting on the last of them.
+_LANES = ThreadPoolExecutor(1, thread_name_prefix="background")
+BACKGROUND_ENV = {"OMP_NUM_THREADS": "1"}
 _SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
 
 
@@ -148,7 +154,7 @@ def background(fn=None, *, seconds: float = 0.0):
     """Return a session fixture named as fn whose value fn returns, made in a background thread
     that starts as soon as the tests are collected (the tests that read it run last, so that it
     runs beside the others), or when first asked for. fn's parameters: `tmp` (a new temporary
-    folder), `env` (user_env() as at collection) and the names of other background fixtures
+    folder), `env` (user_env(**BACKGROUND_ENV) as at collection) and the names of other background fixtures
     (their values, waited for: they start first). It runs beside the tests, so it may start
     processes, given their cwd and env (a test may change this process's), and write in its own
     folders; nothing that changes this process's state. seconds: about how many CPU seconds it
@@ -173,7 +179,7 @@ def _start(name: str):
         params = list(inspect.signature(fn).parameters)
         deps = {p: _start(p) for p in params if p in _JOBS}
         config = _SESSION["config"]
-        given = {"env": user_env()} if "env" in params else {}
+        given = {"env": user_env(**BACKGROUND_ENV)} if "env" in params else {}
         if "tmp" in params:
             given["tmp"] = config._tmp_path_factory.mktemp(name)
 
@@ -343,8 +349,9 @@ def copy_runs(repo_copy, tmp, env) -> dict:
     every Python block of DOCS as written, from a folder outside the copy (results/ the copy's
     committed runs, which the examples name); `python -m bench.examples.custom_kernel
     CUSTOM_KERNEL_RUN` in the copy, as REFERENCE.md shows it; and `run_bench.py report` on every
-    committed run of the copy, with --no-charts but for the newest H200 run (the pictures cost
-    seconds of CPU each run; tests/test_plot.py draws the committed runs' charts). Return
+    committed run of the copy, with --no-charts but for the H200 run with the fewest rows (a
+    GPU run's charts, energy.png among them, written beside its files: the pictures of a full
+    run cost tens of seconds of CPU; tests/test_plot.py draws the committed runs' charts). Return
     {"docs": {(doc, index): CompletedProcess}, "custom": CompletedProcess, "reports": {run's
     name: CompletedProcess}}."""
     outside = tmp / "outside"
@@ -352,7 +359,8 @@ def copy_runs(repo_copy, tmp, env) -> dict:
     (outside / "results").symlink_to(repo_copy / "results")
     blocks = doc_blocks(repo_copy)
     names = [str(p.parent.relative_to(repo_copy)) for p in sorted((repo_copy / "results").glob("*/run.json"))]
-    drawn = max((n for n in names if "nvidia-h200" in n), default=None)
+    rows = lambda n: (repo_copy / n / "measurements.csv").read_bytes().count(b"\n")  # noqa: E731
+    drawn = min((n for n in names if "nvidia-h200" in n), key=rows, default=None)
     report = "import sys, run_bench\nsys.exit(run_bench.main(['report', *sys.argv[1:]]))"
     jobs = [{"cwd": outside, "code": code} for _, _, code in blocks]
     jobs.append({"cwd": repo_copy, "module": "bench.examples.custom_kernel", "args": [CUSTOM_KERNEL_RUN]})
