@@ -46,7 +46,7 @@ SCHEMA_VERSION = 1
 # The flags the runner sets while measuring (the `flag` column; roof flags are added later).
 BUSY_PREFIX = "measured while the machine was busy"
 JUMP_PREFIX = "time jumped"
-METHOD_VERSION = 9
+METHOD_VERSION = 10
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention

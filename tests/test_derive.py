@@ -93,6 +93,38 @@ def test_unconverged_rows_set_no_roof():
     assert bandwidth_roofs(df, [("l3", 32 * MiB)], "dram")[0][0].value == 50
 
 
+def test_a_cache_plateau_rests_on_noisy_rereads_and_never_on_a_slower_kernel_standing_in():
+    """A quick CPU run's L1 window (L1 32 KiB x2: 0 .. 48 KiB): rereads at 16, 24, 32 and 44 KiB,
+    1 ms a call, the 24 and 32 KiB ones stopped by the budget with their samples spread 36-42%,
+    and a write at every size, steady, 15x slower. The write does not stand for the noisy sizes
+    (a dip that breaks the plateau): the rereads' envelope holds, the plateau within 15% of 314 is
+    32-44 KiB, one of its two sizes noisy. A reread spread past 50% (broken) leaves its size out:
+    the write never stands for it either."""
+    sizes, reread = [16 * KiB, 24 * KiB, 32 * KiB, 44 * KiB], [240.0, 256.0, 285.0, 314.0]
+    spread = [0.05, 0.36, 0.42, 0.05]
+    df = pd.concat([
+        rows(zip(sizes, reread), op="stream.reread", impl="stream.reread/torch", dtype="int32").assign(
+            stop=["converged", "budget", "budget", "converged"], samples=80, median_ms=1.0,
+            p20_ms=[1 - s / 2 for s in spread], p80_ms=[1 + s / 2 for s in spread]),
+        rows([(w, 18.0 + i) for i, w in enumerate(sizes)], op="stream.write", impl="stream.write/torch").assign(
+            stop="converged", samples=100, median_ms=0.01, p20_ms=0.0099, p80_ms=0.0101)])
+    caches = [("l1", 64 * KiB)]
+    got = {r.name: r for r in bandwidth_roofs(df, caches, "dram")[0]}
+    assert got["l1"].value == 314.0 and got["l1"].plateau_bytes == (32 * KiB, 44 * KiB)
+    assert got["l1"].extra["noisy_sizes"] == 1 and "1 of its 2 sizes' best rows spread past 10%" in got["l1"].note
+    # the 32 KiB reread broken (spread 60%): its size is left out, so 44 KiB stands alone
+    broken = df.copy()
+    broken.loc[(broken["op"] == "stream.reread") & (broken["working_set_bytes"] == 32 * KiB), ["p20_ms", "p80_ms"]] = [
+        0.7, 1.3]
+    roofs, notes = bandwidth_roofs(broken, caches, "dram")
+    assert "l1" not in {r.name for r in roofs}
+    assert any(n.startswith("l1: no plateau of 2+ sizes (3 sizes in its window") for n in notes), notes
+    # and with the fastest rows steady, nothing is noisy
+    steady = df.assign(p20_ms=df["median_ms"] * 0.99, p80_ms=df["median_ms"] * 1.01, stop="converged")
+    l1 = {r.name: r for r in bandwidth_roofs(steady, caches, "dram")[0]}["l1"]
+    assert l1.value == 314.0 and "noisy_sizes" not in l1.extra
+
+
 def test_torchs_fma_chains_are_an_elementwise_pass_ceiling_never_a_units_roof():
     """On a CPU, torch's FMA chains (34 GFLOP/s beside 332 computed) make one
     elementwise pass through the caches per step: the line is named for that, "fp32.elementwise",

@@ -325,7 +325,8 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
         name, size = caches[i]
         window = (CLEAR_FACTOR * (caches[i - 1][1] if i > 0 else 0),
                   min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size)
-        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, warm, outer, rel_tol)
+        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, warm, outer, rel_tol,
+                                              stream[stream["mode"] == "warm"] if not stream.empty else stream)
         roofs += own
         notes += level_notes
         outer = roof or outer
@@ -409,6 +410,17 @@ def _inconsistent_row(rows: pd.DataFrame, rel_tol: float):
     return None
 
 
+def usable_envelope(rows: pd.DataFrame) -> pd.DataFrame:
+    """Return the size envelope of rows' ok rows with every size whose fastest row is not
+    usable_offchip left out: a noisy host only ever slows a read, so a kernel's row spread up
+    to NOISY_SPREAD is the host's and its median stays a floor of the kernel's speed there;
+    where the fastest kernel's row is broken past that, a slower kernel's row does not stand
+    for the size (a quick CPU run's write at 18 GB/s stood in the L1 window for a reread
+    at 285 and broke its plateau)."""
+    env = envelope(rows)
+    return env[usable_offchip(env)].reset_index(drop=True) if not env.empty else env
+
+
 def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
     """Return the rows whose working set lies in [lo, hi]."""
     if rows.empty:
@@ -417,12 +429,24 @@ def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
 
 
 def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm: pd.DataFrame, warm: pd.DataFrame,
-                 outer: Roof | None, rel_tol: float) -> tuple[list[Roof], Roof | None, list[str]]:
+                 outer: Roof | None, rel_tol: float, stream_warm: pd.DataFrame | None = None
+                 ) -> tuple[list[Roof], Roof | None, list[str]]:
     """Return (the cache's roof and its direction roofs, its roof or None, notes): the plateau
-    of the warm envelope in its window (CACHE_REL_TOL), judged against the next outer level's
-    roof (_distinct_from), with its reported size, measured edge and reach (capped_reach) in extra."""
+    of the usable envelope (usable_envelope) of the warm rows in its window (CACHE_REL_TOL;
+    stream_warm: every warm stream row, else the trusted ones' envelope env_warm), judged
+    against the next outer level's roof (_distinct_from), with its reported size, measured edge
+    and reach (capped_reach) in extra, and "noisy_sizes" where plateau sizes rest on rows spread
+    past TRUST_SPREAD, as the off-chip roof's do (rule 11)."""
     tol = max(rel_tol, CACHE_REL_TOL)
-    roof, note = _roof_from(name, _in_window(env_warm, *window), tol, size)
+    env = env_warm if stream_warm is None else usable_envelope(_in_window(stream_warm, *window))
+    roof, note = _roof_from(name, _in_window(env, *window), tol, size)
+    if roof is not None:
+        lo, hi = roof.plateau_bytes
+        sizes = _in_window(env, lo, hi)
+        noisy = int((~trusted(sizes)).sum())
+        if noisy:
+            roof = replace(roof, note=f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past "
+                                      f"{TRUST_SPREAD:.0%} (a noisy host)", extra={**roof.extra, "noisy_sizes": noisy})
     if roof is not None and outer is not None:
         roof, note = _distinct_from(roof, outer, rel_tol)
     if roof is None:
