@@ -103,6 +103,19 @@ def test_a_dram_roof_reaches_down_to_its_lowest_row_and_its_own_median_interval_
     assert roofs["dram.write"].interval[0] == pytest.approx(30.0)
 
 
+def test_a_cache_roofs_band_reaches_down_to_the_noisy_row_its_plateau_rests_on():
+    """A reread in L2 (1 MiB) at 256 KiB, 200 GB/s, steady, and at 512 KiB, 190 GB/s, stopped by
+    the budget with its samples spread 30%: the plateau (rule 11) holds both, so the band's bottom
+    is the noisy row's 190, as the off-chip roof's reaches its lowest usable row."""
+    noisy = measured_row("stream.reread", "torch", "int32", MiB // 2, 190.0, samples=N, spread=0.3, stop="budget",
+                         read_share=1.0)
+    roofs = derived(dram_rows() + [stream("stream.reread", 0.25, 200.0, 1.0, dtype="int32"), noisy],
+                    spreads={noisy["point_id"]: 0.3})
+    l2 = roofs["l2"]
+    assert l2.value == 200.0 and l2.extra["noisy_sizes"] == 1
+    assert l2.interval == pytest.approx((190.0, expected_interval(200.0, 0.02)[1]))
+
+
 def test_a_wide_row_widens_the_band_past_its_next_best():
     # the best copy row spread 40%: its own median interval reaches below the 39 GB/s beside it
     rows = dram_rows()

@@ -101,8 +101,8 @@ def row_interval(row, samples: dict, kind: str, value: float | None = None) -> t
 
 def _candidates(roof: Roof, sweep: pd.DataFrame, device: dict, own, window: bool = False) -> pd.DataFrame:
     """Return the usable sweep rows that could have set roof: its level's plateau rows (window:
-    every row in the level's window, rule 11) in its direction (the off-chip level's usable
-    rows, a cache's trusted ones), or its precision's trusted rows of the family that set it."""
+    every row in the level's window, rule 11) in its direction (the rows rule 11's plateaus may
+    use: usable_offchip), or its precision's trusted rows of the family that set it."""
     if roof.kind == "compute":
         rows = candidate_rows(sweep, "compute", roof.name, device, roof)
         return rows[trusted(rows)] if not rows.empty else rows
@@ -110,8 +110,7 @@ def _candidates(roof: Roof, sweep: pd.DataFrame, device: dict, own, window: bool
     rows = candidate_rows(sweep, "bandwidth", level, device, None if window else roof)
     if rows.empty:
         return rows
-    _, memory = device_levels(device)
-    rows = rows[usable_offchip(rows) if level == memory else trusted(rows)]
+    rows = rows[usable_offchip(rows)]
     if rows.empty:
         return rows
     want = direction if direction in DIRECTIONS else (stream_direction(pd.DataFrame([own])).iloc[0]
