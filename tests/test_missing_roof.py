@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from noroof import DATA  # conftest.py's nodram fixture: tests/noroof.py's run without a dram roof
+from conftest import background
+from noroof import DATA, run_without_dram  # conftest.py's nodram fixture: tests/noroof.py's run without a dram roof
 
 import run_bench
 from bench import api
@@ -62,10 +63,20 @@ def test_api_names_the_missing_roof(nodram):
                        budget_s=0.02).precision == "fp32"
 
 
-def test_model_placed_under_roofs_without_dram(nodram, tmp_path):
+@background(seconds=7)
+def model_without_dram(tmp, env):
+    """(CompletedProcess, --out folder): `run_bench.py model tiny` placed under a run without a dram
+    roof (tests/noroof.py, derived here without pictures), in a process of its own: what it prints
+    once per warning is a fresh process's."""
+    out = tmp / "out"
     r = subprocess.run([sys.executable, str(ROOT / "run_bench.py"), "model", "tiny", "--batch", "1", "--prompt", "64",
-                        "--context", "256", "--roofs", str(nodram), "--budget", "0.02", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+                        "--context", "256", "--roofs", str(run_without_dram(tmp / "nodram")), "--budget", "0.02",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT, check=False)
+    return r, out
+
+
+def test_model_placed_under_roofs_without_dram(model_without_dram):
+    r, tmp_path = model_without_dram
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     for line in {x for x in (r.stdout + r.stderr).splitlines() if "warning" in x.lower()}:  # once each
