@@ -253,6 +253,20 @@ def test_a_steady_sustained_window_above_the_burst_raises_the_top():
     assert fp32.interval == pytest.approx((196.0, expected_interval(200.0, 0.02)[1]))
 
 
+def test_a_direction_roof_on_its_levels_row_carries_the_levels_sustained_window():
+    """The L2 reread at 256 KiB (200 GB/s) sets both l2 and l2.read; its sustained window read 160:
+    both bands reach down to 160, so two runs that differ there by 6% overlap on l2.read as on l2.
+    The write roof (another row) keeps a band of its own."""
+    rows = dram_rows() + [stream("stream.reread", 0.25, 200.0, 1.0, dtype="int32"),
+                          stream("stream.reread", 0.5, 195.0, 1.0, dtype="int32"),
+                          stream("stream.reread", 0.25, 160.0, 1.0, mode="sustained", dtype="int32"),
+                          stream("stream.write", 0.25, 40.0, 0.0), stream("stream.write", 0.5, 41.0, 0.0)]
+    roofs = derived(rows)
+    assert roofs["l2"].interval[0] == pytest.approx(160.0)
+    assert roofs["l2.read"].point_id == roofs["l2"].point_id and roofs["l2.read"].interval[0] == pytest.approx(160.0)
+    assert roofs["l2.write"].interval[0] == pytest.approx(40.0)
+
+
 def test_a_revisit_pass_that_read_low_widens_a_bandwidth_band_to_it():
     # the copy at 512 MiB read 40, then 30 when revisited: the host's noise, which the band holds
     rows = dram_rows()

@@ -278,11 +278,19 @@ def with_intervals(roofs, rows: pd.DataFrame, points, device: dict,
     sweep = ok[ok["mode"] != SUSTAINED_MODE] if not ok.empty else ok
     caches, memory = device_levels(device)
     levels = {memory} | {n for n, _ in caches}
+    # a direction roof set by its level's own row is that row's ceiling again: it carries the
+    # level's sustained window (rule 14 runs windows for the levels only), so its band is as wide
+    level_of = {r.name: r for r in roofs if r.source == "measured" and r.kind == "bandwidth" and r.name in levels}
     out = []
     for roof in roofs:
         if roof.source != "measured" or by_id is None or roof.point_id not in by_id.index:
             out.append(roof)
             continue
+        level = level_of.get(roof.name.partition(".")[0]) if roof.kind == "bandwidth" and "." in roof.name else None
+        if level is not None and level.point_id == roof.point_id and not (roof.extra or {}).get("sustained"):
+            sus = (level.extra or {}).get("sustained")
+            if sus:
+                roof = dataclasses.replace(roof, extra={**roof.extra, "sustained": sus})
         own = by_id.loc[roof.point_id]
         judged = roof.kind == "compute" or (roof.kind == "bandwidth" and roof.name.split(".")[0] in levels)
         cands = _candidates(roof, sweep, device, own) if judged else sweep.iloc[0:0]
