@@ -11,8 +11,8 @@ from another folder, several ranks) keep one.
 
 The runs in processes of their own that tests read (`background` fixtures: the quick stream
 run, the docs' examples, the distributed runs...) start as soon as the tests are collected, one
-after another, and the tests that read them run last: they take about one core, the tests in
-this process the other.
+after another on a quiet machine, and the tests that read them run last: they take about one
+core, the tests in this process the other (`_lanes`).
 The ahead-of-time compiles of the GPU arches' quick plans (`aot_outcomes`; tests marked
 aot_arches, over a minute of CPU per arch) start the same way with --aot-arches, as .ci/run
 runs them."""
@@ -42,6 +42,7 @@ import run_bench
 from bench.aot import learned
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
+from bench.hw.telemetry import LoadProbe
 from bench.results import load_run
 from roofs.charts import plot
 
@@ -66,15 +67,20 @@ AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
 _AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
 _JOBS = {}      # name -> the function of a background fixture (background)
 _STARTED = {}   # name -> the Future of its value
-# FIFO, one lane: a job starts after every earlier one has ended, and its processes use one torch
-# thread each (BACKGROUND_ENV), so that the jobs take about one core and the tests in this process
-# the other. Measured on a 2-core VM (the suite's whole CPU is ~450 s): with two lanes of two
-# threads the jobs ended at 160-180 s and left this process, starved to a third of a core until
-# then, alone for 110 s more (270-292 s in all); with one lane of one thread both end near 230 s
-# (243-249 s). The jobs run at the tests' own priority: at a lower one, other load on the cores
-# (two busy loops, say) takes its share first, and the suite ends waiting on the last of them.
-_LANES = ThreadPoolExecutor(1, thread_name_prefix="background")
-BACKGROUND_ENV = {"OMP_NUM_THREADS": "1"}
+# FIFO: a job starts after every earlier one has ended. On a quiet machine one lane, its
+# processes one torch thread each (QUIET_JOB_ENV), so that the jobs take about one core and the
+# tests in this process the other. Measured on a 2-core VM (the suite's CPU ~450 s): with two
+# lanes of two threads the jobs ended at 160-180 s and left this process, starved to a third of
+# a core until then, alone for 110 s more (270-292 s in all); with one lane of one thread both end
+# near 230 s (236-249 s). Where other load holds the cores while the tests are collected (two
+# busy loops, say: BUSY_SHARE of the machine or more), the jobs keep two lanes of the default
+# threads: there their share of the contended cores is what ends the suite (under two busy loops
+# one lane of one thread took 8:12, in a slow hour of the VM; two of two 7:37 a day before). The
+# jobs run at the tests' own priority: at a lower one, other load takes its share first and the
+# suite ends waiting on them.
+QUIET_JOB_ENV = {"OMP_NUM_THREADS": "1"}
+BUSY_SHARE = 0.25   # of all cores' time, used by other processes during collection
+_LANES = {}         # "pool": the jobs' ThreadPoolExecutor, "env": their processes' extra environment
 _SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
 
 
@@ -86,11 +92,33 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     _SESSION["config"] = config
+    _SESSION["load"] = LoadProbe().start()  # how busy the machine is while the tests are collected
 
 
 def pytest_unconfigure(config):
-    _LANES.shutdown(wait=False, cancel_futures=True)  # an interrupted session waits for no job not yet begun
+    if "pool" in _LANES:  # an interrupted session waits for no job not yet begun
+        _LANES["pool"].shutdown(wait=False, cancel_futures=True)
     shutil.rmtree(_LEARNED, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if "pool" in _LANES:
+        others = _LANES["others"]
+        terminalreporter.write_line(
+            f"background jobs: {_LANES['pool']._max_workers} lane(s)"
+            + (f" (other processes used {others:.0%} of the cores while the tests were collected)"
+               if others is not None else ""))
+
+
+def _lanes() -> dict:
+    """Return the background jobs' lanes ({"pool", "env", "others"}), made on the first call from
+    how much of the machine other processes used since pytest started (QUIET_JOB_ENV above)."""
+    if "pool" not in _LANES:
+        others = _SESSION["load"].stop()["others_cpu"] if "load" in _SESSION else None
+        busy = others is not None and others >= BUSY_SHARE
+        _LANES.update(pool=ThreadPoolExecutor(2 if busy else 1, thread_name_prefix="background"),
+                      env={} if busy else dict(QUIET_JOB_ENV), others=others)
+    return _LANES
 
 
 def aot_needs(item) -> set:
@@ -154,7 +182,7 @@ def background(fn=None, *, seconds: float = 0.0):
     """Return a session fixture named as fn whose value fn returns, made in a background thread
     that starts as soon as the tests are collected (the tests that read it run last, so that it
     runs beside the others), or when first asked for. fn's parameters: `tmp` (a new temporary
-    folder), `env` (user_env(**BACKGROUND_ENV) as at collection) and the names of other background fixtures
+    folder), `env` (user_env() as at collection, with the lanes' env) and the names of other background fixtures
     (their values, waited for: they start first). It runs beside the tests, so it may start
     processes, given their cwd and env (a test may change this process's), and write in its own
     folders; nothing that changes this process's state. seconds: about how many CPU seconds it
@@ -179,13 +207,13 @@ def _start(name: str):
         params = list(inspect.signature(fn).parameters)
         deps = {p: _start(p) for p in params if p in _JOBS}
         config = _SESSION["config"]
-        given = {"env": user_env(**BACKGROUND_ENV)} if "env" in params else {}
+        given = {"env": user_env(**_lanes()["env"])} if "env" in params else {}
         if "tmp" in params:
             given["tmp"] = config._tmp_path_factory.mktemp(name)
 
         def job():
             return fn(**given, **{p: f.result() for p, f in deps.items()})
-        _STARTED[name] = _LANES.submit(job)
+        _STARTED[name] = _lanes()["pool"].submit(job)
     return _STARTED[name]
 
 
