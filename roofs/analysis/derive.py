@@ -223,13 +223,12 @@ def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extr
     kinds = stream_direction(window_rows)
     for d in DIRECTIONS:
         mine = window_rows[kinds == d]
-        env = envelope(mine)
-        if env.empty:
+        if envelope(mine).empty:
             continue
         if offchip:
             roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol)
-        else:
-            roof, note = _roof_from(f"{level}.{d}", env, rel_tol)
+        else:  # a cache's: the level's own rule (usable_envelope)
+            roof, note = _roof_from(f"{level}.{d}", usable_envelope(mine), rel_tol)
         if roof is None:
             notes.append(note + f": {level}'s {d} points are bounded by the level's best")
         else:
@@ -458,7 +457,10 @@ def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm
         outer_median = outer.extra.get("plateau_median", outer.value)
         reach = capped_reach(measured_reach(env_warm, edge, outer_median, rel_tol), size)
     roof = replace(roof, extra={**roof.extra, "capacity_bytes": size, "edge_bytes": edge, "reach_bytes": reach})
-    own, why = _direction_roofs(name, _in_window(warm, *window), tol, {})
+    usable = warm  # the rows of its directions' plateaus: those of its own (usable_envelope)
+    if stream_warm is not None and not stream_warm.empty:
+        usable = stream_warm[usable_offchip(stream_warm)]
+    own, why = _direction_roofs(name, _in_window(usable, *window), tol, {})
     return [roof] + own, roof, why
 
 
