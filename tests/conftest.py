@@ -80,7 +80,7 @@ _STARTED = {}   # name -> the Future of its value
 # suite ends waiting on them.
 QUIET_JOB_ENV = {"OMP_NUM_THREADS": "1"}
 BUSY_SHARE = 0.25   # of all cores' time, used by other processes during collection
-_LANES = {}         # "pool": the jobs' ThreadPoolExecutor, "env": their processes' extra environment
+_LANES = {}         # "pool": the jobs' ThreadPoolExecutor, "lanes" its size, "env": their extra environment
 _SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
 
 
@@ -105,18 +105,19 @@ def pytest_terminal_summary(terminalreporter):
     if "pool" in _LANES:
         others = _LANES["others"]
         terminalreporter.write_line(
-            f"background jobs: {_LANES['pool']._max_workers} lane(s)"
+            f"background jobs: {_LANES['lanes']} lane(s)"
             + (f" (other processes used {others:.0%} of the cores while the tests were collected)"
                if others is not None else ""))
 
 
 def _lanes() -> dict:
-    """Return the background jobs' lanes ({"pool", "env", "others"}), made on the first call from
+    """Return the background jobs' lanes ({"pool", "lanes", "env", "others"}), made on the first call from
     how much of the machine other processes used since pytest started (QUIET_JOB_ENV above)."""
     if "pool" not in _LANES:
         others = _SESSION["load"].stop()["others_cpu"] if "load" in _SESSION else None
         busy = others is not None and others >= BUSY_SHARE
-        _LANES.update(pool=ThreadPoolExecutor(2 if busy else 1, thread_name_prefix="background"),
+        lanes = 2 if busy else 1
+        _LANES.update(pool=ThreadPoolExecutor(lanes, thread_name_prefix="background"), lanes=lanes,
                       env={} if busy else dict(QUIET_JOB_ENV), others=others)
     return _LANES
 

@@ -191,14 +191,20 @@ def offchip_roof(name: str, rows: pd.DataFrame, rel_tol: float):
         roof = _ceiling_from(name, env, rows, rel_tol)
     if roof is None:
         return None, note
+    return with_noisy_sizes(roof, env), ""
+
+
+def with_noisy_sizes(roof: Roof, env: pd.DataFrame) -> Roof:
+    """Return roof with the count of its plateau's sizes (env: the envelope it came from) whose
+    best rows spread past TRUST_SPREAD in extra "noisy_sizes" and its note (rule 11), as it is
+    when none did."""
     lo, hi = roof.plateau_bytes
     sizes = env[(env["working_set_bytes"] >= lo) & (env["working_set_bytes"] <= hi)]
     noisy = int((~trusted(sizes)).sum()) if not sizes.empty else 0
-    if noisy:
-        note = f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past {TRUST_SPREAD:.0%}"
-        note += " (a noisy host)"
-        roof = replace(roof, note=note, extra={**roof.extra, "noisy_sizes": noisy})
-    return roof, ""
+    if not noisy:
+        return roof
+    note = f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past {TRUST_SPREAD:.0%} (a noisy host)"
+    return replace(roof, note=note, extra={**roof.extra, "noisy_sizes": noisy})
 
 
 def stream_direction(rows: pd.DataFrame) -> pd.Series:
@@ -313,7 +319,8 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
     and "reach_bytes" (measured, or None). Cache roofs use warm rows only (a cold row was
     flushed out of every cache); only trustworthy rows count (see trusted()).
     """
-    stream, good, warm, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
+    stream, good, _, env_warm, caches, edges = _stream_levels(rows, caches, rel_tol)
+    stream_warm = stream[stream["mode"] == "warm"] if not stream.empty else stream
     notes = []
     if not stream.empty and (stream["status"] == "ok").sum() > len(good):
         notes.append(f"stream rows that set no roof: {untrusted_text(stream)}")
@@ -324,8 +331,7 @@ def bandwidth_roofs(rows: pd.DataFrame, caches, memory_level: str = "dram",
         name, size = caches[i]
         window = (CLEAR_FACTOR * (caches[i - 1][1] if i > 0 else 0),
                   min(FIT_FRACTION * size, edges[name]) if edges[name] else FIT_FRACTION * size)
-        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, warm, outer, rel_tol,
-                                              stream[stream["mode"] == "warm"] if not stream.empty else stream)
+        own, roof, level_notes = _cache_level(name, size, edges[name], window, env_warm, stream_warm, outer, rel_tol)
         roofs += own
         notes += level_notes
         outer = roof or outer
@@ -427,25 +433,21 @@ def _in_window(rows: pd.DataFrame, lo: float, hi: float) -> pd.DataFrame:
     return rows[(rows["working_set_bytes"] >= lo) & (rows["working_set_bytes"] <= hi)]
 
 
-def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm: pd.DataFrame, warm: pd.DataFrame,
-                 outer: Roof | None, rel_tol: float, stream_warm: pd.DataFrame | None = None
+def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm: pd.DataFrame,
+                 stream_warm: pd.DataFrame, outer: Roof | None, rel_tol: float
                  ) -> tuple[list[Roof], Roof | None, list[str]]:
     """Return (the cache's roof and its direction roofs, its roof or None, notes): the plateau
-    of the usable envelope (usable_envelope) of the warm rows in its window (CACHE_REL_TOL;
-    stream_warm: every warm stream row, else the trusted ones' envelope env_warm), judged
-    against the next outer level's roof (_distinct_from), with its reported size, measured edge
-    and reach (capped_reach) in extra, and "noisy_sizes" where plateau sizes rest on rows spread
-    past TRUST_SPREAD, as the off-chip roof's do (rule 11)."""
+    of the usable envelope (usable_envelope) of the warm stream rows (stream_warm) in its window
+    (CACHE_REL_TOL), judged against the next outer level's roof (_distinct_from), with its
+    reported size, measured edge and reach (capped_reach, on the trusted rows' envelope
+    env_warm) in extra, and "noisy_sizes" where plateau sizes rest on rows spread past
+    TRUST_SPREAD, as the off-chip roof's do (rule 11); its direction roofs from the same rows."""
     tol = max(rel_tol, CACHE_REL_TOL)
-    env = env_warm if stream_warm is None else usable_envelope(_in_window(stream_warm, *window))
-    roof, note = _roof_from(name, _in_window(env, *window), tol, size)
+    in_window = _in_window(stream_warm, *window)
+    env = usable_envelope(in_window)
+    roof, note = _roof_from(name, env, tol, size)
     if roof is not None:
-        lo, hi = roof.plateau_bytes
-        sizes = _in_window(env, lo, hi)
-        noisy = int((~trusted(sizes)).sum())
-        if noisy:
-            roof = replace(roof, note=f"{roof.note}; {noisy} of its {len(sizes)} sizes' best rows spread past "
-                                      f"{TRUST_SPREAD:.0%} (a noisy host)", extra={**roof.extra, "noisy_sizes": noisy})
+        roof = with_noisy_sizes(roof, env)
     if roof is not None and outer is not None:
         roof, note = _distinct_from(roof, outer, rel_tol)
     if roof is None:
@@ -457,10 +459,8 @@ def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm
         outer_median = outer.extra.get("plateau_median", outer.value)
         reach = capped_reach(measured_reach(env_warm, edge, outer_median, rel_tol), size)
     roof = replace(roof, extra={**roof.extra, "capacity_bytes": size, "edge_bytes": edge, "reach_bytes": reach})
-    usable = warm  # the rows of its directions' plateaus: those of its own (usable_envelope)
-    if stream_warm is not None and not stream_warm.empty:
-        usable = stream_warm[usable_offchip(stream_warm)]
-    own, why = _direction_roofs(name, _in_window(usable, *window), tol, {})
+    usable = in_window[usable_offchip(in_window)] if not in_window.empty else in_window
+    own, why = _direction_roofs(name, usable, tol, {})
     return [roof] + own, roof, why
 
 
