@@ -43,10 +43,11 @@ SCHEMA_VERSION = 1
 # to how points are counted, checked or timed or how roofs are derived, so that two runs
 # made by different rules can be told apart: run.json records it (with the roofbench
 # commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.
+METHOD_VERSION = 11
 # The flags the runner sets while measuring (the `flag` column; roof flags are added later).
 BUSY_PREFIX = "measured while the machine was busy"
 JUMP_PREFIX = "time jumped"
-METHOD_VERSION = 10
+PASS_MARK = "#pass"  # a revisit's point id is its first pass's and this with its pass number (rule 11)
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention
@@ -144,7 +145,7 @@ class Measurement:
     @property
     def point_id(self) -> str:
         axes = ",".join(f"{k}={v}" for k, v in self.point.items())
-        return f"{self.impl}[{axes}]@{self.mode}" + (f"#pass{self.pass_no}" if self.pass_no > 1 else "")
+        return f"{self.impl}[{axes}]@{self.mode}" + (f"{PASS_MARK}{self.pass_no}" if self.pass_no > 1 else "")
 
     def _stat(self, q):
         return float(np.percentile(self.samples_s, q)) if self.samples_s else math.nan
@@ -188,6 +189,25 @@ class Measurement:
         }
         row["flag"] = self.flag or None
         return {c: row[c] for c in COLUMNS}
+
+
+def first_pass_id(point_id) -> str:
+    """Return the point id of a row's first pass: its own, less a revisit's PASS_MARK suffix
+    (rule 11: every pass of a point shares it)."""
+    return str(point_id).split(PASS_MARK, 1)[0]
+
+
+def best_passes(rows: pd.DataFrame) -> pd.DataFrame:
+    """Return rows with each point's fastest pass only (the lowest median time; rule 11: a
+    neighbour only ever slows a call), in rows' order: what a chart draws of a point."""
+    if rows.empty or "point_id" not in rows or "median_ms" not in rows:
+        return rows
+    first = rows["point_id"].map(first_pass_id)
+    if first.equals(rows["point_id"].astype(str)):
+        return rows
+    order = rows.assign(_first=first, _ms=rows["median_ms"].astype(float)).sort_values("_ms", na_position="last")
+    keep = order.drop_duplicates("_first").index
+    return rows.loc[rows.index.isin(keep)]
 
 
 def _loadavg() -> list | None:

@@ -6,7 +6,8 @@ import pandas as pd
 
 from bench.hw.device import CacheLevel, DeviceInfo
 from bench.measure.registry import load_all
-from bench.measure.runner import Plan, Task, revisit_passes, revisit_picks, revisit_stops
+from bench.measure.revisit import revisit_passes, revisit_picks, revisit_stops
+from bench.measure.runner import Plan, Task
 from bench.results import Measurement
 from roofs.analysis.derive import bandwidth_roofs, offchip_roof, pass_range
 
@@ -114,7 +115,7 @@ def test_a_pass_revisits_the_fastest_sweep_of_each_direction_at_its_two_smallest
         rows.append(_measured("stream.triad", ws, v + 1, 2 * ws // 3, ws // 3))
     picks = revisit_picks(rows, cpu)
     # no measured L3 edge (one size at or under it): off chip from 4 x 32 MiB = 128 MiB
-    assert [(op, p["ws_bytes"] // MiB) for op, _, p in picks] == \
+    assert [(op, p["ws_bytes"] // MiB) for op, _, p, _ in picks] == \
         [("stream.read", 128), ("stream.read", 256), ("stream.copy", 128), ("stream.copy", 256)]
     assert revisit_picks([], cpu) == []
 
@@ -171,4 +172,4 @@ def test_a_pass_revisits_a_triad_rounded_just_under_the_off_chip_start():
     cpu = DeviceInfo("cpu", "cpu", "cpu", 2**34, 2, "cores", (CacheLevel("l3", 32 * MiB),))
     rows = [_measured("stream.triad", ws, v, 2 * ws // 3, ws // 3)
             for ws, v in ((16 * MiB, 180), (134217216, 44), (268434944, 42), (536870400, 41))]
-    assert [p["ws_bytes"] for _, _, p in revisit_picks(rows, cpu)] == [134217216, 268434944]
+    assert [p["ws_bytes"] for _, _, p, _ in revisit_picks(rows, cpu)] == [134217216, 268434944]

@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
 
 from bench.hw import device as devmod
@@ -23,12 +22,11 @@ from bench.measure import memory, skip
 from bench.measure.gate import check, verifier
 from bench.measure.progress import Ticker
 from bench.measure.registry import Impl, LaunchContext, Op, Registry
+from bench.measure.revisit import revisit_picks, revisit_stops
 from bench.measure.timing import TimerConfig, make_flush, time_fn
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
-from roofs.analysis.derive import at_or_past, offchip_window
-from roofs.analysis.roofline import direction_of
 
 
 def history_key(op: Op, impl: Impl, point: dict, mode: str) -> tuple:
@@ -162,32 +160,30 @@ class Runner:
                     task.op.release()
                     _free(self.device)
                 self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_task
-                for pass_no in stops.get(i, ()):  # the off-chip sizes again, between later families (rule 11)
-                    t_pass = time.perf_counter()
+                for pass_no in stops.get(i, ()):  # points again, between later families (rule 11)
                     for m in self.revisit(out, pass_no, ops, impls):
                         out.append(m)
                         self.sink(m)
                     memory.release([k for k in memory.held() if k not in later[i]])
-                    self.family_s["stream"] = self.family_s.get("stream", 0.0) + time.perf_counter() - t_pass
         finally:
             ticker.close()
             memory.release()
         return out
 
     def revisit(self, rows: list[Measurement], pass_no: int, ops: dict, impls: dict) -> list[Measurement]:
-        """Return the rows of revisit pass pass_no (ARCHITECTURE.md, rule 11): for each direction
-        (read, write, copy) the stream sweep whose off-chip rows ran fastest, at its
-        REVISIT_SIZES smallest off-chip sizes (from derive's off-chip start on the rows so far),
-        measured again warm through the gate and the timer; a neighbour's traffic only ever
-        slows a read, so derive keeps each size's best pass."""
-        picks = revisit_picks(rows, self.device)
+        """Return the rows of revisit pass pass_no (ARCHITECTURE.md, rule 11; bench/measure/revisit.py):
+        the off-chip stream sizes and the rows that set a roof of their own, measured again warm
+        through the gate and the timer, each pick's time added to its family's; a neighbour's
+        traffic only ever slows a call, so derive keeps each point's best pass."""
         out = []
-        self._pass, self._family = pass_no, "stream"
+        self._pass = pass_no
         try:
-            for op, impl, point in picks:
-                for m in self.run_task(Task(ops[op], point, (impls[impl],), ("warm",)), ("warm",)):
+            for op, impl, point, mode in revisit_picks(rows, self.device):
+                t_pick, self._family = time.perf_counter(), ops[op].family
+                for m in self.run_task(Task(ops[op], point, (impls[impl],), (mode,)), (mode,)):
                     self.progress(f"[revisit {pass_no}] {progress_line(m)}")
                     out.append(m)
+                self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_pick
         finally:
             self._pass = 1
         return out
@@ -221,15 +217,18 @@ class Runner:
         # every reason not to run is found before the inputs are made, in bench/measure/skip.py's
         # order: the impl's static reasons, the sweep's end, then memory (the point as a whole), then time
         runnable, results = [], []
-        # (a revisit repeats a size its sweep measured: the sweep's end does not apply to it)
+        # (a revisit repeats a point its sweep measured: neither the sweep's end nor a predicted
+        # time applies to it, its time per call is known)
+        first = self._pass == 1
         reasons = {impl.id: (skip.impl_reason(impl, point, self.device, self.quick)
                              or (skip.sweep_reason(op, self._sweeps.get(skip.sweep_key(impl, point, modes[0]), []),
-                                                   self.device) if self._pass == 1 else None)) for impl in task.impls}
+                                                   self.device) if first else None)) for impl in task.impls}
         if any(r is None for r in reasons.values()):
             memory_reason = self.memory_skip(op, point, modes)
             for impl in task.impls:
                 if reasons[impl.id] is None:
-                    reasons[impl.id] = memory_reason or self._predict_skip(impl, op, point, modes[0])
+                    timed = self._predict_skip(impl, op, point, modes[0]) if first else None
+                    reasons[impl.id] = memory_reason or timed
         for impl in task.impls:
             if reasons[impl.id]:
                 results += [self._base(op, impl, point, m, status="skipped", reason=reasons[impl.id]) for m in modes]
@@ -394,65 +393,6 @@ class Runner:
 
 
 JUMP_FACTOR = 10
-REVISIT_PASSES = {"cpu": (3, 2)}   # revisit passes by device kind: (full run, quick run); none on a GPU
-REVISIT_SIZES = 2                  # off-chip sizes per direction a pass revisits: the smallest past the start
-
-
-def revisit_passes(device, quick: bool) -> int:
-    """Return how many times a run revisits its off-chip stream sizes after the sweep: on a
-    CPU, whose memory bandwidth a VM's neighbours move minute to minute, 3 (2 quick); none
-    on a GPU."""
-    full, short = REVISIT_PASSES.get(device.kind, (0, 0))
-    return short if quick else full
-
-
-def revisit_stops(plan: Plan, passes: int) -> dict:
-    """Return {task index: [pass numbers]}: where in plan each revisit pass runs, spread over
-    the ends of the families after stream (the last at the plan's end), so the passes see
-    the machine at different minutes; back to back at the end when fewer families follow."""
-    if passes <= 0 or not any(t.op.family == "stream" for t in plan.tasks):
-        return {}
-    first = next(i for i, t in enumerate(plan.tasks) if t.op.family == "stream")
-    ends = [i for i in range(first, len(plan.tasks))
-            if i == len(plan.tasks) - 1 or plan.tasks[i + 1].op.family != plan.tasks[i].op.family]
-    later = [i for i in ends if plan.tasks[i].op.family != "stream"] or [len(plan.tasks) - 1]
-    out: dict = {}
-    for j in range(passes):
-        at = later[min(len(later) - 1, round((j + 1) * len(later) / passes) - 1)]
-        out.setdefault(at, []).append(j + 2)
-    return out
-
-
-def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
-    """Return [(op, impl, point)] a revisit pass measures: per direction class of the stream
-    kernels (read: nothing written; write: nothing read; copy: both), the (op, impl, dtype)
-    sweep with the fastest warm off-chip row of the sweep's pass, at its REVISIT_SIZES
-    smallest sizes from the off-chip start (roofs.analysis.derive.offchip_window)."""
-    stream = [m for m in rows if m.family == "stream" and m.status == "ok" and m.pass_no == 1 and m.samples_s]
-    sweep = [m for m in stream if m.op != "stream.reread" and m.mode == "warm"]
-    if not sweep:
-        return []
-    caches = [(c.name, c.total_bytes) for c in device.caches]
-    # the start derive will use: from every stream row (the reread measures the caches' edges)
-    start = offchip_window(pd.DataFrame([m.row() for m in stream]), caches)[0] if caches else 0
-    past = [m for m in sweep if at_or_past(m.working_set_bytes, start)]
-    picks = []
-    for direction in ("read", "write", "copy"):
-        mine = [m for m in past if _direction(m) == direction]
-        if not mine:
-            continue
-        best = max(mine, key=lambda m: m.gbps)
-        same = sorted((m for m in mine if (m.op, m.impl, m.dtype) == (best.op, best.impl, best.dtype)),
-                      key=lambda m: m.working_set_bytes)
-        picks += [(m.op, m.impl, m.point) for m in same[:REVISIT_SIZES]]
-    return picks
-
-
-def _direction(m: Measurement) -> str:
-    """Return a stream row's direction class from its read and write bytes (roofline.direction_of)."""
-    return direction_of(m.columns.get("read_bytes"), m.columns.get("write_bytes"))
-
-
 def pools_used_later(plan: Plan, torch_device: str, stops: dict | None = None) -> list[set]:
     """Return, per task of plan, the pool keys that a later task uses (bench/measure/memory.py): a
     pool missing from task i's set is released once task i ends. A revisit pass still to come

@@ -24,7 +24,8 @@ from bench.aot import learned, precompile, predict
 from bench.hw import device as devmod
 from bench.measure import memory
 from bench.measure.registry import load_all
-from bench.measure.runner import Plan, Runner, counted_rows, make_plan, revisit_passes
+from bench.measure.revisit import revisit_passes
+from bench.measure.runner import Plan, Runner, counted_rows, make_plan
 from bench.measure.timing import TimerConfig, default_window, timer_config
 from bench.results import RunWriter, load_run
 from bench.run import counters_phase

@@ -51,7 +51,7 @@ def _compute_roof(name: str, src, note: str, extra: dict) -> Roof:
                 spread=number(spread), note=note, extra=extra)
 
 
-def _unit(row) -> str:
+def unit_of(row) -> str:
     """Return what a compute row measures: "gemm"; "vector", the FMA pipes, for the FMA chains
     a Triton kernel keeps in registers; "elementwise" for torch's FMA chains (a CPU's), each
     step of which is an elementwise pass of the chains through the caches: a ceiling of
@@ -65,7 +65,7 @@ def units_of(rows: pd.DataFrame) -> pd.Series:
     """Return _unit of each row."""
     if rows.empty:
         return pd.Series([], index=rows.index, dtype=object)
-    return pd.Series([_unit(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+    return pd.Series([unit_of(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
 
 
 def line_name(precision: str, unit: str) -> str:
@@ -86,7 +86,7 @@ def _own_roof(precision: str, best, ok: pd.DataFrame) -> Roof:
     """Return the precision's own roof: its best row among ok."""
     shapes = ok[ok["dtype"] == precision]
     return _compute_roof(precision, best, f"best median over {shapes['impl'].nunique()} impl(s) and "
-                         f"{shapes['shape'].nunique()} shape(s)", {"unit": _unit(best)})
+                         f"{shapes['shape'].nunique()} shape(s)", {"unit": unit_of(best)})
 
 
 def _faster_wider_line(precision: str, best, own: dict) -> Roof | None:
@@ -98,7 +98,7 @@ def _faster_wider_line(precision: str, best, own: dict) -> Roof | None:
     wider = max(faster, key=lambda w: own[w]["gflops"])
     src = own[wider]
     mine, theirs = float(best["gflops"]), float(src["gflops"])
-    note = (f"{precision} inputs convert exactly to {wider}, whose {_unit(src)} ({theirs:,.4g}) beats "
+    note = (f"{precision} inputs convert exactly to {wider}, whose {unit_of(src)} ({theirs:,.4g}) beats "
             f"{precision}'s own best ({mine:,.4g}, {mine / theirs:.2f}x): an extra line, not {precision}'s roof")
     extra = {"via": wider, "line_of": precision, "own_gflops": mine, "own_point_id": str(best["point_id"])}
     return _compute_roof(f"{precision} via {wider}", src, note, extra)
@@ -107,7 +107,7 @@ def _faster_wider_line(precision: str, best, own: dict) -> Roof | None:
 def _vector_line(precision: str, best, vector: dict) -> Roof | None:
     """Return the precision's vector-unit line "<p>.vector" (its Triton FMA chains) where a GEMM,
     not its chains, set its roof; else None."""
-    if precision not in vector or _unit(best) != "gemm":
+    if precision not in vector or unit_of(best) != "gemm":
         return None
     return _compute_roof(line_name(precision, "vector"), vector[precision], f"{precision} FMA chains: the vector unit",
                          {"unit": "vector", "line_of": precision})
@@ -167,7 +167,8 @@ def _wider_path_roof(precision: str, own: dict, own_all: dict, unsteady: dict, n
         if precision not in own_all:
             return None
         best = own_all[precision]  # no unit, but no wider path measured either: its own rows stand
-        return _compute_roof(precision, best, "best of its own rows (no unit and no wider path)", {"unit": _unit(best)})
+        return _compute_roof(precision, best, "best of its own rows (no unit and no wider path)",
+                             {"unit": unit_of(best)})
     mine = own_all.get(precision) if precision in no_unit else unsteady.get(precision)
     extra = {"via": wider}
     if mine is not None:
