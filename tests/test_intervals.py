@@ -291,3 +291,67 @@ def test_a_faster_kernel_than_the_roof_disputes_it_as_reading_low():
     assert c["status"] == "disputed" and not check["agrees"] and check["value"] == 60.0
     assert check["cause"].startswith("a faster measurement than the roof: stream.triad/torch reads 150% of it")
     assert "no independent measurement agrees with its band" in c["finding"]
+
+
+def _again(row, rate, pass_no, spread=0.02, stop="converged", samples=N):
+    """row measured again at revisit pass pass_no (rule 11), at rate (GFLOP/s; for the launch
+    probe, microseconds per call), its p20 and p80 spread / 2 either side of its median."""
+    out = dict(row, point_id=f"{row['point_id']}#pass{pass_no}", stop=stop, samples=samples)
+    out["pass"] = pass_no
+    if row["op"] == "probe.launch":
+        out["median_ms"] = rate / 1e3
+    else:
+        out["gflops"] = rate
+    out["p20_ms"], out["p80_ms"] = out["median_ms"] * (1 - spread / 2), out["median_ms"] * (1 + spread / 2)
+    return out
+
+
+def test_a_compute_roofs_band_spans_its_points_revisit_passes():
+    # fp32 GEMM at 200 (converged); its point read 170 at pass 2 (the machine at another minute)
+    # and 230 at pass 3, whose samples spread 30% (too noisy to set the roof, rule 10, but
+    # noise never speeds a call: the ceiling lies at least there)
+    gemm = lambda ws, g: measured_row("gemm.square", "torch", "fp32", ws * MiB, g, kind="gemm", samples=N)  # noqa: E731
+    best, other = gemm(16, 200.0), gemm(8, 150.0)
+    fp32 = derived([best, other, _again(best, 170.0, 2), _again(best, 230.0, 3, spread=0.30, stop="budget")])["fp32"]
+    assert fp32.value == 200.0
+    assert fp32.interval == pytest.approx((150.0, 230.0))  # the next-best shape is still the lowest
+    sets = {b["end"]: b for b in fp32.extra["interval_basis"] if b["sets"]}
+    assert sets["high"]["point_id"].endswith("#pass3") and "noise never speeds a call" in sets["high"]["what"]
+    passes = [b for b in fp32.extra["interval_basis"] if b["point_id"].endswith("#pass2")]
+    assert [(b["end"], b["value"]) for b in passes] == [("low", 170.0)]
+    # without the other shape the slowest pass is the bottom; its own pass is never "another shape"
+    fp32 = derived([best, _again(best, 170.0, 2)])["fp32"]
+    assert fp32.interval[0] == pytest.approx(170.0)
+    assert not any("another shape" in b["what"] for b in fp32.extra["interval_basis"])
+    # a pass past rule 11's noise limit (spread 50% or more) counts for neither end
+    fp32 = derived([best, _again(best, 260.0, 2, spread=0.6, stop="budget")])["fp32"]
+    assert fp32.interval == pytest.approx(expected_interval(200.0, 0.02))
+
+
+def test_a_launch_floors_band_reaches_up_to_its_slowest_pass():
+    launch = {"point_id": "probe.launch/torch[form=call]@warm", "op": "probe.launch", "family": "probe",
+              "impl": "probe.launch/torch", "backend": "torch", "dtype": "", "shape": "(1,)", "working_set_bytes": 0,
+              "flops": 0.0, "bytes": 0.0, "mode": "warm", "median_ms": 1.2e-3, "p20_ms": 1.19e-3, "p80_ms": 1.21e-3,
+              "samples": 200, "stop": "converged", "status": "ok", "timer": "perf_counter_ns", "gbps": 0.0,
+              "gflops": None, "flag": ""}
+    df = pd.DataFrame([launch, _again(launch, 1.6, 2), _again(launch, 1.25, 3)])
+    roofs, _ = derive(df, CPU)
+    points = [{"point_id": p, "samples_s": [ms / 1e3 * t / 1e-3 for t in times(0.02)]}
+              for p, ms in zip(df["point_id"], df["median_ms"])]
+    floor = next(r for r in with_intervals(roofs, df, points, CPU) if r.name == "launch.torch.call")
+    assert floor.value == pytest.approx(1.2)  # the fastest pass is the floor
+    assert floor.interval[1] == pytest.approx(1.6)
+    top = next(b for b in floor.extra["interval_basis"] if b["sets"] and b["end"] == "high")
+    assert top["point_id"].endswith("#pass2") and "slowest revisit pass" in top["what"]
+
+
+def test_a_chain_lines_next_best_shape_is_a_long_chain_not_the_sweeps_slope():
+    # torch's fp32 chains: k=1024 at 24 sets the elementwise line; k=256 (22) is within 8x its
+    # FLOPs per byte, k=16 (15, a point on the sweep's slope) is not
+    def chain(k, g):
+        r = measured_row("fma.chains", "torch", "fp32", 128 * 2**10, g, kind="gemm", samples=N)
+        return dict(r, point_id=f"fma.chains/torch[dtype=fp32,k={k}]@warm", family="fma", intensity=2.0 * k)
+    line = derived([chain(16, 15.0), chain(256, 22.0), chain(1024, 24.0)])["fp32.elementwise"]
+    assert line.value == 24.0 and line.interval[0] == pytest.approx(22.0)
+    line = derived([chain(16, 15.0), chain(1024, 24.0)])["fp32.elementwise"]
+    assert line.interval == pytest.approx(expected_interval(24.0, 0.02))

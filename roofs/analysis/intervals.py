@@ -8,9 +8,11 @@ rule 17).
 A row's interval is the distribution-free 95% confidence interval of its median (median_ranks:
 order statistics, no assumption on the noise's shape), read as a rate: a rate is value x
 median time / sample time, so the fastest samples give the top. A roof's top is its row's (or its
-steady sustained window's, where that ran faster); its bottom reaches down to the lowest
-measurement of the same kernel, impl and dtype on its plateau (a precision: the next-best shape) and
-to its sustained window (rule 17: on a shared host noise only ever slows a read).
+steady sustained window's, where that ran faster; or, for a compute or latency roof, a revisit
+pass of its point that ran faster); its bottom reaches down to the lowest measurement of the
+same kernel, impl and dtype on its plateau (a precision: the next-best shape, and its point's
+slowest revisit pass) and to its sustained window (rule 17: on a shared host noise only ever
+slows a read). A latency's ends are the other way round.
 
 The confirmation checks, each the best row of its kind among the roof's candidates
 (roofs.analysis.sustained.candidate_rows, the rows that could have set it):
@@ -29,6 +31,7 @@ import math
 import pandas as pd
 
 from bench.hw.counters import FLAG_FRACTION
+from bench.results import first_pass_id
 from bench.util import number
 from roofs.analysis.derive import (
     CACHE_REL_TOL,
@@ -43,6 +46,8 @@ from roofs.analysis.sustained import candidate_rows
 from roofs.analysis.trust import trusted
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+CHAIN_SPAN = 8  # an FMA chain within 8x the roof's chain length (FLOPs per byte) measures its ceiling;
+# a shorter one is a point on the chain sweep's slope, where the passes' bytes decide (fma.png)
 SMALL_N = 6     # under this many samples the interval is their whole range (no ranks inside it)
 INDEPENDENT = ("impl", "kernel", "counters")  # the checks that can confirm a roof, in order
 CHECK_WHAT = {"impl": "another impl of the same op", "kernel": "another kernel of the same direction",
@@ -118,14 +123,46 @@ def _candidates(roof: Roof, sweep: pd.DataFrame, device: dict, own, window: bool
     return rows[stream_direction(rows) == want] if want else rows
 
 
+def _passes(ok: pd.DataFrame, own) -> pd.DataFrame:
+    """Return own's point at its other passes (rule 11's revisits: the same call measured at
+    another minute of the run), the rows among them rule 11 may use (usable_offchip: a noisy
+    one's median is a floor of the call's speed)."""
+    mine = ok["point_id"].map(first_pass_id) == first_pass_id(own["point_id"])
+    same = ok[mine & (ok["point_id"] != own["point_id"]) & ok["median_ms"].notna()]
+    return same[usable_offchip(same)] if not same.empty else same
+
+
+def _pass_ends(roof: Roof, own, again: pd.DataFrame, ci: tuple) -> list:
+    """Return the basis entries of a compute or latency roof's other passes (again, rule 17):
+    the slowest as the band's slow end; the fastest, where it ran faster than the roof's own
+    interval allows, as its fast end (noise never speeds a call: the ceiling may lie there)."""
+    if again.empty:
+        return []
+    ms = again["median_ms"].astype(float)
+    figure = (roof.value * ms / float(own["median_ms"]) if roof.kind == "latency"
+              else again["gflops"].astype(float))  # each pass in the roof's unit
+    slow, fast = (ms.idxmax(), ms.idxmin()) if roof.kind == "latency" else (figure.idxmin(), figure.idxmax())
+    slow_end, fast_end = ("high", "low") if roof.kind == "latency" else ("low", "high")
+    out = [{"end": slow_end, "point_id": str(again.loc[slow, "point_id"]), "value": float(figure[slow]),
+            "what": "its own point measured again at another minute of the run (its slowest revisit pass: "
+                    "the host's noise)"}]
+    beyond = figure[fast] < ci[0] if roof.kind == "latency" else figure[fast] > ci[1]
+    if beyond:
+        out.append({"end": fast_end, "point_id": str(again.loc[fast, "point_id"]), "value": float(figure[fast]),
+                    "what": "its own point at a revisit pass that ran faster than its row allows (a row the "
+                            "roof may not rest on, rule 10: noise never speeds a call)"})
+    return out
+
+
 def _same_path(rows: pd.DataFrame, own) -> pd.Series:
     return (rows["op"] == own["op"]) & (rows["impl"] == own["impl"]) & (rows["dtype"] == own["dtype"])
 
 
-def _interval(roof: Roof, own, cands: pd.DataFrame, samples: dict) -> tuple[tuple | None, list]:
+def _interval(roof: Roof, own, cands: pd.DataFrame, samples: dict, again: pd.DataFrame) -> tuple[tuple | None, list]:
     """Return (roof's interval, its basis): the top from its row's median interval; the bottom
-    the lowest of that interval's lower end, the next-best same-path candidate, and the steady
-    sustained window below the burst (rule 17)."""
+    the lowest of that interval's lower end, the next-best same-path candidate, the slowest of
+    its own point's other passes (again: a latency's top), and the sustained window below the
+    burst (rule 17)."""
     ci = row_interval(own, samples, roof.kind, roof.value)
     if ci is None:
         return None, []
@@ -133,9 +170,15 @@ def _interval(roof: Roof, own, cands: pd.DataFrame, samples: dict) -> tuple[tupl
               "point_id": str(own["point_id"]), "value": ci[1]},
              {"end": "low", "what": "the lower end of the 95% interval of its row's median",
               "point_id": str(own["point_id"]), "value": ci[0]}]
+    rate = _rate(roof.kind)
+    if roof.kind in ("compute", "latency"):  # a bandwidth roof's passes are among its plateau's rows
+        basis += _pass_ends(roof, own, again, ci)
     if roof.kind in ("bandwidth", "compute") and not cands.empty:
-        rate = _rate(roof.kind)
         mates = cands[_same_path(cands, own) & (cands["point_id"] != own["point_id"]) & cands[rate].notna()]
+        if roof.kind == "compute":  # another shape, not its own point's other passes (above)
+            mates = mates[mates["point_id"].map(first_pass_id) != first_pass_id(own["point_id"])]
+        if roof.kind == "compute" and own.get("family") == "fma":  # a chain's ceiling: the sweep's long chains only
+            mates = mates[mates["intensity"].astype(float) >= float(own["intensity"]) / CHAIN_SPAN]
         if not mates.empty and roof.kind == "bandwidth":  # each the same ceiling measured again
             low_row = mates.loc[mates[rate].idxmin()]
             basis.append({"end": "low", "point_id": str(low_row["point_id"]), "value": float(low_row[rate]),
@@ -294,7 +337,7 @@ def with_intervals(roofs, rows: pd.DataFrame, points, device: dict,
         own = by_id.loc[roof.point_id]
         judged = roof.kind == "compute" or (roof.kind == "bandwidth" and roof.name.split(".")[0] in levels)
         cands = _candidates(roof, sweep, device, own) if judged else sweep.iloc[0:0]
-        interval, basis = _interval(roof, own, cands, samples)
+        interval, basis = _interval(roof, own, cands, samples, _passes(ok, own))
         if interval is None:
             out.append(roof)
             continue

@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from bench.results import Run  # noqa: E402
+from bench.results import Run, best_passes  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roofline  # noqa: E402
 from roofs.charts.ceilings import RoofStyle, draw_roofs
 from roofs.charts.kit import (  # noqa: E402
@@ -73,7 +73,7 @@ def _legends(ax, handles, roof_handles, title: str) -> None:
 def _family_points(run: Run, family: str):
     """Return (the family's points that do FLOPs, the run's Roofline), or (None, None)
     when the family has none: each per-family chart starts here."""
-    pts = _points(run.measurements)
+    pts = best_passes(_points(run.measurements))
     pts = pts[pts["family"] == family]
     return (None, None) if pts.empty else (pts, Roofline(run.roofs))
 

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from bench.results import Run, text_column  # noqa: E402
+from bench.results import Run, best_passes, text_column  # noqa: E402
 from roofs.analysis.launch_floor import floor_for, is_launch_bound, launch_floors  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 from roofs.charts.ceilings import (
@@ -85,7 +85,7 @@ def corner(model: Roofline, precision: str, level: str) -> tuple[float, float] |
 
 
 def _sweeps(df: pd.DataFrame) -> pd.DataFrame:
-    ok = df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)].copy()
+    ok = best_passes(df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)]).copy()
     return ok.sort_values("intensity")
 
 

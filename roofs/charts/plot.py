@@ -77,7 +77,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from bench.results import Run, load_run  # noqa: E402
+from bench.results import Run, best_passes, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
 from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
@@ -203,7 +203,7 @@ def draw_roofline(run: Run):
 def draw_bandwidth(run: Run):
     """Return bandwidth.png's figure: one panel per dtype (see the module docstring)."""
     df = run.measurements
-    ok = df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()]
+    ok = best_passes(df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()])
     stream = df[df["family"] == "stream"]
     dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
     caches, memory = _caches(run), _memory_level(run)
@@ -298,7 +298,7 @@ def draw_gemm(run: Run):
     """Return gemm.png's figure (throughput against size per precision: the square sweep by
     N, the skinny sweep by M with each precision's attainable bound dotted), or None."""
     df = run.measurements
-    ok = df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()]
+    ok = best_passes(df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()])
     if ok.empty:
         return None
     model = Roofline(run.roofs)
