@@ -7,11 +7,13 @@ import pandas as pd
 import pytest
 from helpers import measured_row
 
+from bench.results import BUSY_PREFIX
 from roofs.analysis.bounds import annotate
 from roofs.analysis.derive import derive
 from roofs.analysis.intervals import median_ranks, rate_interval, with_intervals
 from roofs.analysis.roofline import Roof
 from roofs.analysis.sustained import merge_sustained
+from roofs.analysis.trust import trusted, usable_floor
 
 MiB = 2**20
 CPU = {"kind": "cpu", "caches": [{"name": "l2", "total_bytes": 1 * MiB}, {"name": "l3", "total_bytes": 32 * MiB}]}
@@ -343,6 +345,40 @@ def test_a_launch_floors_band_reaches_up_to_its_slowest_pass():
     assert floor.interval[1] == pytest.approx(1.6)
     top = next(b for b in floor.extra["interval_basis"] if b["sets"] and b["end"] == "high")
     assert top["point_id"].endswith("#pass2") and "slowest revisit pass" in top["what"]
+
+
+def test_a_bimodal_launch_floor_rests_on_its_fast_pass_whatever_its_spread():
+    # a quick run on a 2-core VM (q1 of this rule's example, rule 10): the empty call at 1.43
+    # (p20 1.22, p80 2.49: both modes), 2.336 (converged, wholly the slow mode) and 1.228 us
+    # (p20 1.219, p80 1.849: spread 51%, past rule 11's 50%); noise only adds time to a call
+    launch = {"point_id": "probe.launch/torch[form=call]@warm", "op": "probe.launch", "family": "probe",
+              "impl": "probe.launch/torch", "backend": "torch", "dtype": "", "shape": "(1,)", "working_set_bytes": 0,
+              "flops": 0.0, "bytes": 0.0, "mode": "warm", "median_ms": 1.430e-3, "p20_ms": 1.221e-3,
+              "p80_ms": 2.492e-3, "samples": 200, "stop": "max_samples", "status": "ok", "timer": "perf_counter_ns",
+              "gbps": 0.0, "gflops": None, "flag": ""}
+    slow = dict(_again(launch, 2.336, 2), p20_ms=2.321e-3, p80_ms=2.383e-3)
+    fast = dict(_again(launch, 1.228, 3, stop="max_samples", samples=200), p20_ms=1.219e-3, p80_ms=1.849e-3)
+    busy = dict(_again(launch, 1.0, 4), flag=f"{BUSY_PREFIX} (other processes kept 1.2 of 2 cores busy)")
+    few = dict(_again(launch, 0.9, 5, stop="budget", samples=4), p20_ms=0.85e-3, p80_ms=1.5e-3)
+    df = pd.DataFrame([launch, slow, fast, busy, few])
+    points = [{"point_id": p, "samples_s": [ms / 1e3 * t / 1e-3 for t in times(0.02)]}
+              for p, ms in zip(df["point_id"], df["median_ms"])]
+    roofs, _ = derive(df, CPU)
+    floor = next(r for r in with_intervals(roofs, df, points, CPU) if r.name == "launch.torch.call")
+    # the fastest median of the rows that may set a floor: not the busy pass (rule 9), nor 4 samples
+    assert floor.value == pytest.approx(1.228) and floor.point_id.endswith("#pass3")
+    assert floor.interval[1] == pytest.approx(2.336)  # its slowest pass, the 1.43 pass within
+    assert floor.extra["passes"] == pytest.approx([1.228, 2.336])
+    # by rule 10's steady rows alone it would have been the slow mode
+    assert df[trusted(df)]["median_ms"].min() == pytest.approx(2.336e-3)
+    assert usable_floor(df).tolist() == [True, True, True, False, False]
+
+
+def test_a_compute_roof_records_its_points_passes():
+    gemm = measured_row("gemm.square", "torch", "fp32", 16 * MiB, 200.0, kind="gemm", samples=N)
+    fp32 = derived([gemm, _again(gemm, 170.0, 2), _again(gemm, 190.0, 3)])["fp32"]
+    assert fp32.extra["passes"] == pytest.approx([170.0, 200.0])
+    assert "passes" not in derived([gemm])["fp32"].extra  # one pass: nothing to span
 
 
 def test_a_chain_lines_next_best_shape_is_a_long_chain_not_the_sweeps_slope():

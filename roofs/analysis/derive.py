@@ -37,7 +37,15 @@ from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
 from roofs.analysis.roofline import DIRECTIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.trust import TRUST_MIN_SAMPLES, TRUST_SPREAD, is_runner_flag, row_spread, trusted, untrusted_text
+from roofs.analysis.trust import (
+    TRUST_MIN_SAMPLES,
+    TRUST_SPREAD,
+    is_runner_flag,
+    row_spread,
+    trusted,
+    untrusted_text,
+    usable_floor,
+)
 
 DRAM_FACTOR = 4      # memory roofs need working sets >= 4x the last-level cache
 BAND_FACTOR = 4      # a warm working set up to 4x a level's capacity is bounded by that level
@@ -535,8 +543,8 @@ def derive(rows: pd.DataFrame, device: dict) -> tuple[list[Roof], list[str]]:
     roofs, notes = bandwidth_roofs(rows, caches, level)
     roofs, notes = _with_l1_probe(rows, roofs, notes)
     comp = compute_roofs(rows, no_unit=cpu_missing_units(device))
-    good = rows[trusted(rows)] if not rows.empty else rows
-    return roofs + comp + link_roofs(rows) + launch_roofs(good), notes + compute_notes(rows, comp)
+    floors = rows[usable_floor(rows)] if not rows.empty else rows
+    return roofs + comp + link_roofs(rows) + launch_roofs(floors), notes + compute_notes(rows, comp)
 
 
 def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, list]:

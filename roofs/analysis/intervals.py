@@ -43,7 +43,7 @@ from roofs.analysis.derive import (
 )
 from roofs.analysis.roofline import DIRECTIONS, Roof
 from roofs.analysis.sustained import candidate_rows
-from roofs.analysis.trust import trusted
+from roofs.analysis.trust import trusted, usable_floor
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
 CHAIN_SPAN = 8  # an FMA chain within 8x the roof's chain length (FLOPs per byte) measures its ceiling;
@@ -123,13 +123,33 @@ def _candidates(roof: Roof, sweep: pd.DataFrame, device: dict, own, window: bool
     return rows[stream_direction(rows) == want] if want else rows
 
 
-def _passes(ok: pd.DataFrame, own) -> pd.DataFrame:
+def _passes(ok: pd.DataFrame, own, kind: str) -> pd.DataFrame:
     """Return own's point at its other passes (rule 11's revisits: the same call measured at
     another minute of the run), the rows among them rule 11 may use (usable_offchip: a noisy
-    one's median is a floor of the call's speed)."""
+    one's median is a floor of the call's speed), or for a latency those that may set a floor
+    (usable_floor: any spread)."""
     mine = ok["point_id"].map(first_pass_id) == first_pass_id(own["point_id"])
     same = ok[mine & (ok["point_id"] != own["point_id"]) & ok["median_ms"].notna()]
-    return same[usable_offchip(same)] if not same.empty else same
+    if same.empty:
+        return same
+    return same[usable_floor(same) if kind == "latency" else usable_offchip(same)]
+
+
+def pass_span(roof: Roof, own, again: pd.DataFrame) -> list[float] | None:
+    """Return [lowest, highest] of a compute or latency roof's point over its passes (its own
+    row and again, in the roof's unit: extra "passes", as an off-chip roof's per-pass bests),
+    or None with one pass."""
+    if again.empty:
+        return None
+    figure = _pass_figures(roof, own, again)
+    return [float(min(figure.min(), roof.value)), float(max(figure.max(), roof.value))]
+
+
+def _pass_figures(roof: Roof, own, again: pd.DataFrame) -> pd.Series:
+    """Return each of again's passes in the roof's unit (a latency scaled from its own row's median)."""
+    if roof.kind == "latency":
+        return roof.value * again["median_ms"].astype(float) / float(own["median_ms"])
+    return again["gflops"].astype(float)
 
 
 def _pass_ends(roof: Roof, own, again: pd.DataFrame, ci: tuple) -> list:
@@ -138,10 +158,8 @@ def _pass_ends(roof: Roof, own, again: pd.DataFrame, ci: tuple) -> list:
     interval allows, as its fast end (noise never speeds a call: the ceiling may lie there)."""
     if again.empty:
         return []
-    ms = again["median_ms"].astype(float)
-    figure = (roof.value * ms / float(own["median_ms"]) if roof.kind == "latency"
-              else again["gflops"].astype(float))  # each pass in the roof's unit
-    slow, fast = (ms.idxmax(), ms.idxmin()) if roof.kind == "latency" else (figure.idxmin(), figure.idxmax())
+    figure = _pass_figures(roof, own, again)
+    slow, fast = (figure.idxmax(), figure.idxmin()) if roof.kind == "latency" else (figure.idxmin(), figure.idxmax())
     slow_end, fast_end = ("high", "low") if roof.kind == "latency" else ("low", "high")
     out = [{"end": slow_end, "point_id": str(again.loc[slow, "point_id"]), "value": float(figure[slow]),
             "what": "its own point measured again at another minute of the run (its slowest revisit pass: "
@@ -337,12 +355,14 @@ def with_intervals(roofs, rows: pd.DataFrame, points, device: dict,
         own = by_id.loc[roof.point_id]
         judged = roof.kind == "compute" or (roof.kind == "bandwidth" and roof.name.split(".")[0] in levels)
         cands = _candidates(roof, sweep, device, own) if judged else sweep.iloc[0:0]
-        interval, basis = _interval(roof, own, cands, samples, _passes(ok, own))
+        again = _passes(ok, own, roof.kind)
+        interval, basis = _interval(roof, own, cands, samples, again)
         if interval is None:
             out.append(roof)
             continue
+        span = pass_span(roof, own, again) if roof.kind in ("compute", "latency") else None
         roof = dataclasses.replace(roof, interval=(float(interval[0]), float(interval[1])),
-                                   extra={**roof.extra, "interval_basis": basis})
+                                   extra={**roof.extra, "interval_basis": basis, **({"passes": span} if span else {})})
         if judged:
             pool = _candidates(roof, sweep, device, own, window=True)
             roof = dataclasses.replace(roof, confirmation=_confirmation(roof, own, pool, samples, counters, memory))

@@ -30,8 +30,9 @@ LAUNCH_PREFIX = "launch-bound"
 
 
 def launch_roofs(rows: pd.DataFrame) -> list[Roof]:
-    """Return the launch-floor roofs from trustworthy rows (the caller filters them): per
-    (backend, form) the lowest median time per call of op probe.launch, in microseconds."""
+    """Return the launch-floor roofs from the rows that may set one (the caller filters them:
+    roofs.analysis.trust.usable_floor): per (backend, form) the lowest median time per call
+    of op probe.launch over its passes, in microseconds."""
     if rows.empty or not {"op", "status", "median_ms", "backend", "timer"} <= set(rows.columns):
         return []
     empty = rows[(rows["op"] == LAUNCH_OP) & (rows["status"] == "ok") & rows["median_ms"].notna()]

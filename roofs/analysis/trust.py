@@ -1,6 +1,7 @@
 """Which rows may set a roof (ARCHITECTURE.md, rule 10): rows that converged, or that have at
 least TRUST_MIN_SAMPLES samples with a spread (p80 - p20) / median under TRUST_SPREAD, and
-that the runner did not flag while measuring (a busy machine, a time jump: rule 9).
+that the runner did not flag while measuring (a busy machine, a time jump: rule 9). A latency
+floor's rows are judged apart (usable_floor): noise only ever adds time to a call.
 """
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
         converged = text_column(rows, "stop") == "converged"
         steady = (samples >= TRUST_MIN_SAMPLES) & (row_spread(rows) < TRUST_SPREAD)
         ok = ok & (converged | steady)
+    if "flag" in rows.columns:
+        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
+    return ok
+
+
+def usable_floor(rows: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether it may set a latency floor (rule 10): a trusted row, or an ok
+    row with at least TRUST_MIN_SAMPLES samples, whatever its spread, not flagged by the runner.
+    Noise only ever adds time to a call, so a row's median is at most the floor's true value
+    plus the host's noise; a host that runs an empty call at two speeds a second apart (1.2 and
+    2.3 us on a 2-core VM) spreads its rows past any spread limit while their medians still
+    show the fast one."""
+    ok = rows["status"] == "ok"
+    if "samples" in rows.columns:
+        ok = ok & ((rows["samples"].fillna(0).astype(float) >= TRUST_MIN_SAMPLES) | trusted(rows))
     if "flag" in rows.columns:
         ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
     return ok
