@@ -61,11 +61,12 @@ ROOFS = {"hbm": ("bandwidth", 4000.0, "GB/s"), "l2": ("bandwidth", 9000.0, "GB/s
 
 def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="NVIDIA H200", clock=1980.0,
               power=700.0, status="complete", method=None, start=None, driver="560.35", interval=None,
-              software=None):
+              software=None, passes=None):
     """Write one finished run folder whose every roof is ROOFS' value x scale (x up to 1% noise
     from rng), each with the interval value x (1 -/+ interval) when interval is given (a
-    fraction), and a datasheet fp32 reference beside them; software adds to run.json's; method
-    stands for the method version that measured them and derived their roofs."""
+    fraction), its revisit passes from value / passes to value when passes (a ratio) is, and a
+    datasheet fp32 reference beside them; software adds to run.json's; method stands for the
+    method version that measured them and derived their roofs."""
     dev = DeviceInfo("cuda", "cuda:0", model, 2**37, 132, "SMs", (), max_clock_mhz=1980.0, host=host, uuid=uuid,
                      software={"driver": driver, **(software or {})},
                      extra={"power_limit_w": power, "state": {"app_sm_clock_mhz": clock, "ecc_mode":
@@ -81,7 +82,8 @@ def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="N
     for name, (kind, value, unit) in ROOFS.items():
         v = value * scale * (1 + (rng.uniform(-0.01, 0.01) if rng is not None else 0.0))
         roofs.append({"kind": kind, "name": name, "value": v, "unit": unit, "source": "measured",
-                      "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock}},
+                      "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock},
+                                **({"passes": [v / passes, v]} if passes else {})},
                       **({"interval": [v * (1 - interval), v * (1 + interval)]} if interval is not None else {})})
     roofs.append({"kind": "compute", "name": "fp32", "value": 67000.0, "unit": "GFLOP/s", "source": "datasheet"})
     out = write_roofs(path, roofs)

@@ -85,6 +85,37 @@ def test_a_latency_is_judged_on_its_rate():
     assert chk.as_rates("bandwidth", 2.0, (1.9, 2.1)) == (2.0, (1.9, 2.1))
 
 
+def test_a_roofs_passes_widen_the_baselines_interval_by_hand():
+    assert chk.pass_ratio({"extra": {"passes": [12.46, 18.2]}}) == pytest.approx(18.2 / 12.46)
+    for r in ({}, {"extra": {"passes": None}}, {"extra": {"passes": [0, 5]}}, {"extra": {"passes": [5, 4]}}):
+        assert chk.pass_ratio(r) == 1.0
+    # q1's fp32 elementwise line 18.2 [12.46, 18.93], its passes 12.46-18.2 (r 1.46): q3's 25.46
+    # [20.26, 25.94] is apart from it, but not from 18.2 x 1.46 = 26.6
+    assert chk.verdict(25.46, (20.26, 25.94), 18.2, (12.46, 18.93), T)[0] == "FASTER"
+    judged = chk.widened(18.2, (12.46, 18.93), 18.2 / 12.46)
+    assert judged == pytest.approx((12.46, 18.2 * 18.2 / 12.46))
+    assert chk.verdict(25.46, (20.26, 25.94), 18.2, judged, T)[0] == "UNCLEAR"
+    assert chk.widened(18.2, (12.0, 30.0), 1.46) == (12.0, 30.0)  # already wider: as it is
+    assert chk.widened(18.2, (17.0, 19.0), 1.0) == (17.0, 19.0) and chk.widened(1.0, None, 2.0) is None
+
+
+@pytest.mark.parametrize("side, ratio, want", [("baseline", 1.46, "UNCLEAR"), ("run", 1.46, "UNCLEAR"),
+                                               ("baseline", 1.03, "SLOWER"), (None, None, "SLOWER")])
+def test_a_host_that_moved_a_roof_within_a_run_can_not_call_a_change_that_size(tmp_path, side, ratio, want,
+                                                                                cli_in_process):
+    """A run 28% slow (q1's elementwise line against q3's) with 1% intervals: SLOWER on every
+    roof, unless one side's passes moved its roofs 46% within the run; passes 3% apart leave it SLOWER."""
+    write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=0.01, passes=ratio if side == "baseline" else None)
+    write_run(tmp_path / "run", "node1", "GPU-1", 0.72, interval=0.01, passes=ratio if side == "run" else None)
+    r = cli_in_process("check", tmp_path / "run", "--baseline", tmp_path / "base", "--out", tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "check.json").read_text())
+    assert {v["verdict"] for v in doc["verdicts"]} == {want} and r.returncode == (1 if want == "SLOWER" else 0)
+    for v in doc["verdicts"]:
+        assert v["pass_ratio"] == pytest.approx(ratio or 1.0)
+        # said wherever it widened the baseline's 1% interval
+        assert ("the host moved this roof that much between one run's passes" in v["why"]) == (ratio is not None)
+
+
 def runs(tmp_path, scale, interval=0.01, **kw):
     """Return (run, baseline): two run folders of ROOFS, the run at scale x the baseline's values."""
     write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=interval,

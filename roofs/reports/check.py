@@ -111,6 +111,24 @@ def as_rates(kind: str, value: float, interval):
     return 1 / value, (None if interval is None else (1 / interval[1], 1 / interval[0]))
 
 
+def pass_ratio(r: dict) -> float:
+    """Return how far a roof moved between its run's passes: highest / lowest of extra
+    "passes" (the per-pass figures of its point or its level's window), 1 without passes."""
+    span = (r.get("extra") or {}).get("passes")
+    lo, hi = (number(span[0]), number(span[1])) if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
+    return hi / lo if lo and hi and 0 < lo <= hi and not math.isinf(hi) else 1.0
+
+
+def widened(value: float, interval, ratio: float):
+    """Return interval (a rate's) reaching at least value / ratio and value x ratio (rule 18:
+    a host seen moving a roof by ratio within one run may have moved it as far between runs);
+    interval itself when ratio is 1 or it has none."""
+    if interval is None or not ratio > 1 + EPS:
+        return interval
+    lo, hi = min(interval[0], value / ratio), max(interval[1], value * ratio)
+    return interval if (lo, hi) == tuple(interval) else (lo, hi)
+
+
 def _interval(r: dict):
     """Return a roof dict's interval as (low, high), or None when it has none or a broken one."""
     iv = r.get("interval")
@@ -438,10 +456,17 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
             continue
         kind, name = key
         v, iv, bv, biv = float(r["value"]), _interval(r), float(b["value"]), _interval(b)
-        said, why = verdict(*as_rates(kind, v, iv), *as_rates(kind, bv, biv), tol, fleet=base.kind == "fleet")
+        stray = max(pass_ratio(r), pass_ratio(b))
+        rate, rate_iv = as_rates(kind, bv, biv)
+        judged = widened(rate, rate_iv, stray)
+        said, why = verdict(*as_rates(kind, v, iv), rate, judged, tol, fleet=base.kind == "fleet")
+        if judged != rate_iv:
+            why += (f" (the baseline's interval taken as its value /x {stray:.3g}: the host moved this roof "
+                    f"that much between one run's passes)")
         row = {"kind": kind, "roof": name, "what": roof_label(r), "unit": r.get("unit", ""), "verdict": said,
                "why": why, "change_pct": 100 * (v / bv - 1), "run": {"value": v, "interval": iv},
-               "baseline": {"value": bv, "interval": biv, **({"devices": b["n"]} if "n" in b else {})}}
+               "baseline": {"value": bv, "interval": biv, **({"devices": b["n"]} if "n" in b else {})},
+               "pass_ratio": stray}
         if said in ("SLOWER", "FASTER"):
             found = (machine_differences(run, base) + record_differences(run.row, base.row, name)
                      + software_differences(run, base)
