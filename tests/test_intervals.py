@@ -381,6 +381,19 @@ def test_a_compute_roof_records_its_points_passes():
     assert "passes" not in derived([gemm])["fp32"].extra  # one pass: nothing to span
 
 
+def test_a_cache_roofs_row_measured_again_spans_its_passes():
+    # L2's rereads at 256 and 512 KiB read 200 and 198 GB/s; the 256 KiB one read 170 at pass 2
+    # (rule 11 revisits the row a cache roof rests on): the band reaches down to it
+    reread = lambda ws, g: stream("stream.reread", ws, g, 1.0)  # noqa: E731
+    best = reread(0.25, 200.0)
+    again = dict(best, point_id=best["point_id"] + "#pass2", gbps=170.0, bytes=170.0e6, median_ms=1.0)
+    again["pass"] = 2
+    l2 = derived([best, reread(0.5, 198.0), again] + dram_rows())["l2"]
+    assert l2.value == 200.0 and l2.point_id == best["point_id"]
+    assert l2.interval[0] == pytest.approx(170.0) and l2.extra["passes"] == pytest.approx([170.0, 200.0])
+    assert "passes" not in derived([best, reread(0.5, 198.0)] + dram_rows())["l2"].extra
+
+
 def test_a_chain_lines_next_best_shape_is_a_long_chain_not_the_sweeps_slope():
     # torch's fp32 chains: k=1024 at 24 sets the elementwise line; k=256 (22) is within 8x its
     # FLOPs per byte, k=16 (15, a point on the sweep's slope) is not

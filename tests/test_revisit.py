@@ -5,7 +5,7 @@ import pandas as pd
 
 from bench.hw import detect
 from bench.measure.registry import load_all
-from bench.measure.revisit import roof_picks
+from bench.measure.revisit import cache_picks, revisit_picks, roof_picks
 from bench.measure.runner import Plan, Runner, Task
 from bench.results import Measurement, best_passes, first_pass_id
 
@@ -47,6 +47,43 @@ def test_a_pass_picks_each_one_row_roofs_trusted_best_in_its_own_mode():
         ("fma.chains", (("dtype", "fp32"), ("k", 1024)), "warm"),
     }
     assert roof_picks([]) == []
+
+
+KiB, MiB = 2**10, 2**20
+
+
+def _stream(op, ws, gbps, read_share, dtype="float32", pass_no=1):
+    """A warm stream row of ws bytes at gbps (its samples 10 steady ms), read_share of them read."""
+    nbytes = int(gbps * 1e9 * 1e-3)
+    return Measurement(op=op, family="stream", impl=f"{op}/torch", backend="torch",
+                       point={"dtype": dtype, "ws_bytes": ws}, size=ws // 4, shape="", working_set_bytes=ws, flops=0,
+                       bytes=nbytes, mode="warm", status="ok", samples_s=STEADY, stop="converged",
+                       timer="perf_counter_ns", pass_no=pass_no,
+                       columns={"read_bytes": int(nbytes * read_share),
+                                "write_bytes": nbytes - int(nbytes * read_share)})
+
+
+def test_a_pass_picks_the_rows_each_cache_roof_rests_on():
+    """An L2 of 1 MiB and an L3 of 32 MiB: rereads on each plateau (L2 200 GB/s from 128 to 512
+    KiB, L3 150 from 2 to 16 MiB) and copies beside them; DRAM at 40 from 128 MiB. Each cache's
+    roof rests on its best reread, its copy roof on its best copy; a pass measures those rows
+    again, each once, beside the off-chip sizes."""
+    from bench.hw.device import CacheLevel, DeviceInfo
+    dev = DeviceInfo("cpu", "cpu", "AMD EPYC", 2**34, 2, "cores", (CacheLevel("l2", MiB), CacheLevel("l3", 32 * MiB)))
+    rows = [_stream("stream.reread", ws, g, 1.0) for ws, g in
+            ((128 * KiB, 198.0), (256 * KiB, 201.0), (512 * KiB, 199.0),
+             (2 * MiB, 149.0), (4 * MiB, 152.0), (8 * MiB, 150.0), (16 * MiB, 148.0))]
+    rows += [_stream("stream.copy", ws, g, 0.5) for ws, g in
+             ((256 * KiB, 120.0), (512 * KiB, 121.0), (4 * MiB, 100.0), (8 * MiB, 101.0),
+              (128 * MiB, 40.0), (256 * MiB, 39.0))]
+    rows.append(_stream("stream.reread", 4 * MiB, 180.0, 1.0, pass_no=2))  # a pass's row: never a pick
+    picks = {(op, p["ws_bytes"]) for op, _, p, mode in cache_picks(rows, dev) if mode == "warm"}
+    assert picks == {("stream.reread", 256 * KiB), ("stream.copy", 512 * KiB),
+                     ("stream.reread", 4 * MiB), ("stream.copy", 8 * MiB)}
+    every = revisit_picks(rows, dev)
+    assert len(every) == len({(op, str(sorted(p.items())), m) for op, _, p, m in every})  # each once
+    assert {("stream.copy", 128 * MiB), ("stream.copy", 256 * MiB)} <= {(op, p["ws_bytes"]) for op, _, p, _ in every}
+    assert cache_picks(rows, DeviceInfo("cpu", "cpu", "x", 2**34, 2, "cores", ())) == [] and cache_picks([], dev) == []
 
 
 def test_a_runners_pass_measures_the_launch_floor_and_the_gemm_again_uncut_by_a_predicted_time():

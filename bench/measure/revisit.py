@@ -5,7 +5,8 @@ families after stream. What a pass measures, and where in the plan it runs:
     revisit_passes(device, quick)  -> how many passes (3, 2 quick, on a CPU; none on a GPU)
     revisit_stops(plan, passes)    -> {task index: [pass numbers]}: after which tasks each runs
     revisit_picks(rows, device)    -> [(op, impl, point, mode)] of a pass: the off-chip stream
-                                      sizes and the rows that set a roof of their own (roof_picks)
+                                      sizes, the rows the cache roofs rest on (cache_picks) and
+                                      the rows that set a roof of their own (roof_picks)
 
 A neighbour only ever slows a call, so derive keeps each point's best pass, and the passes'
 spread is what the roof's interval reaches down to (rule 17): the machine at another minute.
@@ -16,7 +17,7 @@ import pandas as pd
 
 from bench.results import Measurement
 from roofs.analysis.compute import unit_of
-from roofs.analysis.derive import at_or_past, offchip_window
+from roofs.analysis.derive import at_or_past, bandwidth_roofs, offchip_window
 from roofs.analysis.launch_floor import LAUNCH_OP
 from roofs.analysis.roofline import direction_of
 from roofs.analysis.trust import trusted
@@ -53,9 +54,33 @@ def revisit_stops(plan, passes: int) -> dict:
 
 
 def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
-    """Return [(op, impl, point, mode)] a revisit pass measures: the off-chip stream sizes,
-    warm (stream_picks), then the rows that set a roof of their own (roof_picks)."""
-    return [(*pick, "warm") for pick in stream_picks(rows, device)] + roof_picks(rows)
+    """Return [(op, impl, point, mode)] a revisit pass measures, each once: the off-chip stream
+    sizes, warm (stream_picks), the rows the cache roofs rest on (cache_picks), then the rows
+    that set a roof of their own (roof_picks)."""
+    picks = [(*pick, "warm") for pick in stream_picks(rows, device)] + cache_picks(rows, device) + roof_picks(rows)
+    out, seen = [], set()
+    for op, impl, point, mode in picks:
+        key = (op, impl, str(sorted(point.items())), mode)  # a point may hold lists
+        if key not in seen:
+            seen.add(key)
+            out.append((op, impl, point, mode))
+    return out
+
+
+def cache_picks(rows: list[Measurement], device) -> list[tuple]:
+    """Return [(op, impl, point, mode)]: the row each cache level's roof and its direction roofs
+    rest on, as the sweep's pass derives them (roofs.analysis.derive.bandwidth_roofs over the
+    stream rows so far). A level's plateau is measured in one stretch of the sweep, a few
+    seconds of one minute: a quick run's L3 rereads read 150-155 GB/s, the next run's 125-133."""
+    stream = [m for m in rows if m.family == "stream" and m.status == "ok" and m.pass_no == 1 and m.samples_s]
+    if not stream or not device.caches:
+        return []
+    df = pd.DataFrame([m.row() for m in stream])
+    roofs, _ = bandwidth_roofs(df, [(c.name, c.total_bytes) for c in device.caches])
+    by_id = {m.point_id: m for m in stream}
+    names = {c.name for c in device.caches}
+    rested = [by_id[r.point_id] for r in roofs if r.name.partition(".")[0] in names and r.point_id in by_id]
+    return [(m.op, m.impl, m.point, m.mode) for m in rested]
 
 
 def stream_picks(rows: list[Measurement], device) -> list[tuple]:

@@ -136,9 +136,9 @@ def _passes(ok: pd.DataFrame, own, kind: str) -> pd.DataFrame:
 
 
 def pass_span(roof: Roof, own, again: pd.DataFrame) -> list[float] | None:
-    """Return [lowest, highest] of a compute or latency roof's point over its passes (its own
-    row and again, in the roof's unit: extra "passes", as an off-chip roof's per-pass bests),
-    or None with one pass."""
+    """Return [lowest, highest] of a roof's point over its passes (its own row and again, in
+    the roof's unit: extra "passes" of a cache, compute or latency roof, as an off-chip roof's
+    per-pass bests), or None with one pass."""
     if again.empty:
         return None
     figure = _pass_figures(roof, own, again)
@@ -149,7 +149,7 @@ def _pass_figures(roof: Roof, own, again: pd.DataFrame) -> pd.Series:
     """Return each of again's passes in the roof's unit (a latency scaled from its own row's median)."""
     if roof.kind == "latency":
         return roof.value * again["median_ms"].astype(float) / float(own["median_ms"])
-    return again["gflops"].astype(float)
+    return again[_rate(roof.kind)].astype(float)
 
 
 def _pass_ends(roof: Roof, own, again: pd.DataFrame, ci: tuple) -> list:
@@ -360,7 +360,7 @@ def with_intervals(roofs, rows: pd.DataFrame, points, device: dict,
         if interval is None:
             out.append(roof)
             continue
-        span = pass_span(roof, own, again) if roof.kind in ("compute", "latency") else None
+        span = None if "passes" in (roof.extra or {}) else pass_span(roof, own, again)  # off-chip: per-pass bests
         roof = dataclasses.replace(roof, interval=(float(interval[0]), float(interval[1])),
                                    extra={**roof.extra, "interval_basis": basis, **({"passes": span} if span else {})})
         if judged:
