@@ -85,16 +85,22 @@ def test_a_latency_is_judged_on_its_rate():
     assert chk.as_rates("bandwidth", 2.0, (1.9, 2.1)) == (2.0, (1.9, 2.1))
 
 
-def test_a_roofs_passes_widen_the_baselines_interval_by_hand():
+def test_a_roofs_passes_widen_both_bands_toward_faster_by_hand():
     assert chk.pass_ratio({"extra": {"passes": [12.46, 18.2]}}) == pytest.approx(18.2 / 12.46)
     for r in ({}, {"extra": {"passes": None}}, {"extra": {"passes": [0, 5]}}, {"extra": {"passes": [5, 4]}}):
         assert chk.pass_ratio(r) == 1.0
     # q1's fp32 elementwise line 18.2 [12.46, 18.93], its passes 12.46-18.2 (r 1.46): q3's 25.46
-    # [20.26, 25.94] is apart from it, but not from 18.2 x 1.46 = 26.6
+    # [20.26, 25.94] is apart from it, but not from 18.2 x 1.46 = 26.6, where noise that only
+    # slows a call may have held q1's every pass
     assert chk.verdict(25.46, (20.26, 25.94), 18.2, (12.46, 18.93), T)[0] == "FASTER"
-    judged = chk.widened(18.2, (12.46, 18.93), 18.2 / 12.46)
-    assert judged == pytest.approx((12.46, 18.2 * 18.2 / 12.46))
-    assert chk.verdict(25.46, (20.26, 25.94), 18.2, judged, T)[0] == "UNCLEAR"
+    r = 18.2 / 12.46
+    assert chk.widened(18.2, (12.46, 18.93), r) == pytest.approx((12.46, 18.2 * r))
+    assert chk.widened(25.46, (20.26, 25.94), r) == pytest.approx((20.26, 25.46 * r))
+    assert chk.verdict(25.46, chk.widened(25.46, (20.26, 25.94), r), 18.2, chk.widened(18.2, (12.46, 18.93), r),
+                       T)[0] == "UNCLEAR"
+    # the same both ways round: a run's every pass held slow may be r below its ceiling
+    assert chk.verdict(18.2, chk.widened(18.2, (12.46, 18.93), r), 25.46, chk.widened(25.46, (20.26, 25.94), r),
+                       T)[0] == "UNCLEAR"
     assert chk.widened(18.2, (12.0, 30.0), 1.46) == (12.0, 30.0)  # already wider: as it is
     assert chk.widened(18.2, (17.0, 19.0), 1.0) == (17.0, 19.0) and chk.widened(1.0, None, 2.0) is None
 
@@ -112,7 +118,7 @@ def test_a_host_that_moved_a_roof_within_a_run_can_not_call_a_change_that_size(t
     assert {v["verdict"] for v in doc["verdicts"]} == {want} and r.returncode == (1 if want == "SLOWER" else 0)
     for v in doc["verdicts"]:
         assert v["pass_ratio"] == pytest.approx(ratio or 1.0)
-        # said wherever it widened the baseline's 1% interval
+        # said wherever it widened a side's 1% interval
         assert ("the host moved this roof that much between one run's passes" in v["why"]) == (ratio is not None)
 
 

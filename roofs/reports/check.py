@@ -120,13 +120,13 @@ def pass_ratio(r: dict) -> float:
 
 
 def widened(value: float, interval, ratio: float):
-    """Return interval (a rate's) reaching at least value / ratio and value x ratio (rule 18:
-    a host seen moving a roof by ratio within one run may have moved it as far between runs);
-    interval itself when ratio is 1 or it has none."""
+    """Return interval (a rate's) with its top reaching at least value x ratio (rule 18: noise
+    only slows a call, and a host seen moving a roof by ratio within one run may have slowed
+    every pass of another by as much); interval itself when ratio is 1 or it has none."""
     if interval is None or not ratio > 1 + EPS:
         return interval
-    lo, hi = min(interval[0], value / ratio), max(interval[1], value * ratio)
-    return interval if (lo, hi) == tuple(interval) else (lo, hi)
+    top = max(interval[1], value * ratio)
+    return interval if top == interval[1] else (interval[0], top)
 
 
 def _interval(r: dict):
@@ -457,12 +457,12 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
         kind, name = key
         v, iv, bv, biv = float(r["value"]), _interval(r), float(b["value"]), _interval(b)
         stray = max(pass_ratio(r), pass_ratio(b))
-        rate, rate_iv = as_rates(kind, bv, biv)
-        judged = widened(rate, rate_iv, stray)
-        said, why = verdict(*as_rates(kind, v, iv), rate, judged, tol, fleet=base.kind == "fleet")
-        if judged != rate_iv:
-            why += (f" (the baseline's interval taken as its value /x {stray:.3g}: the host moved this roof "
-                    f"that much between one run's passes)")
+        (rv, riv), (rb, rbiv) = as_rates(kind, v, iv), as_rates(kind, bv, biv)
+        judged = widened(rv, riv, stray), widened(rb, rbiv, stray)
+        said, why = verdict(rv, judged[0], rb, judged[1], tol, fleet=base.kind == "fleet")
+        if judged != (riv, rbiv):
+            why += (f" (each side's band reaching {stray:.3g}x faster than its value: the host moved this roof "
+                    "that much between one run's passes)")
         row = {"kind": kind, "roof": name, "what": roof_label(r), "unit": r.get("unit", ""), "verdict": said,
                "why": why, "change_pct": 100 * (v / bv - 1), "run": {"value": v, "interval": iv},
                "baseline": {"value": bv, "interval": biv, **({"devices": b["n"]} if "n" in b else {})},
