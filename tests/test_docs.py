@@ -34,7 +34,7 @@ from bench.ops.stream import reread_sweep, ws_sweep
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
 from bench.util import fmt_bytes
-from roofs.analysis import derive
+from roofs.analysis import derive, trust
 from roofs.reports import check, fleet
 
 ROOT = Path(__file__).parent.parent
@@ -192,7 +192,7 @@ RULE_FIGURES = [
     (6, f"under {timing.FLOOR_CHECK_S * 1e6:g} us"),
     (9, f"more than {pct(runner.BUSY_SHARE)} of the cores"),
     (9, f"more than {runner.JUMP_FACTOR}x slower than the previous size"),
-    (10, f"at least {derive.TRUST_MIN_SAMPLES} samples with a spread under {pct(derive.TRUST_SPREAD)}"),
+    (10, f"at least {trust.TRUST_MIN_SAMPLES} samples with a spread under {pct(trust.TRUST_SPREAD)}"),
     (11, f"within {pct(derive.CACHE_REL_TOL)} of the window's best"),
     (11, f"{pct(derive.REL_TOL)} for the off-chip roof"),
     (11, f"spread under {pct(derive.NOISY_SPREAD)}"),

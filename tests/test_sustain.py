@@ -117,7 +117,7 @@ def test_the_sustained_timer_samples_a_window():
     assert cfg.window_s == 0.25 and cfg.budget_s >= 0.5 and cfg.target_sample_s == 5e-4 and cfg.max_samples >= 1e6
     # enough samples to be judged steady (roofs.analysis.sustained._steady), whatever a call takes, up
     # to LONG_CALL_S beyond the window: 5 calls of 0.9 s still fit a 1 s window's budget
-    from roofs.analysis.derive import TRUST_MIN_SAMPLES
+    from roofs.analysis.trust import TRUST_MIN_SAMPLES
     assert cfg.min_samples == TRUST_MIN_SAMPLES and sustained_timer(1.0).budget_s >= TRUST_MIN_SAMPLES * 0.9
 
 

@@ -28,8 +28,9 @@ from bench.measure import memory
 from bench.measure.runner import Plan, Runner, Task, progress_line
 from bench.measure.timing import TimerConfig
 from bench.results import Measurement
-from roofs.analysis.derive import SUSTAINED_MODE, TRUST_MIN_SAMPLES, derive
+from roofs.analysis.derive import SUSTAINED_MODE, derive
 from roofs.analysis.sustained import PER_ROOF, candidate_rows, pick, targets
+from roofs.analysis.trust import TRUST_MIN_SAMPLES
 
 IDLE_MIN_S = 0.25      # the idle reading lasts the sensor's period, at least this long
 LONG_CALL_S = 4.0      # budget beyond the window for TRUST_MIN_SAMPLES samples of a long call

@@ -12,10 +12,11 @@ import pandas as pd
 
 from bench.results import BAND_COLUMNS
 from bench.util import missing, number
-from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, is_runner_flag, trusted
+from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, trusted
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.levels import level_sizes
 from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
+from roofs.analysis.trust import is_runner_flag
 
 
 def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:

@@ -38,9 +38,7 @@ from roofs.analysis.levels import measured_edge, measured_reach, plateau
 from roofs.analysis.roofline import DIRECTIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
 from roofs.analysis.trust import (
-    TRUST_MIN_SAMPLES,
     TRUST_SPREAD,
-    is_runner_flag,
     row_spread,
     trusted,
     untrusted_text,
@@ -74,12 +72,9 @@ def usable_offchip(rows: pd.DataFrame) -> pd.Series:
     NOISY_SPREAD, not flagged by the runner. A neighbour's traffic only ever slows a read, so on a
     noisy host a row's spread is the host's, and the ceiling keeps each size's best row; the
     roof says how many of its sizes rest on such rows (extra "noisy_sizes")."""
-    ok = rows["status"] == "ok"
+    ok = usable_floor(rows)  # enough samples (or trusted), no runner flag; a spread limit besides
     if "samples" in rows.columns:
-        enough = (rows["samples"].fillna(0).astype(float) >= TRUST_MIN_SAMPLES) & ~(row_spread(rows) >= NOISY_SPREAD)
-        ok = ok & (enough | trusted(rows))
-    if "flag" in rows.columns:
-        ok = ok & ~text_column(rows, "flag").map(is_runner_flag)
+        ok = ok & (trusted(rows) | ~(row_spread(rows) >= NOISY_SPREAD))
     return ok
 
 

@@ -39,15 +39,14 @@ from roofs.analysis.derive import (
     MIN_SIZES,
     REL_TOL,
     SUSTAINED_MODE,
-    TRUST_MIN_SAMPLES,
     TRUST_SPREAD,
     device_levels,
-    is_runner_flag,
     offchip_window,
     row_spread,
     size_bin,
 )
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
+from roofs.analysis.trust import TRUST_MIN_SAMPLES, is_runner_flag
 
 PER_ROOF = 3   # the best candidates of each roof that run a sustained window
 QUICK_PER_ROOF = 2  # ... in a quick run (two, so a memory level can still be settled from two sizes)
