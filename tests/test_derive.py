@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 from roofs.analysis.derive import bandwidth_roofs, derive, envelope, plateau
+from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import Roof, Roofline
 
 KiB, MiB = 2**10, 2**20
@@ -376,7 +377,6 @@ def test_an_unconverged_point_above_its_bound_says_it_was_not_steady():
 
 
 def test_link_roofs_take_bus_bandwidth_per_collective_and_best_host_copy():
-    from roofs.analysis.derive import link_roofs
     df = pd.DataFrame([
         {"family": "comm", "op": "comm.all_reduce", "shape": "2 ranks", "status": "ok", "gbps": 2.0, "bus_gbps": 2.0,
          "bytes": 2**20, "impl": "comm.all_reduce/gloo", "point_id": "a"},

@@ -30,11 +30,11 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, number, offchip_level
 from roofs.analysis.compute import compute_notes, compute_roofs
 from roofs.analysis.launch_floor import launch_roofs
 from roofs.analysis.levels import measured_edge, measured_reach, plateau
+from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import DIRECTIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
 from roofs.analysis.trust import (
@@ -493,32 +493,6 @@ def measured_levels(rows: pd.DataFrame, caches, memory_level: str = "dram") -> d
     by_name = {r.name: r.extra for r in roofs}
     return {str(n): {"reported_bytes": int(b), "edge_bytes": by_name.get(str(n), {}).get("edge_bytes"),
                      "reach_bytes": by_name.get(str(n), {}).get("reach_bytes")} for n, b in caches}
-
-
-def link_roofs(rows: pd.DataFrame) -> list[Roof]:
-    """Return interconnect and host-link roofs: per collective its best bus bandwidth, per
-    send/recv pair its best bandwidth, per host copy direction and memory kind its best GB/s."""
-    roofs = []
-    comm = rows[(rows["family"] == "comm") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    if not comm.empty:
-        pairs = text_column(comm, "pair")
-        keys = [op.split(".", 1)[1] + (f".{pair}" if pair else "") for op, pair in zip(comm["op"], pairs)]
-        comm = comm.assign(key=keys,
-                           rate=comm["bus_gbps"].fillna(comm["gbps"]))
-        for key, g in comm.groupby("key", sort=False):
-            best = g.loc[g["rate"].idxmax()]
-            roofs.append(Roof("bandwidth", f"link.{key}", float(best["rate"]), "GB/s", op=str(best["op"]),
-                              impl=str(best["impl"]), point_id=str(best["point_id"]),
-                              working_set_bytes=int(best["bytes"]),
-                              note=("bus bandwidth" if key.startswith(("all_", "reduce", "broad"))
-                                    else "point-to-point bandwidth")))
-    host = rows[(rows["family"] == "transfer") & (rows["status"] == "ok")] if "family" in rows else rows.iloc[0:0]
-    for (op, memory), g in (host.groupby(["op", "memory"], sort=False) if not host.empty else ()):
-        best = g.loc[g["gbps"].idxmax()]
-        roofs.append(Roof("bandwidth", f"host.{op.split('.')[1]}.{memory}", float(best["gbps"]), "GB/s", op=op,
-                          impl=str(best["impl"]), point_id=str(best["point_id"]), working_set_bytes=int(best["bytes"]),
-                          note="host-device copy"))
-    return roofs
 
 
 def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
