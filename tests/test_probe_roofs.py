@@ -3,6 +3,7 @@ launch-bound note (roofs/analysis/launch_floor.py), the L1 probe's roof (roofs/a
 import pandas as pd
 import pytest
 
+from bench.results import PASS_MARK
 from roofs.analysis.bounds import annotate
 from roofs.analysis.derive import derive
 from roofs.analysis.launch_floor import floor_for, launch_floors, launch_note, launch_roofs
@@ -90,6 +91,22 @@ def test_l1_probe_and_a_size_window_roof_the_faster_stands():
     roofs, notes = derive(pd.concat([stream, slower], ignore_index=True), cpu)
     assert [r.value for r in roofs if r.name == "l1"] == [410]
     assert any("below the size-window roof" in n for n in notes)
+
+
+def test_l1_probe_plateau_rests_on_noisy_spans_and_its_revisits_lift_the_value():
+    """A quick CPU run's probe.l1 (2 programs, spans of 24, 32 and 48 KiB, 24-32 samples each, the
+    budget stopping them): 125 and 128 GB/s spread 16% and 12% (a noisy host, which only slows a
+    read) beside 130 spread 3%; a revisit pass measures 48 KiB again at 150. The noisy spans still
+    make the plateau (rule 11's usable rows), the sweep's three sizes flat within 15%, and the
+    roof is the revisit's 150, one of its sizes' best rows noisy (the revisit's 48 KiB is steady)."""
+    cpu = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 64 * KiB}]}
+    sweep = l1_rows([(24 * KiB, 125.0), (32 * KiB, 128.0), (48 * KiB, 130.0)]).assign(
+        stop="budget", samples=[24, 24, 32], median_ms=1.0, p20_ms=[0.92, 0.94, 0.985], p80_ms=[1.08, 1.06, 1.015],
+        **{"pass": 1})
+    again = sweep.iloc[[2]].assign(gbps=150.0, point_id=lambda d: d["point_id"] + f"{PASS_MARK}2", **{"pass": 2})
+    l1 = next(r for r in derive(pd.concat([sweep, again], ignore_index=True), cpu)[0] if r.name == "l1")
+    assert (l1.value, l1.point_id, l1.plateau_points) == (150.0, again["point_id"].iloc[0], 3)
+    assert l1.extra["noisy_sizes"] == 2 and l1.plateau_values == (125.0, 150.0)
 
 
 def test_fma_knee_and_corner_hand_worked():

@@ -10,7 +10,8 @@ contradict), filtered before the size envelope, from at least two sizes, a direc
 the others or its own passes at one size left out unless a second size sides with it
 (consistent_offchip); a cache level's roof comes from its plateau, the sizes from twice the next inner
 level's reported size to 3/4 of its own or its edge (clear of the transition between two
-levels), within 15% of the best (10% off chip), at least two sizes; a plateau within 10% of
+levels), within 15% of the best (10% off chip), at least two sizes, found among the sweep's
+rows (else the window's fastest kernel's own) and valued over every pass (cache_plateau); a plateau within 10% of
 the next outer level's is still the roof of that band, labelled indistinct, and one more than
 10% below it gives none. The off-chip window counts rows with enough samples whatever their
 spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value
@@ -133,6 +134,54 @@ def _roof_from(name: str, window: pd.DataFrame, rel_tol: float, capacity: int | 
     return _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {}), ""
 
 
+KERNEL = ["op", "impl", "dtype"]  # one kernel: a cache plateau of its own where the envelope has none
+
+
+def sweep_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Return rows of pass 1, the sweep (every row where the run has no "pass" column)."""
+    if rows.empty or "pass" not in rows:
+        return rows
+    return rows[rows["pass"].fillna(1).astype(int) == 1]
+
+
+def _plateau_bins(env: pd.DataFrame, rel_tol: float):
+    """Return the size bins of env's plateau (levels.plateau), or None under MIN_SIZES sizes."""
+    if env.empty:
+        return None
+    lo, hi = plateau(env["gbps"], rel_tol)
+    return set(size_bin(env["working_set_bytes"].iloc[lo:hi + 1])) if hi - lo + 1 >= MIN_SIZES else None
+
+
+def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int | None = None):
+    """Return (Roof or None, note) of a cache level or direction from the rows of its window
+    (ARCHITECTURE.md, rule 11): the plateau is found among the sweep's rows (sweep_rows: every
+    size measured under the same conditions; a revisit pass that caught the host faster at
+    the one size it measures again would stand that size above its neighbours and break the
+    plateau), over their usable envelope (usable_envelope), else over the sizes of the kernel
+    whose row is the envelope's fastest (KERNEL: a slower kernel swept at sizes between its
+    own is no dip in its plateau, and a slower kernel's own plateau would stand below it);
+    the roof is the best usable row at the plateau's sizes over every pass (noise only
+    slows a read)."""
+    env = usable_envelope(sweep_rows(rows))
+    bins, own = _plateau_bins(env, rel_tol), None
+    if bins is None and not env.empty:
+        top = env.loc[env["gbps"].idxmax(), KERNEL]
+        mine = sweep_rows(rows)
+        bins = _plateau_bins(usable_envelope(mine[(mine[KERNEL] == list(top)).all(axis=1)]), rel_tol)
+        own = tuple(top) if bins is not None else None
+    if bins is None:
+        return _roof_from(name, env, rel_tol, capacity)
+    if own is not None:
+        rows = rows[(rows[KERNEL] == list(own)).all(axis=1)]
+    values = usable_envelope(rows)
+    plat = values[size_bin(values["working_set_bytes"]).isin(bins)]
+    note = (f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
+            if own is None else f"{own[1]}'s own plateau (the window's fastest kernel: the sizes' envelope, "
+                                "other kernels' sizes between its own, has none)")
+    roof = _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {})
+    return with_noisy_sizes(roof, plat), ""
+
+
 def _best_of(name: str, sizes: pd.DataFrame, note: str, extra: dict) -> Roof:
     """Return the bandwidth roof of the fastest row among sizes (envelope rows), with the
     sizes' range and median, and that row's spread."""
@@ -237,7 +286,7 @@ def _direction_roofs(level: str, window_rows: pd.DataFrame, rel_tol: float, extr
         if offchip:
             roof, note = offchip_roof(f"{level}.{d}", mine, rel_tol)
         else:  # a cache's: the level's own rule (usable_envelope)
-            roof, note = _roof_from(f"{level}.{d}", usable_envelope(mine), rel_tol)
+            roof, note = cache_plateau(f"{level}.{d}", mine, rel_tol)
         if roof is None:
             notes.append(note + f": {level}'s {d} points are bounded by the level's best")
         else:
@@ -440,17 +489,14 @@ def _cache_level(name: str, size: int, edge: int | None, window: tuple, env_warm
                  stream_warm: pd.DataFrame, outer: Roof | None, rel_tol: float
                  ) -> tuple[list[Roof], Roof | None, list[str]]:
     """Return (the cache's roof and its direction roofs, its roof or None, notes): the plateau
-    of the usable envelope (usable_envelope) of the warm stream rows (stream_warm) in its window
-    (CACHE_REL_TOL), judged against the next outer level's roof (_distinct_from), with its
-    reported size, measured edge and reach (capped_reach, on the trusted rows' envelope
-    env_warm) in extra, and "noisy_sizes" where plateau sizes rest on rows spread past
-    TRUST_SPREAD, as the off-chip roof's do (rule 11); its direction roofs from the same rows."""
+    of the warm stream rows (stream_warm) in its window (cache_plateau, CACHE_REL_TOL), judged
+    against the next outer level's roof (_distinct_from), with its reported size, measured edge
+    and reach (capped_reach, on the trusted rows' envelope env_warm) in extra, and
+    "noisy_sizes" where plateau sizes rest on rows spread past TRUST_SPREAD, as the off-chip
+    roof's do (rule 11); its direction roofs from the same rows."""
     tol = max(rel_tol, CACHE_REL_TOL)
     in_window = _in_window(stream_warm, *window)
-    env = usable_envelope(in_window)
-    roof, note = _roof_from(name, env, tol, size)
-    if roof is not None:
-        roof = with_noisy_sizes(roof, env)
+    roof, note = cache_plateau(name, in_window, tol, size)
     if roof is not None and outer is not None:
         roof, note = _distinct_from(roof, outer, rel_tol)
     if roof is None:
@@ -523,7 +569,7 @@ def _with_l1_probe(rows: pd.DataFrame, roofs: list, notes: list) -> tuple[list, 
     probe = rows[(rows["op"] == "probe.l1") & (rows["mode"] == "warm")] if "op" in rows else rows.iloc[0:0]
     if probe.empty:
         return roofs, notes
-    roof, note = _roof_from("l1", envelope(probe[trusted(probe)]), CACHE_REL_TOL)
+    roof, note = cache_plateau("l1", probe, CACHE_REL_TOL)
     if roof is None:
         return roofs, notes + [f"{note} (probe.l1)"]
     roof = replace(roof, note=f"probe.l1: each program rereads its own span; {roof.note}")
