@@ -11,8 +11,8 @@ the others or its own passes at one size left out unless a second size sides wit
 (consistent_offchip); a cache level's roof comes from its plateau, the sizes from twice the next inner
 level's reported size to 3/4 of its own or its edge (clear of the transition between two
 levels), within 15% of the best (10% off chip), at least two sizes, found among the sweep's
-rows (else the window's fastest kernel's own) and valued over every pass (cache_plateau); a plateau within 10% of
-the next outer level's is still the roof of that band, labelled indistinct, and one more than
+rows (else the fastest kernel's own plateau) and valued over every pass (cache_plateau); a
+plateau within 10% of the next outer level's is still the roof of that band, labelled indistinct, and one more than
 10% below it gives none. The off-chip window counts rows with enough samples whatever their
 spread (usable_offchip: a noisy host's spread), at or past its start by size bin. The value
 is the best median over every kernel, implementation and dtype on the plateau, named with the
@@ -152,34 +152,50 @@ def _plateau_bins(env: pd.DataFrame, rel_tol: float):
     return set(size_bin(env["working_set_bytes"].iloc[lo:hi + 1])) if hi - lo + 1 >= MIN_SIZES else None
 
 
+def _at_bins(env: pd.DataFrame, bins: set) -> pd.DataFrame:
+    """Return env's rows whose size bin is in bins."""
+    return env[size_bin(env["working_set_bytes"]).isin(bins)] if not env.empty else env
+
+
+def _kernel_plateau(rows: pd.DataFrame, rel_tol: float):
+    """Return (kernel, its plateau's rows) of the fastest of the kernels' own plateaus in a
+    window (KERNEL: each kernel's sweep sizes alone, valued over every pass), or None when
+    none reaches the window's fastest usable row (a row of the window would sit above it)."""
+    found = []
+    for key, mine in rows.groupby(KERNEL, sort=False):
+        bins = _plateau_bins(usable_envelope(sweep_rows(mine)), rel_tol)
+        if bins is not None:
+            plat = _at_bins(usable_envelope(mine), bins)
+            found.append((float(plat["gbps"].max()), key, plat))
+    if not found:
+        return None
+    best, key, plat = max(found, key=lambda f: f[0])
+    return (key, plat) if best >= float(usable_envelope(rows)["gbps"].max()) else None
+
+
 def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int | None = None):
     """Return (Roof or None, note) of a cache level or direction from the rows of its window
     (ARCHITECTURE.md, rule 11): the plateau is found among the sweep's rows (sweep_rows: every
     size measured under the same conditions; a revisit pass that caught the host faster at
     the one size it measures again would stand that size above its neighbours and break the
-    plateau), over their usable envelope (usable_envelope), else over the sizes of the kernel
-    whose row is the envelope's fastest (KERNEL: a slower kernel swept at sizes between its
-    own is no dip in its plateau, and a slower kernel's own plateau would stand below it);
-    the roof is the best usable row at the plateau's sizes over every pass (noise only
-    slows a read)."""
+    plateau), over their usable envelope (usable_envelope), and valued by the best usable row
+    at its sizes over every pass (noise only slows a read); else the fastest of the kernels'
+    own plateaus (_kernel_plateau: kernels swept at different sizes interleave, and a slower
+    kernel's sizes between another's are no dip in its plateau), where it reaches the
+    window's fastest row."""
     env = usable_envelope(sweep_rows(rows))
-    bins, own = _plateau_bins(env, rel_tol), None
-    if bins is None and not env.empty:
-        top = env.loc[env["gbps"].idxmax(), KERNEL]
-        mine = sweep_rows(rows)
-        bins = _plateau_bins(usable_envelope(mine[(mine[KERNEL] == list(top)).all(axis=1)]), rel_tol)
-        own = tuple(top) if bins is not None else None
-    if bins is None:
+    bins = _plateau_bins(env, rel_tol)
+    extra = {"capacity_bytes": capacity} if capacity else {}
+    if bins is not None:
+        plat = _at_bins(usable_envelope(rows), bins)
+        note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
+        return with_noisy_sizes(_best_of(name, plat, note, extra), plat), ""
+    found = _kernel_plateau(rows, rel_tol) if not env.empty else None
+    if found is None:
         return _roof_from(name, env, rel_tol, capacity)
-    if own is not None:
-        rows = rows[(rows[KERNEL] == list(own)).all(axis=1)]
-    values = usable_envelope(rows)
-    plat = values[size_bin(values["working_set_bytes"]).isin(bins)]
-    note = (f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
-            if own is None else f"{own[1]}'s own plateau (the window's fastest kernel: the sizes' envelope, "
-                                "other kernels' sizes between its own, has none)")
-    roof = _best_of(name, plat, note, {"capacity_bytes": capacity} if capacity else {})
-    return with_noisy_sizes(roof, plat), ""
+    key, plat = found
+    note = f"{key[1]}'s own plateau (the sizes' envelope, other kernels' sizes between its own, has none)"
+    return with_noisy_sizes(_best_of(name, plat, note, extra), plat), ""
 
 
 def _best_of(name: str, sizes: pd.DataFrame, note: str, extra: dict) -> Roof:
