@@ -454,6 +454,10 @@ def test_a_cache_plateau_is_the_sweeps_shape_and_the_revisits_lift_its_value():
     assert (l2.value, l2.point_id) == (140.0, again[1]["point_id"].iloc[0])
     assert l2.plateau_bytes == (128 * KiB, 724 * KiB) and l2.plateau_points == 6
     assert l2.plateau_values == (104.3, 140.0) and got["l2.read"].value == 140.0
+    # a broken revisit (spread 60%) at 256 KiB, faster still: its size keeps its sweep row's 113.1
+    broken = _steady(rows([(256 * KiB, 150.0)], **reread), 4).assign(p20_ms=0.7, p80_ms=1.3, stop="budget")
+    l2 = {r.name: r for r in bandwidth_roofs(pd.concat([sweep, *again, broken]), caches, "dram")[0]}["l2"]
+    assert (l2.value, l2.plateau_points, l2.plateau_values) == (140.0, 6, (104.3, 140.0))
     # every pass judged as one sweep: the lifted size stands alone, and no roof
     flat = pd.concat([sweep, *again]).assign(**{"pass": 1})
     roofs, notes = bandwidth_roofs(flat, caches, "dram")

@@ -152,9 +152,12 @@ def _plateau_bins(env: pd.DataFrame, rel_tol: float):
     return set(size_bin(env["working_set_bytes"].iloc[lo:hi + 1])) if hi - lo + 1 >= MIN_SIZES else None
 
 
-def _at_bins(env: pd.DataFrame, bins: set) -> pd.DataFrame:
-    """Return env's rows whose size bin is in bins."""
-    return env[size_bin(env["working_set_bytes"]).isin(bins)] if not env.empty else env
+def _usable_at(rows: pd.DataFrame, bins: set | None = None) -> pd.DataFrame:
+    """Return the envelope of rows' usable rows (usable_offchip) over every pass, at bins (size
+    bins) or all: a plateau's sizes are the sweep's, and a broken revisit at one of them leaves
+    the size its usable rows' best."""
+    env = envelope(rows[usable_offchip(rows)]) if not rows.empty else rows
+    return env[size_bin(env["working_set_bytes"]).isin(bins)] if bins is not None and not env.empty else env
 
 
 def _kernel_plateau(rows: pd.DataFrame, rel_tol: float):
@@ -165,12 +168,12 @@ def _kernel_plateau(rows: pd.DataFrame, rel_tol: float):
     for key, mine in rows.groupby(KERNEL, sort=False):
         bins = _plateau_bins(usable_envelope(sweep_rows(mine)), rel_tol)
         if bins is not None:
-            plat = _at_bins(usable_envelope(mine), bins)
+            plat = _usable_at(mine, bins)
             found.append((float(plat["gbps"].max()), key, plat))
     if not found:
         return None
     best, key, plat = max(found, key=lambda f: f[0])
-    return (key, plat) if best >= float(usable_envelope(rows)["gbps"].max()) else None
+    return (key, plat) if best >= float(_usable_at(rows)["gbps"].max()) else None
 
 
 def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int | None = None):
@@ -187,7 +190,7 @@ def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int |
     bins = _plateau_bins(env, rel_tol)
     extra = {"capacity_bytes": capacity} if capacity else {}
     if bins is not None:
-        plat = _at_bins(usable_envelope(rows), bins)
+        plat = _usable_at(rows, bins)
         note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
         return with_noisy_sizes(_best_of(name, plat, note, extra), plat), ""
     found = _kernel_plateau(rows, rel_tol) if not env.empty else None
