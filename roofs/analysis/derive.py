@@ -185,7 +185,9 @@ def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int |
     at its sizes over every pass (noise only slows a read); else the fastest of the kernels'
     own plateaus (_kernel_plateau: kernels swept at different sizes interleave, and a slower
     kernel's sizes between another's are no dip in its plateau), where it reaches the
-    window's fastest row."""
+    window's fastest row; else, with MIN_SIZES sizes or more whose rates are not still rising
+    at the window's edge (a kernel's own per-call limit, not the cache's), the window's best
+    row labelled unsteady (_ceiling_from: a noisy host's shared cache, as off chip)."""
     env = usable_envelope(sweep_rows(rows))
     bins = _plateau_bins(env, rel_tol)
     extra = {"capacity_bytes": capacity} if capacity else {}
@@ -194,6 +196,8 @@ def cache_plateau(name: str, rows: pd.DataFrame, rel_tol: float, capacity: int |
         note = f"best median over {plat['impl'].nunique()} impl(s) and {plat['op'].nunique()} op(s) on the plateau"
         return with_noisy_sizes(_best_of(name, plat, note, extra), plat), ""
     found = _kernel_plateau(rows, rel_tol) if not env.empty else None
+    if found is None and len(env) >= MIN_SIZES and int(env["gbps"].to_numpy().argmax()) < len(env) - 1:
+        return _ceiling_from(name, _usable_at(rows), rows, rel_tol, "cache"), ""   # not still rising: unsteady
     if found is None:
         return _roof_from(name, env, rel_tol, capacity)
     key, plat = found
@@ -231,11 +235,11 @@ def pass_range(rows: pd.DataFrame) -> tuple[float, float] | None:
     return float(best.min()), float(best.max())
 
 
-def _ceiling_from(name: str, window: pd.DataFrame, rows: pd.DataFrame, rel_tol: float):
-    """Return the off-chip roof of a window whose sizes do not agree within rel_tol (rule 11):
-    a neighbour's traffic only ever slows a read, so the ceiling is the best of every size's
-    best pass, labelled unsteady with the sizes' range and the passes' range; None with fewer
-    than MIN_SIZES sizes."""
+def _ceiling_from(name: str, window: pd.DataFrame, rows: pd.DataFrame, rel_tol: float, what: str = "off-chip"):
+    """Return the roof of an off-chip (what) or cache window whose sizes do not agree within
+    rel_tol (rule 11): a neighbour's traffic only ever slows a read, so the ceiling is the best
+    of every size's best pass, labelled unsteady with the sizes' range and the passes' range;
+    None with fewer than MIN_SIZES sizes."""
     if len(window) < MIN_SIZES:
         return None
     lo, hi = float(window["gbps"].min()), float(window["gbps"].max())
@@ -243,7 +247,7 @@ def _ceiling_from(name: str, window: pd.DataFrame, rows: pd.DataFrame, rel_tol: 
     label = f"unsteady: sizes {lo:,.3g}-{hi:,.3g} GB/s at their best, no {MIN_SIZES} within {rel_tol:.0%}"
     if passes:
         label += f"; passes {passes[0]:,.3g}-{passes[1]:,.3g} GB/s"
-    return _best_of(name, window, f"the best of {len(window)} off-chip sizes' best passes ({label})",
+    return _best_of(name, window, f"the best of {len(window)} {what} sizes' best passes ({label})",
                     {"steady": False, "unsteady": label, **({"passes": list(passes)} if passes else {})})
 
 
