@@ -59,12 +59,18 @@ ROOFS = {"hbm": ("bandwidth", 4000.0, "GB/s"), "l2": ("bandwidth", 9000.0, "GB/s
          "fp32": ("compute", 50000.0, "GFLOP/s"), "bf16": ("compute", 700000.0, "GFLOP/s")}
 
 
+def _moved(passes, name: str):
+    """Return a roof's pass ratio from write_run's passes: the one ratio, the roof's in a dict, or None."""
+    return passes.get(name) if isinstance(passes, dict) else passes
+
+
 def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="NVIDIA H200", clock=1980.0,
               power=700.0, status="complete", method=None, start=None, driver="560.35", interval=None,
               software=None, passes=None):
     """Write one finished run folder whose every roof is ROOFS' value x scale (x up to 1% noise
     from rng), each with the interval value x (1 -/+ interval) when interval is given (a
-    fraction), its revisit passes from value / passes to value when passes (a ratio) is, and a
+    fraction), its revisit passes from value / passes to value when passes (a ratio, or one per
+    roof name in a dict) is, and a
     datasheet fp32 reference beside them; software adds to run.json's; method stands for the
     method version that measured them and derived their roofs."""
     dev = DeviceInfo("cuda", "cuda:0", model, 2**37, 132, "SMs", (), max_clock_mhz=1980.0, host=host, uuid=uuid,
@@ -83,7 +89,7 @@ def write_run(path: Path, host: str, uuid: str, scale: float, rng=None, model="N
         v = value * scale * (1 + (rng.uniform(-0.01, 0.01) if rng is not None else 0.0))
         roofs.append({"kind": kind, "name": name, "value": v, "unit": unit, "source": "measured",
                       "extra": {"burst": v, "sustained": {"value": 0.97 * v, "clock_mhz": clock},
-                                **({"passes": [v / passes, v]} if passes else {})},
+                                **({"passes": [v / moved, v]} if (moved := _moved(passes, name)) else {})},
                       **({"interval": [v * (1 - interval), v * (1 + interval)]} if interval is not None else {})})
     roofs.append({"kind": "compute", "name": "fp32", "value": 67000.0, "unit": "GFLOP/s", "source": "datasheet"})
     out = write_roofs(path, roofs)
