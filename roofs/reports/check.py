@@ -132,8 +132,9 @@ def host_ratio(roofs: dict, group: tuple) -> tuple[float, str]:
     name; "" when none moved): the host's own movement within one run (rule 18). A VM held one
     quick run's L2 rereads at 61-70 GB/s over all three passes, where its l2.write moved 1.26x,
     and the next run read 90-111, its l2.write moving 1.57x."""
-    moved = [(pass_ratio(r), key[1]) for key, r in roofs.items() if moves_with(key) == group]
-    return max(moved, default=(1.0, ""), key=lambda m: m[0]) if any(m[0] > 1 + EPS for m in moved) else (1.0, "")
+    best = max(((pass_ratio(r), key[1]) for key, r in roofs.items() if moves_with(key) == group),
+               default=(1.0, ""), key=lambda m: m[0])
+    return best if best[0] > 1 + EPS else (1.0, "")
 
 
 def widened(value: float, interval, ratio: float):
