@@ -244,3 +244,16 @@ def environ_restored():
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def low_time(samples_s, q: float) -> float | None:
+    """Return the q-quantile (linear interpolation) of a row's sample times, or None without
+    samples: noise only ever slows a call, so a low quantile sits nearest the call's own time
+    (ARCHITECTURE.md, "How a roof is made")."""
+    vals = sorted(float(t) for t in (samples_s or ()) if t == t and t is not None and float(t) > 0)
+    if not vals:
+        return None
+    pos = q * (len(vals) - 1)
+    i = int(pos)
+    frac = pos - i
+    return vals[i] if i + 1 >= len(vals) else vals[i] * (1 - frac) + vals[i + 1] * frac

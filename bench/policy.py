@@ -1,0 +1,71 @@
+"""Every threshold behind a roof, in one frozen object (ARCHITECTURE.md, "How a roof is made").
+
+The derivation (roofs/analysis/model.py), the revisit passes (bench/measure/revisit.py), the
+stream sweep's end (bench/ops/stream.py), the bounds and `check` read their numbers from a
+Policy and hold no bare threshold of their own. `PRESETS` names the variants a user may pick
+(`--policy`); DEFAULT is what every run and re-derivation uses unless told otherwise.
+
+A leaf module: it imports nothing of the project, so measuring and deriving both read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True)
+class Policy:
+    # --- a row's rate (noise only slows a call) ---
+    rate_quantile: float = 0.10     # a row's rate is its work over this low quantile of its sample times
+    min_samples: int = 5            # a row with fewer samples sets nothing
+    # --- levels: one segmentation of the sweep ---
+    bins_per_octave: int = 16       # working sets within 1/16 octave are one size
+    min_sizes: int = 2              # a plateau holds at least this many sizes
+    level_step: float = 0.15        # adjacent plateaus differ by at least this share of the faster one's rate
+    edge_tol: float = 0.10          # a plateau's sizes reach within this share of its roof; its edge is the last
+    # --- a roof: one high statistic ---
+    roof_rank: int = 2              # a roof is the rank-th best of its plateau's sizes (or shapes): no lucky one sets it
+    shape_tol: float = 0.10         # a precision's plateau: its shapes within this share of its best
+    # --- an interval: [roof, best x (best / typical) ** interval_reach], at least min_halfwidth wide ---
+    interval_reach: float = 1.0     # how far the top reaches past the best, in units of the roof's own log spread
+    min_halfwidth: float = 0.01     # timer and clock resolution: no interval is narrower
+    target_halfwidth: float = 0.05  # revisit passes continue while a roof's interval is wider than this
+    # --- confirmation by a second measurement ---
+    agree_tol: float = 0.10         # two kernels of one ceiling agree when their figures meet within this share
+    # --- `check` ---
+    check_tolerance: float = 0.05   # a change within this share of the baseline is SAME
+    # --- passes: the number of repetitions follows the noise ---
+    min_passes: int = 2             # a CPU run's revisit passes at least (quick: quick_min_passes)
+    max_passes: int = 4             # ... and at most (quick: quick_max_passes)
+    quick_min_passes: int = 1
+    quick_max_passes: int = 2
+    pass_time_share: float = 0.30   # the share of the run's time revisit passes may take
+    revisit_top: int = 2            # rows revisited per working-set window and per precision and unit
+    # --- the stream sweep and the bounds ---
+    offchip_factor: int = 4         # the sweep runs to at least this x the last-level cache reported
+    quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
+    band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level
+    launch_factor: float = 2.0      # a call under this x the launch floor is launch-bound
+
+    def passes(self, quick: bool) -> tuple[int, int]:
+        """Return (fewest, most) revisit passes of a CPU run."""
+        return (self.quick_min_passes, self.quick_max_passes) if quick else (self.min_passes, self.max_passes)
+
+
+DEFAULT = Policy()
+# strict: narrower agreement and a tighter interval target (more passes on a noisy host)
+STRICT = replace(DEFAULT, roof_rank=2, agree_tol=0.05, target_halfwidth=0.03, check_tolerance=0.03, max_passes=6)
+# permissive: a shared host's figures, compared loosely
+PERMISSIVE = replace(DEFAULT, agree_tol=0.15, target_halfwidth=0.10, check_tolerance=0.10, max_passes=3)
+PRESETS = {"default": DEFAULT, "strict": STRICT, "permissive": PERMISSIVE}
+
+
+def policy_table() -> list[tuple[str, object, str]]:
+    """Return [(field, default, the comment beside it)] for REFERENCE.md's thresholds table."""
+    import inspect  # only the docs generator reads the comments
+
+    src = inspect.getsource(Policy)
+    out = []
+    for f in fields(Policy):
+        line = next(ln for ln in src.splitlines() if ln.strip().startswith(f"{f.name}:"))
+        out.append((f.name, getattr(DEFAULT, f.name), line.split("#", 1)[1].strip() if "#" in line else ""))
+    return out
