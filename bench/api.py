@@ -59,8 +59,7 @@ from bench.run import profile as profile_mod
 from bench.run import profile_counters
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import bound_at, point_bound
-from roofs.analysis.derive import derive, untrusted_text
-from roofs.analysis.intervals import with_intervals
+from roofs.analysis.model import derive_roofs, untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
 
@@ -341,7 +340,7 @@ def quick_roofs(device: str | None = None, budget_s: float | None = None) -> Roo
     before its inputs are made, the stream sweep stopped once the off-chip rate settles):
     the quick plan's stream copy, read, write and reread (every cache level's window, and
     the off-chip roof past the last), probe.l1 and its square GEMMs (each precision a quick
-    run measures here), derived by the run's own rules (roofs.analysis.derive.derive), each
+    run measures here), derived by the run's own rules (roofs.analysis.model.derive_roofs), each
     with its interval and confirmation (rule 17).
     About 20-30 s on a 2-core CPU VM, seconds on a GPU. A roof it could not set (a level or
     a precision whose rows did not converge on a busy machine, or were cut) is named in the
@@ -353,10 +352,8 @@ def quick_roofs(device: str | None = None, budget_s: float | None = None) -> Roo
     runner = Runner(info, timer_config(True, budget_s), quick=True)
     measured = runner.run(plan)
     rows = pd.DataFrame([m.row() for m in measured], columns=COLUMNS)
-    roofs, notes = derive(rows, info.to_dict())
-    # each roof's interval and confirmation, as a run's (rule 17): a point's % of attainable has its band
-    points = [{"point_id": m.point_id, "samples_s": list(m.samples_s)} for m in measured]
-    roofs = with_intervals(roofs, rows, points, info.to_dict())
+    # each roof with its interval and confirmation, as a run's: a point's % of attainable has its band
+    roofs, notes = derive_roofs(rows, info.to_dict(), {m.point_id: list(m.samples_s) for m in measured})
     have = {r.name for r in roofs}
     levels = [c.name for c in info.caches] + [info.memory_level]
     precisions = sorted({str(t.point["dtype"]) for t in plan.tasks if t.op.family == "gemm"},

@@ -56,7 +56,7 @@ from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
 from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
 from roofs.analysis import specs
-from roofs.analysis.sustained import per_roof
+from roofs.analysis.confirm import per_roof
 
 EFFICIENCY = 0.8          # share of a datasheet roof a good kernel reaches
 L2_FACTOR = 2.5           # L2 bandwidth / off-chip bandwidth, where no L2 figure is known

@@ -4,9 +4,8 @@ sampled through it.
 
     info = run_phase(measurements, plan, device, window_s, quick, sink, say, parent)
 
-Which rows are a roof's candidates is roofs.analysis.sustained's rule (candidate_rows, pick, targets:
-the sweeps' burst roofs are derived first, and on a CPU the levels and precisions they left
-unset are candidates too). Each candidate is re-run through the same runner as the sweeps
+Which rows are a roof's candidates is roofs.analysis.confirm's rule (candidate_rows, pick, targets:
+the sweeps' burst roofs are derived first). Each candidate is re-run through the same runner as the sweeps
 (inputs, the correctness gate, the one timer), with a timer whose window_s makes it sample
 until its samples span the window, whatever their spread; its row is written with mode
 "sustained", so it is in measurements.csv, samples.jsonl and run.json like any other.
@@ -28,9 +27,11 @@ from bench.measure import memory
 from bench.measure.runner import Plan, Runner, Task, progress_line
 from bench.measure.timing import TimerConfig
 from bench.results import Measurement
-from roofs.analysis.derive import SUSTAINED_MODE, derive
-from roofs.analysis.sustained import PER_ROOF, candidate_rows, pick, targets
-from roofs.analysis.trust import TRUST_MIN_SAMPLES
+from bench.policy import DEFAULT
+from roofs.analysis.confirm import PER_ROOF, candidate_rows, pick, targets
+from roofs.analysis.model import SUSTAINED_MODE, derive_roofs
+
+TRUST_MIN_SAMPLES = DEFAULT.min_samples
 
 IDLE_MIN_S = 0.25      # the idle reading lasts the sensor's period, at least this long
 LONG_CALL_S = 4.0      # budget beyond the window for TRUST_MIN_SAMPLES samples of a long call
@@ -51,12 +52,12 @@ def sustained_timer(window_s: float, base: TimerConfig | None = None) -> TimerCo
 def candidates(measurements: list[Measurement], device: devmod.DeviceInfo,
                per_roof: int = PER_ROOF) -> list[tuple[str, Measurement]]:
     """Return [(the roof it stands for, the sweep's measurement)] in run order: each roof's
-    best per_roof candidates (roofs.analysis.sustained), each point once."""
+    best per_roof candidates (roofs.analysis.confirm), each point once."""
     if not measurements:
         return []
     rows = pd.DataFrame([m.row() for m in measurements])
     dev = device.to_dict()
-    roofs, _ = derive(rows, dev)
+    roofs, _ = derive_roofs(rows, dev, {m.point_id: list(m.samples_s) for m in measurements})
     chosen: dict[int, str] = {}
     for kind, name, roof in targets(roofs, rows, dev):
         for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof).index:

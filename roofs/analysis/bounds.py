@@ -1,4 +1,4 @@
-"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.derive sets:
+"""Each measured row's bound (ARCHITECTURE.md, rule 12), from the roofs roofs.analysis.model sets:
 boundary_level (the memory level a point's bytes cross), faster_level and slower_level (the
 neighbouring level whose roof explains a point's speed), point_bound (min(P, BW x I) with BW
 the level's roof in the point's direction, Roofline.point_bandwidth), and annotate (every
@@ -12,25 +12,24 @@ import pandas as pd
 
 from bench.results import BAND_COLUMNS
 from bench.util import missing, number
-from roofs.analysis.derive import BAND_FACTOR, REL_TOL, device_levels, trusted
+from bench.policy import DEFAULT
 from roofs.analysis.launch_floor import with_launch_notes
-from roofs.analysis.levels import level_sizes
+from roofs.analysis.model import device_levels, is_runner_flag, level_sizes, usable
 from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
-from roofs.analysis.trust import is_runner_flag
 
 
 def boundary_level(working_set: float, mode: str, caches, memory_level: str, reach: dict | None = None) -> str:
     """Return the memory level whose roof bounds a point (ARCHITECTURE.md, rule 12): the
     off-chip level for a cold point; else the innermost cache whose reach exceeds the
     working set, a cache's reach being where the sweep measured the next level's speed
-    (reach[name]) or, unmeasured, BAND_FACTOR x its capacity (the band from a level's
+    (reach[name]) or, unmeasured, DEFAULT.band_factor x its capacity (the band from a level's
     capacity up to 4x it belongs to that level, not to the next); past every cache's reach,
     the off-chip level. caches: [(name, capacity)] innermost first, each capacity its
-    measured edge or its reported size (roofs.analysis.levels.level_sizes)."""
+    measured edge or its reported size (roofs.analysis.model.level_sizes)."""
     if mode == "cold" or not caches:
         return memory_level
     for name, capacity in caches:
-        if working_set < ((reach or {}).get(name) or BAND_FACTOR * capacity):
+        if working_set < ((reach or {}).get(name) or DEFAULT.band_factor * capacity):
             return name
     return memory_level
 
@@ -39,8 +38,8 @@ def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, 
                  write_bytes=None) -> str | None:
     """Return the cache inside `level` that explains a warm point running faster than
     level's roof, or None (ARCHITECTURE.md, rule 12): the nearest inner cache whose band
-    (BAND_FACTOR x its reported size) holds the working set and whose roof for the point's
-    direction the point does not beat by more than REL_TOL. A point at L2 speed just past
+    (DEFAULT.band_factor x its reported size) holds the working set and whose roof for the point's
+    direction the point does not beat by more than DEFAULT.edge_tol. A point at L2 speed just past
     L2's measured reach is L2's, not bounded by the L3 roof it beats."""
     names = [n for n, _ in caches]
     if missing(gbps):
@@ -51,7 +50,7 @@ def faster_level(model: Roofline, level: str, working_set: float, gbps, caches, 
     inner = names[:names.index(level)] if level in names else names
     for name, size in reversed([(n, s) for n, s in caches if n in inner]):
         own = model.point_bandwidth(name, read_bytes, write_bytes)
-        if own is not None and working_set < BAND_FACTOR * size and gbps <= own[0] * (1 + REL_TOL):
+        if own is not None and working_set < DEFAULT.band_factor * size and gbps <= own[0] * (1 + DEFAULT.edge_tol):
             return name
     return None
 
@@ -60,7 +59,7 @@ def slower_level(model: Roofline, level: str, gbps, names, memory_level: str, re
                  write_bytes=None) -> str | None:
     """Return the level that bounds a warm point whose own cache has no measured roof, or
     None (ARCHITECTURE.md, rule 12): the nearest level outside it with a roof for the point's
-    direction that the point does not beat by more than REL_TOL. On a Zen 5 core torch's sum
+    direction that the point does not beat by more than DEFAULT.edge_tol. On a Zen 5 core torch's sum
     reads L1 no faster than L2, so L1's window sets no roof and its points, at or under L2's
     speed, are L2's; a point faster than every outer roof stays unbounded (no bound would
     explain it)."""
@@ -69,7 +68,7 @@ def slower_level(model: Roofline, level: str, gbps, names, memory_level: str, re
     for outer in names[names.index(level) + 1:] + [memory_level]:
         found = model.point_bandwidth(outer, read_bytes, write_bytes)
         if found is not None:
-            return outer if gbps <= found[0] * (1 + REL_TOL) else None
+            return outer if gbps <= found[0] * (1 + DEFAULT.edge_tol) else None
     return None
 
 
@@ -77,7 +76,7 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
                 read_bytes=None, write_bytes=None, gbps=None):
     """Return (boundary, bound_note, attainable GFLOP/s or None, bandwidth roof or None) of
     one point: the boundary level from the measured capacities and reaches in the roofs
-    (roofs.analysis.levels.level_sizes) and the reported caches; the bandwidth at that level matching
+    (roofs.analysis.model.level_sizes) and the reported caches; the bandwidth at that level matching
     the point's read and write bytes (Roofline.point_bandwidth: the returned roof carries it
     as its value, and the roof it came from as extra "bound_roof"); attainable = min(P,
     BW x I). No bound at all when that level has no measured roof; bound_note says why, or
@@ -155,7 +154,7 @@ def annotate(rows: pd.DataFrame, roofs, device: dict | None = None) -> pd.DataFr
     ends = {end: model.at(end) for end in ("low", "high")} if any(r.interval for r in model.roofs) else {}
     caches, level = device_levels(device or {})
     out = rows.copy()
-    trust = trusted(out) if not out.empty else pd.Series(dtype=bool)
+    trust = usable(out) if not out.empty else pd.Series(dtype=bool)
     keys = ("boundary", "bound_note", "bound_roof", "attainable_gflops", "pct_of_bw_roof", "pct_of_attainable", "flag",
             *BAND_COLUMNS)
     cols = {k: [] for k in keys}
@@ -241,7 +240,7 @@ def above_roof_causes(r, model: Roofline, bw: Roof | None, attainable, trusted_r
             reach = (llc.extra or {}).get("reach_bytes") if llc is not None else None
             if reach and r.working_set_bytes < 2 * reach:
                 causes.append(f"residual {llc.name} hits: the sweep reaches {bw.name} speed "
-                              f"(within {REL_TOL:.0%}) from "
+                              f"(within {DEFAULT.edge_tol:.0%}) from "
                               f"{reach / 2**20:.3g} MiB, past the {llc.name} plateau's measured edge of "
                               f"{llc.extra['edge_bytes'] / 2**20:.3g} MiB")
         if bw.plateau_values and bw.plateau_values[1] > 1.1 * bw.plateau_values[0]:

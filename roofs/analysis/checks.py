@@ -11,10 +11,11 @@ import pandas as pd
 
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
 from bench.util import fmt_bytes, fmt_num, plural
-from roofs.analysis.derive import DRAM_FACTOR, FIT_FRACTION, TRUST_SPREAD, device_levels
+from bench.policy import DEFAULT
+from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import Roofline
 
-ABOVE_PREFIX = "above its attainable"  # the flag rule 12's check sets (roofs.analysis.derive.point_check)
+ABOVE_PREFIX = "above its attainable"  # the flag rule 12's check sets (roofs.analysis.bounds)
 
 
 def is_above(flags: pd.Series) -> pd.Series:
@@ -57,8 +58,10 @@ def run_warnings(run) -> list[str]:
         if (r.kind == "bandwidth" and not r.name.startswith(("link.", "host."))
                 and r.plateau_points and r.plateau_points < 2):
             out.append(f"the {r.name} roof rests on a single working-set size")
-        if r.spread is not None and r.spread >= TRUST_SPREAD:
-            out.append(f"the {r.name} roof rests on an unsteady row (spread {r.spread:.0%})")
+        half = (r.interval[1] / r.interval[0] - 1) / 2 if r.interval and r.interval[0] else None
+        if half is not None and half > DEFAULT.target_halfwidth and r.kind != "latency":
+            out.append(f"the {r.name} roof's interval is +/-{half:.0%}, wider than the "
+                       f"{DEFAULT.target_halfwidth:.0%} target: the host's noise outran the run's passes")
         via, own = (r.extra or {}).get("via"), (r.extra or {}).get("own_gflops")
         if via and r.extra.get("line_of"):  # the extra line "fp16 via fp32" (rule 10): the roof stays its own unit's
             name = r.extra["line_of"]
@@ -133,12 +136,12 @@ def option_cause(note: str, run) -> str:
     level = note.split(":", 1)[0]
     if not max_ws or not caches:
         return ""
-    if level == memory and max_ws < 2 * DRAM_FACTOR * caches[-1][1]:
+    if level == memory and max_ws < 2 * DEFAULT.offchip_factor * caches[-1][1]:
         return (f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep before two working sets of "
-                f"{DRAM_FACTOR}x the last-level cache ({fmt_bytes(DRAM_FACTOR * caches[-1][1])}) or more: "
-                f"drop it or give at least {fmt_bytes(2 * DRAM_FACTOR * caches[-1][1])})")
+                f"{DEFAULT.offchip_factor}x the last-level cache ({fmt_bytes(DEFAULT.offchip_factor * caches[-1][1])}) or more: "
+                f"drop it or give at least {fmt_bytes(2 * DEFAULT.offchip_factor * caches[-1][1])})")
     size = dict(caches).get(level)
-    if size and max_ws < FIT_FRACTION * size:
+    if size and max_ws < size:
         return f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep inside the {level} window)"
     return ""
 

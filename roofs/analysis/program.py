@@ -23,7 +23,7 @@ import math
 import pandas as pd
 
 from roofs.analysis.bounds import bound_at, point_bound
-from roofs.analysis.derive import device_levels
+from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import Roofline
 
 PLACED = ["boundary", "bound_roof", "bound_note", "intensity", "gflops", "gbps", "attainable_gflops",

@@ -20,7 +20,7 @@ from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
 from bench.util import fmt_bytes, offchip_level
 from roofs.analysis.bounds import boundary_level  # noqa: E402
 from roofs.analysis.checks import is_above  # noqa: E402
-from roofs.analysis.levels import level_sizes  # noqa: E402
+from roofs.analysis.model import level_sizes  # noqa: E402
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
 from roofs.charts.labels import LabelPlacer, drawn_texts  # noqa: E402,F401  (the charts place labels through kit)
 

@@ -79,7 +79,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from bench.results import Run, best_passes, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
-from roofs.analysis.derive import DRAM_FACTOR, SUSTAINED_MODE, bandwidth_roofs  # noqa: E402
+from roofs.analysis.model import SUSTAINED_MODE, level_roofs, rated  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
 from roofs.charts.ceilings import RoofStyle, band_factors, band_handle, draw_band, draw_roofs
 from roofs.charts.energy import draw_energy  # noqa: E402
@@ -207,7 +207,6 @@ def draw_bandwidth(run: Run):
     stream = df[df["family"] == "stream"]
     dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
     caches, memory = _caches(run), _memory_level(run)
-    llc = caches[-1][1] if caches else None
     overall = {r.name: r for r in _bandwidth(Roofline(run.roofs))}
     ncol = min(3, len(dtypes))
     nrow = -(-len(dtypes) // ncol)
@@ -216,8 +215,10 @@ def draw_bandwidth(run: Run):
     top_y = max([ok["gbps"].max() if not ok.empty else 1] + [r.value for r in overall.values()]) * 1.3
     lo_b = ok["working_set_bytes"].min() / 1.5 if not ok.empty else 2**14
     hi_b = ok["working_set_bytes"].max() * 1.5 if not ok.empty else 2**30
-    if llc:
-        hi_b = max(hi_b, DRAM_FACTOR * llc * 1.5)
+    # the off-chip window the derivation recorded (roofs.json), not a multiple of a reported size
+    offchip = overall.get(memory)
+    start = (offchip.extra or {}).get("from_bytes") if offchip is not None else None
+    samples = {str(p.get("point_id")): p.get("samples_s") or [] for p in (run.points or [])}
     ops, impls, modes = set(), set(), set()
     for ax, dtype in zip(axes.flat, dtypes):
         sub = ok[ok["dtype"] == dtype]
@@ -233,8 +234,8 @@ def draw_bandwidth(run: Run):
         ax.set_xscale("log", base=2)
         ax.set_xlim(lo_b, hi_b)
         ax.set_ylim(-0.03 * top_y, top_y)  # the 0 label clear of the x axis's first label
-        if llc:  # named in the legend: a label across the band would cross the roofs' lines
-            ax.axvspan(DRAM_FACTOR * llc, hi_b, color="0.93", zorder=0, gid="4xllc")
+        if start:  # named in the legend: a label across the band would cross the roofs' lines
+            ax.axvspan(start, hi_b, color="0.93", zorder=0, gid="offchip-window")
         for name, size in caches:
             ax.axvline(size, color=level_color(name), ls=":", lw=1, zorder=1, gid=f"size:{name}")
             placer.add(ax, size, top_y * 0.9, f"{name.upper()} {_fmt_bytes(size)}", sides=("sw", "se"),
@@ -246,7 +247,8 @@ def draw_bandwidth(run: Run):
             placer.add(ax, *places[0], f"{name.upper()} {_fmt_rate(r.value, 'GB/s')}",
                        sides=("ne", "se"), leader=False, near=1.5, along=places[1:], color=level_color(name),
                        band=band_factors([r], r.value))
-        own, _ = bandwidth_roofs(stream[stream["dtype"] == dtype], caches, memory)
+        mine = rated(stream[(stream["dtype"] == dtype) & (stream["mode"] == "warm")], samples)
+        own, _ = level_roofs(mine, caches, memory) if not mine.empty else ([], [])
         for r in own:
             if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
                 continue
@@ -275,9 +277,9 @@ def draw_bandwidth(run: Run):
     handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
     if "cold" in modes:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))
-    if llc:
-        handles.append(Patch(color="0.93", label=f"shaded: >= {DRAM_FACTOR}x LLC ({_fmt_bytes(DRAM_FACTOR * llc)}), "
-                             f"the sizes the {memory.upper()} roof comes from"))
+    if start:
+        handles.append(Patch(color="0.93", label=f"shaded: from {_fmt_bytes(start)}, the sizes the {memory.upper()} "
+                             "roof comes from"))
     levels = [name for name, _ in caches] + [memory]
     handles += [Line2D([], [], color=level_color(lv), lw=2, label=f"{lv.upper()}: its roofs and size") for lv in levels]
     handles.append(Line2D([], [], color="0.2", lw=3, alpha=0.85, label="thick: roof from this dtype, over its plateau"))

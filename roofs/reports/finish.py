@@ -18,10 +18,8 @@ from bench.results import (
     write_roofs,
 )
 from roofs.analysis.bounds import annotate
-from roofs.analysis.derive import derive
-from roofs.analysis.intervals import with_intervals
+from roofs.analysis.model import derive_roofs
 from roofs.analysis.roofline import Roof
-from roofs.analysis.sustained import merge_sustained
 from roofs.charts.plot import clear_charts, plot_run
 from roofs.reports.report import reference_roofs_for, write_report
 
@@ -33,10 +31,8 @@ def finish_run(run_dir, charts: bool = True) -> list[str]:
     run_dir = Path(run_dir)
     try:
         run = load_run(run_dir)
-        roofs, notes = derive(run.measurements, run.device)
-        roofs, notes = merge_sustained(roofs, notes, run.measurements, run.device)  # burst and sustained (rule 14)
-        # each roof's interval and the measurement that confirms it (rule 17)
-        roofs = with_intervals(roofs, run.measurements, run.points, run.device, load_counters(run_dir))
+        samples = {str(p.get("point_id")): p.get("samples_s") or [] for p in (run.points or [])}
+        roofs, notes = derive_roofs(run.measurements, run.device, samples, load_counters(run_dir))
         # a run that measures no stream or GEMM of its own (a model run) carries the roofs it
         # was placed under in run.json; its own derived roofs complete them
         base = [Roof.from_dict(r) for r in run.meta.get("base_roofs", [])]

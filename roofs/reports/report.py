@@ -25,7 +25,8 @@ from bench.results import load_counters, load_run, text_column
 from bench.util import fmt_bytes, fmt_num, missing, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from roofs.analysis.derive import DRAM_FACTOR, device_levels
+from bench.policy import DEFAULT
+from roofs.analysis.model import device_levels
 from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
@@ -215,7 +216,7 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
     if errors:
         out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
     caches, _ = device_levels(run.device)
-    out += triton_vs_library(df, DRAM_FACTOR * caches[-1][1] if caches else None)
+    out += triton_vs_library(df, DEFAULT.offchip_factor * caches[-1][1] if caches else None)
     out += [w[0].upper() + w[1:] + "." for w in run_warnings(run)]
     return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
 

@@ -1,0 +1,189 @@
+"""A roof's second measurement and its sustained figure (ARCHITECTURE.md, "How a roof is made").
+
+    confirm(roofs, rows, rates, device, counters, policy) -> (roofs, notes)
+
+Each level roof, direction roof and precision roof is checked against the other measurements
+of the same ceiling, each the best of its kind among the roof's candidates (candidate_rows):
+
+    impl       another backend (torch, Triton, numpy): independent
+    kernel     another op of the same backend (copy and triad; read and reread; another GEMM
+               sweep): it runs in the same library, maybe at the same limit, so it is not
+               independent, and the confirmation says so
+    counters   the counters' DRAM bytes for the roof's own point (NVIDIA, counters.csv)
+
+A check agrees when its rate, widened by Policy.agree_tol, meets the roof's interval. Status:
+confirmed (a check agrees; `independent` false when only a same-library kernel does),
+disputed (every check falls outside), unconfirmed (no other measurement). The sustained
+phase's best window among the candidates is the roof's extra "sustained" (rule 14), its burst
+figure extra "burst"; a window is named, never a confirmation (the same kernel run longer).
+The same candidates serve the sustained phase (targets, candidate_rows, pick).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from bench.hw.counters import FLAG_FRACTION
+from bench.policy import DEFAULT, Policy
+from bench.util import fmt_num, number
+from roofs.analysis.model import COMPUTE_FAMILIES, SUSTAINED_MODE, device_levels, directions
+from roofs.analysis.roofline import DIRECTIONS, Roof
+
+PER_ROOF, QUICK_PER_ROOF = 3, 2   # the best candidates of each roof that run a sustained window
+
+
+def per_roof(quick: bool) -> int:
+    """Return how many candidates of each roof run a sustained window."""
+    return QUICK_PER_ROOF if quick else PER_ROOF
+
+
+def _judged(roof: Roof, levels: set) -> bool:
+    if roof.source != "measured" or (roof.extra or {}).get("line_of") or (roof.extra or {}).get("via"):
+        return False
+    return roof.kind == "compute" or (roof.kind == "bandwidth" and roof.name.split(".")[0] in levels)
+
+
+def targets(roofs, sweep_rows: pd.DataFrame, device: dict) -> list[tuple[str, str, Roof]]:
+    """Return (kind, name, roof) of every level and precision roof the sustained phase re-runs."""
+    caches, memory = device_levels(device)
+    levels = {memory, "l1"} | {n for n, _ in caches}
+    return [(r.kind, r.name, r) for r in roofs if _judged(r, levels) and "." not in r.name]
+
+
+def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof: Roof | None = None,
+                   **_) -> pd.DataFrame:
+    """Return the ok rows that measure the same ceiling as roof: a precision's rows of the
+    family and dtype that set it; a level's stream rows (probe.l1 for a probe roof) on its
+    plateau's sizes, in the roof's direction for a direction roof."""
+    ok = rows[rows["status"] == "ok"] if not rows.empty else rows
+    if roof is None or ok.empty:
+        return ok.iloc[0:0]
+    if kind == "compute":
+        family = ok.loc[ok["op"] == roof.op, "family"]
+        family = family.iloc[0] if len(family) else "gemm"
+        return ok[(ok["family"] == family) & (ok["dtype"] == roof.dtype)]
+    if (roof.extra or {}).get("probe"):
+        return ok[ok["op"] == "probe.l1"]
+    lo = (roof.extra or {}).get("from_bytes") or (roof.plateau_bytes or (0, 0))[0]
+    hi = (roof.plateau_bytes or (0, float("inf")))[1]
+    _, memory = device_levels(device)
+    if name.split(".")[0] == memory:
+        hi = float("inf")
+    sel = ok[(ok["family"] == "stream") & (ok["working_set_bytes"] >= 0.97 * lo) & (ok["working_set_bytes"] <= 1.03 * hi)]
+    _, _, d = name.partition(".")
+    return sel[directions(sel) == d] if d in DIRECTIONS and not sel.empty else sel
+
+
+def pick(rows: pd.DataFrame, kind: str, per_roof: int = PER_ROOF) -> pd.DataFrame:
+    """Return a roof's best per_roof candidates: distinct points, for a level distinct sizes."""
+    if rows.empty:
+        return rows
+    rate = "gflops" if kind == "compute" else "gbps"
+    best = rows.assign(_key=rows["point_id"].str.rsplit("@", n=1).str[0]).sort_values(rate, ascending=False)
+    best = best.drop_duplicates("_key" if kind == "compute" else "working_set_bytes")
+    return best.head(per_roof).drop(columns="_key")
+
+
+def _agrees(rate: float, interval, tol: float) -> bool:
+    return rate * (1 + tol) >= interval[0] and rate <= interval[1] * (1 + tol)
+
+
+def _level_bounds(roof: Roof, roofs: list) -> Roof:
+    """Return the roof whose sizes a direction roof shares: its level's roof (itself for a level)."""
+    level = roof.name.split(".")[0]
+    return next((r for r in roofs if r.kind == "bandwidth" and r.name == level), roof)
+
+
+def _checks(roof: Roof, cands: pd.DataFrame, counters, memory: str, policy: Policy) -> list[dict]:
+    own = cands[cands["point_id"] == roof.point_id]
+    backend = own["backend"].iloc[0] if not own.empty else ""
+    others = cands[cands["point_id"] != roof.point_id]
+    out = []
+    for kind, sel in (("impl", others["backend"] != backend),
+                      ("kernel", (others["backend"] == backend) & (others["op"] != roof.op))):
+        pool = others[sel]
+        if pool.empty:
+            continue
+        best = pool.loc[pool["rate"].idxmax()]
+        rate = float(best["rate"])
+        agrees = _agrees(rate, roof.interval, policy.agree_tol)
+        check = {"kind": kind, "independent": kind == "impl", "point_id": str(best["point_id"]), "op": str(best["op"]),
+                 "impl": str(best["impl"]), "dtype": str(best["dtype"]), "value": rate, "interval": [rate, rate],
+                 "agrees": agrees}
+        if not agrees:
+            pct = 100 * rate / roof.value
+            check["cause"] = (f"{best['impl']} reads {pct:.0f}% of the roof: "
+                              + ("faster than its band, so the roof may read low" if rate > roof.value else
+                                 "that kernel's own limit" if kind == "kernel" else "that impl's own limit"))
+        out.append(check)
+    if counters is not None and not counters.empty and roof.kind == "bandwidth" and roof.name.split(".")[0] == memory:
+        mine = counters[(counters["point_id"] == roof.point_id) & (counters["status"] == "ok")]
+        ratio = number(mine["dram_ratio"].iloc[0]) if not mine.empty else None
+        if ratio is not None:
+            ok = abs(ratio - 1) <= FLAG_FRACTION + 1e-12
+            out.append({"kind": "counters", "independent": True, "point_id": roof.point_id, "op": roof.op,
+                        "impl": roof.impl, "dtype": roof.dtype, "value": roof.value * ratio, "ratio": ratio,
+                        "interval": [roof.value * ratio] * 2, "agrees": ok,
+                        **({} if ok else {"cause": f"the counters read {ratio:.2f}x the formula's DRAM bytes"})})
+    return out
+
+
+def _status(roof: Roof, checks: list) -> dict:
+    label = f"{roof.name} ({roof.impl})"
+    agree = [c for c in checks if c["agrees"]]
+    if agree:
+        by = next((c for c in agree if c["independent"]), agree[0])
+        finding = "" if by["independent"] else (f"{label}: confirmed only by {by['op']} of the same library, which "
+                                                "may run at the same limit: not independent")
+        return {"status": "confirmed", "by": by, "independent": by["independent"], "checks": checks, "finding": finding}
+    if checks:
+        return {"status": "disputed", "by": None, "independent": False, "checks": checks,
+                "finding": f"{label}: no other measurement meets its band ({'; '.join(c['cause'] for c in checks)})"}
+    return {"status": "unconfirmed", "by": None, "independent": False, "checks": [],
+            "finding": f"{label}: rests on one kernel and impl alone ({roof.op})"}
+
+
+def _sustained(roof: Roof, sus: pd.DataFrame, device: dict, policy: Policy) -> dict:
+    """Return the extra keys "burst", "sustained" (or "sustained_why") of one roof (rule 14)."""
+    if sus.empty:
+        return {"burst": roof.value, "sustained": None,
+                "sustained_why": "no sustained phase in this run (--sustain 0, or a run before it)"}
+    rows = candidate_rows(sus, roof.kind, roof.name, device, roof)
+    if rows.empty:
+        return {"burst": roof.value, "sustained": None,
+                "sustained_why": "none of its candidates ran a sustained window (failed or skipped)"}
+    rate = "gflops" if roof.kind == "compute" else "gbps"
+    best = rows.loc[rows[rate].astype(float).idxmax()]
+    med = number(best.get("median_ms"))
+    spread = ((number(best.get("p80_ms")) or med) - (number(best.get("p20_ms")) or med)) / med if med else None
+    get = lambda k: number(best.get(k))  # noqa: E731
+    return {"burst": roof.value, "sustained": {
+        "value": float(best[rate]), "point_id": str(best["point_id"]), "clock_mhz": get("clock_mhz"),
+        "power_w": get("power_w"), "joules": get("joules"), "samples": int(get("samples") or 0), "spread": spread,
+        "steady": spread is not None and spread < policy.steady_spread, "stop": str(best.get("stop", ""))}}
+
+
+def confirm(roofs: list, rows: pd.DataFrame, rates: pd.DataFrame, device: dict, counters=None,
+            policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
+    """Return (roofs with each judged roof's confirmation and sustained figure, notes)."""
+    caches, memory = device_levels(device)
+    levels = {memory, "l1"} | {n for n, _ in caches}
+    sus = rows[rows["mode"] == SUSTAINED_MODE] if "mode" in rows else rows.iloc[0:0]
+    warm = rates[(rates["mode"] == "warm") | rates["family"].isin(COMPUTE_FAMILIES)] if not rates.empty else rates
+    out, notes = [], []
+    for roof in roofs:
+        if not _judged(roof, levels) or roof.interval is None:
+            out.append(roof)
+            continue
+        base = _level_bounds(roof, roofs)
+        cands = candidate_rows(warm, roof.kind, roof.name, device, replace(base, name=roof.name))
+        conf = _status(roof, _checks(roof, cands, counters, memory, policy))
+        extra = {**roof.extra, **_sustained(replace(base, name=roof.name, value=roof.value, op=roof.op,
+                                                    dtype=roof.dtype), sus, device, policy)}
+        out.append(replace(roof, confirmation=conf, extra=extra))
+    if not sus.empty:
+        notes += [f"{r.name}: sustained {fmt_num(r.extra['sustained']['value'])} against its burst "
+                  f"{fmt_num(r.value)}" for r in out if (r.extra or {}).get("sustained")
+                  and r.extra["sustained"]["value"] > r.interval[1] * (1 + policy.agree_tol)]
+    return out, notes

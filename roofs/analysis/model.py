@@ -1,0 +1,486 @@
+"""One model of a ceiling: rows -> roofs (ARCHITECTURE.md, "How a roof is made").
+
+Noise only ever slows a call. So a row's rate is its work over a low quantile of its sample
+times (Policy.rate_quantile), and a measured rate is a floor of the ceiling it measures. Rows
+the runner flagged (a busy machine, a time jump) and rows with too few samples set nothing.
+
+    measurements   per working-set size (or GEMM/FMA shape) and pass, the best usable row
+    levels         the sweep's sizes, each at its best row over kernels, impls, dtypes and
+                   passes, split into plateaus of log rate against log size by least squares
+                   (segment()), at most one more than the caches the device reports; sizes read
+                   slower than a larger size (past Policy.level_step) are their kernels' own
+                   limit and take no part; adjacent plateaus differ by level_step or merge.
+                   The last plateau is off chip; the others take the caches' names in order,
+                   matched to the reported sizes nearest their measured edges
+    a roof         the roof_rank-th highest measurement of its plateau (a level, a direction's
+                   rows on the level's sizes, a precision's own-unit shapes within shape_tol of
+                   its best): no single lucky size, shape or pass sets it
+    its interval   [roof, best x exp(interval_reach x S)]: the ceiling is at least the roof
+                   (every measurement is a floor of it) and below the top unless every
+                   measurement was slowed more than the roof's own spread S shows (S: the
+                   largest of best/roof, the passes' median max/min, the best row's median/low)
+
+Confirmation and the sustained figures are roofs/analysis/confirm.py's; this module builds
+the roofs and their intervals only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from bench.policy import DEFAULT, Policy
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, first_pass_id, text_column
+from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
+from roofs.analysis.launch_floor import LAUNCH_OP, launch_roofs
+from roofs.analysis.links import link_roofs
+from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
+from roofs.analysis.specs import cpu_missing_units
+
+SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
+RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)
+TRANSITIONS = 2    # segments the split may spend on the transitions between levels, beyond one per level
+COMPUTE_FAMILIES = ("gemm", "fma")
+# precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math (rule 10)
+EXACT_IN = {"fp32": ("fp64",), "tf32": ("fp32", "fp64"), "fp16": ("fp32", "fp64"), "bf16": ("fp32", "fp64"),
+            "fp8e4m3": ("fp16", "bf16", "fp32", "fp64"), "fp8e5m2": ("fp16", "bf16", "fp32", "fp64")}
+
+
+def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
+    """Return ([(cache name, reported total bytes)] innermost first, the off-chip level's name)."""
+    caches = [(c["name"], int(c["total_bytes"])) for c in (device or {}).get("caches", [])]
+    return caches, offchip_level((device or {}).get("kind", ""))
+
+
+def is_runner_flag(flag: str) -> bool:
+    """Return whether a flag was set by the runner while measuring (busy machine, time jump)."""
+    return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
+
+
+def unit_of(row) -> str:
+    """Return what a compute row measures: "gemm"; "vector" for a Triton FMA chain (registers);
+    "elementwise" for torch's FMA chains, each step a pass through the caches (no unit's roof)."""
+    if row.get("family") != "fma":
+        return "gemm"
+    return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
+
+
+def usable(rows: pd.DataFrame, policy: Policy = DEFAULT) -> pd.Series:
+    """Return, per row, whether it may count: status ok, Policy.min_samples samples or more (a
+    row of a run that kept no count counts), and no runner flag."""
+    ok = rows["status"] == "ok"
+    if "samples" in rows:
+        ok &= rows["samples"].fillna(policy.min_samples).astype(float) >= policy.min_samples
+    if "flag" in rows:
+        ok &= ~text_column(rows, "flag").map(is_runner_flag)
+    return ok
+
+
+def untrusted_text(rows: pd.DataFrame, policy: Policy = DEFAULT) -> str:
+    """Return how many ok rows could not count, by cause, each with its remedy."""
+    ok = rows[rows["status"] == "ok"]
+    flagged = text_column(ok, "flag").map(is_runner_flag)
+    few = ~usable(ok.assign(flag=""), policy) if not ok.empty else flagged
+    parts = []
+    if (few & ~flagged).any():
+        parts.append(f"{int((few & ~flagged).sum())} had under {policy.min_samples} samples (a larger --budget helps)")
+    if flagged.any():
+        parts.append(f"{int(flagged.sum())} ran while the machine was busy or their time jumped (a quiet machine)")
+    return "; ".join(parts) or "none could count"
+
+
+def rated(rows: pd.DataFrame, samples: dict | None, policy: Policy = DEFAULT) -> pd.DataFrame:
+    """Return the usable rows with "rate" (GB/s for stream and probe.l1, GFLOP/s for GEMMs and
+    FMA chains: its figure at the low quantile of its samples, else at its p20), "jitter" (ln of
+    median over that time) and "key" (its point across passes)."""
+    if rows.empty:
+        return rows.assign(rate=[], jitter=[], key=[])
+    ok = rows[usable(rows, policy)]
+    samples = samples or {}
+    rate, jitter = [], []
+    for pid, fam, op, gbps, gflops, med, p20 in zip(ok["point_id"], ok["family"], ok["op"], ok["gbps"], ok["gflops"],
+                                                    ok["median_ms"], ok.get("p20_ms", ok["median_ms"])):
+        fig = number(gflops) if fam in COMPUTE_FAMILIES else number(gbps)
+        med = number(med)
+        t = low_time(samples.get(str(pid)), policy.rate_quantile)
+        t_ms = t * 1e3 if t else number(p20) or med
+        if not fig or not med or not t_ms:
+            rate.append(np.nan)
+            jitter.append(np.nan)
+            continue
+        t_ms = min(t_ms, med)
+        rate.append(fig * med / t_ms)
+        jitter.append(math.log(med / t_ms))
+    out = ok.assign(rate=rate, jitter=jitter, key=ok["point_id"].map(first_pass_id))
+    return out[out["rate"].notna() & (out["rate"] > 0)]
+
+
+def directions(rows: pd.DataFrame) -> pd.Series:
+    """Return each stream row's direction class (read, write, copy) from its bytes, or by op name."""
+    if "read_bytes" in rows and rows["read_bytes"].notna().any():
+        return pd.Series([direction_of(r, w) for r, w in zip(rows["read_bytes"], rows["write_bytes"])],
+                         index=rows.index, dtype=object)
+    named = {op: ("read" if w == 0 else "write" if r == 0 else "copy") for op, (r, w) in OLD_RUN_STREAM_ARRAYS.items()}
+    return rows["op"].map(named).fillna("")
+
+
+def size_bin(nbytes, policy: Policy = DEFAULT):
+    """Return each working set's size (nearest 1 / Policy.bins_per_octave octave)."""
+    return np.round(np.log2(np.asarray(nbytes, dtype=float)) * policy.bins_per_octave).astype(int)
+
+
+# --- one statistic and its interval ------------------------------------------------------------
+
+def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
+    """Return, per (group, pass), the best row of rows: the measurements a roof is a statistic of."""
+    passes = rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)
+    idx = rows.groupby([group.values, passes.values])["rate"].idxmax()
+    return rows.loc[idx.values].assign(_group=group.loc[idx.values].values, _pass=passes.loc[idx.values].values)
+
+
+def ceiling(meas: pd.DataFrame, policy: Policy) -> tuple[float, tuple, dict, pd.Series]:
+    """Return (roof, interval, basis, the row at the top) of a plateau's measurements (module
+    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]."""
+    ordered = meas.sort_values("rate", ascending=False)
+    rates = ordered["rate"].to_numpy(float)
+    roof = float(rates[min(policy.roof_rank, len(rates)) - 1])
+    best = float(rates[0])
+    drift = [math.log(g.max() / g.min()) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
+    spread = {"best_over_roof": math.log(best / roof), "passes": float(np.median(drift)) if drift else 0.0,
+              "row": float(ordered["jitter"].iloc[0] or 0.0)}
+    s = max(spread.values())
+    high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
+    basis = {"measurements": len(rates), "groups": int(meas["_group"].nunique()),
+             "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best}
+    return roof, (roof, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
+
+
+def _roof(kind: str, name: str, meas: pd.DataFrame, policy: Policy, note: str, extra: dict, **kw) -> Roof:
+    value, interval, basis, row = ceiling(meas, policy)
+    unit = "GB/s" if kind == "bandwidth" else ("GOP/s" if name.split(".")[0].split(" ")[0] in INTEGER_PRECISIONS
+                                             else "GFLOP/s")
+    per_pass = meas.groupby("_pass")["rate"].max()
+    passes = [float(per_pass.min()), float(per_pass.max())] if len(per_pass) >= 2 else None
+    med = number(row.get("median_ms"))
+    spread = ((number(row.get("p80_ms")) or med) - (number(row.get("p20_ms")) or med)) / med if med else None
+    return Roof(kind=kind, name=name, value=value, unit=unit, source="measured", op=str(row["op"]),
+                impl=str(row["impl"]), dtype=str(row["dtype"]), point_id=str(row["point_id"]),
+                shape=str(row.get("shape", "")), working_set_bytes=int(row["working_set_bytes"]),
+                spread=number(spread), note=note, interval=interval,
+                extra={**extra, "interval_basis": basis, "pass_count": basis["passes"],
+                       **({"passes": passes} if passes else {})}, **kw)
+
+
+# --- levels: one segmentation of the sweep ------------------------------------------------------
+
+def segment(x, kmax: int, min_len: int) -> list[list[tuple[int, int]]]:
+    """Return, for k = 1..kmax, the least-squares split of x into k contiguous segments
+    [(start, end)] (a textbook dynamic program, O(k n^2)); every segment holds min_len values
+    or more except the last, which may hold one. [] where no split of k exists."""
+    x = np.asarray(x, float)
+    n = len(x)
+    s1, s2 = np.concatenate([[0], np.cumsum(x)]), np.concatenate([[0], np.cumsum(x * x)])
+
+    def cost(i, j):
+        return s2[j] - s2[i] - (s1[j] - s1[i]) ** 2 / (j - i)
+
+    best = {(0, 0): (0.0, None)}
+    out = []
+    for k in range(1, kmax + 1):
+        for j in range(1, n + 1):
+            need = 1 if j == n else min_len
+            cands = [(best[(k - 1, i)][0] + cost(i, j), i) for i in range(0, j - need + 1) if (k - 1, i) in best
+                     and (i > 0 or k == 1) and (k > 1 or i == 0)]
+            if cands:
+                best[(k, j)] = min(cands)
+        if (k, n) not in best:
+            out.append([])
+            continue
+        cuts, j, kk = [], n, k
+        while kk > 0:
+            i = best[(kk, j)][1]
+            cuts.append((i, j))
+            j, kk = i, kk - 1
+        out.append(cuts[::-1])
+    return out
+
+
+def _order_limited(logs: np.ndarray, step: float) -> np.ndarray:
+    """Return, per size, whether a larger size read faster by more than step: a smaller working
+    set is never served slower than a larger one, so such a size shows its kernels' own limit."""
+    later = np.maximum.accumulate(logs[::-1])[::-1]
+    later = np.concatenate([later[1:], [-np.inf]])
+    return logs < later - math.log(1 + step)
+
+
+def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFrame]:
+    """Return the sweep's plateaus (env: one best row per size, sorted by size), inner first:
+    the most segments, at most n_levels, whose neighbours differ by Policy.level_step."""
+    logs = np.log(env["rate"].to_numpy(float))
+    if len(logs) == 0:
+        return []
+    step = math.log(1 + policy.level_step)
+    for cuts in reversed(segment(logs, min(n_levels + TRANSITIONS, len(logs)), policy.min_sizes)):
+        if not cuts:
+            continue
+        tops = [np.sort(logs[i:j])[::-1][min(policy.roof_rank, j - i) - 1] for i, j in cuts]
+        if all(abs(a - b) >= step for a, b in zip(tops, tops[1:])):
+            return _without_transitions([env.iloc[i:j] for i, j in cuts], policy)
+    return [env]
+
+
+def _without_transitions(plats: list, policy: Policy) -> list:
+    """Return plats less the transitions between levels: a segment neither first nor last that
+    holds fewer than Policy.level_min_sizes sizes (a working set partly in two levels reads
+    between them; a real level spans octaves of the sweep, the first one excepted)."""
+    return [p for i, p in enumerate(plats) if i in (0, len(plats) - 1) or len(p) >= policy.level_min_sizes]
+
+
+def _names(plats: list, caches, memory: str) -> list[str]:
+    """Return each plateau's level: the last is off chip; the others take the caches' names in
+    order, each matched to the reported size nearest its edge (log scale) where fewer plateaus
+    than caches were found."""
+    inner = plats[:-1]
+    names = [n for n, _ in caches]
+    if len(inner) > len(names):
+        inner, names = inner[-len(names):], names
+    best, choice = math.inf, None
+    from itertools import combinations
+    for pick in combinations(range(len(names)), len(inner)):
+        cost = sum(abs(math.log2(max(p["working_set_bytes"].max(), 1) / caches[i][1])) for p, i in zip(inner, pick))
+        if cost < best:
+            best, choice = cost, pick
+    return [""] * (len(plats) - 1 - len(inner)) + [names[i] for i in (choice or ())] + [memory]
+
+
+def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
+    """Return (every level's roof and its direction roofs, notes) from the rated warm stream rows."""
+    if rows.empty:
+        return [], ["no usable stream rows: no bandwidth roof"]
+    bins = pd.Series(size_bin(rows["working_set_bytes"], policy), index=rows.index)
+    env = rows.loc[rows.groupby(bins)["rate"].idxmax()].sort_values("working_set_bytes")
+    limited = _order_limited(np.log(env["rate"].to_numpy(float)), policy.level_step)
+    notes = []
+    if limited.any():
+        cut = env[limited]
+        notes.append(f"{len(cut)} size(s) from {fmt_bytes(cut['working_set_bytes'].min())} to "
+                     f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: their "
+                     "kernels' own limit (or per-call cost), left out of the levels (a finding)")
+    plats = plateaus(env[~limited], len(caches) + 1, policy)
+    names = _names(plats, caches, memory)
+    roofs = []
+    for i, (name, plat) in enumerate(zip(names, plats)):
+        if not name:
+            continue
+        lo, hi = float(plat["working_set_bytes"].min()), float(plat["working_set_bytes"].max())
+        edge_hi = math.inf if name == memory else hi * 2 ** (0.5 / policy.bins_per_octave)
+        mine = rows[(rows["working_set_bytes"] >= lo * 2 ** (-0.5 / policy.bins_per_octave))
+                    & (rows["working_set_bytes"] <= edge_hi)]
+        if len(plat) < policy.min_sizes:
+            notes.append(f"{name}: only {fmt_bytes(lo)} measured on its plateau: {policy.min_sizes} sizes needed")
+            continue
+        meas = measurements(mine, bins.loc[mine.index])
+        roof = _roof("bandwidth", name, meas, policy, f"plateau of {len(plat)} sizes, {fmt_bytes(lo)}-{fmt_bytes(hi)}",
+                     {}, plateau_bytes=(int(lo), int(hi)), plateau_points=len(plat),
+                     plateau_values=(float(plat["rate"].min()), float(plat["rate"].max())))
+        on = plat[plat["rate"] >= (1 - policy.edge_tol) * roof.value]
+        edge = int(on["working_set_bytes"].max())
+        nxt = plats[i + 1] if i + 1 < len(plats) else None
+        reach = int(nxt["working_set_bytes"].min()) if nxt is not None else None
+        size = dict(caches).get(name)
+        extra = {"edge_bytes": edge if name != memory else None, "reach_bytes": reach if name != memory else None,
+                 "capacity_bytes": size, "from_bytes": int(lo), "plateau_median": float(plat["rate"].median()),
+                 "steady": True}
+        roofs.append(replace(roof, extra={**roof.extra, **extra}))
+        roofs += _direction_roofs(name, mine, bins, policy, notes)
+    found = {r.name for r in roofs}
+    for name in [n for n, _ in caches] + [memory]:
+        if name not in found and not any(n.startswith(f"{name}:") for n in notes):
+            why = ("its sizes read slower than an outer level's: the kernels' own limit, not the cache (a finding)"
+                   if limited.any() and name == caches[0][0] else "no plateau of its own in the sweep (merged with a "
+                   "neighbour within the level step, or not reached)")
+            notes.append(f"{name}: no roof: {why}")
+    return roofs, notes
+
+
+def _direction_roofs(level: str, mine: pd.DataFrame, bins: pd.Series, policy: Policy, notes: list) -> list[Roof]:
+    """Return "<level>.read/.write/.copy": the same statistic over one direction's rows on the level's sizes."""
+    out = []
+    kinds = directions(mine)
+    for d in DIRECTIONS:
+        rows = mine[kinds == d]
+        if rows.empty:
+            continue
+        if bins.loc[rows.index].nunique() < policy.min_sizes:
+            notes.append(f"{level}.{d}: one size of its direction on the level's plateau")
+            continue
+        out.append(_roof("bandwidth", f"{level}.{d}", measurements(rows, bins.loc[rows.index]), policy,
+                         f"{d} kernels on {level}'s sizes", {"direction": d}))
+    return out
+
+
+def probe_l1_roof(rows: pd.DataFrame, policy: Policy) -> Roof | None:
+    """Return probe.l1's roof (each program rereads its own span: L1 by construction), or None."""
+    probe = rows[(rows["op"] == "probe.l1")]
+    if probe.empty:
+        return None
+    meas = measurements(probe, pd.Series(size_bin(probe["working_set_bytes"], policy), index=probe.index))
+    return _roof("bandwidth", "l1", meas, policy, "probe.l1: each program rereads its own span", {"probe": True})
+
+
+# --- compute: a precision's own unit -------------------------------------------------------------
+
+def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(),
+                  policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
+    """Return (compute roofs, notes) (rule 10): per precision its own unit's plateau (GEMMs and
+    Triton FMA chains), an exact wider path that runs faster as the extra line "<p> via <w>",
+    the wider path as the roof, labelled via, of a precision with no unit or no usable row of its
+    own, "<p>.vector" beside a GEMM roof, and torch's chains as "<p>.elementwise" only."""
+    comp = rows[rows["family"].isin(COMPUTE_FAMILIES)] if not rows.empty else rows
+    if comp.empty:
+        return [], []
+    units = pd.Series([unit_of(r) for _, r in comp[["family", "impl"]].iterrows()], index=comp.index)
+    comp = comp.assign(_unit=units)
+    own, roofs = {}, []
+    for (p, unit), g in comp.groupby(["dtype", "_unit"], sort=False):
+        roof = _precision(str(p), unit, g, policy)
+        if unit == "elementwise":
+            roofs.append(replace(roof, name=f"{p}.elementwise", extra={**roof.extra, "line_of": str(p)}))
+        elif str(p) not in own or roof.value > own[str(p)].value:
+            own[str(p)] = roof
+    for p, roof in list(own.items()):
+        vec = [r for (q, u), g in comp.groupby(["dtype", "_unit"]) if q == p and u == "vector" and roof.extra["unit"]
+               == "gemm" for r in [_precision(p, "vector", g, policy)]]
+        roofs += [replace(v, name=f"{p}.vector", extra={**v.extra, "line_of": p}) for v in vec]
+    for p in sorted(set(own) & set(no_unit)):
+        mine = own.pop(p)
+        wider = _wider(p, own)
+        if wider is None:
+            own[p] = mine
+        else:
+            own[p] = replace(wider, name=p, note=f"{p}: the device has no {p} unit (its own best, {fmt_num(mine.value)}, "
+                             f"runs through conversion); its inputs convert exactly to {wider.name}",
+                             extra={**wider.extra, "via": wider.name, "no_unit": True, "own_gflops": mine.value})
+    for p, roof in list(own.items()):
+        wider = _wider(p, own)
+        if wider is not None and wider.value > roof.value and not roof.extra.get("via"):
+            roofs.append(replace(wider, name=f"{p} via {wider.name}", note=f"{p} inputs convert exactly to {wider.name}, "
+                                 f"which runs faster: an extra line, not {p}'s roof",
+                                 extra={**wider.extra, "via": wider.name, "line_of": p, "own_gflops": roof.value}))
+    carried = set(text_column(all_rows[all_rows["status"] == "ok"], "precision")) - {""} if "precision" in all_rows \
+        else set()
+    for p in sorted(carried - set(own) - {r.extra.get("line_of") for r in roofs}):
+        wider = _wider(p, own)
+        if wider is not None:
+            roofs.append(replace(wider, name=p, note=f"{p}: no GEMM or FMA chain of its own measured here; its "
+                                 f"inputs convert exactly to {wider.name}", extra={**wider.extra, "via": wider.name}))
+    notes = [f"{p}: no compute roof: only its elementwise FMA chains ran (torch's passes through the caches, never a "
+             "unit's roof): its points have no compute bound" for p in sorted({r.extra["line_of"] for r in roofs
+                                                                              if r.name.endswith(".elementwise")}
+                                                                             - set(own))]
+    return sorted(list(own.values()) + roofs, key=lambda r: -r.value), notes
+
+
+def _precision(p: str, unit: str, g: pd.DataFrame, policy: Policy) -> Roof:
+    """Return the roof of one precision and unit: the statistic over its shapes within shape_tol of its best."""
+    best = g.groupby("key")["rate"].max()
+    keep = best[best >= (1 - policy.shape_tol) * best.max()].index
+    rows = g[g["key"].isin(keep)]
+    return _roof("compute", p, measurements(rows, rows["key"]), policy,
+                 f"{len(keep)} shape(s) within {policy.shape_tol:.0%} of its best, over {g['impl'].nunique()} impl(s)",
+                 {"unit": unit})
+
+
+def _wider(p: str, own: dict) -> Roof | None:
+    """Return the fastest exact wider precision's roof among own, or None."""
+    return max((own[w] for w in EXACT_IN.get(p, ()) if w in own and not own[w].extra.get("via")),
+               key=lambda r: r.value, default=None)
+
+
+def level_sizes(roofs, caches) -> list[tuple[str, int, int | None]]:
+    """Return [(cache name, capacity, reach or None)] innermost first: the capacity is the
+    level roof's measured edge (extra "edge_bytes") or the reported size, the reach its
+    extra "reach_bytes". roofs: Roof records (or dicts) as derived; caches: [(name, bytes)]."""
+    by_name = {}
+    for r in roofs or ():
+        get = r.get if isinstance(r, dict) else lambda k, default=None, r=r: getattr(r, k, default)
+        if get("kind") == "bandwidth" and get("source", "measured") == "measured":
+            by_name.setdefault(get("name"), get("extra") or {})
+    out = []
+    for name, size in caches:
+        extra = by_name.get(name, {})
+        out.append((name, int(extra.get("edge_bytes") or size), extra.get("reach_bytes")))
+    return out
+
+
+# --- everything -------------------------------------------------------------------------------
+
+def physical_order(roofs: list, caches, memory: str) -> tuple[list, list[str]]:
+    """Return (roofs, notes) with every level measured slower than the next outer level that
+    has a roof removed with its direction roofs: a cache never serves slower than the level
+    outside it, so such a figure is its kernel's own limit (a finding, named in the notes)."""
+    order = (["l1"] if "l1" not in dict(caches) else []) + [n for n, _ in caches] + [memory]
+    level = {r.name: r for r in roofs if r.kind == "bandwidth" and r.name in order}
+    notes, gone = [], set()
+    for i, name in enumerate(order[:-1]):
+        outer = next((level[o] for o in order[i + 1:] if o in level), None)
+        if name in level and outer is not None and level[name].value < outer.value:
+            gone.add(name)
+            notes.append(f"{name}: {fmt_num(level[name].value)} GB/s ({level[name].op}) reads slower than "
+                         f"{outer.name}'s {fmt_num(outer.value)}: its kernel's own limit, not the cache (a finding); "
+                         f"its points are bounded by the next level out")
+    return [r for r in roofs if not (r.kind == "bandwidth" and r.name.split(".")[0] in gone)], notes
+
+
+def launch_floor_roofs(rows: pd.DataFrame, policy: Policy) -> list[Roof]:
+    """Return the launch floors (rule 5): each (backend, form)'s lowest low-quantile time per
+    call, its interval reaching down by the same spread S a rate's reaches up."""
+    empty = rows[rows["op"] == LAUNCH_OP] if not rows.empty else rows
+    if empty.empty:
+        return []
+    timed = empty.assign(median_ms=empty["median_ms"] / np.exp(empty["jitter"]))
+    out = []
+    for roof in launch_roofs(timed):
+        own = timed[timed["point_id"] == roof.point_id].iloc[0]
+        same = timed[(timed["impl"] == own["impl"]) & (timed["timer"] == own["timer"])]["median_ms"] * 1e3
+        s = max(float(own["jitter"]), math.log(same.max() / same.min()) if len(same) >= 2 else 0.0)
+        low = roof.value / max(math.exp(policy.interval_reach * s), 1 + 2 * policy.min_halfwidth)
+        out.append(replace(roof, interval=(low, roof.value),
+                           extra={**roof.extra, "pass_count": len(same),
+                                  **({"passes": [float(same.min()), float(same.max())]} if len(same) >= 2 else {})}))
+    return out
+
+
+def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, counters=None,
+                 policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
+    """Return every roof of a run, each measured one with its interval, and its notes: levels
+    and directions, probe.l1, compute roofs and lines, launch floors, links; then the
+    confirmations and sustained figures (roofs.analysis.confirm)."""
+    from roofs.analysis.confirm import confirm  # confirm reads this module's statistic
+
+    sweep = rows[rows["mode"] != SUSTAINED_MODE] if "mode" in rows else rows
+    rates = rated(sweep, samples, policy)
+    caches, memory = device_levels(device)
+    stream = rates[(rates["family"] == "stream") & (rates["mode"] == "warm")] if not rates.empty else rates
+    roofs, notes = level_roofs(stream, caches, memory, policy) if not stream.empty else ([], [])
+    probe = probe_l1_roof(rates[rates["mode"] == "warm"], policy) if not rates.empty else None
+    if probe is not None:
+        old = next((r for r in roofs if r.name == "l1"), None)
+        if old is None or probe.value > old.value:
+            keep = {k: old.extra.get(k) for k in ("edge_bytes", "reach_bytes", "capacity_bytes")} if old else {}
+            roofs = [r for r in roofs if r is not old] + [replace(probe, extra={**probe.extra, **keep})]
+            notes = [n for n in notes if not n.startswith("l1:")]
+    roofs, order_notes = physical_order(roofs, caches, memory)
+    notes += order_notes
+    comp, comp_notes = compute_roofs(rates, sweep, cpu_missing_units(device), policy)
+    roofs += comp + launch_floor_roofs(rates, policy) + link_roofs(sweep)
+    notes += comp_notes
+    roofs, more = confirm(roofs, rows, rates, device, counters, policy)
+    wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
+            and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
+    notes += [f"{r.name}: its interval is +/-{(r.interval[1] / r.interval[0] - 1) / 2:.0%} after "
+              f"{r.extra.get('pass_count', 1)} pass(es), wider than the {policy.target_halfwidth:.0%} target: "
+              "the host's noise outran the passes the run had time for" for r in wide]
+    return roofs, notes + more
