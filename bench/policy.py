@@ -21,6 +21,7 @@ class Policy:
     bins_per_octave: int = 16       # working sets within 1/16 octave are one size
     min_sizes: int = 2              # a plateau holds at least this many sizes
     level_step: float = 0.15        # adjacent plateaus differ by at least this share of the faster one's rate
+    level_min_sizes: int = 3        # a segment between two others with fewer sizes is a transition, no level
     edge_tol: float = 0.10          # a plateau's sizes reach within this share of its roof; its edge is the last
     # --- a roof: one high statistic ---
     roof_rank: int = 2              # a roof is the rank-th best of its plateau's sizes (or shapes): no lucky one sets it
@@ -30,9 +31,11 @@ class Policy:
     min_halfwidth: float = 0.01     # timer and clock resolution: no interval is narrower
     target_halfwidth: float = 0.05  # revisit passes continue while a roof's interval is wider than this
     # --- confirmation by a second measurement ---
+    steady_spread: float = 0.10     # a sustained window spread under this is steady (rule 14)
     agree_tol: float = 0.10         # two kernels of one ceiling agree when their figures meet within this share
     # --- `check` ---
     check_tolerance: float = 0.05   # a change within this share of the baseline is SAME
+    decide_max_passes: int = 20     # check: an UNCLEAR roof that would need more passes than this is past any rerun
     # --- passes: the number of repetitions follows the noise ---
     min_passes: int = 2             # a CPU run's revisit passes at least (quick: quick_min_passes)
     max_passes: int = 4             # ... and at most (quick: quick_max_passes)
