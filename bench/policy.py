@@ -24,7 +24,7 @@ class Policy:
     level_min_sizes: int = 3        # a segment between two others with fewer sizes is a transition, no level
     edge_tol: float = 0.10          # a plateau's sizes reach within this share of its roof; its edge is the last
     # --- a roof: one high statistic ---
-    roof_rank: int = 2              # a roof is the rank-th best of its plateau's sizes (or shapes): no lucky one sets it
+    roof_rank: int = 2              # a roof is the rank-th best measurement of its plateau: no lucky one sets it
     shape_tol: float = 0.10         # a precision's plateau: its shapes within this share of its best
     # --- an interval: [roof, best x (best / typical) ** interval_reach], at least min_halfwidth wide ---
     interval_reach: float = 1.0     # how far the top reaches past the best, in units of the roof's own log spread

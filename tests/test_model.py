@@ -188,7 +188,8 @@ def test_a_gpu_l1_probe_never_stands_in_for_l2():
 
 
 def test_measurements_keep_each_size_and_pass_best():
-    rows = pd.DataFrame([row("stream.copy", MIB, 10), row("stream.read", MIB, 12), row("stream.read", MIB, 11, pass_no=2)])
+    rows = pd.DataFrame([row("stream.copy", MIB, 10), row("stream.read", MIB, 12),
+                         row("stream.read", MIB, 11, pass_no=2)])
     rows["rate"] = rows["gbps"]
     m = measurements(rows, pd.Series(0, index=rows.index))
     assert sorted(m["rate"]) == [11, 12]

@@ -70,7 +70,8 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
     _, memory = device_levels(device)
     if name.split(".")[0] == memory:
         hi = float("inf")
-    sel = ok[(ok["family"] == "stream") & (ok["working_set_bytes"] >= 0.97 * lo) & (ok["working_set_bytes"] <= 1.03 * hi)]
+    ws = ok["working_set_bytes"]
+    sel = ok[(ok["family"] == "stream") & (ws >= 0.97 * lo) & (ws <= 1.03 * hi)]
     _, _, d = name.partition(".")
     return sel[directions(sel) == d] if d in DIRECTIONS and not sel.empty else sel
 

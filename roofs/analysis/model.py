@@ -100,8 +100,8 @@ def rated(rows: pd.DataFrame, samples: dict | None, policy: Policy = DEFAULT) ->
     ok = rows[usable(rows, policy)]
     samples = samples or {}
     rate, jitter = [], []
-    for pid, fam, op, gbps, gflops, med, p20 in zip(ok["point_id"], ok["family"], ok["op"], ok["gbps"], ok["gflops"],
-                                                    ok["median_ms"], ok.get("p20_ms", ok["median_ms"])):
+    for pid, fam, gbps, gflops, med, p20 in zip(ok["point_id"], ok["family"], ok["gbps"], ok["gflops"],
+                                                ok["median_ms"], ok.get("p20_ms", ok["median_ms"])):
         fig = number(gflops) if fam in COMPUTE_FAMILIES else number(gbps)
         med = number(med)
         t = low_time(samples.get(str(pid)), policy.rate_quantile)
@@ -360,14 +360,15 @@ def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(
         if wider is None:
             own[p] = mine
         else:
-            own[p] = replace(wider, name=p, note=f"{p}: the device has no {p} unit (its own best, {fmt_num(mine.value)}, "
-                             f"runs through conversion); its inputs convert exactly to {wider.name}",
+            own[p] = replace(wider, name=p, note=f"{p}: the device has no {p} unit (its own best, "
+                             f"{fmt_num(mine.value)}, runs through conversion); its inputs convert exactly to "
+                             f"{wider.name}",
                              extra={**wider.extra, "via": wider.name, "no_unit": True, "own_gflops": mine.value})
     for p, roof in list(own.items()):
         wider = _wider(p, own)
         if wider is not None and wider.value > roof.value and not roof.extra.get("via"):
-            roofs.append(replace(wider, name=f"{p} via {wider.name}", note=f"{p} inputs convert exactly to {wider.name}, "
-                                 f"which runs faster: an extra line, not {p}'s roof",
+            roofs.append(replace(wider, name=f"{p} via {wider.name}", note=f"{p} inputs convert exactly to "
+                                 f"{wider.name}, which runs faster: an extra line, not {p}'s roof",
                                  extra={**wider.extra, "via": wider.name, "line_of": p, "own_gflops": roof.value}))
     carried = set(text_column(all_rows[all_rows["status"] == "ok"], "precision")) - {""} if "precision" in all_rows \
         else set()
