@@ -30,28 +30,32 @@ def unpack(name: str, root: Path) -> tuple[Path, Path]:
 CASES = {
     # Zen 4: AVX-512 on a 256-bit datapath, 2 pipes: 32 / 16 / 64 / 128 (the figures measured on the 2-core Zen 4 VM)
     "zen4-epyc-vm.txt": ("Zen 4 (EPYC 9004 Genoa)", 2, 2596.15, "nominal",
-                         {"fp32": 32, "fp64": 16, "bf16": 64, "int8": 128}),
+                         {"fp32": 32, "fp64": 16, "bf16": 64, "int8": 128}, 64),
     # Zen 5: the full 512-bit datapath, 2 pipes
     "zen5-epyc-vm.txt": ("Zen 5 (EPYC 9005 Turin)", 2, 2596.094, "nominal",
-                         {"fp32": 64, "fp64": 32, "bf16": 128, "int8": 256}),
+                         {"fp32": 64, "fp64": 32, "bf16": 128, "int8": 256}, 128),
     # Zen 3, AVX2 only: 256-bit x 2; no bf16 or int8 unit; 4 CPUs of 2 threads each are 2 cores;
     # the clock is cpufreq's maximum
-    "epyc-zen3-avx2.txt": ("Zen 3 (EPYC 7003)", 2, 3529.052, "cpufreq maximum", {"fp32": 32, "fp64": 16}),
+    "epyc-zen3-avx2.txt": ("Zen 3 (EPYC 7003)", 2, 3529.052, "cpufreq maximum", {"fp32": 32, "fp64": 16}, 64),
     # Sapphire Rapids: 512-bit x 2, AVX512-FP16 at 2x fp32, AMX bf16 1,024 and int8 2,048; the two
     # vCPUs are one core's threads
     "xeon-spr-amx.txt": ("Sapphire / Emerald Rapids (Xeon Scalable 4th, 5th gen)", 1, 2400.0, "nominal",
-                         {"fp32": 64, "fp64": 32, "fp16": 128, "bf16": 1024, "int8": 2048}),
+                         {"fp32": 64, "fp64": 32, "fp16": 128, "bf16": 1024, "int8": 2048}, 128),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_recorded_cpus_get_their_cores_width_pipes_clock_and_cores(name, tmp_path):
-    core, cores, clock, basis, per_clock = CASES[name]
+    core, cores, clock, basis, per_clock, l1_bytes = CASES[name]
     device = cpu_info(*unpack(name, tmp_path)).to_dict()
     assert specs.cpu_core(device)[0].core == core
     assert specs.physical_cores(device) == cores and specs.cpu_clock(device) == (clock, basis)
-    roofs = {r.name: r for r in specs.computed_cpu_roofs(device)}
+    computed = specs.computed_cpu_roofs(device)
+    roofs = {r.name: r for r in computed if r.kind == "compute"}
     assert {p: r.extra["per_clock"] for p, r in roofs.items()} == per_clock
+    # the L1's load ports, a computed reference beside the measured l1: cores x clock x bytes per clock
+    l1 = next(r for r in computed if r.kind == "bandwidth")
+    assert l1.name == "l1" and l1.value == pytest.approx(cores * clock / 1000 * l1_bytes)
     for p, ops in per_clock.items():
         assert roofs[p].value == pytest.approx(cores * clock / 1000 * ops)
         assert roofs[p].extra["clock_basis"] == basis and f"({basis})" in roofs[p].note

@@ -114,6 +114,8 @@ class Core:
     clock_mhz: list | None = None     # [lowest base, highest boost] of the line's parts
     one_pipe_names: str | None = None  # model names of the line's parts with one FMA unit
     flags_any: dict | None = None      # {"all": [...], "none": [...]}: the row from flags alone
+    l1_load_bytes: int | None = None   # bytes its L1 can load per clock per core (the load ports' widths)
+    l1_source: str | None = None
 
     def pipes_for(self, name: str) -> int:
         """Return the FMA pipes of the part called name: 1 where one_pipe_names matches it."""
@@ -240,11 +242,17 @@ def computed_cpu_roofs(device: dict) -> list[Roof]:
     extra = {"clock_mhz": clock, "clock_basis": basis, "core": core.core if core else None,
              "published_clock_mhz": core.clock_mhz if core else None}
     units = cpu_units(device.get("cpu_flags", ()), core, device.get("name", ""))
-    return [Roof("compute", p, cores * clock / 1000 * ops, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s",
-                 source="computed",
-                 note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {ops:g} per clock per core ({unit})",
-                 extra={**extra, "per_clock": ops})
-            for p, (ops, unit) in units.items()]
+    out = [Roof("compute", p, cores * clock / 1000 * ops, "GOP/s" if p in INTEGER_PRECISIONS else "GFLOP/s",
+                source="computed",
+                note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {ops:g} per clock per core ({unit})",
+                extra={**extra, "per_clock": ops})
+           for p, (ops, unit) in units.items()]
+    if core is not None and core.l1_load_bytes:  # the L1's load ports: a reference beside the measured l1
+        out.append(Roof("bandwidth", "l1", cores * clock / 1000 * core.l1_load_bytes, "GB/s", source="computed",
+                        note=f"{cores} cores x {clock:,.0f} MHz ({basis}) x {core.l1_load_bytes} bytes loaded per "
+                             f"clock per core ({core.l1_source})",
+                        extra={**extra, "per_clock": core.l1_load_bytes}))
+    return out
 
 
 def cpu_reference_origin(device: dict, roofs: list[Roof]) -> str:
