@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pandas as pd
 
+from bench.policy import DEFAULT
 from bench.results import BAND_COLUMNS
 from bench.util import missing, number
-from bench.policy import DEFAULT
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.model import device_levels, is_runner_flag, level_sizes, usable
 from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
@@ -97,9 +97,13 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     if found is None:
         outer = slower_level(model, level, number(gbps), [n for n, _ in caches], memory_level,
                              number(read_bytes), number(write_bytes))
-        if outer is None:
-            return "", f"{level}: no measured roof for this level, so no bound", None, None
-        why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
+        if outer is not None:
+            why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
+        else:  # faster than the next level out: the next level in, never slower than this one, bounds it
+            outer = _nearest_with_roof(model, level, caches, memory_level)
+            if outer is None:
+                return "", f"{level}: no measured roof for this level, so no bound", None, None
+            why = f"{level} has no measured roof and the point outruns the level outside it: bounded by {outer}"
         level, found = outer, model.point_bandwidth(outer, number(read_bytes), number(write_bytes))
     value, label, note = found
     note = "; ".join(x for x in (note, why) if x)
@@ -109,6 +113,17 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     peak = model.compute(precision) if precision else None
     att = min(value * i, peak.value) if peak else value * i
     return level, note, att, bw
+
+
+def _nearest_with_roof(model: Roofline, level: str, caches, memory_level: str) -> str | None:
+    """Return the nearest level inside level with a roof (a cache is never slower than the one
+    outside it, so an inner roof bounds it), else the nearest outside, else None."""
+    order = [n for n, _ in caches] + [memory_level]
+    at = order.index(level) if level in order else len(order)
+    for name in order[:at][::-1] + order[at + 1:]:
+        if model.bandwidth(name) is not None:
+            return name
+    return None
 
 
 def bound_at(model: Roofline, level: str, precision: str, intensity, read_bytes=None,

@@ -9,9 +9,9 @@ import re
 
 import pandas as pd
 
+from bench.policy import DEFAULT
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
 from bench.util import fmt_bytes, fmt_num, plural
-from bench.policy import DEFAULT
 from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import Roofline
 
@@ -136,10 +136,11 @@ def option_cause(note: str, run) -> str:
     level = note.split(":", 1)[0]
     if not max_ws or not caches:
         return ""
-    if level == memory and max_ws < 2 * DEFAULT.offchip_factor * caches[-1][1]:
+    factor = DEFAULT.offchip_factor
+    if level == memory and max_ws < 2 * factor * caches[-1][1]:
         return (f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep before two working sets of "
-                f"{DEFAULT.offchip_factor}x the last-level cache ({fmt_bytes(DEFAULT.offchip_factor * caches[-1][1])}) or more: "
-                f"drop it or give at least {fmt_bytes(2 * DEFAULT.offchip_factor * caches[-1][1])})")
+                f"{factor}x the last-level cache ({fmt_bytes(factor * caches[-1][1])}) or more: "
+                f"drop it or give at least {fmt_bytes(2 * factor * caches[-1][1])})")
     size = dict(caches).get(level)
     if size and max_ws < size:
         return f" (because --max-ws {fmt_bytes(max_ws)} stops the sweep inside the {level} window)"
