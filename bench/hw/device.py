@@ -117,7 +117,8 @@ def pci_of(props) -> str | None:
 
 
 def software_versions() -> dict:
-    """Return the versions of python, torch, triton, numpy, pandas (and CUDA/driver where present)."""
+    """Return the versions of python, torch, triton, numpy, pandas (and CUDA/driver where present),
+    torch's thread count and the CPUs the process's affinity allows."""
     out = {"python": platform.python_version(), "torch": torch.__version__,
            "platform": platform.platform()}
     for pkg in ("triton", "numpy", "pandas", "matplotlib"):
@@ -129,7 +130,17 @@ def software_versions() -> dict:
     out["hip_runtime"] = getattr(torch.version, "hip", None)
     out["triton_interpret"] = triton_interpreting()
     out["torch_threads"] = torch.get_num_threads()
+    out["affinity_cpus"] = affinity_cpus()
     return out
+
+
+def affinity_cpus() -> int | None:
+    """Return how many CPUs this process may run on (its affinity mask), or None where the
+    platform does not say: `taskset`, a container's cpuset or a job scheduler narrows it."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
 
 
 def _read(path: str | Path) -> str | None:

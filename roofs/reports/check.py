@@ -1,11 +1,19 @@
 """Check a run's roofs against a baseline: per roof SAME, SLOWER, FASTER or UNCLEAR, decided
-from both sides' intervals (ARCHITECTURE.md, rule 18), with the size of each change and what
-the two records say differs. Made for a CI job that fails when a driver or a code change
-lowers a ceiling, and for accepting a new node against a fleet.
+from that roof's two intervals alone (ARCHITECTURE.md, rule 18), with the size of each change,
+what would decide an UNCLEAR one, and what the two records say differs, each with a code. Made
+for a CI job that fails when a driver or a code change lowers a ceiling, and for accepting a
+new node against a fleet.
 
     result = check(RUN, BASE, tolerance_pct=5)    BASE: a run folder (or its derived folder)
                                                   or a fleet folder (`run_bench.py fleet`)
     write_check(result, OUT)                      check.md and check.json
+    compare_roofs(run_roofs, base_roofs)          the same verdicts over two lists of Roof, no files
+
+One model of a ceiling: a measured roof's interval is one-sided in meaning. Noise only slows a
+call, so the ceiling lies at or above the interval's low end, and below its high end unless
+every measurement was slowed more than the run's own spread shows. One roof's noise never
+widens another roof's band. An interval's half-width shrinks like 1 / sqrt(passes), which is
+how an UNCLEAR roof's passes needed are estimated (passes_needed).
 
 Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json and
 fleet.csv; writes nothing but OUT, which may lie in neither run folder. Compared: every
@@ -24,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.policy import DEFAULT, Policy
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, measured_home, text_column
 from bench.util import fmt_bytes, fmt_num, missing, number, plural
 from roofs.analysis.checks import others_load
@@ -32,15 +41,13 @@ from roofs.reports import fleet as fl
 from roofs.reports.report import md_table
 
 VERDICTS = ("SAME", "SLOWER", "FASTER", "UNCLEAR")
-DEFAULT_TOLERANCE_PCT = 5.0
+DEFAULT_TOLERANCE_PCT = round(100 * DEFAULT.check_tolerance, 9)
 MAX_TOLERANCE_PCT = 100.0   # a tolerance of 100% or more could never call a roof SLOWER: refused
 EPS = 1e-9                  # a figure within 1 part in 10^9 of a boundary is on it (decimal figures in floats)
 STATE_SHIFT = 0.03          # a recorded clock or power limit this far from the baseline's is named (fleet.causes')
 LOADED_SHARE = 0.5          # other processes' load past this share of the cores is named
 ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
-# fleet.csv's columns read as text (a driver "560.35" is no number, nor a commit "1234567")
-TEXT = ("run", "host", "id", "pci_bus_id", "model", "commit", "start_utc", "status", "driver")
 
 
 class CheckError(ValueError):
@@ -55,52 +62,118 @@ def _le(a: float, b: float) -> bool:
     return a <= b + EPS * abs(b)
 
 
-def verdict(v: float, interval, base: float, base_interval, tolerance: float,
-            fleet: bool = False) -> tuple[str, str]:
-    """Return (SAME | SLOWER | FASTER | UNCLEAR, why) for a roof whose run value is v with
-    interval [lo, hi] against a baseline value V with [LO, HI] (a fleet's median and p5 to
-    p95 when fleet), at tolerance t (a fraction: 0.05 for 5%), all as rates (higher is faster),
-    by ARCHITECTURE.md rule 18:
+def passes_needed(n: int, h: float, h_needed: float, policy: Policy = DEFAULT) -> int | None:
+    """Return about how many passes would narrow a half-width h, measured over n passes, to
+    h_needed (fractions of the value): ceil(n (h / h_needed)^2), as a half-width shrinks like
+    1 / sqrt(passes); n when h is already that narrow. None when no number of passes would:
+    h_needed under policy.min_halfwidth (no interval is narrower) or the estimate past
+    policy.decide_max_passes (the host's noise is larger than the change)."""
+    if _le(h, h_needed):
+        return n
+    if not h_needed >= policy.min_halfwidth:
+        return None
+    need = math.ceil(n * (h / h_needed) ** 2 - EPS)
+    return need if need <= policy.decide_max_passes else None
 
-        SLOWER   hi < LO and v < (1 - t) V
-        FASTER   lo > HI and v > (1 + t) V
-        SAME     |v - V| <= t V, and the intervals apart (a real change too small to matter)
-                 or overlapping with (hi - lo) / 2v <= t, and (HI - LO) / 2V <= t too for a
-                 run baseline (a fleet's band is its devices' spread: a value inside it is SAME,
-                 past t or not, when the run's own interval is that narrow)
-        UNCLEAR  otherwise, and whenever either side has no interval
+
+def _halfwidth(value: float, interval) -> float:
+    return (interval[1] - interval[0]) / (2 * value)
+
+
+def _decide(needed: dict) -> tuple[dict, str]:
+    """Return (decide, what to do) from {side: passes needed, or None}: the side ("run",
+    "baseline" or "both") whose interval is too wide and about how many passes would narrow it."""
+    side = "both" if len(needed) > 1 else next(iter(needed), None)
+    passes = None if None in needed.values() or not needed else max(needed.values())
+    return {"side": side, "passes": passes}, (f"rerun with more passes (about {passes})" if passes is not None else
+                                              "no number of passes: the host's noise is larger than the change")
+
+
+def verdict(v: float, interval, base: float, base_interval, tolerance: float, fleet: bool = False,
+            passes: tuple = (1, 1), policy: Policy = DEFAULT) -> dict:
+    """Return {"verdict": SAME | SLOWER | FASTER | UNCLEAR, "why", "reason", "decide"} for a roof
+    whose run value is v with interval [lo, hi] against a baseline value V with [LO, HI] (a
+    fleet's median and p5 to p95 when fleet), at tolerance t (a fraction: 0.05 for 5%), all as
+    rates (higher is faster), by ARCHITECTURE.md rule 18, from these two intervals alone:
+
+        SLOWER   hi < LO and v < (1 - t) V                                   reason "apart"
+        FASTER   lo > HI and v > (1 + t) V                                   reason "apart"
+        SAME     |v - V| <= t V and the intervals apart (a real change too small to matter,
+                 "within"), or overlapping with (hi - lo) / 2v <= t, and (HI - LO) / 2V <= t too
+                 for a run baseline ("narrow"; a fleet's band is its devices' spread: a value
+                 inside it is SAME, past t or not, when the run's own interval is that narrow,
+                 "inside_fleet")
+        UNCLEAR  otherwise: "no_interval" when either side has none, "too_wide" when a change
+                 within t (or inside a fleet's band) is not confirmed because an interval is
+                 wider than t, "not_separated" when a change past t lies within the overlap
+
+    decide (UNCLEAR only; else None): {"side": the side whose interval is too wide, "run",
+    "baseline" or "both", "passes": about how many passes (passes_needed, from each side's
+    passes = (run's, baseline's) pass counts) would narrow it to the half-width that decides,
+    None when no number would}. To confirm a change within t, that half-width is t; to
+    separate a change past t, each side's reach toward the other (hi over v for a slower run,
+    V over LO for its baseline, in logs) must fit in the gap between the values: the side
+    already inside half the gap leaves the other the rest, else each gets half (a fleet's band
+    is not narrowed by passes: the run gets what the band leaves).
 
     Each boundary is compared to 1 part in 10^9 (EPS): intervals that touch overlap, and a
     change of exactly t or a half-width of exactly t is within it."""
+    t = tolerance
     if interval is None or base_interval is None:
-        which = ("either side" if interval is None and base_interval is None else
-                 "the run" if interval is None else "the baseline")
-        return "UNCLEAR", f"no interval on {which} (roofs derived before intervals, method 8, have none)"
+        side = "both" if interval is None and base_interval is None else "run" if interval is None else "baseline"
+        which = {"both": "either side", "run": "the run", "baseline": "the baseline"}[side]
+        return {"verdict": "UNCLEAR", "reason": "no_interval", "decide": {"side": side, "passes": None},
+                "why": f"no interval on {which} (roofs derived before intervals, method 8, have none): re-derive it "
+                       "(`python run_bench.py report RUN`)"}
     lo, hi = interval
     low, high = base_interval
-    change = v / base - 1
-    said = f"{change:+.1%}"
+    said = f"{v / base - 1:+.1%}"
     below, above = _lt(hi, low), _lt(high, lo)
-    if below and _lt(v, (1 - tolerance) * base):
-        return "SLOWER", f"{said}: every figure the run allows lies below every figure the baseline allows"
-    if above and _lt((1 + tolerance) * base, v):
-        return "FASTER", f"{said}: every figure the run allows lies above every figure the baseline allows"
-    within = _le(abs(v - base), tolerance * base)
+
+    def done(got: str, reason: str, why: str) -> dict:
+        return {"verdict": got, "reason": reason, "why": f"{said}: {why}", "decide": None}
+
+    if below and _lt(v, (1 - t) * base):
+        return done("SLOWER", "apart", "every figure the run allows lies below every figure the baseline allows")
+    if above and _lt((1 + t) * base, v):
+        return done("FASTER", "apart", "every figure the run allows lies above every figure the baseline allows")
+    within = _le(abs(v - base), t * base)
     if within and (below or above):
-        return "SAME", f"{said}: the intervals are apart, but the change is within the {tolerance:.1%} tolerance"
-    wide = []  # the intervals too wide to have shown a change of t: the run's, and a run baseline's
-    if not _le(hi - lo, 2 * tolerance * v):
-        wide.append(f"the run's (+/-{(hi - lo) / (2 * v):.1%})")
-    if not fleet and not _le(high - low, 2 * tolerance * base):
-        wide.append(f"the baseline's (+/-{(high - low) / (2 * base):.1%})")
+        return done("SAME", "within", f"the intervals are apart, but the change is within the {t:.1%} tolerance")
+    halves = {"run": _halfwidth(v, interval), "baseline": _halfwidth(base, base_interval)}
+    wide = {s: h for s, h in halves.items() if not _le(h, t) and not (fleet and s == "baseline")}
     inside = fleet and _le(low, v) and _le(v, high)  # among the fleet's healthy spread, past t or not
-    if (within or inside) and not wide:
-        return "SAME", (f"{said}: the intervals overlap and are narrow enough to have shown a "
-                        f"{tolerance:.1%} change" + (" (inside the fleet's p5-p95)" if fleet else ""))
-    if not within:
-        return "UNCLEAR", f"{said}: past the {tolerance:.1%} tolerance, but the intervals overlap"
-    return "UNCLEAR", (f"{said}: the intervals overlap and {' and '.join(wide)} "
-                       f"{'is' if len(wide) == 1 else 'are'} too wide to show a {tolerance:.1%} change")
+    n = dict(zip(("run", "baseline"), (max(1, int(k or 1)) for k in passes)))
+    if within or inside:
+        if not wide:
+            return done("SAME", "narrow" if within else "inside_fleet",
+                        f"the intervals overlap and are narrow enough to have shown a {t:.1%} change"
+                        + (" (inside the fleet's p5-p95)" if fleet else ""))
+        named = " and ".join(f"the {s}'s (+/-{h:.1%})" for s, h in wide.items())
+        decide, todo = _decide({s: passes_needed(n[s], h, t, policy) for s, h in wide.items()})
+        return {**done("UNCLEAR", "too_wide", f"the intervals overlap and {named} {'is' if len(wide) == 1 else 'are'} "
+                                              f"too wide to show a {t:.1%} change: {todo}"), "decide": decide}
+    gap = abs(math.log(base / v))  # the values' distance, in logs; each side's reach toward the other below
+    reach = ({"run": math.log(hi / v), "baseline": math.log(base / low)} if v < base else
+             {"run": math.log(v / lo), "baseline": math.log(high / base)})
+    reach = {s: max(r, 0.0) for s, r in reach.items()}
+    if fleet:
+        room = {"run": gap - reach["baseline"]}
+    elif reach["baseline"] <= gap / 2:
+        room = {"run": gap - reach["baseline"]}
+    elif reach["run"] <= gap / 2:
+        room = {"baseline": gap - reach["run"]}
+    else:
+        room = {"run": gap / 2, "baseline": gap / 2}
+    needed = {}  # touching intervals overlap: a side that only reaches its room needs a pass more too
+    for s, r in ((s, r) for s, r in room.items() if not _lt(reach[s], r)):
+        got = passes_needed(n[s], halves[s], halves[s] * r / reach[s], policy) if r > 0 else None
+        needed[s] = None if got is None else max(got, n[s] + 1)
+    decide, todo = _decide(needed)
+    whose = {"run": "the run's is", "baseline": "the baseline's is", "both": "both are", None: "they touch"}
+    return {**done("UNCLEAR", "not_separated", f"past the {t:.1%} tolerance, but the intervals overlap "
+                                               f"({whose[decide['side']]} too wide to separate them): {todo}"),
+            "decide": decide}
 
 
 def as_rates(kind: str, value: float, interval):
@@ -111,40 +184,56 @@ def as_rates(kind: str, value: float, interval):
     return 1 / value, (None if interval is None else (1 / interval[1], 1 / interval[0]))
 
 
-def pass_ratio(r: dict) -> float:
-    """Return how far a roof moved between its run's passes: highest / lowest of extra
-    "passes" (the per-pass figures of its point or its level's window), 1 without passes."""
-    span = (r.get("extra") or {}).get("passes")
-    lo, hi = (number(span[0]), number(span[1])) if isinstance(span, (list, tuple)) and len(span) == 2 else (None, None)
-    return hi / lo if lo and hi and 0 < lo <= hi and not math.isinf(hi) else 1.0
+def pass_count(roof: Roof) -> int:
+    """Return how many revisit passes measured a roof: extra "pass_count", 1 when it does not say."""
+    n = number((roof.extra or {}).get("pass_count"))
+    return max(1, int(n)) if n and not math.isinf(n) else 1
 
 
-def moves_with(key: tuple) -> tuple:
-    """Return the group of roofs a host's noise moves alike (rule 18): a bandwidth roof's memory
-    level ("l2" for l2 and l2.read: whoever shares that level slows it), every compute or
-    latency roof of its kind together (the core's time, which the hypervisor takes from all)."""
-    kind, name = key
-    return (kind, name.split(".", 1)[0]) if kind == "bandwidth" else (kind,)
+def roof_clock(roof: Roof) -> float | None:
+    """Return the clock (MHz) a roof's sustained window recorded (extra "sustained"), or None."""
+    c = number(((roof.extra or {}).get("sustained") or {}).get("clock_mhz"))
+    return c if c and c > 0 and not math.isinf(c) else None
 
 
-def host_ratio(roofs: dict, group: tuple) -> tuple[float, str]:
-    """Return (the highest pass_ratio among a side's roofs in group (moves_with), that roof's
-    name; "" when none moved): the host's own movement within one run (rule 18). A VM held one
-    quick run's L2 rereads at 61-70 GB/s over all three passes, where its l2.write moved 1.26x,
-    and the next run read 90-111, its l2.write moving 1.57x."""
-    best = max(((pass_ratio(r), key[1]) for key, r in roofs.items() if moves_with(key) == group),
-               default=(1.0, ""), key=lambda m: m[0])
-    return best if best[0] > 1 + EPS else (1.0, "")
+def _compared(r: Roof) -> bool:
+    return r.source == "measured" and r.kind in ROOF_KINDS and (number(r.value) or 0) > 0
 
 
-def widened(value: float, interval, ratio: float):
-    """Return interval (a rate's) with its top reaching at least value x ratio (rule 18: noise
-    only slows a call, and a host seen moving a roof by ratio within one run may have slowed
-    every pass of another by as much); interval itself when ratio is 1 or it has none."""
-    if interval is None or not ratio > 1 + EPS:
-        return interval
-    top = max(interval[1], value * ratio)
-    return interval if top == interval[1] else (interval[0], top)
+def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: float | None = None, *,
+                  fleet: bool = False, clocks: tuple = (None, None)) -> list[dict]:
+    """Return, per measured roof (Roof; bandwidth, compute or latency with a value) both lists
+    have, by kind and name in run_roofs' order, {"name", "kind", "value" (the run's), "base"
+    (the baseline's), "verdict", "why", "decide" (verdict()'s, with "roof"; None unless
+    UNCLEAR), "reason", "change" (v / V - 1, a fraction), "clock_mhz" ([run's, baseline's]),
+    "per_cycle" (the change at one clock, or None)}, at tolerance (a fraction; default
+    policy.check_tolerance). A pure function: no files, no records beyond the roofs.
+
+    A change confirmed in cycles as well as time (nvbench's rule): where both sides have a
+    clock for the roof (its sustained window's, roof_clock, else clocks: each run record's),
+    a SLOWER or FASTER whose figures, each divided by its clock, lie within t of each other
+    stays SLOWER or FASTER (the ceiling did move) with reason "clock" and the why "the same per
+    cycle: the clock moved from X to Y MHz". fleet: the baseline is a fleet's band (verdict())."""
+    t = policy.check_tolerance if tolerance is None else tolerance
+    base = {(r.kind, r.name): r for r in base_roofs if _compared(r)}
+    out = []
+    for r in run_roofs:
+        b = base.get((r.kind, r.name))
+        if b is None or not _compared(r):
+            continue
+        (rv, riv), (bv, biv) = as_rates(r.kind, r.value, r.interval), as_rates(b.kind, b.value, b.interval)
+        got = verdict(rv, riv, bv, biv, t, fleet, (pass_count(r), pass_count(b)), policy)
+        cr, cb = roof_clock(r) or number(clocks[0]), roof_clock(b) or number(clocks[1])
+        per_cycle = (rv / cr) / (bv / cb) - 1 if cr and cb else None
+        row = {"name": r.name, "kind": r.kind, "value": float(r.value), "base": float(b.value), **got,
+               "decide": None if got["decide"] is None else {"roof": r.name, **got["decide"]},
+               "change": r.value / b.value - 1, "clock_mhz": [cr, cb], "per_cycle": per_cycle}
+        if got["verdict"] in ("SLOWER", "FASTER") and per_cycle is not None and _le(abs(per_cycle), t):
+            row["reason"] = "clock"
+            row["why"] += (f"; the same per cycle ({per_cycle:+.1%}): the clock moved from {fmt_num(cb)} to "
+                           f"{fmt_num(cr)} MHz")
+        out.append(row)
+    return out
 
 
 def _interval(r: dict):
@@ -180,7 +269,7 @@ class Side:
     model: str
     method: int                     # the method version that derived its roofs (a fleet: its runs')
     roofs: dict                     # (kind, name) -> roof dict with "value", "interval", "unit"
-    row: dict = field(default_factory=dict)   # fleet.run_row's record: clocks, power, driver, ...
+    row: dict = field(default_factory=dict)   # fleet.run_row's record (a fleet's: fleet.typical_record)
     meta: dict = field(default_factory=dict)
     measured_method: int | None = None
     flags: dict = field(default_factory=dict)  # runner flags: {"busy": n, "jumped": n}
@@ -215,62 +304,17 @@ def load_run_side(path) -> Side:
 
 
 def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) -> Side:
-    """Return the fleet folder's group for run's device model (its method version's group in a
-    fleet of mixed versions) as a Side; raise CheckError when the fleet's files are missing or
-    corrupt, it holds no device of the model (unless other_device and it holds one model), or
-    its runs' method versions are not the run's (unless mixed_methods)."""
-    path = Path(path)
+    """Return the fleet folder's group for run's device model (fleet.baseline_group: its method
+    version's group in a fleet of mixed versions) as a Side; raise CheckError when the fleet's
+    files are missing or corrupt, it holds no device of the model (unless other_device and it
+    holds one model), or its runs' method versions are not the run's (unless mixed_methods)."""
     try:
-        doc = json.loads((path / "fleet.json").read_text())
-        table = pd.read_csv(path / "fleet.csv", usecols=lambda c: c in fl.HEAD_COLUMNS or c in fl.STATE_COLUMNS
-                            or c.endswith((".clock_mhz", ".throttle")), dtype={c: str for c in TEXT})
-        groups = doc["groups"]
-        models, methods = table["model"].astype(str), pd.to_numeric(table["method_version"], errors="coerce")
-        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
-            raise ValueError("groups")
-    except FileNotFoundError as e:
-        raise CheckError(f"{path} has no {Path(e.filename).name}: give the folder `run_bench.py fleet` wrote "
-                         "(fleet.json and fleet.csv).") from None
-    except (ValueError, KeyError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-        raise CheckError(f"{path / 'fleet.json'} or fleet.csv is corrupt: write the fleet again "
-                         "(`python run_bench.py fleet DIR --out " + str(path) + "`).") from None
-    model = run.model
-    if not (models == model).any():
-        have = sorted(set(models))
-        if not (other_device and len(have) == 1):
-            raise CheckError(f"the fleet {path} holds no {model} (it holds {', '.join(have) or 'no device'}): give a "
-                             "fleet of the run's model" + (", or --other-device with a fleet of one model"
-                                                           if len(have) > 1 else ", or --other-device to check "
-                                                           "against another model's") + ".")
-        model = have[0]
-    rows = table[models == model]
-    versions = sorted(int(v) for v in methods[models == model].dropna().unique())
-    if not versions:
-        raise CheckError(f"{path / 'fleet.csv'} records no method version for its {model} runs: write the fleet again.")
-    if run.method not in versions and not mixed_methods:
-        raise CheckError(f"the run's roofs were derived by method {run.method} and the fleet's {model} runs by "
-                         f"method {', '.join(map(str, versions))}, whose roofs are not comparable: check against a "
-                         "fleet of the run's method, or give --mixed-methods to check anyway.")
-    version = run.method if run.method in versions else max(versions)
-    key = f"{model} (method {version})" if doc.get("mixed_methods") else model
-    if key not in groups:
-        raise CheckError(f"{path / 'fleet.json'} has no group {key!r} though fleet.csv holds its runs: write the "
-                         "fleet again.")
-    if doc.get("mixed_methods"):
-        rows = rows[methods[models == model] == version]
-    roofs = {}
-    kinds = {name: kind for kind, name in run.roofs}
-    for name, st in groups[key].get("roofs", {}).items():
-        if name.endswith(".sustained") or not (number(st.get("median")) or 0) > 0:
-            continue
-        lo, hi = number(st.get("p5")), number(st.get("p95"))
-        ratio = number((st.get("run_to_run") or {}).get("ratio"))
-        if lo is not None and hi is not None and ratio and ratio > 1:  # one run may stray this far (rule 18)
-            lo, hi = min(lo, float(st["median"]) / ratio), max(hi, float(st["median"]) * ratio)
-        roofs[(kinds.get(name, "bandwidth" if str(st.get("unit")) == "GB/s" else "compute"), name)] = {
-            "name": name, "value": float(st["median"]), "unit": st.get("unit", ""), "n": st.get("n"),
-            "interval": [lo, hi] if lo is not None and hi is not None else None}
-    return Side(path, "fleet", model, version, roofs, group=key, devices=groups[key].get("devices"), rows=rows)
+        g = fl.baseline_group(path, run.model, run.method, {name: kind for kind, name in run.roofs}, mixed_methods,
+                              other_device)
+    except fl.FleetError as e:
+        raise CheckError(str(e)) from None
+    return Side(Path(path), "fleet", g["model"], g["method"], g["roofs"], row=g["typical"], group=g["group"],
+                devices=g["devices"], rows=g["rows"])
 
 
 def _same_number(a, b) -> bool:
@@ -282,30 +326,32 @@ def _loaded(meta: dict) -> tuple[float | None, int | None]:
     return others_load(meta.get("load") or {}, (meta.get("device") or {}).get("compute_units"))
 
 
-def run_level_notes(run: Side, base: Side | None) -> list[str]:
-    """Return what the run's records say of the machine while it ran, beside the baseline's
-    when it is a run: other processes' load (run.json's load: the cores they kept busy while it
-    ran, or for an older run its load averages less its own share; named past LOADED_SHARE of
-    the cores) and the rows the runner flagged busy or whose time jumped."""
+def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
+    """Return (code, sentence) for what the run's records say of the machine while it ran,
+    beside the baseline's when it is a run: other processes' load ("load": run.json's load, the
+    cores they kept busy while it ran, or for an older run its load averages less its own share;
+    named past LOADED_SHARE of the cores) and the rows the runner flagged busy or whose time
+    jumped ("flags")."""
     out = []
     sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind == "run" else [])
     for who, side in sides:
         worst, cores = _loaded(side.meta)
         if worst is not None and cores and worst > LOADED_SHARE * cores:
-            out.append(f"{who}'s machine was loaded by other processes ({worst:.1f} of its {cores} cores busy "
-                       "with them)")
+            out.append(("load", f"{who}'s machine was loaded by other processes ({worst:.1f} of its {cores} cores "
+                                "busy with them)"))
         if side.flags.get("busy") or side.flags.get("jumped"):
-            out.append(f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
-                       f"{fmt_num(side.flags['jumped'])} whose time jumped")
+            out.append(("flags", f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
+                                 f"{fmt_num(side.flags['jumped'])} whose time jumped"))
     return out
 
 
-# (column of fleet.run_row, what it is, its unit or "" for a text value) compared run against run
-STATE = [("max_clock_mhz", "maximum clock", "MHz"), ("memory_clock_mhz", "memory clock", "MHz"),
-         ("app_sm_clock_mhz", "application SM clock", "MHz"), ("app_mem_clock_mhz", "application memory clock", "MHz"),
-         ("power_limit_w", "power limit", "W"), ("ecc", "ECC", ""), ("mig", "MIG", ""),
-         ("persistence", "persistence mode", ""), ("pcie_gen", "PCIe generation", ""),
-         ("pcie_width", "PCIe width", ""), ("driver", "driver", "")]
+# (column of fleet.run_row, what it is, its unit or "" for a text value, its code) compared run against run
+STATE = [("max_clock_mhz", "maximum clock", "MHz", "clock"), ("memory_clock_mhz", "memory clock", "MHz", "clock"),
+         ("app_sm_clock_mhz", "application SM clock", "MHz", "clock"),
+         ("app_mem_clock_mhz", "application memory clock", "MHz", "clock"),
+         ("power_limit_w", "power limit", "W", "power_limit"), ("ecc", "ECC", "", "ecc"), ("mig", "MIG", "", "mig"),
+         ("persistence", "persistence mode", "", "persistence"), ("pcie_gen", "PCIe generation", "", "pcie"),
+         ("pcie_width", "PCIe width", "", "pcie"), ("driver", "driver", "", "version")]
 
 
 def _show(v, unit: str) -> str:
@@ -321,115 +367,141 @@ def _differs(x, y, unit: str) -> bool:
     return nx != ny if nx is not None and ny is not None else str(x) != str(y)
 
 
-def record_differences(a: dict, b: dict, roof: str, whose: str = "the baseline's") -> list[str]:
-    """Return what two records (fleet.run_row's: clocks, power limit, state, driver; a fleet
-    group's typical one) say differs: the clock in the roof's sustained window and the device's
-    clocks and power limit more than STATE_SHIFT apart, ECC, MIG, persistence and PCIe state,
-    the driver; and the run's throttling in that window."""
+def record_differences(a: dict, b: dict, roof: str, whose: str = "the baseline's") -> list[tuple[str, str]]:
+    """Return (code, sentence) for what two records (fleet.run_row's: clocks, power limit,
+    state, driver; a fleet group's typical one) say differs: the clock in the roof's sustained
+    window and the device's clocks ("clock") and power limit ("power_limit") more than
+    STATE_SHIFT apart, ECC, MIG, persistence and PCIe state, the driver ("version"); and the
+    run's throttling in that window ("throttle")."""
     out = []
     col = f"{roof}.clock_mhz"
     if not _same_number(a.get(col), b.get(col)):
-        out.append(f"clock in its sustained window {fmt_num(a[col])} MHz vs {whose} {fmt_num(b[col])}")
-    for key, what, unit in STATE:
+        out.append(("clock", f"clock in its sustained window {fmt_num(a[col])} MHz vs {whose} {fmt_num(b[col])}"))
+    for key, what, unit, code in STATE:
         x, y = a.get(key), b.get(key)
         if not (missing(x) or missing(y)) and _differs(x, y, unit):
-            out.append(f"{what} {_show(x, unit)} vs {whose} {_show(y, unit)}")
+            out.append((code, f"{what} {_show(x, unit)} vs {whose} {_show(y, unit)}"))
     thr = a.get(f"{roof}.throttle")
     if isinstance(thr, str) and thr:
-        out.append(f"throttled in its sustained window ({thr})")
+        out.append(("throttle", f"throttled in its sustained window ({thr})"))
     return out
 
 
-def machine_differences(run: Side, base: Side) -> list[str]:
-    """Return what two runs' device records say differs in the machine itself: the device
-    (its identity, bench.identity: a GPU's UUID, a CPU's host and machine key), a CPU's
-    signature, SIMD flags (compute roofs follow the vector units), cache sizes and memory."""
+def machine_differences(run: Side, base: Side) -> list[tuple[str, str]]:
+    """Return (code, sentence) for what two runs' device records say differs in the machine
+    itself: the device ("device": its identity, bench.identity: a GPU's UUID, a CPU's host and
+    machine key), a CPU's signature ("cpu"), SIMD flags ("simd": compute roofs follow the
+    vector units), cache sizes ("cache") and memory ("memory")."""
     a, b = run.meta.get("device") or {}, base.meta.get("device") or {}
     out = []
     if run.row.get("id") != base.row.get("id"):
-        out.append(f"another device ({run.row.get('id')} on {run.row.get('host')} vs the baseline's "
-                   f"{base.row.get('id')} on {base.row.get('host')})")
+        out.append(("device", f"another device ({run.row.get('id')} on {run.row.get('host')} vs the baseline's "
+                              f"{base.row.get('id')} on {base.row.get('host')})"))
     if a.get("cpu_signature") and b.get("cpu_signature") and a["cpu_signature"] != b["cpu_signature"]:
-        out.append(f"CPU signature {a['cpu_signature']} vs the baseline's {b['cpu_signature']}")
+        out.append(("cpu", f"CPU signature {a['cpu_signature']} vs the baseline's {b['cpu_signature']}"))
     fa, fb = set(a.get("cpu_flags") or ()), set(b.get("cpu_flags") or ())
     if fa and fb and fa != fb:
-        out.append("SIMD flags differ (" + "; ".join(f"{who} alone has {', '.join(sorted(f))}" for who, f in
-                                                     (("the run", fa - fb), ("the baseline", fb - fa)) if f) + ")")
+        out.append(("simd", "SIMD flags differ (" + "; ".join(
+            f"{who} alone has {', '.join(sorted(f))}" for who, f in (("the run", fa - fb), ("the baseline", fb - fa))
+            if f) + ")"))
     caches = lambda d: {c.get("name"): (c.get("size_bytes"), c.get("instances") or 1)  # noqa: E731
                         for c in d.get("caches") or []}
     ca, cb = caches(a), caches(b)
     for name in [n for n in ca if n in cb and ca[n] != cb[n]]:
         show = lambda c: f"{fmt_bytes(c[0])}" + (f" x{c[1]}" if c[1] != 1 else "")  # noqa: E731
-        out.append(f"{name} cache {show(ca[name])} vs the baseline's {show(cb[name])}")
+        out.append(("cache", f"{name} cache {show(ca[name])} vs the baseline's {show(cb[name])}"))
     ma, mb = a.get("memory_bytes"), b.get("memory_bytes")
     if ma and mb and round(ma / 2**30) != round(mb / 2**30):
-        out.append(f"memory {fmt_bytes(ma)} vs the baseline's {fmt_bytes(mb)}")
+        out.append(("memory", f"memory {fmt_bytes(ma)} vs the baseline's {fmt_bytes(mb)}"))
     return out
 
 
-def software_differences(run: Side, base: Side) -> list[str]:
-    """Return what two runs' run.json and roofs.json say differs in the code that made them:
-    torch and Triton versions, the roofbench commit, the method versions that measured them
-    and that derived their roofs."""
+def software_differences(run: Side, base: Side) -> list[tuple[str, str]]:
+    """Return (code, sentence) for what two runs' run.json and roofs.json say differs in the
+    code that made them: torch, Triton and CUDA versions ("version"), the roofbench commit
+    ("commit"), the method versions that measured them and that derived their roofs ("method")."""
     out = []
     soft_a, soft_b = run.meta.get("software") or {}, base.meta.get("software") or {}
-    for key, what in (("torch", "torch"), ("triton", "Triton")):
+    for key, what in (("torch", "torch"), ("triton", "Triton"), ("cuda_runtime", "CUDA")):
         x, y = soft_a.get(key), soft_b.get(key)
         if x and y and x != y:
-            out.append(f"{what} {x} vs the baseline's {y}")
+            out.append(("version", f"{what} {x} vs the baseline's {y}"))
     x, y = run.meta.get("roofbench_commit"), base.meta.get("roofbench_commit")
     if x and y and x != y:
-        out.append(f"roofbench commit {str(x)[:12]} vs the baseline's {str(y)[:12]}")
+        out.append(("commit", f"roofbench commit {str(x)[:12]} vs the baseline's {str(y)[:12]}"))
     if run.measured_method != base.measured_method:
-        out.append(f"measured by method {run.measured_method} vs the baseline's {base.measured_method}")
+        out.append(("method", f"measured by method {run.measured_method} vs the baseline's {base.measured_method}"))
     if run.method != base.method:
-        out.append(f"roofs derived by method {run.method} vs the baseline's {base.method}")
+        out.append(("method", f"roofs derived by method {run.method} vs the baseline's {base.method}"))
     return out
 
 
-# fleet.csv's columns a fleet group's typical record takes the median of (the others: their most common value)
-NUMERIC = {key for key, _, unit in STATE if unit} | {"method_version"}
-
-
-def _typical(rows: pd.DataFrame) -> dict:
-    """Return a fleet group's typical record: the median of each number with a unit (clocks,
-    power limits: NUMERIC and the sustained windows' clocks), the most common value of the rest."""
-    out = {}
-    for c in rows.columns:
-        s = rows[c].dropna()
-        if len(s):
-            numeric = c in NUMERIC or c.endswith(".clock_mhz")
-            out[c] = float(pd.to_numeric(s, errors="coerce").median()) if numeric else s.mode().iloc[0]
+def thread_differences(run: Side, base: Side) -> list[tuple[str, str, bool]]:
+    """Return (code, sentence, whether the run had fewer) for the CPUs two runs' software
+    records say they were given, causes a user sets: torch's threads ("threads") and the
+    CPUs the process's affinity allowed ("affinity", bench.hw.device.affinity_cpus)."""
+    out = []
+    soft_a, soft_b = run.meta.get("software") or {}, base.meta.get("software") or {}
+    for key, code, what in (("torch_threads", "threads", "threads"), ("affinity_cpus", "affinity", "affinity CPUs")):
+        x, y = number(soft_a.get(key)), number(soft_b.get(key))
+        if x and y and x != y:
+            out.append((code, f"{what} {x:g} vs {y:g} (the run's vs the baseline's)", x < y))
     return out
 
 
-def fleet_differences(run: Side, base: Side, roof: str, slower: bool) -> list[str]:
-    """Return what the run's records say differs from the fleet group's: for a slower roof,
-    the fleet report's own causes (fleet.causes: a clock held down, a lower power limit, ECC,
-    MIG, PCIe, driver, throttling); for a faster one, every clock, power limit or state that
-    differs from the group's typical record (record_differences); both with the commit and
-    method version most of the fleet ran."""
-    typical = _typical(base.rows)
-    out = (fl.causes(run.row, base.rows, roof) if slower
+def fleet_differences(run: Side, base: Side, roof: str, slower: bool) -> list[tuple[str, str]]:
+    """Return (code, sentence) for what the run's records say differs from the fleet group's:
+    for a slower roof, the fleet report's own causes (fleet.coded_causes: a clock held down, a
+    lower power limit, ECC, MIG, PCIe, driver, throttling); for a faster one, every clock,
+    power limit or state that differs from the group's typical record (record_differences);
+    both with the commit and method version most of the fleet ran."""
+    typical = base.row
+    out = (fl.coded_causes(run.row, base.rows, roof) if slower
            else record_differences(run.row, typical, roof, "the fleet's typical"))
     commit = run.meta.get("roofbench_commit")
     if commit and typical.get("commit") and str(commit) != str(typical["commit"]):
-        out.append(f"roofbench commit {str(commit)[:12]} where most of the fleet ran {str(typical['commit'])[:12]}")
+        out.append(("commit", f"roofbench commit {str(commit)[:12]} where most of the fleet ran "
+                              f"{str(typical['commit'])[:12]}"))
     if typical.get("method_version") is not None and run.method != round(typical["method_version"]):
-        out.append(f"roofs derived by method {run.method} where the fleet's median run's were "
-                   f"{typical['method_version']:.0f}")
+        out.append(("method", f"roofs derived by method {run.method} where the fleet's median run's were "
+                              f"{typical['method_version']:.0f}"))
     return out
 
 
-def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed_methods: bool = False,
-          other_device: bool = False) -> dict:
+def causes(run: Side, base: Side, compared: dict) -> list[dict]:
+    """Return [{"code", "text"}] for a SLOWER or FASTER roof (a compare_roofs row): what the
+    records say differs. First, a slower compute roof's fewer threads or affinity CPUs (a cause
+    the user sets), then a change that is the same per cycle ("clock"), then the rest (other
+    thread and affinity differences after the machine's, its state's and its software's)."""
+    name, slower = compared["name"], compared["verdict"] == "SLOWER"
+    if base.kind == "run":
+        found = machine_differences(run, base) + record_differences(run.row, base.row, name)
+        found += software_differences(run, base)
+        threads = thread_differences(run, base)
+    else:
+        found, threads = fleet_differences(run, base, name, slower), []
+    cpus = slower and compared["kind"] == "compute"
+    first = [(code, text) for code, text, fewer in threads if fewer and cpus]
+    rest = [(code, text) for code, text, fewer in threads if not (fewer and cpus)]
+    if compared["reason"] == "clock":
+        cr, cb = compared["clock_mhz"]
+        first.append(("clock", f"the same per cycle: the clock moved from {fmt_num(cb)} to {fmt_num(cr)} MHz"))
+    return [{"code": c, "text": t} for c, t in first + found + rest + run_level_notes(run, base)]
+
+
+def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: bool = False,
+          other_device: bool = False, policy: Policy = DEFAULT) -> dict:
     """Return the check of run_dir against base_dir (a run folder or a fleet folder): per roof
-    both sides have its verdict (verdict(), rule 18), both sides' values and intervals, the
-    change in % of the baseline's value and, for SLOWER and FASTER, what the records say
-    differs; the roofs only one side has; what was compared and the rule's parameters.
-    Raise CheckError (one sentence) for bad input: a missing folder, not a run, corrupt
-    files, a fleet without the run's model, method versions or device models that differ
-    (unless mixed_methods / other_device), a tolerance below 0 or of MAX_TOLERANCE_PCT or more."""
+    both sides have its verdict, reason and decide (compare_roofs, rule 18), both sides' values
+    and intervals, the change in % of the baseline's value (and at one clock, where both record
+    one) and, for SLOWER and FASTER, what the records say differs (causes: code and sentence);
+    the roofs only one side has; what was compared and the rule's parameters. tolerance_pct:
+    in %, policy.check_tolerance when None. Raise CheckError (one sentence) for bad input: a
+    missing folder, not a run, corrupt files, a fleet without the run's model, method versions
+    or device models that differ (unless mixed_methods / other_device), a tolerance below 0 or
+    of MAX_TOLERANCE_PCT or more."""
+    if tolerance_pct is None:
+        tolerance_pct = round(100 * policy.check_tolerance, 9)
     t = number(tolerance_pct)
     if t is None or not (0 <= t < MAX_TOLERANCE_PCT):
         raise CheckError(f"--tolerance takes a percentage from 0 up to (not including) {MAX_TOLERANCE_PCT:g}, like "
@@ -466,33 +538,23 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
     status = run.meta.get("status")
     if status != "complete":
         warnings.append(f"the run's status is {status!r}, not complete")
-    tol = t / 100
+    tol, fleet = t / 100, base.kind == "fleet"
+    as_roof = lambda key, r: Roof.from_dict({**r, "kind": key[0], "name": key[1], "interval": _interval(r)})  # noqa: E731
+    record_clock = lambda side: number(side.row.get("app_sm_clock_mhz"))  # noqa: E731  (a roof's own window's first)
     rows = []
-    moved = {g: max([(*host_ratio(run.roofs, g), "the run's"), (*host_ratio(base.roofs, g), "the baseline's")],
-                    key=lambda m: m[0]) for g in map(moves_with, run.roofs)}
-    for key, r in run.roofs.items():
-        b = base.roofs.get(key)
-        if b is None:
-            continue
-        kind, name = key
-        v, iv, bv, biv = float(r["value"]), _interval(r), float(b["value"]), _interval(b)
-        stray, by, whose = moved[moves_with(key)]
-        (rv, riv), (rb, rbiv) = as_rates(kind, v, iv), as_rates(kind, bv, biv)
-        judged = widened(rv, riv, stray), widened(rb, rbiv, stray)
-        said, why = verdict(rv, judged[0], rb, judged[1], tol, fleet=base.kind == "fleet")
-        if judged != (riv, rbiv):
-            what = "this roof" if by == name else f"{whose} {by} roof"
-            why += (f" (each side's band reaching {stray:.3g}x faster than its value: the host moved {what} "
-                    f"that much between one run's passes)")
-        row = {"kind": kind, "roof": name, "what": roof_label(r), "unit": r.get("unit", ""), "verdict": said,
-               "why": why, "change_pct": 100 * (v / bv - 1), "run": {"value": v, "interval": iv},
-               "baseline": {"value": bv, "interval": biv, **({"devices": b["n"]} if "n" in b else {})},
-               "pass_ratio": stray, "pass_ratio_roof": by}
-        if said in ("SLOWER", "FASTER"):
-            found = (machine_differences(run, base) + record_differences(run.row, base.row, name)
-                     + software_differences(run, base)
-                     if base.kind == "run" else fleet_differences(run, base, name, said == "SLOWER"))
-            row["causes"] = found + run_level_notes(run, base)
+    for c in compare_roofs([as_roof(k, r) for k, r in run.roofs.items()],
+                           [as_roof(k, r) for k, r in base.roofs.items()], policy, tol, fleet=fleet,
+                           clocks=(record_clock(run), record_clock(base))):
+        r, b = run.roofs[(c["kind"], c["name"])], base.roofs[(c["kind"], c["name"])]
+        row = {"kind": c["kind"], "roof": c["name"], "what": roof_label(r), "unit": r.get("unit", ""),
+               "verdict": c["verdict"], "reason": c["reason"], "why": c["why"], "decide": c["decide"],
+               "change_pct": 100 * c["change"],
+               "per_cycle_pct": None if c["per_cycle"] is None else 100 * c["per_cycle"],
+               "clock_mhz": dict(zip(("run", "baseline"), c["clock_mhz"])),
+               "run": {"value": c["value"], "interval": _interval(r)},
+               "baseline": {"value": c["base"], "interval": _interval(b), **({"devices": b["n"]} if "n" in b else {})}}
+        if c["verdict"] in ("SLOWER", "FASTER"):
+            row["causes"] = causes(run, base, c)
         rows.append(row)
     counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     return {"run": str(run.path), "baseline": {"path": str(base.path), "kind": base.kind, "model": base.model,
@@ -502,7 +564,9 @@ def check(run_dir, base_dir, tolerance_pct: float = DEFAULT_TOLERANCE_PCT, mixed
             "tolerance_pct": t, "rule": {"tolerance": tol, "rule": "ARCHITECTURE.md rule 18",
                                          "baseline_interval": "p5-p95 of the fleet's devices" if base.kind == "fleet"
                                          else "the baseline run's roof intervals",
-                                         "baseline_width_judged": base.kind == "run", "eps": EPS},
+                                         "baseline_width_judged": base.kind == "run", "eps": EPS,
+                                         "min_halfwidth": policy.min_halfwidth,
+                                         "decide_max_passes": policy.decide_max_passes},
             "verdicts": rows, "counts": counts,
             "only_in_run": [{"kind": k, "roof": n} for k, n in run.roofs if (k, n) not in base.roofs],
             "only_in_baseline": [{"kind": k, "roof": n} for k, n in base.roofs if (k, n) not in run.roofs],
@@ -549,7 +613,8 @@ def changes(result: dict, nothing: str) -> list[tuple[str, str]]:
     said: dict = {}
     for r in result["verdicts"]:
         if r.get("causes") is not None:
-            said.setdefault((r["verdict"], tuple(r["causes"])), []).append(f"{r['roof']} {r['change_pct']:+.1f}%")
+            said.setdefault((r["verdict"], tuple(c["text"] for c in r["causes"])), []).append(
+                f"{r['roof']} {r['change_pct']:+.1f}%")
     return [(f"{verdict} {', '.join(roofs)}", "; ".join(causes) or nothing)
             for (verdict, causes), roofs in said.items()]
 

@@ -212,35 +212,44 @@ def _mode(s: pd.Series):
 
 def causes(row, group: pd.DataFrame, roof: str) -> list[str]:
     """Return the recorded state that probably explains a slow row, compared with its group:
-    a clock held down, a lower power limit, ECC or MIG state, a PCIe link below its maximum,
-    a different driver, throttle reasons. Empty when nothing recorded differs."""
+    coded_causes' sentences. Empty when nothing recorded differs."""
+    return [text for _, text in coded_causes(row, group, roof)]
+
+
+def coded_causes(row, group: pd.DataFrame, roof: str) -> list[tuple[str, str]]:
+    """Return (code, sentence) for each recorded state that probably explains a slow row,
+    compared with its group: a clock held down ("clock"), a lower power limit ("power_limit"),
+    ECC or MIG state ("ecc", "mig"), a PCIe link below its maximum ("pcie"), a different driver
+    ("version"), throttle reasons ("throttle"). Empty when nothing recorded differs."""
     out = []
     clock = number(row.get(f"{roof}.clock_mhz"))
     med_clock = number(group.get(f"{roof}.clock_mhz", pd.Series()).median())
     if clock and med_clock and clock < 0.97 * med_clock:
-        out.append(f"clock held down ({clock:,.0f} MHz in its sustained window vs the fleet's median {med_clock:,.0f})")
+        out.append(("clock", f"clock held down ({clock:,.0f} MHz in its sustained window vs the fleet's median "
+                             f"{med_clock:,.0f})"))
     for key, what in (("app_sm_clock_mhz", "application SM clock"), ("max_clock_mhz", "maximum clock")):
         v, med = number(row.get(key)), number(group[key].median())
         if v and med and v < 0.97 * med:
-            out.append(f"{what} {v:,.0f} MHz vs the fleet's {med:,.0f}")
+            out.append(("clock", f"{what} {v:,.0f} MHz vs the fleet's {med:,.0f}"))
     pl, med_pl = number(row.get("power_limit_w")), number(group["power_limit_w"].median())
     if pl and med_pl and pl < 0.97 * med_pl:
-        out.append(f"a lower power limit ({pl:,.0f} W vs the fleet's {med_pl:,.0f} W)")
+        out.append(("power_limit", f"a lower power limit ({pl:,.0f} W vs the fleet's {med_pl:,.0f} W)"))
     for key, what in (("ecc", "ECC"), ("mig", "MIG")):
         v, usual = row.get(key), _mode(group[key])
         if v is not None and not missing(v) and usual is not None and bool(v) != bool(usual):
-            out.append(f"{what} {'on' if v else 'off'} where most of the fleet has it {'on' if usual else 'off'}")
+            said = f"{what} {'on' if v else 'off'} where most of the fleet has it {'on' if usual else 'off'}"
+            out.append((key, said))
     gen, gmax = number(row.get("pcie_gen")), number(row.get("pcie_gen_max"))
     width, wmax = number(row.get("pcie_width")), number(row.get("pcie_width_max"))
     if (gen and gmax and gen < gmax) or (width and wmax and width < wmax):
-        out.append(f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, "
-                   f"below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}")
+        out.append(("pcie", f"PCIe link at gen {gen or '?':.0f} x{width or 0:.0f}, "
+                            f"below its maximum gen {gmax or 0:.0f} x{wmax or 0:.0f}"))
     drv, usual = row.get("driver"), _mode(group["driver"])
     if drv and usual and not missing(drv) and drv != usual:
-        out.append(f"driver {drv} where most of the fleet runs {usual}")
+        out.append(("version", f"driver {drv} where most of the fleet runs {usual}"))
     thr = row.get(f"{roof}.throttle")
     if isinstance(thr, str) and thr:
-        out.append(f"throttled ({thr})")
+        out.append(("throttle", f"throttled ({thr})"))
     return out
 
 
@@ -404,3 +413,87 @@ def write_fleet(fleet: Fleet, out: Path) -> tuple[Path, dict]:
     md = out / "fleet.md"
     md.write_text(fleet_markdown(fleet, result, charts))
     return md, result
+
+
+# fleet.csv's columns read as text (a driver "560.35" is no number, nor a commit "1234567")
+TEXT_COLUMNS = ("run", "host", "id", "pci_bus_id", "model", "commit", "start_utc", "status", "driver")
+# the columns a group's typical record takes the median of (the others: their most common value)
+MEDIAN_COLUMNS = ("max_clock_mhz", "memory_clock_mhz", "app_sm_clock_mhz", "app_mem_clock_mhz", "power_limit_w",
+                  "method_version")
+
+
+def typical_record(rows: pd.DataFrame) -> dict:
+    """Return a fleet group's typical record: the median of each number with a unit (clocks,
+    power limits: MEDIAN_COLUMNS and the sustained windows' clocks), the most common value of the rest."""
+    out = {}
+    for c in rows.columns:
+        s = rows[c].dropna()
+        if len(s):
+            numeric = c in MEDIAN_COLUMNS or c.endswith(".clock_mhz")
+            out[c] = float(pd.to_numeric(s, errors="coerce").median()) if numeric else s.mode().iloc[0]
+    return out
+
+
+def baseline_group(path, model: str, method: int, kinds: dict, mixed_methods: bool, other_device: bool) -> dict:
+    """Return the group of a fleet folder that stands for a check's baseline (roofs/reports/
+    check.py): the group of the device model (its method version's in a fleet of mixed
+    versions), as {"model", "method", "group", "devices", "rows" (its fleet.csv rows),
+    "typical" (typical_record), "roofs": {(kind, name): {"name", "value": the median, "unit",
+    "n", "interval": p5 to p95 widened by the devices' run-to-run ratio (rule 18), "extra":
+    {"sustained": {"clock_mhz": the devices' median}}}}}; kinds: a roof's name -> kind (else
+    by its unit). Raise FleetError (one sentence) when the fleet's files are missing or
+    corrupt, it holds no device of the model (unless other_device and it holds one model), or
+    its runs' method versions are not method (unless mixed_methods)."""
+    path = Path(path)
+    try:
+        doc = json.loads((path / "fleet.json").read_text())
+        table = pd.read_csv(path / "fleet.csv", usecols=lambda c: c in HEAD_COLUMNS or c in STATE_COLUMNS
+                            or c.endswith((".clock_mhz", ".throttle")), dtype={c: str for c in TEXT_COLUMNS})
+        groups = doc["groups"]
+        models, methods = table["model"].astype(str), pd.to_numeric(table["method_version"], errors="coerce")
+        if not isinstance(groups, dict) or not all(isinstance(g, dict) for g in groups.values()):
+            raise ValueError("groups")
+    except FileNotFoundError as e:
+        raise FleetError(f"{path} has no {Path(e.filename).name}: give the folder `run_bench.py fleet` wrote "
+                         "(fleet.json and fleet.csv).") from None
+    except (ValueError, KeyError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        raise FleetError(f"{path / 'fleet.json'} or fleet.csv is corrupt: write the fleet again "
+                         "(`python run_bench.py fleet DIR --out " + str(path) + "`).") from None
+    if not (models == model).any():
+        have = sorted(set(models))
+        if not (other_device and len(have) == 1):
+            raise FleetError(f"the fleet {path} holds no {model} (it holds {', '.join(have) or 'no device'}): give a "
+                             "fleet of the run's model" + (", or --other-device with a fleet of one model"
+                                                           if len(have) > 1 else ", or --other-device to check "
+                                                           "against another model's") + ".")
+        model = have[0]
+    rows = table[models == model]
+    versions = sorted(int(v) for v in methods[models == model].dropna().unique())
+    if not versions:
+        raise FleetError(f"{path / 'fleet.csv'} records no method version for its {model} runs: write the fleet again.")
+    if method not in versions and not mixed_methods:
+        raise FleetError(f"the run's roofs were derived by method {method} and the fleet's {model} runs by "
+                         f"method {', '.join(map(str, versions))}, whose roofs are not comparable: check against a "
+                         "fleet of the run's method, or give --mixed-methods to check anyway.")
+    version = method if method in versions else max(versions)
+    key = f"{model} (method {version})" if doc.get("mixed_methods") else model
+    if key not in groups:
+        raise FleetError(f"{path / 'fleet.json'} has no group {key!r} though fleet.csv holds its runs: write the "
+                         "fleet again.")
+    if doc.get("mixed_methods"):
+        rows = rows[methods[models == model] == version]
+    roofs = {}
+    for name, st in groups[key].get("roofs", {}).items():
+        if name.endswith(".sustained") or not (number(st.get("median")) or 0) > 0:
+            continue
+        lo, hi = number(st.get("p5")), number(st.get("p95"))
+        ratio = number((st.get("run_to_run") or {}).get("ratio"))
+        if lo is not None and hi is not None and ratio and ratio > 1:  # one run may stray this far (rule 18)
+            lo, hi = min(lo, float(st["median"]) / ratio), max(hi, float(st["median"]) * ratio)
+        clock = pd.to_numeric(rows.get(f"{name}.clock_mhz", pd.Series(dtype=float)), errors="coerce").median()
+        roofs[(kinds.get(name, "bandwidth" if str(st.get("unit")) == "GB/s" else "compute"), name)] = {
+            "name": name, "value": float(st["median"]), "unit": st.get("unit", ""), "n": st.get("n"),
+            "interval": [lo, hi] if lo is not None and hi is not None else None,
+            "extra": {"sustained": {"clock_mhz": number(clock)}}}
+    return {"model": model, "method": version, "group": key, "devices": groups[key].get("devices"), "rows": rows,
+            "typical": typical_record(rows), "roofs": roofs}
