@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bench.hw.units import cpu_missing_units
 from bench.measure.registry import (
     PROJECTION_VECTORS,
     REGISTRY,
@@ -47,7 +48,6 @@ from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize
-from roofs.analysis.specs import cpu_missing_units
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,8 @@ from bench.measure import memory
 from bench.measure.inputs import tiled_normal
 from bench.measure.registry import REGISTRY, Axis, Impl, Op, geometric
 from bench.measure.tolerance import tolerance
+from bench.policy import DEFAULT
 from bench.util import fmt_bytes, itemsize, triton_interpreting
-from roofs.analysis.derive import DRAM_FACTOR
 
 SCALAR = 3.0
 DTYPES = ("float32", "float16", "bfloat16")
@@ -237,9 +237,10 @@ def stream_flops(kind: Kind, point) -> int:
 # the largest working set planned (rule 16 may cut it): 4 GiB on a CPU, where 4x a large
 # L3 (300 MiB on some VMs) needs two sizes past 1.2 GiB; 2 GiB on a GPU (4x a 128 MiB L2)
 STREAM_CAP_BYTES = {"cpu": 4 * 2**30, "cuda": 2 * 2**30}
-QUICK_CPU_PAST_FLOOR = 4      # a CPU's quick sweep ends at 4x the off-chip floor (16x the LLC): three
-                              # sizes in the off-chip band, enough for its roof where a VM's noisy DRAM
-                              # rate does not settle (each larger size costs seconds to fill and check)
+QUICK_CPU_PAST_FLOOR = DEFAULT.quick_past_floor  # a CPU's quick sweep ends at this x the off-chip floor
+                              # (4x: 16x the LLC): three sizes in the off-chip band, enough for its roof where
+                              # a VM's noisy DRAM rate does not settle (each larger size costs seconds to fill
+                              # and check); the number is the Policy's (bench/policy.py)
 FLAT = 0.10                   # sizes past the knee "agree" when their rates are within 10%
 AGREE = 2                     # ... and at least this many of them do
 
@@ -305,9 +306,9 @@ def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
 
 
 def offchip_floor(device) -> int:
-    """Return the smallest working set that may count as off-chip: DRAM_FACTOR x the
-    last-level cache, the size rule 5 lets set the off-chip roof."""
-    return DRAM_FACTOR * device.llc_bytes
+    """Return the smallest working set that may count as off-chip: the Policy's
+    offchip_factor (4) x the last-level cache, the size rule 5 lets set the off-chip roof."""
+    return DEFAULT.offchip_factor * device.llc_bytes
 
 
 def offchip_settled(history, floor: int, flat: float = FLAT, agree: int = AGREE) -> str | None:

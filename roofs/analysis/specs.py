@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.hw.units import AMX_FLAGS, NARROW_UNITS, cpu_missing_units  # noqa: F401 (cpu_missing_units: its callers)
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
 
 SPECS = Path(__file__).with_name("specs.json")
@@ -165,12 +166,8 @@ def cpu_vector_bits(flags) -> int:
 # One AMX tile unit (TMUL) per core, per clock: 16 x 32 bf16 or fp16 products (1,024 FLOP)
 # or 16 x 64 int8 products (2,048 OP) into fp32 / int32 (Intel's optimization manual).
 AMX_OPS_PER_CLOCK = {"bf16": 1024, "fp16": 1024, "int8": 2048}
-# the flags of each narrow unit, and its rate against fp32's: a dot of bf16 pairs or an fp16
-# FMA per 16-bit lane (2x), a dot of four int8 products per 32-bit lane (4x); Arm's BFDOT,
-# FP16 arithmetic and SDOT alike
-NARROW_UNITS = (("bf16", ("avx512_bf16", "bf16"), 2, "bf16 dot products"),
-                ("fp16", ("avx512_fp16", "asimdhp"), 2, "fp16 FMA"),
-                ("int8", ("avx512_vnni", "avx_vnni", "asimddp"), 4, "int8 dot products"))
+# NARROW_UNITS (each narrow unit's flags and rate against fp32's) and AMX_FLAGS live in
+# bench/hw/units.py with cpu_missing_units, which measuring reads too
 
 
 def cpu_units(flags, core: Core | None = None, name: str = "") -> dict:
@@ -193,19 +190,10 @@ def cpu_units(flags, core: Core | None = None, name: str = "") -> dict:
     for precision, names, factor, what in NARROW_UNITS:
         if flags & set(names):
             units[precision] = (factor * fp32, f"{what} on the {fma}")
-    for precision, flag in (("bf16", "amx_bf16"), ("fp16", "amx_fp16"), ("int8", "amx_int8")):
+    for precision, flag in AMX_FLAGS.items():
         if flag in flags and AMX_OPS_PER_CLOCK[precision] > units.get(precision, (0,))[0]:
             units[precision] = (AMX_OPS_PER_CLOCK[precision], f"AMX {precision} tiles (one TMUL per core)")
     return units
-
-
-def cpu_missing_units(device: dict) -> set:
-    """Return the narrow precisions (fp16, bf16, fp8) a CPU has no arithmetic unit for, from
-    its flags (cpu_units): their GEMMs run through conversion, so their bound is the exact
-    wider path (ARCHITECTURE.md, rule 10). Empty for GPUs and for CPUs whose flags are unknown."""
-    if (device or {}).get("kind") != "cpu" or not device.get("cpu_flags"):
-        return set()
-    return {"fp16", "bf16", "fp8e4m3", "fp8e5m2"} - set(cpu_units(device["cpu_flags"]))
 
 
 def cpu_peaks_gflops(cores: int, clock_mhz: float, flags, core: Core | None = None, name: str = "") -> dict:

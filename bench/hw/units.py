@@ -1,0 +1,38 @@
+"""Which arithmetic units a CPU has, from its flags (/proc/cpuinfo), and the narrow precisions it
+lacks one for: what measuring needs (bench/ops/gemm.py's quick search leaves those precisions out)
+and what deriving needs (roofs/analysis/specs.py's computed peaks, the compute roofs' bounds).
+
+A leaf module of bench/hw: it imports nothing of the project, so bench/ops reads it without
+importing roofs (ARCHITECTURE.md: nothing under bench/measure or bench/ops imports roofs).
+"""
+from __future__ import annotations
+
+# the flags of each narrow unit, and its rate against fp32's: a dot of bf16 pairs or an fp16
+# FMA per 16-bit lane (2x), a dot of four int8 products per 32-bit lane (4x); Arm's BFDOT,
+# FP16 arithmetic and SDOT alike
+NARROW_UNITS = (("bf16", ("avx512_bf16", "bf16"), 2, "bf16 dot products"),
+                ("fp16", ("avx512_fp16", "asimdhp"), 2, "fp16 FMA"),
+                ("int8", ("avx512_vnni", "avx_vnni", "asimddp"), 4, "int8 dot products"))
+# the flag of each AMX tile unit (TMUL), by the precision it multiplies
+AMX_FLAGS = {"bf16": "amx_bf16", "fp16": "amx_fp16", "int8": "amx_int8"}
+# the narrow precisions a CPU may lack a unit for: without one its GEMMs run through conversion
+NARROW_PRECISIONS = ("fp16", "bf16", "fp8e4m3", "fp8e5m2")
+
+
+def cpu_unit_precisions(flags) -> set:
+    """Return the precisions a CPU has an arithmetic unit for: fp32 and fp64 (every FMA
+    datapath), and each narrow one whose unit its flags name (NARROW_UNITS, AMX_FLAGS)."""
+    flags = set(flags or ())
+    out = {"fp32", "fp64"}
+    out |= {precision for precision, names, _, _ in NARROW_UNITS if flags & set(names)}
+    out |= {precision for precision, flag in AMX_FLAGS.items() if flag in flags}
+    return out
+
+
+def cpu_missing_units(device: dict) -> set:
+    """Return the narrow precisions (fp16, bf16, fp8) a CPU has no arithmetic unit for, from
+    its flags (cpu_unit_precisions): their GEMMs run through conversion, so their bound is the
+    exact wider path (ARCHITECTURE.md, rule 10). Empty for GPUs and for CPUs whose flags are unknown."""
+    if (device or {}).get("kind") != "cpu" or not device.get("cpu_flags"):
+        return set()
+    return set(NARROW_PRECISIONS) - cpu_unit_precisions(device["cpu_flags"])
