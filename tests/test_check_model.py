@@ -170,6 +170,14 @@ def test_a_change_that_is_the_same_per_cycle_is_a_clock_change(run, base, clocks
                                     base.extra.get("sustained", {}).get("clock_mhz") or clocks[1]]
 
 
+@pytest.mark.parametrize("kind", ["compute", "latency"])
+def test_the_per_cycle_change_reads_as_the_change_does(kind):
+    """At one clock the change per cycle is the change itself, a latency's in its own terms (+17.6% longer)."""
+    got = one(roof(2.0, (1.98, 2.02), "x", kind, clock=1980.0), roof(1.7, (1.69, 1.71), "x", kind, clock=1980.0))
+    assert got["per_cycle"] == pytest.approx(got["change"]) == pytest.approx(2.0 / 1.7 - 1)
+    assert got["verdict"] == ("FASTER" if kind == "compute" else "SLOWER") and got["reason"] == "apart"
+
+
 def test_a_run_whose_clock_moved_is_named_a_clock_change_first(tmp_path, cli_in_process):
     write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=0.01)
     write_run(tmp_path / "run", "node1", "GPU-1", 0.85, interval=0.01, clock=0.85 * 1980.0)

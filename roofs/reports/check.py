@@ -1,27 +1,24 @@
-"""Check a run's roofs against a baseline: per roof SAME, SLOWER, FASTER or UNCLEAR, decided
-from that roof's two intervals alone (ARCHITECTURE.md, rule 18), with the size of each change,
-what would decide an UNCLEAR one, and what the two records say differs, each with a code. Made
-for a CI job that fails when a driver or a code change lowers a ceiling, and for accepting a
-new node against a fleet.
+"""Check a run's roofs against a baseline: per roof SAME, SLOWER, FASTER or UNCLEAR from that
+roof's two intervals alone (ARCHITECTURE.md, rule 18), with the size of each change, what would
+decide an UNCLEAR one, and what the two records say differs, each with a code. Made for a CI job
+that fails when a driver or a code change lowers a ceiling, and for accepting a new node.
 
     result = check(RUN, BASE, tolerance_pct=5)    BASE: a run folder (or its derived folder)
                                                   or a fleet folder (`run_bench.py fleet`)
     write_check(result, OUT)                      check.md and check.json
-    compare_roofs(run_roofs, base_roofs)          the same verdicts over two lists of Roof, no files
+    compare_roofs(run_roofs, base_roofs)          the verdicts over two lists of Roof, no files
 
-One model of a ceiling: a measured roof's interval is one-sided in meaning. Noise only slows a
-call, so the ceiling lies at or above the interval's low end, and below its high end unless
-every measurement was slowed more than the run's own spread shows. One roof's noise never
-widens another roof's band. An interval's half-width shrinks like 1 / sqrt(passes), which is
-how an UNCLEAR roof's passes needed are estimated (passes_needed).
+One model of a ceiling: noise only slows a call, so a roof's ceiling lies at or above its
+interval's low end, and below its high end unless every measurement was slowed more than the
+run's own spread shows; one roof's noise never widens another's band. A half-width shrinks
+like 1 / sqrt(passes): so an UNCLEAR roof's passes needed are estimated (passes_needed).
 
-Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json and
-fleet.csv; writes nothing but OUT, which may lie in neither run folder. Compared: every
-measured roof both sides have, by kind and name, the extra lines ("fp16 via fp32",
-"<p>.elementwise") among them and labelled so; datasheet and computed references are not.
-A fleet's group is the run's device model: its median and p5 to p95, widened by its
-devices' run-to-run ratio (fleet.run_to_run), stand for the baseline's value and interval.
-Latency roofs (lower is better) are judged on their rates.
+Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json and fleet.csv;
+writes nothing but OUT, which may lie in neither run folder. Compared: every measured roof both
+sides have, by kind and name, the extra lines ("fp16 via fp32", "<p>.elementwise") labelled so;
+not datasheet or computed references. A fleet's group of the run's model stands for the
+baseline: its median, and its p5 to p95 widened by its devices' run-to-run ratio. Latency roofs
+(lower is better) are judged on their rates.
 """
 from __future__ import annotations
 
@@ -34,7 +31,7 @@ import pandas as pd
 
 from bench.policy import DEFAULT, Policy
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, measured_home, text_column
-from bench.util import fmt_bytes, fmt_num, missing, number, plural
+from bench.util import fmt_bytes, fmt_num, number, plural
 from roofs.analysis.checks import others_load
 from roofs.analysis.roofline import Roof, band_text, is_pass_ceiling
 from roofs.reports import fleet as fl
@@ -44,7 +41,7 @@ VERDICTS = ("SAME", "SLOWER", "FASTER", "UNCLEAR")
 DEFAULT_TOLERANCE_PCT = round(100 * DEFAULT.check_tolerance, 9)
 MAX_TOLERANCE_PCT = 100.0   # a tolerance of 100% or more could never call a roof SLOWER: refused
 EPS = 1e-9                  # a figure within 1 part in 10^9 of a boundary is on it (decimal figures in floats)
-STATE_SHIFT = 0.03          # a recorded clock or power limit this far from the baseline's is named (fleet.causes')
+STATE_SHIFT = fl.STATE_SHIFT  # a recorded clock or power limit this far from the baseline's is named
 LOADED_SHARE = 0.5          # other processes' load past this share of the cores is named
 ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
@@ -76,10 +73,6 @@ def passes_needed(n: int, h: float, h_needed: float, policy: Policy = DEFAULT) -
     return need if need <= policy.decide_max_passes else None
 
 
-def _halfwidth(value: float, interval) -> float:
-    return (interval[1] - interval[0]) / (2 * value)
-
-
 def _decide(needed: dict) -> tuple[dict, str]:
     """Return (decide, what to do) from {side: passes needed, or None}: the side ("run",
     "baseline" or "both") whose interval is too wide and about how many passes would narrow it."""
@@ -91,33 +84,24 @@ def _decide(needed: dict) -> tuple[dict, str]:
 
 def verdict(v: float, interval, base: float, base_interval, tolerance: float, fleet: bool = False,
             passes: tuple = (1, 1), policy: Policy = DEFAULT) -> dict:
-    """Return {"verdict": SAME | SLOWER | FASTER | UNCLEAR, "why", "reason", "decide"} for a roof
-    whose run value is v with interval [lo, hi] against a baseline value V with [LO, HI] (a
-    fleet's median and p5 to p95 when fleet), at tolerance t (a fraction: 0.05 for 5%), all as
-    rates (higher is faster), by ARCHITECTURE.md rule 18, from these two intervals alone:
+    """Return {"verdict", "why", "reason", "decide"} for a roof whose run value is v with interval
+    [lo, hi] against a baseline V with [LO, HI] (a fleet's median and p5 to p95 when fleet), at
+    tolerance t (0.05 for 5%), all as rates (higher is faster), from these two intervals alone:
 
-        SLOWER   hi < LO and v < (1 - t) V                                   reason "apart"
-        FASTER   lo > HI and v > (1 + t) V                                   reason "apart"
-        SAME     |v - V| <= t V and the intervals apart (a real change too small to matter,
-                 "within"), or overlapping with (hi - lo) / 2v <= t, and (HI - LO) / 2V <= t too
-                 for a run baseline ("narrow"; a fleet's band is its devices' spread: a value
-                 inside it is SAME, past t or not, when the run's own interval is that narrow,
-                 "inside_fleet")
-        UNCLEAR  otherwise: "no_interval" when either side has none, "too_wide" when a change
-                 within t (or inside a fleet's band) is not confirmed because an interval is
-                 wider than t, "not_separated" when a change past t lies within the overlap
+        SLOWER   hi < LO and v < (1 - t) V; FASTER lo > HI and v > (1 + t) V     reason "apart"
+        SAME     |v - V| <= t V with the intervals apart ("within"), or overlapping and both
+                 half-widths (hi - lo) / 2v, (HI - LO) / 2V <= t ("narrow"; a fleet's band is its
+                 devices' spread, not judged: a value inside it is SAME, past t or not, "inside_fleet")
+        UNCLEAR  "no_interval" (either side has none), "too_wide" (a change within t that a wider
+                 interval could hide), "not_separated" (a change past t the intervals overlap)
 
-    decide (UNCLEAR only; else None): {"side": the side whose interval is too wide, "run",
-    "baseline" or "both", "passes": about how many passes (passes_needed, from each side's
-    passes = (run's, baseline's) pass counts) would narrow it to the half-width that decides,
-    None when no number would}. To confirm a change within t, that half-width is t; to
-    separate a change past t, each side's reach toward the other (hi over v for a slower run,
-    V over LO for its baseline, in logs) must fit in the gap between the values: the side
-    already inside half the gap leaves the other the rest, else each gets half (a fleet's band
-    is not narrowed by passes: the run gets what the band leaves).
-
-    Each boundary is compared to 1 part in 10^9 (EPS): intervals that touch overlap, and a
-    change of exactly t or a half-width of exactly t is within it."""
+    decide (UNCLEAR only): {"side": "run", "baseline" or "both", whose interval is too wide,
+    "passes": about how many passes (passes_needed; passes = the sides' pass counts) would
+    narrow it to the half-width that decides, None when none would}. That half-width is t to
+    confirm a change within t; to separate one past t, each side's reach toward the other (in
+    logs) must fit the gap between the values: a side inside half the gap leaves the other the
+    rest, else each gets half (a fleet's band leaves the run what it does not cover).
+    Boundaries are compared to 1 part in 10^9 (EPS): intervals that touch overlap."""
     t = tolerance
     if interval is None or base_interval is None:
         side = "both" if interval is None and base_interval is None else "run" if interval is None else "baseline"
@@ -140,7 +124,7 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
     within = _le(abs(v - base), t * base)
     if within and (below or above):
         return done("SAME", "within", f"the intervals are apart, but the change is within the {t:.1%} tolerance")
-    halves = {"run": _halfwidth(v, interval), "baseline": _halfwidth(base, base_interval)}
+    halves = {"run": (hi - lo) / (2 * v), "baseline": (high - low) / (2 * base)}
     wide = {s: h for s, h in halves.items() if not _le(h, t) and not (fleet and s == "baseline")}
     inside = fleet and _le(low, v) and _le(v, high)  # among the fleet's healthy spread, past t or not
     n = dict(zip(("run", "baseline"), (max(1, int(k or 1)) for k in passes)))
@@ -202,18 +186,16 @@ def _compared(r: Roof) -> bool:
 
 def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: float | None = None, *,
                   fleet: bool = False, clocks: tuple = (None, None)) -> list[dict]:
-    """Return, per measured roof (Roof; bandwidth, compute or latency with a value) both lists
-    have, by kind and name in run_roofs' order, {"name", "kind", "value" (the run's), "base"
-    (the baseline's), "verdict", "why", "decide" (verdict()'s, with "roof"; None unless
-    UNCLEAR), "reason", "change" (v / V - 1, a fraction), "clock_mhz" ([run's, baseline's]),
-    "per_cycle" (the change at one clock, or None)}, at tolerance (a fraction; default
-    policy.check_tolerance). A pure function: no files, no records beyond the roofs.
+    """Return, per measured roof (Roof with a value) both lists have, by kind and name in
+    run_roofs' order, {"name", "kind", "value" (the run's), "base" (the baseline's), "verdict",
+    "why", "decide" (with "roof"; None unless UNCLEAR), "reason" (verdict()'s), "change" (v / V - 1),
+    "clock_mhz" ([run's, baseline's]), "per_cycle" (change at one clock, or None)}, at
+    tolerance (a fraction; policy.check_tolerance when None). No files, no records.
 
-    A change confirmed in cycles as well as time (nvbench's rule): where both sides have a
-    clock for the roof (its sustained window's, roof_clock, else clocks: each run record's),
-    a SLOWER or FASTER whose figures, each divided by its clock, lie within t of each other
-    stays SLOWER or FASTER (the ceiling did move) with reason "clock" and the why "the same per
-    cycle: the clock moved from X to Y MHz". fleet: the baseline is a fleet's band (verdict())."""
+    Confirmed in cycles as well as time (nvbench's rule): where both sides have a clock for the
+    roof (its sustained window's, else clocks: the run records'), a SLOWER or FASTER whose
+    figures per clock lie within t of each other keeps its verdict (the ceiling moved) with
+    reason "clock": the same per cycle, the clock moved. fleet: the baseline is a fleet's band."""
     t = policy.check_tolerance if tolerance is None else tolerance
     base = {(r.kind, r.name): r for r in base_roofs if _compared(r)}
     out = []
@@ -224,11 +206,12 @@ def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: fl
         (rv, riv), (bv, biv) = as_rates(r.kind, r.value, r.interval), as_rates(b.kind, b.value, b.interval)
         got = verdict(rv, riv, bv, biv, t, fleet, (pass_count(r), pass_count(b)), policy)
         cr, cb = roof_clock(r) or number(clocks[0]), roof_clock(b) or number(clocks[1])
-        per_cycle = (rv / cr) / (bv / cb) - 1 if cr and cb else None
+        rate = (rv / cr) / (bv / cb) - 1 if cr and cb else None  # per cycle, as a rate: what the rule judges
+        per_cycle = None if rate is None else (rate if r.kind not in LOWER_IS_BETTER else 1 / (1 + rate) - 1)
         row = {"name": r.name, "kind": r.kind, "value": float(r.value), "base": float(b.value), **got,
                "decide": None if got["decide"] is None else {"roof": r.name, **got["decide"]},
                "change": r.value / b.value - 1, "clock_mhz": [cr, cb], "per_cycle": per_cycle}
-        if got["verdict"] in ("SLOWER", "FASTER") and per_cycle is not None and _le(abs(per_cycle), t):
+        if got["verdict"] in ("SLOWER", "FASTER") and rate is not None and _le(abs(rate), t):
             row["reason"] = "clock"
             row["why"] += (f"; the same per cycle ({per_cycle:+.1%}): the clock moved from {fmt_num(cb)} to "
                            f"{fmt_num(cr)} MHz")
@@ -304,10 +287,8 @@ def load_run_side(path) -> Side:
 
 
 def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) -> Side:
-    """Return the fleet folder's group for run's device model (fleet.baseline_group: its method
-    version's group in a fleet of mixed versions) as a Side; raise CheckError when the fleet's
-    files are missing or corrupt, it holds no device of the model (unless other_device and it
-    holds one model), or its runs' method versions are not the run's (unless mixed_methods)."""
+    """Return the fleet folder's group for run's device model as a Side (fleet.baseline_group);
+    raise CheckError with its sentence where baseline_group refuses it."""
     try:
         g = fl.baseline_group(path, run.model, run.method, {name: kind for kind, name in run.roofs}, mixed_methods,
                               other_device)
@@ -315,11 +296,6 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
         raise CheckError(str(e)) from None
     return Side(Path(path), "fleet", g["model"], g["method"], g["roofs"], row=g["typical"], group=g["group"],
                 devices=g["devices"], rows=g["rows"])
-
-
-def _same_number(a, b) -> bool:
-    a, b = number(a), number(b)
-    return a is None or b is None or abs(a - b) <= STATE_SHIFT * max(abs(a), abs(b))
 
 
 def _loaded(meta: dict) -> tuple[float | None, int | None]:
@@ -342,48 +318,6 @@ def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
         if side.flags.get("busy") or side.flags.get("jumped"):
             out.append(("flags", f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
                                  f"{fmt_num(side.flags['jumped'])} whose time jumped"))
-    return out
-
-
-# (column of fleet.run_row, what it is, its unit or "" for a text value, its code) compared run against run
-STATE = [("max_clock_mhz", "maximum clock", "MHz", "clock"), ("memory_clock_mhz", "memory clock", "MHz", "clock"),
-         ("app_sm_clock_mhz", "application SM clock", "MHz", "clock"),
-         ("app_mem_clock_mhz", "application memory clock", "MHz", "clock"),
-         ("power_limit_w", "power limit", "W", "power_limit"), ("ecc", "ECC", "", "ecc"), ("mig", "MIG", "", "mig"),
-         ("persistence", "persistence mode", "", "persistence"), ("pcie_gen", "PCIe generation", "", "pcie"),
-         ("pcie_width", "PCIe width", "", "pcie"), ("driver", "driver", "", "version")]
-
-
-def _show(v, unit: str) -> str:
-    return f"{fmt_num(float(v))} {unit}" if unit else str(v)
-
-
-def _differs(x, y, unit: str) -> bool:
-    """Return whether two recorded values differ: numbers with a unit by more than
-    STATE_SHIFT, other numbers (a PCIe generation, ECC as 0/1) at all, text as text."""
-    if unit:
-        return not _same_number(x, y)
-    nx, ny = number(x), number(y)
-    return nx != ny if nx is not None and ny is not None else str(x) != str(y)
-
-
-def record_differences(a: dict, b: dict, roof: str, whose: str = "the baseline's") -> list[tuple[str, str]]:
-    """Return (code, sentence) for what two records (fleet.run_row's: clocks, power limit,
-    state, driver; a fleet group's typical one) say differs: the clock in the roof's sustained
-    window and the device's clocks ("clock") and power limit ("power_limit") more than
-    STATE_SHIFT apart, ECC, MIG, persistence and PCIe state, the driver ("version"); and the
-    run's throttling in that window ("throttle")."""
-    out = []
-    col = f"{roof}.clock_mhz"
-    if not _same_number(a.get(col), b.get(col)):
-        out.append(("clock", f"clock in its sustained window {fmt_num(a[col])} MHz vs {whose} {fmt_num(b[col])}"))
-    for key, what, unit, code in STATE:
-        x, y = a.get(key), b.get(key)
-        if not (missing(x) or missing(y)) and _differs(x, y, unit):
-            out.append((code, f"{what} {_show(x, unit)} vs {whose} {_show(y, unit)}"))
-    thr = a.get(f"{roof}.throttle")
-    if isinstance(thr, str) and thr:
-        out.append(("throttle", f"throttled in its sustained window ({thr})"))
     return out
 
 
@@ -453,11 +387,11 @@ def fleet_differences(run: Side, base: Side, roof: str, slower: bool) -> list[tu
     """Return (code, sentence) for what the run's records say differs from the fleet group's:
     for a slower roof, the fleet report's own causes (fleet.coded_causes: a clock held down, a
     lower power limit, ECC, MIG, PCIe, driver, throttling); for a faster one, every clock,
-    power limit or state that differs from the group's typical record (record_differences);
+    power limit or state that differs from the group's typical record (fleet.record_differences);
     both with the commit and method version most of the fleet ran."""
     typical = base.row
     out = (fl.coded_causes(run.row, base.rows, roof) if slower
-           else record_differences(run.row, typical, roof, "the fleet's typical"))
+           else fl.record_differences(run.row, typical, roof, "the fleet's typical"))
     commit = run.meta.get("roofbench_commit")
     if commit and typical.get("commit") and str(commit) != str(typical["commit"]):
         out.append(("commit", f"roofbench commit {str(commit)[:12]} where most of the fleet ran "
@@ -475,7 +409,7 @@ def causes(run: Side, base: Side, compared: dict) -> list[dict]:
     thread and affinity differences after the machine's, its state's and its software's)."""
     name, slower = compared["name"], compared["verdict"] == "SLOWER"
     if base.kind == "run":
-        found = machine_differences(run, base) + record_differences(run.row, base.row, name)
+        found = machine_differences(run, base) + fl.record_differences(run.row, base.row, name)
         found += software_differences(run, base)
         threads = thread_differences(run, base)
     else:
@@ -491,15 +425,13 @@ def causes(run: Side, base: Side, compared: dict) -> list[dict]:
 
 def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: bool = False,
           other_device: bool = False, policy: Policy = DEFAULT) -> dict:
-    """Return the check of run_dir against base_dir (a run folder or a fleet folder): per roof
-    both sides have its verdict, reason and decide (compare_roofs, rule 18), both sides' values
-    and intervals, the change in % of the baseline's value (and at one clock, where both record
-    one) and, for SLOWER and FASTER, what the records say differs (causes: code and sentence);
-    the roofs only one side has; what was compared and the rule's parameters. tolerance_pct:
-    in %, policy.check_tolerance when None. Raise CheckError (one sentence) for bad input: a
-    missing folder, not a run, corrupt files, a fleet without the run's model, method versions
-    or device models that differ (unless mixed_methods / other_device), a tolerance below 0 or
-    of MAX_TOLERANCE_PCT or more."""
+    """Return the check of run_dir against base_dir (a run or fleet folder): per roof both have,
+    compare_roofs' verdict, reason and decide, both sides' values and intervals, the change in %
+    (and per cycle) and, for SLOWER and FASTER, causes ({"code", "text"}); the roofs one side has;
+    the rule's parameters. tolerance_pct: in %, policy.check_tolerance's when None. Raise
+    CheckError (one sentence) for bad input: a missing folder, not a run, corrupt files, a fleet
+    without the run's model, other method versions or models (unless mixed_methods /
+    other_device), a tolerance below 0 or of MAX_TOLERANCE_PCT or more."""
     if tolerance_pct is None:
         tolerance_pct = round(100 * policy.check_tolerance, 9)
     t = number(tolerance_pct)
@@ -644,7 +576,8 @@ def markdown(result: dict) -> str:
            f"- tolerance {result['tolerance_pct']:g}%. SLOWER: the run's interval wholly below the baseline's and its "
            "value more than the tolerance below; FASTER the same above; SAME: within the tolerance, with the "
            "intervals apart or narrow enough to have shown such a change; UNCLEAR otherwise, and for a roof "
-           "without an interval (roofbench's ARCHITECTURE.md, rule 18).\n"]
+           "without an interval, its why saying which interval is too wide and about how many passes would "
+           "decide it (roofbench's ARCHITECTURE.md, rule 18).\n"]
     out += [f"- warning: {w}\n" for w in result["warnings"]]
     if result["without_interval"]:
         out.append(f"- {plural(result['without_interval'], 'roof')} of the run have no interval (derived before "

@@ -49,6 +49,7 @@ from roofs.reports.report import md_table
 
 OUTLIER_MADS = 3.0
 OUTLIER_PCT = 3.0
+STATE_SHIFT = 0.03  # record_differences: a recorded clock or power limit this far from the other's is named
 MIN_DEVICES = 3  # fewer devices of a model give no median to be an outlier of (one device is its own median)
 RANKS_FILE = "ranks.json"  # written by a multi-node --all-devices run (bench/run/distributed.py)
 STATE_COLUMNS = ["driver", "max_clock_mhz", "memory_clock_mhz", "power_limit_w", "default_power_limit_w",
@@ -253,6 +254,53 @@ def coded_causes(row, group: pd.DataFrame, roof: str) -> list[tuple[str, str]]:
     return out
 
 
+# (column of run_row, what it is, its unit or "" for a text value, its code) record_differences compares
+STATE = [("max_clock_mhz", "maximum clock", "MHz", "clock"), ("memory_clock_mhz", "memory clock", "MHz", "clock"),
+         ("app_sm_clock_mhz", "application SM clock", "MHz", "clock"),
+         ("app_mem_clock_mhz", "application memory clock", "MHz", "clock"),
+         ("power_limit_w", "power limit", "W", "power_limit"), ("ecc", "ECC", "", "ecc"), ("mig", "MIG", "", "mig"),
+         ("persistence", "persistence mode", "", "persistence"), ("pcie_gen", "PCIe generation", "", "pcie"),
+         ("pcie_width", "PCIe width", "", "pcie"), ("driver", "driver", "", "version")]
+
+
+def _show(v, unit: str) -> str:
+    return f"{fmt_num(float(v))} {unit}" if unit else str(v)
+
+
+def _differs(x, y, unit: str) -> bool:
+    """Return whether two recorded values differ: numbers with a unit by more than
+    STATE_SHIFT, other numbers (a PCIe generation, ECC as 0/1) at all, text as text."""
+    if unit:
+        return not _same_number(x, y)
+    nx, ny = number(x), number(y)
+    return nx != ny if nx is not None and ny is not None else str(x) != str(y)
+
+
+def record_differences(a: dict, b: dict, roof: str, whose: str = "the baseline's") -> list[tuple[str, str]]:
+    """Return (code, sentence) for what two records (run_row's: clocks, power limit, state,
+    driver; a fleet group's typical one, typical_record) say differs: the clock in the roof's sustained
+    window and the device's clocks ("clock") and power limit ("power_limit") more than
+    STATE_SHIFT apart, ECC, MIG, persistence and PCIe state, the driver ("version"); and the
+    run's throttling in that window ("throttle")."""
+    out = []
+    col = f"{roof}.clock_mhz"
+    if not _same_number(a.get(col), b.get(col)):
+        out.append(("clock", f"clock in its sustained window {fmt_num(a[col])} MHz vs {whose} {fmt_num(b[col])}"))
+    for key, what, unit, code in STATE:
+        x, y = a.get(key), b.get(key)
+        if not (missing(x) or missing(y)) and _differs(x, y, unit):
+            out.append((code, f"{what} {_show(x, unit)} vs {whose} {_show(y, unit)}"))
+    thr = a.get(f"{roof}.throttle")
+    if isinstance(thr, str) and thr:
+        out.append(("throttle", f"throttled in its sustained window ({thr})"))
+    return out
+
+
+def _same_number(a, b) -> bool:
+    a, b = number(a), number(b)
+    return a is None or b is None or abs(a - b) <= STATE_SHIFT * max(abs(a), abs(b))
+
+
 def run_spread(rows: pd.DataFrame, columns) -> dict:
     """Return per device measured more than once, per roof column: its runs' count, min,
     max and spread (max - min) / median in %."""
@@ -418,8 +466,7 @@ def write_fleet(fleet: Fleet, out: Path) -> tuple[Path, dict]:
 # fleet.csv's columns read as text (a driver "560.35" is no number, nor a commit "1234567")
 TEXT_COLUMNS = ("run", "host", "id", "pci_bus_id", "model", "commit", "start_utc", "status", "driver")
 # the columns a group's typical record takes the median of (the others: their most common value)
-MEDIAN_COLUMNS = ("max_clock_mhz", "memory_clock_mhz", "app_sm_clock_mhz", "app_mem_clock_mhz", "power_limit_w",
-                  "method_version")
+MEDIAN_COLUMNS = {key for key, _, unit, _ in STATE if unit} | {"method_version"}
 
 
 def typical_record(rows: pd.DataFrame) -> dict:
