@@ -1,38 +1,46 @@
 """Revisit passes (ARCHITECTURE.md, rule 11): on a CPU, whose speed a VM's neighbours move from
-minute to minute, the run measures some of its points again at later minutes, between the
-families after stream. What a pass measures, and where in the plan it runs:
+minute to minute, the run measures some of its points again at later minutes. What a pass
+measures is DECLARED, not derived: no roof is worked out in the middle of a run. The number of
+passes follows the noise (Hoefler & Belli, "Scientific benchmarking of parallel computing
+systems", SC15: repetitions follow the variability, not the cost).
 
-    revisit_passes(device, quick)  -> how many passes (3, 2 quick, on a CPU; none on a GPU)
-    revisit_stops(plan, passes)    -> {task index: [pass numbers]}: after which tasks each runs
-    revisit_picks(rows, device)    -> [(op, impl, point, mode)] of a pass: the off-chip stream
-                                      sizes, the rows the cache roofs rest on (cache_picks) and
-                                      the rows that set a roof of their own (roof_picks)
+    revisit_passes(device, quick)   -> the fewest passes (Policy.passes(quick)[0] on a CPU; none on a GPU)
+    revisit_stops(plan, passes)     -> {task index: [pass numbers]}: after which tasks those run
+    revisit_groups(rows)            -> {group: [point_id]}: the declared selection, group by group
+    revisit_selection(rows)         -> [point_id]: the sweep's rows a pass measures again
+    revisit_picks(rows, device)     -> [(op, impl, point, mode)] of a pass, for the runner
+    pass_bests(rows)                -> {group: [its best rate in each pass]}
+    needs_another_pass(...)         -> whether the plan's end runs one more pass
 
-A neighbour only ever slows a call, so derive keeps each point's best pass, and the passes'
-spread is what the roof's interval reaches down to (rule 17): the machine at another minute.
+A group is one of: the warm stream rows of one octave of working set ("stream", octave); the
+warm probe.l1 rows of one octave ("probe.l1", octave); the GEMM and FMA rows of one dtype and
+unit ("compute", dtype, unit); the launch probe's rows of one impl and timer ("launch", impl,
+timer). A pass measures each group's Policy.revisit_top fastest rows of the sweep (the launch
+probe's one fastest call). A neighbour only ever slows a call, so the derivation keeps each
+point's best pass.
+
+Nothing here imports roofs: measuring reads bench.policy and bench.results alone.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
-from bench.results import Measurement
-from roofs.analysis.compute import unit_of
-from roofs.analysis.derive import at_or_past, bandwidth_roofs, offchip_window
-from roofs.analysis.launch_floor import LAUNCH_OP
-from roofs.analysis.roofline import direction_of
-from roofs.analysis.trust import trusted
+from bench.policy import DEFAULT, Policy
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement, first_pass_id
+from bench.util import fmt_bytes, low_time
 
-REVISIT_PASSES = {"cpu": (3, 2)}   # revisit passes by device kind: (full run, quick run); none on a GPU
-REVISIT_SIZES = 2                  # off-chip sizes per direction a pass revisits: the smallest past the start
-ROOF_FAMILIES = ("probe", "fma", "gemm")  # families whose roofs each rest on one row: that row is revisited
+RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # flags the runner sets: such a row neither is picked nor counts
+REVISIT_FAMILIES = ("stream", "probe", "gemm", "fma")  # the families a group is declared over
+L1_OP, LAUNCH_OP = "probe.l1", "probe.launch"
 
 
-def revisit_passes(device, quick: bool) -> int:
-    """Return how many times a run revisits its points after they ran: on a CPU, whose memory
-    bandwidth and call speed a VM's neighbours move minute to minute, 3 (2 quick); none on a
-    GPU."""
-    full, short = REVISIT_PASSES.get(device.kind, (0, 0))
-    return short if quick else full
+def revisit_passes(device, quick: bool, policy: Policy = DEFAULT) -> int:
+    """Return how many revisit passes a run has at its planned stops: on a CPU, whose memory
+    bandwidth and call speed a VM's neighbours move minute to minute, Policy.passes(quick)[0]
+    (more may follow at the plan's end, needs_another_pass); none on a GPU."""
+    return policy.passes(quick)[0] if device.kind == "cpu" else 0
 
 
 def revisit_stops(plan, passes: int) -> dict:
@@ -53,84 +61,197 @@ def revisit_stops(plan, passes: int) -> dict:
     return out
 
 
-def revisit_picks(rows: list[Measurement], device) -> list[tuple]:
-    """Return [(op, impl, point, mode)] a revisit pass measures, each once: the off-chip stream
-    sizes, warm (stream_picks), the rows the cache roofs rest on (cache_picks), then the rows
-    that set a roof of their own (roof_picks)."""
-    picks = [(*pick, "warm") for pick in stream_picks(rows, device)] + cache_picks(rows, device) + roof_picks(rows)
-    out, seen = [], set()
-    for op, impl, point, mode in picks:
-        key = (op, impl, str(sorted(point.items())), mode)  # a point may hold lists
-        if key not in seen:
-            seen.add(key)
-            out.append((op, impl, point, mode))
+# ---- the declared selection -------------------------------------------------------------------
+
+def group_of(row) -> tuple | None:
+    """Return the declared group of a row (a dict or a DataFrame row), or None when no pass
+    revisits its kind: ("stream", octave) for a warm stream row, ("probe.l1", octave) for a
+    warm probe.l1 row (octave: round(log2 working_set_bytes)), ("compute", dtype, unit) for a
+    GEMM or FMA row (unit "gemm"; an FMA chain "vector" when its impl ends "/triton", else
+    "elementwise"), ("launch", impl, timer) for a probe.launch row."""
+    family, op, mode = str(row.get("family", "")), str(row.get("op", "")), str(row.get("mode", ""))
+    if (family == "stream" or op == L1_OP) and mode == "warm":
+        ws = _number(row.get("working_set_bytes"))
+        return ("stream" if family == "stream" else L1_OP, round(math.log2(ws))) if ws > 0 else None
+    if family in ("gemm", "fma"):
+        impl = str(row.get("impl", ""))
+        unit = "gemm" if family == "gemm" else ("vector" if impl.endswith("/triton") else "elementwise")
+        return ("compute", str(row.get("dtype", "")), unit)
+    if op == LAUNCH_OP:
+        return ("launch", str(row.get("impl", "")), str(row.get("timer", "")))
+    return None
+
+
+def row_rate(row, samples=None, policy: Policy = DEFAULT) -> float:
+    """Return a row's rate for the selection: its work over the Policy.rate_quantile low
+    quantile of its sample times (samples, seconds; without them its p20_ms, else its
+    median_ms). The work is its bytes for stream and probe.l1 (bytes/s), its FLOPs for GEMM and
+    FMA rows (FLOP/s), one call for the launch probe (calls/s: the fastest call the highest);
+    NaN where it has no time or no work."""
+    group = group_of(row)
+    if group is None:
+        return math.nan
+    work = 1.0 if group[0] == "launch" else _number(row.get("flops" if group[0] == "compute" else "bytes"))
+    t = low_time(samples, policy.rate_quantile)
+    if t is None:
+        ms = _number(row.get("p20_ms")) or _number(row.get("median_ms"))
+        t = ms / 1e3 if ms > 0 else None
+    return work / t if t and work > 0 else math.nan
+
+
+def usable(rows: pd.DataFrame, policy: Policy = DEFAULT) -> pd.Series:
+    """Return, per row, whether it may be picked or counted: status ok, Policy.min_samples
+    samples or more (fewer set nothing; a row that kept no count counts), no runner flag (a part
+    of its flag starting with BUSY_PREFIX or JUMP_PREFIX)."""
+    ok = rows["status"].astype(str) == "ok" if "status" in rows else pd.Series(True, index=rows.index)
+    if "samples" in rows:
+        count = pd.to_numeric(rows["samples"], errors="coerce").fillna(policy.min_samples)
+        ok &= count >= policy.min_samples
+    if "flag" in rows:
+        ok &= ~rows["flag"].map(_runner_flagged)
+    return ok
+
+
+def revisit_groups(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> dict:
+    """Return {group: [point_id]}: per declared group (group_of) of the sweep's usable rows
+    (pass 1), its Policy.revisit_top fastest by row_rate (the launch probe's groups: the one
+    fastest call), fastest first; a tie goes to the row that ran first. Groups in the order their
+    first row ran."""
+    if rows.empty:
+        return {}
+    first = rows[usable(rows, policy)]
+    if "pass" in first:
+        first = first[pd.to_numeric(first["pass"], errors="coerce").fillna(1) == 1]
+    samples = samples or {}
+    found: dict = {}
+    for _, row in first.iterrows():
+        group = group_of(row)
+        rate = row_rate(row, samples.get(str(row["point_id"])), policy) if group else math.nan
+        if rate == rate:
+            found.setdefault(group, []).append((rate, str(row["point_id"])))
+    out = {}
+    for group, rated in found.items():
+        top = 1 if group[0] == "launch" else policy.revisit_top
+        out[group] = [pid for _, pid in sorted(rated, key=lambda r: -r[0])[:top]]  # sorted is stable
     return out
 
 
-def cache_picks(rows: list[Measurement], device) -> list[tuple]:
-    """Return [(op, impl, point, mode)]: the row each cache level's roof and its direction roofs
-    rest on, as the sweep's pass derives them (roofs.analysis.derive.bandwidth_roofs over the
-    stream rows so far). A level's plateau is measured in one stretch of the sweep, a few
-    seconds of one minute: a quick run's L3 rereads read 150-155 GB/s, the next run's 125-133."""
-    stream = [m for m in rows if m.family == "stream" and m.status == "ok" and m.pass_no == 1 and m.samples_s]
-    if not stream or not device.caches:
-        return []
-    df = pd.DataFrame([m.row() for m in stream])
-    roofs, _ = bandwidth_roofs(df, [(c.name, c.total_bytes) for c in device.caches])
-    by_id = {m.point_id: m for m in stream}
-    names = {c.name for c in device.caches}
-    rested = [by_id[r.point_id] for r in roofs if r.name.partition(".")[0] in names and r.point_id in by_id]
-    return [(m.op, m.impl, m.point, m.mode) for m in rested]
+def revisit_selection(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> list[str]:
+    """Return the point_ids of the sweep's rows (pass 1) a revisit pass measures again, each
+    once, in the order they ran: every declared group's picks (revisit_groups). rows holds the
+    CSV columns (point_id, op, family, impl, dtype, mode, timer, working_set_bytes, bytes,
+    flops, p20_ms or median_ms, status, samples, flag, pass); samples ({point_id: [seconds]},
+    optional) gives each row's rate its low quantile, else its p20_ms stands for it."""
+    chosen = {pid for pids in revisit_groups(rows, policy, samples).values() for pid in pids}
+    out, seen = [], set()
+    for pid in rows["point_id"].astype(str) if not rows.empty else ():
+        if pid in chosen and pid not in seen:
+            seen.add(pid)
+            out.append(pid)
+    return out
 
 
-def stream_picks(rows: list[Measurement], device) -> list[tuple]:
-    """Return [(op, impl, point)]: per direction class of the stream kernels (read: nothing
-    written; write: nothing read; copy: both), the (op, impl, dtype) sweep with the fastest
-    warm off-chip row of the sweep's pass, at its REVISIT_SIZES smallest sizes from the
-    off-chip start (roofs.analysis.derive.offchip_window)."""
-    stream = [m for m in rows if m.family == "stream" and m.status == "ok" and m.pass_no == 1 and m.samples_s]
-    sweep = [m for m in stream if m.op != "stream.reread" and m.mode == "warm"]
-    if not sweep:
-        return []
-    caches = [(c.name, c.total_bytes) for c in device.caches]
-    # the start derive will use: from every stream row (the reread measures the caches' edges)
-    start = offchip_window(pd.DataFrame([m.row() for m in stream]), caches)[0] if caches else 0
-    past = [m for m in sweep if at_or_past(m.working_set_bytes, start)]
-    picks = []
-    for direction in ("read", "write", "copy"):
-        mine = [m for m in past if _direction(m) == direction]
-        if not mine:
-            continue
-        best = max(mine, key=lambda m: m.gbps)
-        same = sorted((m for m in mine if (m.op, m.impl, m.dtype) == (best.op, best.impl, best.dtype)),
-                      key=lambda m: m.working_set_bytes)
-        picks += [(m.op, m.impl, m.point) for m in same[:REVISIT_SIZES]]
-    return picks
-
-
-def roof_picks(rows: list[Measurement]) -> list[tuple]:
-    """Return [(op, impl, point, mode)]: the row of the sweep's pass that sets, or would set,
-    each roof resting on one row (ROOF_FAMILIES), among the rows that may set a roof
-    (roofs.analysis.trust.trusted; all of a group's rows where none may): per probe op, impl
-    and timer its best (the launch floor's fastest call, probe.l1's fastest read); per
-    precision and unit (GEMM, a vector unit's FMA chains, torch's elementwise chains:
-    roofs.analysis.compute.unit_of) its fastest row, warm or cold. One burst of one row says
-    nothing of the minute after it; the pass measures it then."""
-    mine = [m for m in rows if m.family in ROOF_FAMILIES and m.status == "ok" and m.pass_no == 1 and m.samples_s]
+def revisit_picks(rows: list[Measurement], device=None, policy: Policy = DEFAULT) -> list[tuple]:
+    """Return [(op, impl, point, mode)] a revisit pass measures, for the runner: the rows of
+    revisit_selection over the sweep's measurements so far, in the order they ran, each in its
+    own mode. (device: the runner's call; the selection is the same on any device, and a GPU
+    run has no passes.)"""
+    mine = [m for m in rows if m.pass_no == 1 and m.family in REVISIT_FAMILIES]
     if not mine:
         return []
-    steady = trusted(pd.DataFrame([m.row() for m in mine])).tolist()
+    chosen = set(revisit_selection(pd.DataFrame([m.row() for m in mine]), policy,
+                                   {m.point_id: m.samples_s for m in mine}))
+    return [(m.op, m.impl, m.point, m.mode) for m in mine if m.point_id in chosen]
+
+
+# ---- how many passes: the noise decides -------------------------------------------------------
+
+def pass_bests(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> dict:
+    """Return {group: [its best rate in each pass, by pass number]}: the groups the sweep
+    declares (revisit_groups over rows' pass-1 rows), each pass's best row_rate among the
+    group's picks (a revisit's point id less its pass mark), usable rows only; a pass that
+    measured none of a group's picks gives it no entry."""
+    groups = revisit_groups(rows, policy, samples)
+    owner = {pid: group for group, pids in groups.items() for pid in pids}
+    if not owner:
+        return {}
+    samples = samples or {}
     best: dict = {}
-    for m, ok in zip(mine, steady):
-        if m.family == "probe":
-            key, score = (m.op, m.impl, m.timer), (-m.median_s if m.op == LAUNCH_OP else m.gbps)
-        else:
-            key, score = (m.dtype, unit_of({"family": m.family, "impl": m.impl})), m.gflops
-        if score == score and (key not in best or (ok, score) > best[key][0]):  # a trusted row first; NaN: none
-            best[key] = ((ok, score), m)
-    return [(m.op, m.impl, m.point, m.mode) for _, m in best.values()]
+    for _, row in rows[usable(rows, policy)].iterrows():
+        group = owner.get(first_pass_id(row["point_id"]))
+        if group is None:
+            continue
+        rate = row_rate(row, samples.get(str(row["point_id"])), policy)
+        pass_no = int(_number(row.get("pass")) or 1)
+        if rate == rate and rate > best.setdefault(group, {}).get(pass_no, 0.0):
+            best[group][pass_no] = rate
+    return {group: [by_pass[p] for p in sorted(by_pass)] for group, by_pass in best.items() if by_pass}
 
 
-def _direction(m: Measurement) -> str:
-    """Return a stream row's direction class from its read and write bytes (roofline.direction_of)."""
-    return direction_of(m.columns.get("read_bytes"), m.columns.get("write_bytes"))
+def measured_pass_bests(rows: list[Measurement], policy: Policy = DEFAULT) -> dict:
+    """Return pass_bests of a runner's measurements so far (every pass)."""
+    mine = [m for m in rows if m.family in REVISIT_FAMILIES]
+    if not mine:
+        return {}
+    return pass_bests(pd.DataFrame([m.row() for m in mine]), policy, {m.point_id: m.samples_s for m in mine})
+
+
+def halfwidth(rates) -> float:
+    """Return the half-width of a group's passes: (max / min - 1) / 2 over its positive rates;
+    0 with fewer than two (one pass says nothing of the next)."""
+    vals = [float(r) for r in rates if r is not None and r == r and 0 < float(r) < math.inf]
+    return (max(vals) / min(vals) - 1) / 2 if len(vals) >= 2 else 0.0
+
+
+def needs_another_pass(pass_bests: dict, revisit_s: float, elapsed_s: float, passes_done: int, quick: bool,
+                       policy: Policy = DEFAULT) -> bool:
+    """Return whether a CPU run measures one more revisit pass at its plan's end: always while
+    it has run fewer than Policy.passes(quick)[0] revisit passes (passes_done, the sweep not
+    counted), never once it has run Policy.passes(quick)[1]; in between, while (i) some group
+    is still wide (pass_bests: {group: [its best rate in each pass]}, halfwidth over
+    Policy.target_halfwidth) and (ii) the revisit passes so far (revisit_s) took under
+    Policy.pass_time_share of the run's elapsed_s."""
+    fewest, most = policy.passes(quick)
+    if passes_done >= most:
+        return False
+    if passes_done < fewest:
+        return True
+    if revisit_s >= policy.pass_time_share * elapsed_s:
+        return False
+    return any(halfwidth(rates) > policy.target_halfwidth for rates in pass_bests.values())
+
+
+def widest(pass_bests: dict) -> tuple[tuple | None, float]:
+    """Return (the group whose passes spread most, its halfwidth); (None, 0.0) with none."""
+    spread = [(halfwidth(rates), group) for group, rates in pass_bests.items()]
+    if not spread:
+        return None, 0.0
+    width, group = max(spread, key=lambda s: s[0])
+    return group, width
+
+
+def group_name(group) -> str:
+    """Return a group for a progress line: "stream ~128 MiB", "fp32 gemm", "probe.launch/torch
+    (perf_counter_ns)"."""
+    if not group:
+        return "no group"
+    if group[0] in ("stream", L1_OP):
+        return f"{group[0]} ~{fmt_bytes(2 ** group[1])}"
+    if group[0] == "compute":
+        return f"{group[1]} {group[2]}"
+    return f"{group[1]} ({group[2]})"
+
+
+def _runner_flagged(flag) -> bool:
+    if flag is None or (isinstance(flag, float) and flag != flag):
+        return False
+    return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
+
+
+def _number(v) -> float:
+    """Return v as a float, 0.0 where it is missing or not a number."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if f == f else 0.0

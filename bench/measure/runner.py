@@ -22,8 +22,16 @@ from bench.measure import memory, skip
 from bench.measure.gate import check, verifier
 from bench.measure.progress import Ticker
 from bench.measure.registry import Impl, LaunchContext, Op, Registry
-from bench.measure.revisit import revisit_picks, revisit_stops
+from bench.measure.revisit import (
+    group_name,
+    measured_pass_bests,
+    needs_another_pass,
+    revisit_picks,
+    revisit_stops,
+    widest,
+)
 from bench.measure.timing import TimerConfig, make_flush, time_fn
+from bench.policy import DEFAULT, Policy
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
@@ -101,7 +109,10 @@ class Runner:
     budget: memory.Budget | None = None             # the memory budget (rule 16); None: half the memory available
     _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
     _family: str = ""                               # the family of the task running now
-    revisits: int = 0                               # passes over the off-chip stream sizes after the sweep (rule 11)
+    revisits: int = 0                               # revisit passes at the planned stops (rule 11; revisit_stops);
+                                                    # with any, more at the plan's end while the noise asks
+    revisit_s: float = 0.0                          # wall seconds of the revisit passes so far
+    policy: Policy = DEFAULT                        # the passes' thresholds (bench/policy.py)
     _pass: int = 1                                  # the pass being measured: 1 the sweep, 2... a revisit
     _stretched: dict = field(default_factory=dict)  # (op, point) -> the budget its predicted calls stretched it to
 
@@ -160,25 +171,52 @@ class Runner:
                     task.op.release()
                     _free(self.device)
                 self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_task
-                for pass_no in stops.get(i, ()):  # points again, between later families (rule 11)
+                passes = 0  # points again, between later families and at the end (rule 11)
+                for pass_no in self.passes_after(i, stops, out, t0, i == len(plan.tasks) - 1):
+                    passes += 1
                     for m in self.revisit(out, pass_no, ops, impls):
                         out.append(m)
                         self.sink(m)
+                if passes:  # the passes' pools are kept from one pass to the next, then let go
                     memory.release([k for k in memory.held() if k not in later[i]])
         finally:
             ticker.close()
             memory.release()
         return out
 
+    def passes_after(self, i: int, stops: dict, rows: list[Measurement], t0: float, last: bool):
+        """Yield the revisit pass numbers that run after task i (rule 11): its planned stops
+        (revisit_stops), then, after the plan's last task (last), one more pass at a time while
+        needs_another_pass says the declared groups' passes still spread wider than the
+        Policy's target and their time is under its share of the run (the pass numbers go on
+        from the last planned one)."""
+        yield from stops.get(i, ())
+        if not stops or not last:
+            return
+        done = sum(len(v) for v in stops.values())
+        while True:
+            bests = measured_pass_bests(rows, self.policy)
+            if not needs_another_pass(bests, self.revisit_s, time.perf_counter() - t0, done, self.quick,
+                                      self.policy):
+                return
+            group, width = widest(bests)
+            done += 1
+            self.progress(f"[revisit {done + 1}] another pass: {group_name(group)} still spreads +-{width:.1%} "
+                          f"over the passes (target +-{self.policy.target_halfwidth:.0%})")
+            yield done + 1
+
     def revisit(self, rows: list[Measurement], pass_no: int, ops: dict, impls: dict) -> list[Measurement]:
         """Return the rows of revisit pass pass_no (ARCHITECTURE.md, rule 11; bench/measure/revisit.py):
-        the off-chip stream sizes and the rows that set a roof of their own, measured again warm
-        through the gate and the timer, each pick's time added to its family's; a neighbour's
-        traffic only ever slows a call, so derive keeps each point's best pass."""
+        the declared selection of the sweep's rows (revisit_picks: per octave of the stream and
+        probe.l1 sweeps, per precision and unit, per launch form its fastest rows), measured
+        again in their own mode through the gate and the timer, each pick's time added to its
+        family's and to revisit_s; a neighbour's traffic only ever slows a call, so the
+        derivation keeps each point's best pass."""
         out = []
         self._pass = pass_no
+        t_pass = time.perf_counter()
         try:
-            for op, impl, point, mode in revisit_picks(rows, self.device):
+            for op, impl, point, mode in revisit_picks(rows, self.device, self.policy):
                 t_pick, self._family = time.perf_counter(), ops[op].family
                 for m in self.run_task(Task(ops[op], point, (impls[impl],), (mode,)), (mode,)):
                     self.progress(f"[revisit {pass_no}] {progress_line(m)}")
@@ -186,6 +224,7 @@ class Runner:
                 self.family_s[self._family] = self.family_s.get(self._family, 0.0) + time.perf_counter() - t_pick
         finally:
             self._pass = 1
+            self.revisit_s += time.perf_counter() - t_pass
         return out
 
     def _base(self, op: Op, impl: Impl, point: dict, mode: str, **kw) -> Measurement:
