@@ -11,7 +11,7 @@ A run folder <device-slug>-<UTC timestamp>/ holds
                       samples file: no raw samples, so it stays small (folders written before
                       this kept every point's samples in run.json under "points"; load_samples
                       reads both)
-    roofs.json        the roofs derived from the measurements (written by roofs.analysis.derive),
+    roofs.json        the roofs derived from the measurements (written by roofs.analysis.model),
                       with derived_by: the method version and commit that derived them
     derived/          re-derivations (`report`, the API's add_to_run), one folder each, named
                       for the method version and commit that made it (derived_name): run.json

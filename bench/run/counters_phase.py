@@ -7,7 +7,7 @@ instructions are written beside the formulas' to counters.csv (bench.results.COU
 
 No timed sample is taken under the profiler: the phase starts once the timing is over, and
 the replays time nothing. Which points (choose): the best row of each roof's candidates (the
-sustained phase's rule, roofs.analysis.sustained, one a roof), then each family's fastest
+sustained phase's rule, roofs.analysis.confirm, one a roof), then each family's fastest
 point (GFLOP/s, or GB/s for a family without FLOPs), each point once, at most `most` of them
 (host-device copies launch no kernel, and are left out). Where counters cannot be read
 (bench.hw.counters.unavailable before the first replay, or a failure that is the machine's,

@@ -31,7 +31,7 @@ from bench.results import RunWriter, load_run
 from bench.run import counters_phase
 from bench.run.sustain_phase import run_phase
 from bench.util import DeviceLost, first_line
-from roofs.analysis.sustained import per_roof
+from roofs.analysis.confirm import per_roof
 from roofs.reports.finish import finish_run
 from roofs.reports.summary import summary
 

@@ -26,8 +26,8 @@ from bench.hw.telemetry import Sampler
 from bench.measure import memory
 from bench.measure.runner import Plan, Runner, Task, progress_line
 from bench.measure.timing import TimerConfig
-from bench.results import Measurement
 from bench.policy import DEFAULT
+from bench.results import Measurement
 from roofs.analysis.confirm import PER_ROOF, candidate_rows, pick, targets
 from roofs.analysis.model import SUSTAINED_MODE, derive_roofs
 

@@ -13,7 +13,7 @@ floor its own timing pays: the floor of its backend and of the form its timer us
 measures the call, not its kernel; bound_note says so (it is not a flag: the point is not
 above any bound, and it may be right where the floor puts it).
 
-This module reads rows and roofs only; it imports nothing from roofs.analysis.derive (which calls it).
+This module reads rows and roofs only; it imports nothing from roofs.analysis.model (which calls it).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ LAUNCH_PREFIX = "launch-bound"
 
 def launch_roofs(rows: pd.DataFrame) -> list[Roof]:
     """Return the launch-floor roofs from the rows that may set one (the caller filters them:
-    roofs.analysis.trust.usable_floor): per (backend, form) the lowest median time per call
+    roofs.analysis.model.rated, at each row's low-quantile time): per (backend, form) the lowest median time per call
     of op probe.launch over its passes, in microseconds."""
     if rows.empty or not {"op", "status", "median_ms", "backend", "timer"} <= set(rows.columns):
         return []

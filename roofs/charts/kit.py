@@ -231,7 +231,7 @@ def _roof_name(r: Roof) -> str:
 
 def sustained_value(r: Roof) -> float | None:
     """Return a roof's sustained figure where it has one beside its burst figure
-    (roofs/analysis/sustained.py), else None (a roof the sustained phase settled is its own value)."""
+    (roofs/analysis/confirm.py), else None (a roof the sustained phase settled is its own value)."""
     extra = r.extra or {}
     sus = extra.get("sustained")
     return float(sus["value"]) if sus and extra.get("burst") is not None and sus.get("value") else None

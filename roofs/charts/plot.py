@@ -21,7 +21,7 @@ roofline-attention.png  Every attention point, coloured by op and impl.
 bandwidth.png           GB/s against working-set size, one panel per dtype: a line per kernel,
                         the cache sizes, the sizes of at least 4x the last-level cache (the
                         only ones the off-chip roof comes from) shaded, the roofs derived from
-                        that dtype's rows alone (roofs.analysis.derive.bandwidth_roofs) over their
+                        that dtype's rows alone (roofs.analysis.model.level_roofs) over their
                         plateaus, and the run's overall roof of each level thin, each in its level's colour,
                         with its interval as a band (rule 17) where it has one.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny

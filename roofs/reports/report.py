@@ -21,14 +21,14 @@ from pathlib import Path
 import pandas as pd
 
 from bench.hw.counters import FLAG_FRACTION
+from bench.policy import DEFAULT
 from bench.results import load_counters, load_run, text_column
 from bench.util import fmt_bytes, fmt_num, missing, plural
 from roofs.analysis import specs
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from bench.policy import DEFAULT
-from roofs.analysis.model import device_levels
 from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
+from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
 from roofs.reports.bands import confirmation_findings, confirmation_section, shown_validation, with_ranges
 
