@@ -20,7 +20,7 @@ LAYERS = [
     (4, ("roofs.analysis",)),
     (5, ("bench.measure", "bench.ops")),
     (6, ("bench.aot",)),
-    (7, ("roofs.charts", "roofs.reports")),
+    (7, ("roofs.charts", "roofs.reports", "roofs.sim")),
     (8, ("bench.run",)),
     (9, ("bench.api", "bench.models", "bench.examples", "run_bench")),
 ]
