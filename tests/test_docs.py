@@ -2,9 +2,10 @@
 quote that the code or a committed run determines is computed here, from the code or from
 the run folder's own files, and compared with what the docs say (as tests/test_refusals.py
 runs every refusal REFERENCE.md lists): the module map against the modules on disk, the
-method version against bench.results.METHOD_VERSION, the measurements.csv columns against
-COLUMNS, the rules' thresholds and the options' defaults against the constants that hold
-them, the sweeps' sizes against the sweeps, the device check's limits and the H200 plans
+method version against bench.results.METHOD_VERSION and CHANGELOG.md, the measurements.csv
+columns against COLUMNS, the rules' thresholds and the options' defaults against the
+constants and the Policy fields that hold them (REFERENCE.md's generated tables are
+tests/test_doctables.py's), the sweeps' sizes against the sweeps, the device check's limits and the H200 plans
 against the dry run's prediction, and each reference run's figures against its run.json and
 roofs.json. Every code name and path the docs cite must exist, and every link to a rule or a
 section must land on its anchor. A figure that changes whenever a kernel is added (a plan's
@@ -24,6 +25,7 @@ import pytest
 import run_bench
 from bench.aot import learned
 from bench.aot import predict as pr
+from bench.hw.counters import FLAG_FRACTION
 from bench.hw.device import CacheLevel, cpu_info
 from bench.measure import runner, timing
 from bench.measure.registry import FAMILY_ORDER, load_all
@@ -31,14 +33,15 @@ from bench.measure.runner import make_plan
 from bench.measure.timing import default_window, timer_config
 from bench.ops import _tune, gemm, stream
 from bench.ops.stream import reread_sweep, ws_sweep
+from bench.policy import DEFAULT, PRESETS, Policy
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
 from bench.util import fmt_bytes
-from roofs.analysis import derive, trust
+from roofs.analysis import model
 from roofs.reports import check, fleet
 
 ROOT = Path(__file__).parent.parent
-NAMES = ("README.md", "REFERENCE.md", "ARCHITECTURE.md", "results/README.md")
+NAMES = ("README.md", "REFERENCE.md", "ARCHITECTURE.md", "CHANGELOG.md", "results/README.md")
 DOCS = {name: (ROOT / name).read_text() for name in NAMES}
 PACKAGES = ("kernels", "bench", "roofs")
 RULE_ITEM = re.compile(r'^(\d+)\. <a id="rule-(\d+)"></a>\*\*', re.MULTILINE)  # "9. <a id="rule-9"></a>**Noise ..."
@@ -188,17 +191,16 @@ RULE_FIGURES = [
     (4, f"above {timing.FIRST_SAMPLE_FACTOR:g}x their median"),
     (4, f"once at least {timing.FIRST_RULE_MIN_REST} samples follow"),
     (4, f"({timer_config(False).min_time_s:g} s; {timer_config(True).min_time_s:g} s quick"),
-    (5, f"at least {derive.DRAM_FACTOR}x the last-level cache's capacity"),
+    (5, f"runs to at least {DEFAULT.offchip_factor}x the last-level cache's reported size (`Policy.offchip_factor`)"),
+    (5, f"under {DEFAULT.launch_factor:g}x the floor its own timing pays (`Policy.launch_factor`)"),
     (6, f"under {timing.FLOOR_CHECK_S * 1e6:g} us"),
     (9, f"more than {pct(runner.BUSY_SHARE)} of the cores"),
     (9, f"more than {runner.JUMP_FACTOR}x slower than the previous size"),
-    (10, f"at least {trust.TRUST_MIN_SAMPLES} samples with a spread under {pct(trust.TRUST_SPREAD)}"),
-    (11, f"within {pct(derive.CACHE_REL_TOL)} of the window's best"),
-    (11, f"{pct(derive.REL_TOL)} for the off-chip roof"),
-    (11, f"spread under {pct(derive.NOISY_SPREAD)}"),
-    (11, f"from {derive.DRAM_FACTOR}x the last-level cache's reported size"),
-    (12, f"{derive.BAND_FACTOR}x its\ncapacity"),
-    (18, f"(`--tolerance`, default {check.DEFAULT_TOLERANCE_PCT:g}%)"),
+    (11, f"plus up to {model.TRANSITIONS} segments for the transitions between levels"),
+    (12, f"{DEFAULT.band_factor}x its\ncapacity"),
+    (14, f"number at least {DEFAULT.min_samples} (`Policy.min_samples`"),
+    (17, f"(within {FLAG_FRACTION:.0%} of the formula's)"),
+    (18, f"(`--tolerance`, default {check.DEFAULT_TOLERANCE_PCT:g}%; `Policy.check_tolerance`)"),
     (18, f"compared to 1 part in 10^{-math.log10(check.EPS):.0f}"),
 ]
 
@@ -211,11 +213,23 @@ def test_a_rules_figures_are_the_codes_constants(number, phrase):
 
 # ---- the method version ----------------------------------------------------------------------
 
-def test_rule_13_lists_every_method_up_to_this_codes():
-    listed = [int(n) for n in re.findall(r"^\s*- method (\d+):", rule(13), re.MULTILINE)]
+def test_the_changelog_lists_every_method_up_to_this_codes():
+    listed = [int(n) for n in re.findall(r"^- method (\d+):", DOCS["CHANGELOG.md"], re.MULTILINE)]
     assert listed == list(range(1, METHOD_VERSION + 1)), (
-        f"rule 13 lists methods {listed}; bench.results.METHOD_VERSION is {METHOD_VERSION}: "
-        "a bump adds its line, a line waits for its bump")
+        f"CHANGELOG.md lists methods {listed}; bench.results.METHOD_VERSION is {METHOD_VERSION}: "
+        "a bump adds its entry, an entry waits for its bump")
+    assert "[CHANGELOG.md](CHANGELOG.md)" in rule(13), "rule 13 no longer says the changelog holds the history"
+
+
+@pytest.mark.parametrize("doc", NAMES)
+def test_every_policy_field_the_docs_name_is_one(doc):
+    unknown = set(re.findall(r"`Policy\.(\w+)`", DOCS[doc])) - {f.name for f in dataclasses.fields(Policy)}
+    assert not unknown, f"{doc} names Policy fields that bench.policy.Policy does not have: {sorted(unknown)}"
+
+
+def test_the_thresholds_section_names_every_preset():
+    text = section("REFERENCE.md", "Thresholds")
+    assert all(f"`{name}`" in text for name in PRESETS), list(PRESETS)
 
 
 @pytest.mark.parametrize("doc", NAMES)
@@ -324,7 +338,7 @@ def test_the_stream_sweeps_start_where_the_docs_say():
 
 
 def test_a_cpus_quick_stream_sweep_ends_where_the_docs_say():
-    factor = stream.QUICK_CPU_PAST_FLOOR * derive.DRAM_FACTOR   # x the LLC
+    factor = DEFAULT.quick_past_floor * DEFAULT.offchip_factor   # x the LLC
     row = next(r for r in section("REFERENCE.md", "What is measured").splitlines() if r.startswith("| stream |"))
     assert f"or to {factor}x the LLC in a CPU's quick run" in row
     # one size per octave from 4x the LLC to factor x: on any CPU whose factor x LLC is under the cap
