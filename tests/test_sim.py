@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from bench.results import BUSY_PREFIX, COLUMNS, PASS_MARK, first_pass_id
+from bench.results import BUSY_PREFIX, COLUMNS, PASS_MARK, Measurement, first_pass_id
 from roofs.analysis.roofline import Roof
 from roofs.sim import score
-from roofs.sim.generate import fallback_selection, plan, simulate, truth
+from roofs.sim.generate import _Measured, fallback_selection, plan, simulate, truth
 from roofs.sim.machines import MACHINES, MiB, served
 from roofs.sim.noise import NOISES, draw
 
@@ -104,6 +104,16 @@ def test_generation_is_deterministic_and_in_the_real_schema():
     assert set(gpu["pass"]) == {1} and gdev["kind"] == "cuda" and {"cuda_graph", "cuda_event"} <= set(gpu["timer"])
     assert "probe.l1" in set(gpu["op"]) and (gpu.loc[gpu["op"] == "probe.l1", "family"] == "probe").all()
     assert "fma.chains/triton" in set(gpu["impl"])
+
+
+def test_fast_rows_are_measurement_rows():
+    fields = dict(op="stream.copy", family="stream", impl="stream.copy/torch", backend="torch",
+                  point={"dtype": "float32", "ws_bytes": 4096}, size=512, shape="(512,)", working_set_bytes=4096,
+                  flops=0, bytes=4096, mode="warm", status="ok", samples_s=(3e-6, 1e-6, 2.5e-6, 9e-6, 1.1e-6))
+    fast, slow = _Measured(**fields).row(), Measurement(**fields).row()
+    assert fast.keys() == slow.keys()
+    assert all(fast[k] == pytest.approx(slow[k], rel=1e-12) if isinstance(slow[k], float) else fast[k] == slow[k]
+               for k in slow if slow[k] == slow[k])
 
 
 def test_fallback_revisit_selection():
