@@ -22,6 +22,7 @@ class Policy:
     min_sizes: int = 2              # a plateau holds at least this many sizes
     level_step: float = 0.15        # adjacent plateaus differ by at least this share of the faster one's rate
     level_min_sizes: int = 3        # a segment between two others with fewer sizes is a transition, no level
+    clear_factor: int = 2           # a level's sizes start at this x the inner level's edge (it still hits there)
     edge_tol: float = 0.10          # a plateau's sizes reach within this share of its roof; its edge is the last
     # --- a roof: one high statistic ---
     roof_rank: int = 2              # a roof is the rank-th best measurement of its plateau: no lucky one sets it
@@ -44,7 +45,7 @@ class Policy:
     pass_time_share: float = 0.30   # the share of the run's time revisit passes may take
     revisit_top: int = 2            # rows revisited per working-set window and per precision and unit
     # --- the stream sweep and the bounds ---
-    offchip_factor: int = 4         # the sweep runs to at least this x the last-level cache reported
+    offchip_factor: int = 4         # off-chip sizes from this x the last cache's measured edge; the sweep reaches it
     quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
     band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level
     launch_factor: float = 2.0      # a call under this x the launch floor is launch-bound

@@ -12,9 +12,11 @@ the runner flagged (a busy machine, a time jump) and rows with too few samples s
                    limit and take no part; adjacent plateaus differ by level_step or merge.
                    The last plateau is off chip; the others take the caches' names in order,
                    matched to the reported sizes nearest their measured edges
-    a roof         the roof_rank-th highest measurement of its plateau (a level, a direction's
-                   rows on the level's sizes, a precision's own-unit shapes within shape_tol of
-                   its best): no single lucky size, shape or pass sets it
+    a roof         the roof_rank-th highest measurement of its plateau (a level: the outer half
+                   of its sizes, from clear_factor x the inner level's edge, offchip_factor x
+                   off chip, where no inner level serves part of the set; a direction: its rows
+                   on those sizes; a precision: its own-unit shapes within shape_tol of its
+                   best): no single lucky size, shape or pass sets it
     its interval   [roof, best x exp(interval_reach x S)]: the ceiling is at least the roof
                    (every measurement is a floor of it) and below the top unless every
                    measurement was slowed more than the roof's own spread S shows (S: the
@@ -140,9 +142,12 @@ def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
     return rows.loc[idx.values].assign(_group=group.loc[idx.values].values, _pass=passes.loc[idx.values].values)
 
 
-def ceiling(meas: pd.DataFrame, policy: Policy) -> tuple[float, tuple, dict, pd.Series]:
+def ceiling(meas: pd.DataFrame, policy: Policy, by_size: bool = False) -> tuple[float, tuple, dict, pd.Series]:
     """Return (roof, interval, basis, the row at the top) of a plateau's measurements (module
-    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]."""
+    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]. by_size
+    (groups are working-set sizes): a plateau still falling at its largest size may sit above its
+    own level by as much as that last step (a set that size still hits in the level inside it
+    now and then), so the low end reaches down by the ratio of its last two sizes' bests."""
     ordered = meas.sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
     roof = float(rates[min(policy.roof_rank, len(rates)) - 1])
@@ -152,13 +157,15 @@ def ceiling(meas: pd.DataFrame, policy: Policy) -> tuple[float, tuple, dict, pd.
               "row": float(ordered["jitter"].iloc[0] or 0.0)}
     s = max(spread.values())
     high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
+    sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if by_size else []
+    fall = min(1.0, sizes[-1] / sizes[-2]) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(rates), "groups": int(meas["_group"].nunique()),
-             "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best}
-    return roof, (roof, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
+             "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
+    return roof, (roof * fall, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
 
 
 def _roof(kind: str, name: str, meas: pd.DataFrame, policy: Policy, note: str, extra: dict, **kw) -> Roof:
-    value, interval, basis, row = ceiling(meas, policy)
+    value, interval, basis, row = ceiling(meas, policy, by_size=kind == "bandwidth")
     unit = "GB/s" if kind == "bandwidth" else ("GOP/s" if name.split(".")[0].split(" ")[0] in INTEGER_PRECISIONS
                                              else "GFLOP/s")
     per_pass = meas.groupby("_pass")["rate"].max()
@@ -233,9 +240,14 @@ def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFr
 
 def _without_transitions(plats: list, policy: Policy) -> list:
     """Return plats less the transitions between levels: a segment neither first nor last that
-    holds fewer than Policy.level_min_sizes sizes (a working set partly in two levels reads
-    between them; a real level spans octaves of the sweep, the first one excepted)."""
-    return [p for i, p in enumerate(plats) if i in (0, len(plats) - 1) or len(p) >= policy.level_min_sizes]
+    holds fewer than Policy.level_min_sizes sizes, or whose rates fall with every size by more
+    than a level step in all (a working set partly in two levels reads between them, the more
+    of it outside the larger it is; a real level is flat over octaves of the sweep)."""
+    def transition(p):
+        r = p["rate"].to_numpy(float)
+        return len(p) < policy.level_min_sizes or (bool(np.all(np.diff(r) <= 0))
+                                                    and r[0] > (1 + policy.level_step) * r[-1])
+    return [p for i, p in enumerate(plats) if i in (0, len(plats) - 1) or not transition(p)]
 
 
 def _names(plats: list, caches, memory: str) -> list[str]:
@@ -270,13 +282,33 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                      "kernels' own limit (or per-call cost), left out of the levels (a finding)")
     plats = plateaus(env[~limited], len(caches) + 1, policy)
     names = _names(plats, caches, memory)
-    roofs = []
+    kinds = directions(rows)
+    limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
+    for d in DIRECTIONS:
+        own = rows[kinds == d]
+        if own.empty:
+            continue
+        best = own.loc[own.groupby(bins.loc[own.index])["rate"].idxmax()].sort_values("working_set_bytes")
+        cut = set(bins.loc[best.index][_order_limited(np.log(best["rate"].to_numpy(float)), policy.level_step)])
+        limited_rows |= set(own.index[bins.loc[own.index].isin(cut)])
+    roofs, inner = [], None
+    half_bin = 2 ** (0.5 / policy.bins_per_octave)
     for i, (name, plat) in enumerate(zip(names, plats)):
         if not name:
             continue
+        if inner is not None:  # a working set a few times a cache's edge still hits in it
+            factor = policy.offchip_factor if name == memory else policy.clear_factor
+            clear = plat[plat["working_set_bytes"] >= factor * inner[1] / half_bin]
+            if len(clear) < policy.min_sizes:
+                notes.append(f"{name}: under {policy.min_sizes} sizes from {factor}x {inner[0]}'s measured edge "
+                             f"({fmt_bytes(factor * inner[1])}), where {inner[0]} no longer serves part of the set")
+                continue
+            plat = clear
         lo, hi = float(plat["working_set_bytes"].min()), float(plat["working_set_bytes"].max())
-        edge_hi = math.inf if name == memory else hi * 2 ** (0.5 / policy.bins_per_octave)
-        mine = rows[(rows["working_set_bytes"] >= lo * 2 ** (-0.5 / policy.bins_per_octave))
+        edge_hi = math.inf if name == memory else hi * half_bin
+        # its outer half: a set near the inner level's edge may still hit in it, reading above its own level
+        outer = plat.iloc[-max(policy.min_sizes, math.ceil(len(plat) / 2)):]
+        mine = rows[(rows["working_set_bytes"] >= outer["working_set_bytes"].min() / half_bin)
                     & (rows["working_set_bytes"] <= edge_hi)]
         if len(plat) < policy.min_sizes:
             notes.append(f"{name}: only {fmt_bytes(lo)} measured on its plateau: {policy.min_sizes} sizes needed")
@@ -294,7 +326,8 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                  "capacity_bytes": size, "from_bytes": int(lo), "plateau_median": float(plat["rate"].median()),
                  "steady": True}
         roofs.append(replace(roof, extra={**roof.extra, **extra}))
-        roofs += _direction_roofs(name, mine, bins, policy, notes)
+        roofs += _direction_roofs(name, mine.drop(index=list(limited_rows & set(mine.index))), bins, policy, notes)
+        inner = (name, edge)
     found = {r.name for r in roofs}
     for name in [n for n, _ in caches] + [memory]:
         if name not in found and not any(n.startswith(f"{name}:") for n in notes):
@@ -420,28 +453,34 @@ def level_sizes(roofs, caches) -> list[tuple[str, int, int | None]]:
 
 def physical_order(roofs: list, caches, memory: str) -> tuple[list, list[str]]:
     """Return (roofs, notes) with every level measured slower than the next outer level that
-    has a roof removed with its direction roofs: a cache never serves slower than the level
-    outside it, so such a figure is its kernel's own limit (a finding, named in the notes)."""
+    has a roof removed with its direction roofs, and every direction roof slower than the same
+    direction's outside it: a cache never serves slower than the level outside it, so such a
+    figure is its kernel's own limit (a finding, named in the notes)."""
     order = (["l1"] if "l1" not in dict(caches) else []) + [n for n, _ in caches] + [memory]
-    level = {r.name: r for r in roofs if r.kind == "bandwidth" and r.name in order}
     notes, gone = [], set()
-    for i, name in enumerate(order[:-1]):
-        outer = next((level[o] for o in order[i + 1:] if o in level), None)
-        if name in level and outer is not None and level[name].value < outer.value:
-            gone.add(name)
-            notes.append(f"{name}: {fmt_num(level[name].value)} GB/s ({level[name].op}) reads slower than "
-                         f"{outer.name}'s {fmt_num(outer.value)}: its kernel's own limit, not the cache (a finding); "
-                         f"its points are bounded by the next level out")
-    return [r for r in roofs if not (r.kind == "bandwidth" and r.name.split(".")[0] in gone)], notes
+    for suffix in ("", *(f".{d}" for d in DIRECTIONS)):
+        level = {r.name: r for r in roofs if r.kind == "bandwidth" and r.name in {o + suffix for o in order}}
+        for i, name in enumerate(order[:-1]):
+            mine = level.get(name + suffix)
+            outer = next((level[o + suffix] for o in order[i + 1:] if o + suffix in level), None)
+            if mine is None or outer is None or mine.value >= outer.value or name in gone:
+                continue
+            gone |= {name} if not suffix else set()
+            gone.add(name + suffix)
+            notes.append(f"{mine.name}: {fmt_num(mine.value)} GB/s ({mine.op}) reads slower than {outer.name}'s "
+                         f"{fmt_num(outer.value)}: its kernel's own limit, not the cache (a finding)")
+    return [r for r in roofs if not (r.kind == "bandwidth" and (r.name in gone or r.name.split(".")[0] in gone))], notes
 
 
-def launch_floor_roofs(rows: pd.DataFrame, policy: Policy) -> list[Roof]:
+def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy) -> list[Roof]:
     """Return the launch floors (rule 5): each (backend, form)'s lowest low-quantile time per
     call, its interval reaching down by the same spread S a rate's reaches up."""
-    empty = rows[rows["op"] == LAUNCH_OP] if not rows.empty else rows
+    empty = rows[(rows["op"] == LAUNCH_OP) & usable(rows, policy)] if not rows.empty else rows
     if empty.empty:
         return []
-    timed = empty.assign(median_ms=empty["median_ms"] / np.exp(empty["jitter"]))
+    low = [low_time((samples or {}).get(str(p)), policy.rate_quantile) for p in empty["point_id"]]
+    low_ms = [min(t * 1e3, m) if t else m for t, m in zip(low, empty["median_ms"].astype(float))]
+    timed = empty.assign(median_ms=low_ms, jitter=np.log(empty["median_ms"].astype(float) / low_ms))
     out = []
     for roof in launch_roofs(timed):
         own = timed[timed["point_id"] == roof.point_id].iloc[0]
@@ -476,7 +515,7 @@ def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, 
     roofs, order_notes = physical_order(roofs, caches, memory)
     notes += order_notes
     comp, comp_notes = compute_roofs(rates, sweep, cpu_missing_units(device), policy)
-    roofs += comp + launch_floor_roofs(rates, policy) + link_roofs(sweep)
+    roofs += comp + launch_floor_roofs(sweep, samples, policy) + link_roofs(sweep)
     notes += comp_notes
     roofs, more = confirm(roofs, rows, rates, device, counters, policy)
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
