@@ -12,7 +12,7 @@ from bench.measure.registry import load_all
 from bench.measure.runner import Runner, make_plan
 from bench.measure.timing import TimerConfig
 from bench.ops import gemm as g
-from roofs.analysis.derive import compute_roofs
+from roofs.analysis.model import compute_roofs, rated
 
 REG = load_all()
 CPU = detect.resolve("cpu")
@@ -120,6 +120,11 @@ def test_runner_gates_every_cpu_precision_against_float64():
 
 
 def test_compute_roofs_best_per_precision_over_impls_and_shapes():
+    """A precision's roof is the Policy.roof_rank-th (2nd) best measurement of its shapes within
+    shape_tol (10%) of its best. bf16: 950 (Triton search) and 800 (torch square); 800 is under
+    0.9 x 950 = 855, so the plateau is 950 alone and, with one measurement, 950 is the roof.
+    fp32: the error row (9999) sets nothing, so 240 alone. int8: 1500 alone, in GOP/s. The
+    stream row has no GFLOP/s figure of a unit and sets no compute roof."""
     rows = pd.DataFrame([
         {"family": "gemm", "op": "gemm.square", "impl": "gemm.square/torch", "dtype": "bf16", "shape": "512x512x512",
          "gflops": 800.0, "status": "ok", "point_id": "a", "working_set_bytes": 1},
@@ -133,14 +138,15 @@ def test_compute_roofs_best_per_precision_over_impls_and_shapes():
          "gflops": 1500.0, "status": "ok", "point_id": "e", "working_set_bytes": 5},
         {"family": "stream", "op": "stream.triad", "impl": "stream.triad/torch", "dtype": "float32", "shape": "(9,)",
          "gflops": 99999.0, "status": "ok", "point_id": "f", "working_set_bytes": 6},
-    ])
-    roofs = {r.name: r for r in compute_roofs(rows)}
+    ]).assign(gbps=float("nan"), median_ms=1.0, mode="warm")
+    found, _ = compute_roofs(rated(rows, {}), rows)
+    roofs = {r.name: r for r in found}
     assert set(roofs) == {"bf16", "fp32", "int8"}
     assert (roofs["bf16"].value, roofs["bf16"].impl, roofs["bf16"].shape) == (950.0, "gemm.search/triton",
                                                                               "2048x1024x512")
     assert roofs["fp32"].value == 240.0 and roofs["fp32"].impl == "gemm.square/numpy"  # the error row is ignored
     assert roofs["int8"].unit == "GOP/s" and roofs["bf16"].unit == "GFLOP/s"
-    assert "2 impl(s) and 2 shape(s)" in roofs["bf16"].note
+    assert roofs["bf16"].extra["unit"] == "gemm" and roofs["bf16"].interval[0] == 950.0
 
 
 def test_tile_lists_leave_out_the_tiles_that_spill_on_their_target():

@@ -153,9 +153,9 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     # a jumped row sets no roof
     import pandas as pd
 
-    from roofs.analysis.derive import trusted
+    from roofs.analysis.model import usable
     df = pd.DataFrame([second.row()])
-    assert not trusted(df).iloc[0]
+    assert not usable(df).iloc[0]
 
 
 def test_launchers_leave_global_state_as_they_found_it():
