@@ -59,7 +59,8 @@ from bench.run import profile as profile_mod
 from bench.run import profile_counters
 from bench.util import first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import bound_at, point_bound
-from roofs.analysis.model import derive_roofs, untrusted_text
+from roofs.analysis.confirm import derive_roofs
+from roofs.analysis.model import untrusted_text
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
 
@@ -340,7 +341,7 @@ def quick_roofs(device: str | None = None, budget_s: float | None = None) -> Roo
     before its inputs are made, the stream sweep stopped once the off-chip rate settles):
     the quick plan's stream copy, read, write and reread (every cache level's window, and
     the off-chip roof past the last), probe.l1 and its square GEMMs (each precision a quick
-    run measures here), derived by the run's own rules (roofs.analysis.model.derive_roofs), each
+    run measures here), derived by the run's own rules (roofs.analysis.confirm.derive_roofs), each
     with its interval and confirmation (rule 17).
     About 20-30 s on a 2-core CPU VM, seconds on a GPU. A roof it could not set (a level or
     a precision whose rows did not converge on a busy machine, or were cut) is named in the

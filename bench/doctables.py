@@ -23,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+import run_bench
 from bench.policy import DEFAULT, PRESETS, policy_table
 from bench.results import AXIS_COLUMNS, COLUMNS
 from roofs.charts.plot import CHARTS
@@ -200,8 +201,6 @@ def _same_names(what: str, code: list, meant: list) -> None:
 def options_table(parser: argparse.ArgumentParser | None = None) -> str:
     """Return the options table: every option of the run's parser, in its order, with its meaning."""
     if parser is None:
-        import run_bench  # the CLI: importing it loads every family and torch; only this table needs it
-
         parser = run_bench.build_parser()
     actions = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
     names = [a.option_strings[-1] for a in actions]

@@ -9,6 +9,7 @@ A leaf module: it imports nothing of the project, so measuring and deriving both
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields, replace
 
 
@@ -65,8 +66,6 @@ PRESETS = {"default": DEFAULT, "strict": STRICT, "permissive": PERMISSIVE}
 
 def policy_table() -> list[tuple[str, object, str]]:
     """Return [(field, default, the comment beside it)] for REFERENCE.md's thresholds table."""
-    import inspect  # only the docs generator reads the comments
-
     src = inspect.getsource(Policy)
     out = []
     for f in fields(Policy):

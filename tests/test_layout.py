@@ -22,7 +22,7 @@ LAYERS = [
     (6, ("bench.aot",)),
     (7, ("roofs.charts", "roofs.reports", "roofs.sim")),
     (8, ("bench.run",)),
-    (9, ("bench.api", "bench.models", "bench.examples", "run_bench")),
+    (9, ("bench.api", "bench.models", "bench.examples", "bench.doctables", "run_bench")),
 ]
 # may be imported inside a function, with a reason
 OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels", "torch._inductor")

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from bench.policy import DEFAULT, Policy
+from roofs.analysis.confirm import derive_roofs
 from roofs.analysis.model import (
     ceiling,
-    derive_roofs,
     measurements,
     physical_order,
     plateaus,

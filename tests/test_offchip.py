@@ -13,7 +13,7 @@ from bench.measure.registry import load_all
 from bench.measure.revisit import revisit_passes, revisit_stops
 from bench.measure.runner import Plan, Task
 from bench.policy import DEFAULT
-from roofs.analysis.model import derive_roofs
+from roofs.analysis.confirm import derive_roofs
 
 MiB = 2**20
 CPU = {"kind": "cpu", "caches": [{"name": "l3", "total_bytes": 32 * MiB}]}

@@ -28,8 +28,8 @@ from bench.measure.runner import Plan, Runner, Task, progress_line
 from bench.measure.timing import TimerConfig
 from bench.policy import DEFAULT
 from bench.results import Measurement
-from roofs.analysis.confirm import PER_ROOF, candidate_rows, pick, targets
-from roofs.analysis.model import SUSTAINED_MODE, derive_roofs
+from roofs.analysis.confirm import PER_ROOF, candidate_rows, derive_roofs, pick, targets
+from roofs.analysis.model import SUSTAINED_MODE
 
 TRUST_MIN_SAMPLES = DEFAULT.min_samples
 

@@ -27,7 +27,7 @@ import pandas as pd
 from bench.hw.counters import FLAG_FRACTION
 from bench.policy import DEFAULT, Policy
 from bench.util import fmt_num, number
-from roofs.analysis.model import COMPUTE_FAMILIES, SUSTAINED_MODE, device_levels, directions
+from roofs.analysis.model import COMPUTE_FAMILIES, SUSTAINED_MODE, device_levels, directions, estimate
 from roofs.analysis.roofline import DIRECTIONS, Roof
 
 PER_ROOF, QUICK_PER_ROOF = 3, 2   # the best candidates of each roof that run a sustained window
@@ -188,3 +188,13 @@ def confirm(roofs: list, rows: pd.DataFrame, rates: pd.DataFrame, device: dict, 
                   f"{fmt_num(r.value)}" for r in out if (r.extra or {}).get("sustained")
                   and r.extra["sustained"]["value"] > r.interval[1] * (1 + policy.agree_tol)]
     return out, notes
+
+
+def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, counters=None,
+                 policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
+    """Return every roof of a run and its notes: the estimator's roofs and intervals
+    (roofs.analysis.model.estimate), each level and precision roof with its confirmation and
+    sustained figure (confirm). samples: {point_id: seconds per call}; counters: counters.csv."""
+    roofs, notes, rates = estimate(rows, device, samples, policy)
+    roofs, more = confirm(roofs, rows, rates, device, counters, policy)
+    return roofs, notes + more

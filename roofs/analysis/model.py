@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -259,7 +260,6 @@ def _names(plats: list, caches, memory: str) -> list[str]:
     if len(inner) > len(names):
         inner, names = inner[-len(names):], names
     best, choice = math.inf, None
-    from itertools import combinations
     for pick in combinations(range(len(names)), len(inner)):
         cost = sum(abs(math.log2(max(p["working_set_bytes"].max(), 1) / caches[i][1])) for p, i in zip(inner, pick))
         if cost < best:
@@ -493,13 +493,11 @@ def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy)
     return out
 
 
-def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, counters=None,
-                 policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
-    """Return every roof of a run, each measured one with its interval, and its notes: levels
-    and directions, probe.l1, compute roofs and lines, launch floors, links; then the
-    confirmations and sustained figures (roofs.analysis.confirm)."""
-    from roofs.analysis.confirm import confirm  # confirm reads this module's statistic
-
+def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
+             policy: Policy = DEFAULT) -> tuple[list[Roof], list[str], pd.DataFrame]:
+    """Return (every roof of a run, each measured one with its interval; notes; the rated sweep
+    rows): levels and directions, probe.l1, compute roofs and lines, launch floors, links. Their
+    confirmations and sustained figures are roofs.analysis.confirm.derive_roofs's."""
     sweep = rows[rows["mode"] != SUSTAINED_MODE] if "mode" in rows else rows
     rates = rated(sweep, samples, policy)
     caches, memory = device_levels(device)
@@ -517,10 +515,9 @@ def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, 
     comp, comp_notes = compute_roofs(rates, sweep, cpu_missing_units(device), policy)
     roofs += comp + launch_floor_roofs(sweep, samples, policy) + link_roofs(sweep)
     notes += comp_notes
-    roofs, more = confirm(roofs, rows, rates, device, counters, policy)
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
             and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
     notes += [f"{r.name}: its interval is +/-{(r.interval[1] / r.interval[0] - 1) / 2:.0%} after "
               f"{r.extra.get('pass_count', 1)} pass(es), wider than the {policy.target_halfwidth:.0%} target: "
               "the host's noise outran the passes the run had time for" for r in wide]
-    return roofs, notes + more
+    return roofs, notes, rates

@@ -18,7 +18,7 @@ from bench.results import (
     write_roofs,
 )
 from roofs.analysis.bounds import annotate
-from roofs.analysis.model import derive_roofs
+from roofs.analysis.confirm import derive_roofs
 from roofs.analysis.roofline import Roof
 from roofs.charts.plot import clear_charts, plot_run
 from roofs.reports.report import reference_roofs_for, write_report

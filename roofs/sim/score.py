@@ -2,7 +2,7 @@
 truth, cover the truth with its interval, and keep `check` quiet between two runs of one truth
 while catching a truth 15% slower?
 
-    derive(rows, device, samples, policy)      roofs.analysis.model.derive_roofs, the derivation under test
+    derive(rows, device, samples, policy)      roofs.analysis.confirm.derive_roofs, the derivation under test
     score_roofs(roofs, truth, policy)          one run's roofs against the truth: a dict of tallies
     compare(run_roofs, base_roofs, policy)     roofs.reports.check.compare_roofs (or the interval rule)
     evaluate(machine, noise, seeds, policy)    every criterion over seeds: a Tally (merge with +)
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench.policy import DEFAULT, Policy
-from roofs.analysis.model import derive_roofs
+from roofs.analysis.confirm import derive_roofs
 from roofs.reports import check as check_mod
 from roofs.sim.generate import as_machine, simulate, truth
 from roofs.sim.noise import NOISES, Noise
