@@ -36,13 +36,15 @@ def make_row(op, impl, dtype, size, shape, ws, flops, nbytes, seconds, mode="war
 
 def _stream_gbps(ws, dtype, impl):
     """Synthetic plateaus: fp32 shows an L1 and an L2 plateau, bf16 only an L2 one (its L1
-    window keeps rising), and the off-chip roof is reached from 4x L2 on."""
+    window keeps rising), and the off-chip roof is reached from 1.5x L2 on, after a transition
+    of two sizes (45 and 64 MiB: a working set partly in L2 reads between the two levels; a
+    transition that spanned octaves would be a plateau, a level of its own)."""
     scale = 1.0 if impl == "torch" else 0.95
     if ws <= 0.75 * L1:
         v = (9000 if dtype == "float32" else 2000 + 6000 * ws / (0.75 * L1))
     elif ws <= 0.75 * L2:
         v = 6000 if dtype == "float32" else 7000
-    elif ws < 4 * L2:
+    elif ws < 1.5 * L2:
         v = 4600
     else:
         v = 4000 if dtype == "float32" else 3900
@@ -163,8 +165,8 @@ def synthetic_roofs() -> list[dict]:
         unit = "GB/s" if kind == "bandwidth" else ("GOP/s" if name == "int8" else "GFLOP/s")
         return {"kind": kind, "name": name, "value": value, "unit": unit, "source": source, "op": "", "impl": "",
                 "dtype": "", "point_id": "", "shape": "", **kw}
-    return [roof("bandwidth", "hbm", 4000.0, plateau_bytes=[4 * L2, GiB], plateau_points=5,
-                 plateau_values=[3900.0, 4000.0], impl="stream.triad/torch"),
+    return [roof("bandwidth", "hbm", 4000.0, plateau_bytes=[int(1.5 * L2), GiB], plateau_points=11,
+                 plateau_values=[3900.0, 4000.0], impl="stream.triad/torch", extra={"from_bytes": int(1.5 * L2)}),
             roof("bandwidth", "l2", 7000.0, plateau_bytes=[L1, int(0.75 * L2)], plateau_points=3,
                  plateau_values=[6900.0, 7000.0]),
             roof("bandwidth", "l1", 9000.0, plateau_bytes=[2**16, int(0.75 * L1)], plateau_points=9,

@@ -18,7 +18,7 @@ from synthetic import PEAK, make_row, make_synthetic_run  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import load_run  # noqa: E402
-from roofs.analysis.derive import bandwidth_roofs  # noqa: E402
+from roofs.analysis.model import level_roofs, rated  # noqa: E402
 from roofs.charts import plot  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
@@ -132,7 +132,9 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
         panels = {ax.get_title().split(":")[0]: ax for ax in fig.axes if ax.get_visible()}
         assert set(panels) == {"float32", "bfloat16"}
         for dtype, ax in panels.items():
-            own, _ = bandwidth_roofs(df[(df["family"] == "stream") & (df["dtype"] == dtype)], caches, "hbm")
+            # the dtype's own roofs, as the chart derives them (roofs.analysis.model.level_roofs)
+            mine = rated(df[(df["family"] == "stream") & (df["dtype"] == dtype) & (df["mode"] == "warm")], {})
+            own, _ = level_roofs(mine, caches, "hbm")
             # level roofs only: hbm.read and the like are not drawn
             own = [r for r in own if "direction" not in r.extra]
             gids = _gids(ax)
@@ -150,7 +152,8 @@ def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
             from roofs.charts.kit import LEVEL_COLORS
             for name in ("hbm", "l2", "l1"):  # the level's colour, as on the rooflines
                 assert matplotlib.colors.same_color(gids[f"overall:{name}"].get_color(), LEVEL_COLORS[name])
-            assert "4xllc" in gids
+            # the sizes the off-chip roof came from (roofs.json's from_bytes), shaded
+            assert "offchip-window" in gids
         bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith(("roof:", "candidate:"))}
         assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own
     finally:
