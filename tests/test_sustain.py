@@ -1,6 +1,6 @@
-"""The sustained phase (ARCHITECTURE.md, rule 14): which rows stand for a roof, how burst
-and sustained figures are merged into the roofs, how a CPU's unsteady roofs are settled,
-and the phase run end to end into a run folder (structure only: no speed is asserted)."""
+"""The sustained phase (ARCHITECTURE.md, rule 14): which rows stand for a roof
+(roofs/analysis/confirm.py), how the burst and sustained figures sit beside each roof, and
+the phase run end to end into a run folder (structure only: no speed is asserted)."""
 import json
 
 import pandas as pd
@@ -12,11 +12,11 @@ from bench.hw import detect
 from bench.measure.registry import Axis, Impl, Op, Registry
 from bench.measure.runner import make_plan
 from bench.measure.timing import TimerConfig
+from bench.policy import DEFAULT
 from bench.results import load_run
 from bench.run.session import execute, run_meta
-from bench.run.sustain_phase import candidates, sustained_timer
-from roofs.analysis.derive import derive
-from roofs.analysis.sustained import candidate_rows, merge_sustained, pick
+from bench.run.sustain_phase import TRUST_MIN_SAMPLES, candidates, sustained_timer
+from roofs.analysis.confirm import candidate_rows, confirm, derive_roofs, pick, targets
 
 MiB = 2**20
 GPU = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]}
@@ -24,12 +24,15 @@ CPUDEV = {"kind": "cpu", "caches": [{"name": "l2", "total_bytes": 1 * MiB}, {"na
 
 
 def gpu_rows(sustained=True):
-    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw)
+    """An H200-like sweep whose rows' rates are their figures exactly (p20 at the median), and
+    sustained windows for the HBM, bf16 and fp32 roofs."""
+    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw, spread=0.0)
             for ws, bw in ((256, 4000.0), (512, 4100.0), (1024, 4050.0))]
-    rows += [row("stream.reread", "triton", "int32", ws * MiB, bw)
+    rows += [row("stream.reread", "triton", "int32", ws * MiB, bw, spread=0.0)
              for ws, bw in ((4, 9000.0), (8, 9400.0), (16, 9300.0))]
-    rows += [row("gemm.square", "torch", "bf16", n * MiB, g, kind="gemm") for n, g in ((64, 700e3), (128, 720e3))]
-    rows += [row("gemm.square", "torch", "fp32", 64 * MiB, 50e3, kind="gemm")]
+    rows += [row("gemm.square", "torch", "bf16", n * MiB, g, kind="gemm", spread=0.0)
+             for n, g in ((64, 700e3), (128, 720e3))]
+    rows += [row("gemm.square", "torch", "fp32", 64 * MiB, 50e3, kind="gemm", spread=0.0)]
     if sustained:
         rows += [row("stream.copy", "torch", "float32", 512 * MiB, 3900.0, "sustained", clock=1980.0, power=520.0,
                      joules=0.5),
@@ -43,27 +46,28 @@ def gpu_rows(sustained=True):
 
 
 def merged(rows, device):
-    roofs, notes = derive(rows, device)
-    roofs, notes = merge_sustained(roofs, notes, rows, device)
+    roofs, notes = derive_roofs(rows, device)
     return {(r.kind, r.name): r for r in roofs}, notes
 
 
 def test_burst_roofs_ignore_the_sustained_rows_and_carry_both_figures():
+    """The burst roofs come from the sweep alone, the roof_rank-th (second) highest measurement
+    of the outer half of each plateau: HBM's sizes 256 MiB-1 GiB (4,000, 4,100, 4,050), its
+    outer half 512 MiB and 1 GiB, 4,050; L2's 4-16 MiB (9,000, 9,400, 9,300), its outer half
+    8 and 16 MiB, 9,300; bf16's two shapes (700, 720 TFLOP/s), 700. Beside each, the best
+    sustained window among its candidates."""
     roofs, _ = merged(gpu_rows(), GPU)
-    hbm, l2, bf16, fp32 = (roofs[k] for k in (("bandwidth", "hbm"), ("bandwidth", "l2"), ("compute", "bf16"),
-                                              ("compute", "fp32")))
-    # burst: the sweep's best steady median, as before the sustained rows existed
-    assert (hbm.value, l2.value, bf16.value) == (4100.0, 9400.0, 720e3)
-    assert hbm.extra["burst"] == 4100.0
-    # sustained: the best sustained window on the roof's plateau, with its clock and power
+    hbm, l2, bf16 = (roofs[k] for k in (("bandwidth", "hbm"), ("bandwidth", "l2"), ("compute", "bf16")))
+    assert (hbm.value, l2.value, bf16.value) == (4050.0, 9300.0, 700e3)
+    assert hbm.extra["burst"] == 4050.0 and bf16.extra["burst"] == 700e3
+    # sustained: the best sustained window on the roof's sizes, with its clock and power
     sus = hbm.extra["sustained"]
     assert sus["value"] == 3950.0 and sus["clock_mhz"] == 1975.0 and sus["power_w"] == 530.0
     assert sus["point_id"].endswith("@sustained") and sus["steady"] is True
     # a window that stepped down halfway is still the sustained figure, marked unsteady
     assert bf16.extra["sustained"]["value"] == 640e3 and bf16.extra["sustained"]["steady"] is False
-    # a roof with no usable window says why
+    # a roof with no window says why
     assert l2.extra["sustained"] is None and "none of its candidates" in l2.extra["sustained_why"]
-    assert fp32.extra["sustained"] is None and "busy" in fp32.extra["sustained_why"]
 
 
 def test_a_run_without_the_phase_says_so():
@@ -74,7 +78,7 @@ def test_a_run_without_the_phase_says_so():
 
 def test_candidates_are_the_best_distinct_points_and_sizes():
     rows = gpu_rows(sustained=False)
-    roofs, _ = derive(rows, GPU)
+    roofs, _ = derive_roofs(rows, GPU)
     hbm = next(r for r in roofs if r.name == "hbm")
     # the same point timed warm and cold counts once; a bandwidth roof's candidates are distinct sizes
     extra = pd.DataFrame([row("stream.copy", "torch", "float32", 512 * MiB, 4090.0, "cold")])
@@ -85,40 +89,13 @@ def test_candidates_are_the_best_distinct_points_and_sizes():
     assert list(pick(candidate_rows(rows, "compute", "bf16", GPU, bf16), "compute", 3)["gflops"]) == [720e3, 700e3]
 
 
-def test_a_cpu_roof_left_unset_by_a_busy_sweep_is_settled_by_steady_windows():
-    busy = "measured while the machine was busy: other processes used 60% of its 2 cores"
-    rows = [row("stream.copy", "torch", "float32", ws * MiB, bw, flag=busy) for ws, bw in ((128, 20.0), (256, 21.0))]
-    rows += [row("gemm.square", "torch", "fp32", 8 * MiB, 190.0, kind="gemm", flag=busy),
-             row("gemm.square", "torch", "fp32", 16 * MiB, 230.0, kind="gemm", samples=200, spread=0.3,
-                 stop="max_samples")]
-    rows += [row("stream.copy", "torch", "float32", 128 * MiB, 19.5, "sustained"),
-             row("stream.copy", "torch", "float32", 256 * MiB, 20.5, "sustained"),
-             row("gemm.square", "torch", "fp32", 16 * MiB, 225.0, "sustained", kind="gemm"),
-             row("gemm.square", "torch", "fp32", 8 * MiB, 229.0, "sustained", kind="gemm", spread=0.4)]
-    df = pd.DataFrame(rows)
-    before, _ = derive(df, CPUDEV)
-    assert not [r for r in before if r.source == "measured"]       # the sweep set nothing
-    roofs, notes = merged(df, CPUDEV)
-    fp32, dram = roofs[("compute", "fp32")], roofs[("bandwidth", "dram")]
-    assert fp32.value == 225.0 and fp32.extra["settled_by"] == "sustained" and fp32.extra["burst"] is None
-    assert fp32.point_id.endswith("@sustained")                    # the unsteady 229 window set nothing
-    assert dram.value == 20.5 and dram.plateau_points == 2 and dram.plateau_bytes == (128 * MiB, 256 * MiB)
-    assert any(n.startswith("fp32: set by the sustained phase") for n in notes)
-    assert not any(n.startswith("fp32: no compute roof") for n in notes)
-    [l3] = [n for n in notes if n.startswith("l3:")]                  # one note per level, the sweep's extended
-    assert "the sustained phase could not settle it either: no sustained window ran in its window" in l3
-    # on a GPU the same rows settle nothing: only a CPU's noisy sweeps are settled this way
-    gpu, _ = merged(df, {"kind": "cuda", "caches": CPUDEV["caches"]})
-    assert ("compute", "fp32") not in gpu
-
-
 def test_the_sustained_timer_samples_a_window():
     cfg = sustained_timer(0.25, TimerConfig(target_sample_s=5e-4))
     assert cfg.window_s == 0.25 and cfg.budget_s >= 0.5 and cfg.target_sample_s == 5e-4 and cfg.max_samples >= 1e6
-    # enough samples to be judged steady (roofs.analysis.sustained._steady), whatever a call takes, up
-    # to LONG_CALL_S beyond the window: 5 calls of 0.9 s still fit a 1 s window's budget
-    from roofs.analysis.trust import TRUST_MIN_SAMPLES
-    assert cfg.min_samples == TRUST_MIN_SAMPLES and sustained_timer(1.0).budget_s >= TRUST_MIN_SAMPLES * 0.9
+    # enough samples to count (the Policy's min_samples), whatever a call takes, up to
+    # LONG_CALL_S beyond the window: 5 calls of 0.9 s still fit a 1 s window's budget
+    assert cfg.min_samples == TRUST_MIN_SAMPLES == DEFAULT.min_samples
+    assert sustained_timer(1.0).budget_s >= TRUST_MIN_SAMPLES * 0.9
 
 
 def toy_gemm() -> Registry:
@@ -214,46 +191,21 @@ def test_the_validation_table_gives_both_figures():
     assert why["sustained"] is None and why["sustained by"] == "ran while busy"
 
 
-def test_a_roof_the_windows_cannot_settle_says_why():
-    busy = "measured while the machine was busy: other processes used 60% of its 2 cores"
-    rows = pd.DataFrame([row("gemm.square", "torch", "fp32", 8 * MiB, 190.0, kind="gemm", flag=busy),
-                         row("gemm.square", "torch", "fp32", 8 * MiB, 200.0, "sustained", kind="gemm", flag=busy),
-                         row("gemm.square", "torch", "bf16", 8 * MiB, 90.0, kind="gemm", flag=busy),
-                         row("gemm.square", "torch", "bf16", 8 * MiB, 95.0, "sustained", kind="gemm", spread=0.3)])
-    roofs, notes = merged(rows, CPUDEV)
-    assert ("compute", "fp32") not in roofs and ("compute", "bf16") not in roofs
-    [fp32] = [n for n in notes if n.startswith("fp32:")]
-    [bf16] = [n for n in notes if n.startswith("bf16:")]
-    assert fp32.endswith("could not settle it either: its 1 sustained window(s) ran while the machine was busy")
-    assert "none of its 1 sustained window(s) was steady (5+ samples, spread under 10%; 0 ran while" in bf16
-
-
-def test_a_vector_line_never_takes_a_gemms_sustained_window():
-    # the bf16.vector line was set by fma.chains; sustained windows ran only for the GEMM
-    from roofs.analysis.roofline import Roof
-    from roofs.analysis.sustained import candidate_rows
-    rows = pd.DataFrame([{"op": "gemm.square", "family": "gemm", "dtype": "bf16", "status": "ok", "gflops": 430.0}])
-    line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
-                op="fma.chains", dtype="bf16")
-    gemm = Roof(kind="compute", name="bf16", value=422.6, unit="GFLOP/s", source="measured",
-                op="gemm.square", dtype="bf16")
-    assert candidate_rows(rows, "compute", "bf16.vector", {}, line, sweep=False).empty
-    assert len(candidate_rows(rows, "compute", "bf16", {}, gemm, sweep=False)) == 1
-
-
-def test_an_extra_line_says_it_runs_no_sustained_window():
-    # on a CPU the torch FMA chains are lines under the GEMM roof (rule 10); no window runs for them
+def test_an_extra_line_runs_no_sustained_window_and_never_takes_a_gemms():
+    """On a CPU the FMA chains are a line beside the GEMM roof (rule 10): the sustained phase
+    re-runs the bf16 GEMM roof only, and confirm leaves the line without a sustained figure,
+    though the only window that ran (a GEMM's) is of its precision."""
+    from roofs.analysis.model import rated
     from roofs.analysis.roofline import Roof
     line = Roof(kind="compute", name="bf16.vector", value=12.4, unit="GFLOP/s", source="measured",
-                op="fma.chains", dtype="bf16", extra={"unit": "vector", "line_of": "bf16"})
+                op="fma.chains", dtype="bf16", interval=(12.4, 13.0), extra={"unit": "vector", "line_of": "bf16"})
     gemm = Roof(kind="compute", name="bf16", value=430.0, unit="GFLOP/s", source="measured",
-                op="gemm.square", dtype="bf16")
+                op="gemm.square", dtype="bf16", point_id="gemm.square/torch[dtype=bf16,ws=8388608]@warm",
+                interval=(430.0, 440.0))
     rows = pd.DataFrame([row("gemm.square", "torch", "bf16", 8 * MiB, 430.0, kind="gemm"),
                          row("gemm.square", "torch", "bf16", 8 * MiB, 428.0, "sustained", kind="gemm")])
-    from roofs.analysis.sustained import merge_sustained, targets
-    assert [n for _, n, _ in targets([line, gemm], rows, CPUDEV)][:1] == ["bf16"]
-    out, _ = merge_sustained([line, gemm], [], rows, CPUDEV)
+    assert [n for _, n, _ in targets([line, gemm], rows, CPUDEV)] == ["bf16"]
+    out, _ = confirm([line, gemm], rows, rated(rows[rows["mode"] != "sustained"], {}), CPUDEV)
     got = {r.name: r.extra for r in out}
-    assert got["bf16.vector"]["sustained"] is None and got["bf16.vector"]["burst"] == 12.4
-    assert got["bf16.vector"]["sustained_why"].startswith("an extra line beside the bf16 roof")
-    assert got["bf16"]["sustained"]["value"] == 428.0
+    assert "sustained" not in got["bf16.vector"] and got["bf16.vector"]["line_of"] == "bf16"
+    assert got["bf16"]["sustained"]["value"] == 428.0 and got["bf16"]["burst"] == 430.0
