@@ -1,12 +1,14 @@
 """Direction roofs and measured level edges (ARCHITECTURE.md, rules 11 and 12) on synthetic
-runs with known answers: the H200's HBM by direction, its 60 MiB L2 whose plateau ends near
-23 MiB, and a CPU VM that reports a 300 MiB L3 and reaches DRAM speed from 64 MiB."""
+runs with known answers: the H200's HBM by direction, its 60 MiB L2 whose plateau ends at
+16 MiB, and a CPU VM that reports a 300 MiB L3 and reaches DRAM speed from 90.5 MiB. Each roof
+is the Policy.roof_rank-th (second) highest measurement of the outer half of its level's
+plateau (roofs/analysis/model.py), worked out in the test."""
 import pandas as pd
 import pytest
 
 from roofs.analysis.bounds import annotate, boundary_level, point_bound
-from roofs.analysis.derive import bandwidth_roofs, derive, measured_levels
-from roofs.analysis.levels import level_sizes, measured_edge, measured_reach
+from roofs.analysis.confirm import derive_roofs as derive
+from roofs.analysis.model import directions, level_roofs, level_sizes, rated
 from roofs.analysis.roofline import Roof, Roofline, direction_of
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -16,7 +18,8 @@ H200 = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 60 * MiB}]}
 def row(op, ws, gbps, mode="warm", family="stream", read=None, write=None, flops=0, precision="", spread=0.01):
     """One measured row: bytes = ws, time from gbps; p20/p80 spread around the median."""
     ms = ws / (gbps * 1e9) * 1e3
-    r = {"point_id": f"{op}[{ws}]@{mode}", "op": op, "family": family, "impl": f"{op}/triton", "dtype": "bfloat16",
+    r = {"point_id": f"{op}[{ws}]@{mode}", "op": op, "family": family, "impl": f"{op}/triton", "backend": "triton",
+         "dtype": "bfloat16",
          "working_set_bytes": ws, "bytes": ws, "flops": flops, "intensity": flops / ws, "mode": mode,
          "median_ms": ms, "p20_ms": ms * (1 - spread / 2), "p80_ms": ms * (1 + spread / 2), "samples": 20,
          "stop": "converged", "gbps": gbps, "gflops": flops / ms / 1e6 if flops else float("nan"),
@@ -27,16 +30,17 @@ def row(op, ws, gbps, mode="warm", family="stream", read=None, write=None, flops
 
 
 def h200_rows():
-    """A warm reread sweep (L2 plateau ~7,500 GB/s to 22.6 MiB, 6,178 at 32, 4,897 at 45,
-    HBM speed beyond) and the HBM stream kernels: write 4,669, read 4,390, copy 4,208."""
+    """A warm reread sweep (L2 plateau ~7,500 GB/s to 16 MiB, 7,300 at 22.6 and 6,178 at 32
+    falling, 4,897 at 45, HBM speed beyond) and the HBM stream kernels: write 4,669, read
+    4,390, copy 4,208 (10 less at 256 MiB). Each row's rate is its figure (p20 at its median)."""
     reread = {2 * MiB: 7400, 4 * MiB: 7500, 8 * MiB: 7546, 11.3 * MiB: 7480, 16 * MiB: 7450, 22.6 * MiB: 7300,
               32 * MiB: 6178, 45.3 * MiB: 4897, 64 * MiB: 4420, 90.5 * MiB: 4385}
-    out = [row("stream.reread", int(ws), v, read=int(ws), write=0) for ws, v in reread.items()]
+    out = [row("stream.reread", int(ws), v, read=int(ws), write=0, spread=0.0) for ws, v in reread.items()]
     for ws in (256 * MiB, 512 * MiB, 1 * GiB):
-        out.append(row("stream.write", ws, 4669 - (ws == 256 * MiB) * 10, read=0, write=ws))
-        out.append(row("stream.read", ws, 4390 - (ws == 256 * MiB) * 10, read=ws, write=0))
-        out.append(row("stream.copy", ws, 4208 - (ws == 256 * MiB) * 10, read=ws // 2, write=ws // 2))
-        out.append(row("stream.triad", ws, 4150, read=2 * ws // 3, write=ws // 3))
+        out.append(row("stream.write", ws, 4669 - (ws == 256 * MiB) * 10, read=0, write=ws, spread=0.0))
+        out.append(row("stream.read", ws, 4390 - (ws == 256 * MiB) * 10, read=ws, write=0, spread=0.0))
+        out.append(row("stream.copy", ws, 4208 - (ws == 256 * MiB) * 10, read=ws // 2, write=ws // 2, spread=0.0))
+        out.append(row("stream.triad", ws, 4150, read=2 * ws // 3, write=ws // 3, spread=0.0))
     return pd.DataFrame(out)
 
 
@@ -46,14 +50,17 @@ def test_direction_of():
 
 
 def test_hbm_has_a_roof_per_direction_and_the_level_best():
+    """HBM's plateau runs from 4x L2's 16 MiB edge (64 MiB) to 1 GiB; its outer half is 256 MiB,
+    512 MiB and 1 GiB, whose best rows (any kernel) are 4,659, 4,669 and 4,669: the roof is
+    4,669 (stream.write). Each direction: the same over its own rows there: read 4,380, 4,390,
+    4,390 -> 4,390; write -> 4,669; copy (copy and triad, both read and write) 4,198, 4,208,
+    4,208 -> 4,208."""
     roofs, notes = derive(h200_rows(), H200)
     got = {r.name: r.value for r in roofs}
-    assert got["hbm"] == 4669  # the level's best: stream.write
+    assert got["hbm"] == 4669 and next(r for r in roofs if r.name == "hbm").op == "stream.write"
     assert (got["hbm.read"], got["hbm.write"], got["hbm.copy"]) == (4390, 4669, 4208)
     hbm_read = next(r for r in roofs if r.name == "hbm.read")
-    assert hbm_read.extra["level"] == "hbm" and hbm_read.extra["direction"] == "read"
-    # 64 MiB rereads (4,420) are under 4x the measured L2 edge: they set no HBM roof
-    assert hbm_read.op == "stream.read" and hbm_read.plateau_points == 4
+    assert hbm_read.extra["direction"] == "read" and hbm_read.op == "stream.read"
 
 
 def test_point_bandwidth_by_direction_hand_worked():
@@ -93,8 +100,9 @@ def test_read_only_point_above_its_read_roof_is_flagged_and_write_point_uses_wri
         # SDPA decode reads at 4,685 GB/s: over its read roof (4,390), and over the level's best (4,669)
         row("attention.decode", decode_bytes, 4685, mode="cold", family="attention", read=decode_bytes, write=0,
             flops=flops, precision="bf16"),
-        # a read-only point at 4,500: under the old level-best bound (4,669), over its read roof
-        row("attention.decode", decode_bytes // 2, 4500, mode="cold", family="attention",
+        # a read-only point at 4,600: under the level's best (4,669), over its read roof's interval
+        # (4,390 to 4,390 x 1.02, the narrowest the Policy allows) even at its p80 (4,600 / 1.005)
+        row("attention.decode", decode_bytes // 2, 4600, mode="cold", family="attention",
             read=decode_bytes // 2, write=0, flops=flops // 2, precision="bf16"),
         # a write-only point at 4,600: bounded by the write roof, not the read one
         row("stream.write", 2 * GiB, 4600, read=0, write=2 * GiB),
@@ -121,117 +129,85 @@ def test_no_stream_point_is_above_its_bound_because_of_direction():
 
 
 def test_h200_l2_capacity_is_its_measured_plateau_edge():
+    """L2's plateau is 2-16 MiB (22.6 and 32 MiB fall, 7,300 then 6,178: a transition); the
+    roof is the second highest of its outer half (8, 11.3, 16 MiB: 7,546, 7,480, 7,450): 7,480.
+    Its edge is the plateau's last size within 10% of the roof, 16 MiB; its reach, where the
+    next plateau (HBM's) starts, 45.3 MiB; HBM's sizes start at 4x the edge, 64 MiB."""
     df = h200_rows()
     roofs, notes = derive(df, H200)
     l2 = next(r for r in roofs if r.name == "l2")
-    assert l2.value == 7546
+    assert l2.value == 7480
     assert l2.extra["capacity_bytes"] == 60 * MiB  # reported
-    assert l2.extra["edge_bytes"] == int(22.6 * MiB)  # the plateau's last size: 32 MiB fell to 6,178
-    assert l2.extra["reach_bytes"] == int(45.3 * MiB)  # 4,897 is within 10% of the HBM plateau's median
-    assert l2.plateau_bytes[1] == int(22.6 * MiB)
+    assert l2.extra["edge_bytes"] == 16 * MiB
+    assert l2.extra["reach_bytes"] == int(45.3 * MiB)
+    assert l2.plateau_bytes == (2 * MiB, 16 * MiB)
     # roofs.json keeps both sizes
     assert {"capacity_bytes", "edge_bytes", "reach_bytes"} <= set(l2.to_dict()["extra"])
     hbm = next(r for r in roofs if r.name == "hbm")
-    assert hbm.extra["from_bytes"] == int(90.5 * MiB)  # 4x the 22.6 MiB edge (not 4x 60 MiB)
-    # the boundary rule: a warm 64 MiB copy crosses HBM (it read "51% of attainable" under L2's roof)
+    assert hbm.extra["from_bytes"] == 64 * MiB  # 4x the 16 MiB edge (not 4x 60 MiB)
+    # the boundary rule: a warm 64 MiB copy crosses HBM (past L2's measured reach)
     model = Roofline(roofs)
     caches = [("l2", 60 * MiB)]
     assert point_bound(model, 64 * MiB, "warm", 0.0, "", caches, "hbm", 32 * MiB, 32 * MiB)[0] == "hbm"
     assert point_bound(model, 240 * MiB, "warm", 0.0, "", caches, "hbm")[0] == "hbm"
     assert point_bound(model, 40 * MiB, "warm", 0.0, "", caches, "hbm")[0] == "l2"  # in the fall: still L2's
-    # without the measured edge (old roofs), the reported size's band: 4 x 60 MiB
+    # without the measured reach (old roofs), the reported size's band: 4 x 60 MiB
     assert boundary_level(64 * MiB, "warm", caches, "hbm") == "l2"
     out = annotate(pd.DataFrame([row("stream.copy", 64 * MiB, 3900, read=32 * MiB, write=32 * MiB)]), roofs, H200)
     assert out["boundary"].iloc[0] == "hbm" and out["pct_of_bw_roof"].iloc[0] > 80
 
 
 def cpu_vm_rows():
-    """A CPU VM reporting its host's 300 MiB L3: L3 plateau ~100 GB/s to 32 MiB, 45 MiB at 60,
-    DRAM speed (20 GB/s) from 64 MiB to 2.4 GiB."""
-    curve = {4 * MiB: 98, 8 * MiB: 100, 16 * MiB: 99, 22.6 * MiB: 97, 32 * MiB: 95, 45.3 * MiB: 60,
-             64 * MiB: 21.5, 128 * MiB: 20, 256 * MiB: 20.2, 512 * MiB: 19.8, 1 * GiB: 20, 2.4 * GiB: 19.9}
-    return pd.DataFrame([row("stream.triad", int(ws), v, read=int(ws) * 2 // 3, write=int(ws) // 3)
+    """A CPU VM reporting its host's 300 MiB L3: its L2 plateau ~200 GB/s over 256 KiB-1 MiB,
+    the L3 plateau ~100 GB/s over 4-32 MiB, a transition of two sizes (45.3 MiB at 60, 64 MiB at
+    30), DRAM speed (20 GB/s) from 90.5 MiB to 2.4 GiB. Triads, each rate its figure exactly."""
+    curve = {256 * KiB: 200, 512 * KiB: 205, 1 * MiB: 202, 4 * MiB: 98, 8 * MiB: 100, 16 * MiB: 99,
+             22.6 * MiB: 97, 32 * MiB: 95, 45.3 * MiB: 60, 64 * MiB: 30, 90.5 * MiB: 21, 128 * MiB: 20,
+             256 * MiB: 20.2, 512 * MiB: 19.8, 1 * GiB: 20, 2.4 * GiB: 19.9}
+    return pd.DataFrame([row("stream.triad", int(ws), v, read=int(ws) * 2 // 3, write=int(ws) // 3, spread=0.0)
                          for ws, v in curve.items()])
 
 
 def test_cpu_vm_l3_ends_where_dram_speed_begins():
+    """The plateaus 256 KiB-1 MiB, 4-32 MiB and 90.5 MiB-2.4 GiB take the names l2 and l3 (the
+    reported sizes nearest their edges: 1 MiB by 2 MiB, 32 MiB by 300 MiB) and dram. l3: the
+    second highest of its outer half (16, 22.6, 32 MiB: 99, 97, 95), 97; its edge 32 MiB (95
+    is within 10% of 97), its reach 90.5 MiB, where DRAM's plateau starts. DRAM's sizes start
+    at 4x that edge, 128 MiB: 128 MiB-2.4 GiB, whose outer half (512 MiB, 1 GiB, 2.4 GiB: 19.8,
+    20, 19.9) gives 19.9."""
     caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 300 * MiB)]
     device = {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]}
     roofs, notes = derive(cpu_vm_rows(), device)
     got = {r.name: r for r in roofs}
-    assert got["dram"].value == 20.2 and got["dram"].plateau_bytes == (128 * MiB, int(2.4 * GiB))
+    assert got["dram"].value == 19.9 and got["dram"].plateau_bytes == (128 * MiB, int(2.4 * GiB))
     l3 = got["l3"]
+    assert l3.value == 97
     assert (l3.extra["capacity_bytes"], l3.extra["edge_bytes"], l3.extra["reach_bytes"]) == \
-        (300 * MiB, 32 * MiB, 64 * MiB)
+        (300 * MiB, 32 * MiB, int(90.5 * MiB))
     model = Roofline(roofs)
-    for ws, level in ((16 * MiB, "l3"), (45 * MiB, "l3"), (64 * MiB, "dram"), (200 * MiB, "dram"), (1 * GiB, "dram")):
+    for ws, level in ((16 * MiB, "l3"), (45 * MiB, "l3"), (64 * MiB, "l3"), (100 * MiB, "dram"), (200 * MiB, "dram"),
+                      (1 * GiB, "dram")):
         assert point_bound(model, ws, "warm", 0.0, "", caches, "dram")[0] == level, ws
-    assert level_sizes(roofs, caches)[-1] == ("l3", 32 * MiB, 64 * MiB)
-    # the function a sweep can call on the rows it has so far
-    assert measured_levels(cpu_vm_rows(), caches, "dram")["l3"] == {
-        "reported_bytes": 300 * MiB, "edge_bytes": 32 * MiB, "reach_bytes": 64 * MiB}
+    assert level_sizes(roofs, caches)[-1] == ("l3", 32 * MiB, int(90.5 * MiB))
 
 
-def test_offchip_window_is_the_one_the_sustained_phase_settles_an_unset_roof_in():
-    # the VM above: 4x the 32 MiB measured edge = 128 MiB (past the 64 MiB reach), not 4x the
-    # reported 300 MiB; the sustained phase's window for a DRAM roof the sweep left unset is
-    # the same, so it never runs (or keeps) windows that derive would call in-cache
-    from roofs.analysis.derive import offchip_window
-    from roofs.analysis.sustained import candidate_rows, level_window
-    caches = [("l1", 96 * KiB), ("l2", 2 * MiB), ("l3", 300 * MiB)]
-    device = {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]}
-    rows = cpu_vm_rows()
-    assert offchip_window(rows, caches) == (128 * MiB, 32 * MiB)
-    assert level_window("dram", caches, "dram", rows) == (128 * MiB, float("inf"))
-    assert level_window("dram", caches, "dram") == (1200 * MiB, float("inf"))  # no sweep rows: the reported size
-    assert offchip_window(rows.iloc[0:0], caches) == (1200 * MiB, None)
-    got = candidate_rows(rows, "bandwidth", "dram", device)
-    assert sorted(got["working_set_bytes"]) == [128 * MiB, 256 * MiB, 512 * MiB, 1 * GiB, int(2.4 * GiB)]
-    sus = rows.assign(mode="sustained", point_id=rows["point_id"].str.replace("@warm", "@sustained"))
-    assert len(candidate_rows(sus, "bandwidth", "dram", device, sweep=False, sweep_rows=rows)) == 5
-
-
-def test_a_reach_never_lies_past_four_times_the_reported_cache():
-    # a VM whose memory slows as the working set grows (the reference run of this session):
-    # the L3 (reported 32 MiB) measured an edge of 5.66 MiB; against the sweep's slow tail
-    # the reach would land at 362 MiB and leave the DRAM window one size; capped at 4 x 32 MiB
-    from roofs.analysis.derive import capped_reach, offchip_window
-    curve = {2 * MiB: 190, 4 * MiB: 192, 5.66 * MiB: 190, 8 * MiB: 150, 16 * MiB: 120, 32 * MiB: 90,
-             64 * MiB: 61, 90.5 * MiB: 55, 128 * MiB: 50.9, 181 * MiB: 49.2, 256 * MiB: 45.1, 362 * MiB: 31.0}
-    rows = pd.DataFrame([row("stream.reread", int(ws), v, read=int(ws), write=0) for ws, v in curve.items()])
-    caches = [("l2", 2 * MiB), ("l3", 32 * MiB)]
-    start, edge = offchip_window(rows, caches)
-    assert edge == int(5.66 * MiB) and start == 128 * MiB
-    roofs, _ = derive(rows, {"kind": "cpu", "caches": [{"name": n, "total_bytes": b} for n, b in caches]})
-    dram = next(r for r in roofs if r.name == "dram")
-    assert dram.value == 50.9 and dram.plateau_bytes == (128 * MiB, int(181 * MiB))
-    assert capped_reach(None, 32 * MiB) is None and capped_reach(64 * MiB, 300 * MiB) == 64 * MiB
-
-
-def test_edge_needs_a_measured_fall():
-    env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8], "gbps": [100, 101, 99, 100]})
-    assert measured_edge(env, 0, 6, 8, 0.15) is None  # flat to the reported size: no fall seen
-    env = pd.DataFrame({"working_set_bytes": [1, 2, 4, 8, 16], "gbps": [100, 101, 99, 50, 20]})
-    assert measured_edge(env, 0, 6, 8, 0.15) == 4
-    assert measured_edge(env, 0, 6, 2, 0.15) is None  # the fall comes past the reported size
-    assert measured_reach(env, 4, 19, 0.10) == 16 and measured_reach(env, 4, 10, 0.10) is None
-
-
-def test_a_level_without_a_measured_edge_keeps_its_reported_band():
+def test_a_level_reaches_where_the_next_levels_plateau_starts():
+    """L2 flat over 2-16 MiB (reported 50 MiB), HBM measured from 256 MiB: a warm 150 MiB point,
+    past 4x L2's 16 MiB edge but short of the 256 MiB where HBM speed was measured, is L2's."""
     df = pd.DataFrame([row("stream.reread", ws, v, read=ws, write=0) for ws, v in
                        ((2 * MiB, 7000), (4 * MiB, 7100), (8 * MiB, 7050), (16 * MiB, 7000))]
                       + [row("stream.write", ws, 4600, read=0, write=ws) for ws in (256 * MiB, 512 * MiB)])
     roofs, _ = derive(df, {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 50 * MiB}]})
     l2 = next(r for r in roofs if r.name == "l2")
-    assert l2.extra["edge_bytes"] is None and l2.extra["reach_bytes"] is None
+    assert l2.extra["edge_bytes"] == 16 * MiB and l2.extra["reach_bytes"] == 256 * MiB
     assert point_bound(Roofline(roofs), 150 * MiB, "warm", 0.0, "", [("l2", 50 * MiB)], "hbm")[0] == "l2"
 
 
 def test_old_runs_without_direction_columns_use_op_names():
-    from roofs.analysis.derive import stream_direction
     df = pd.DataFrame({"op": ["stream.read", "stream.reread", "stream.write", "stream.triad", "gemm.square"]})
-    assert list(stream_direction(df)) == ["read", "read", "write", "copy", ""]
-    roofs, _ = bandwidth_roofs(h200_rows().drop(columns=["read_bytes", "write_bytes"]), [("l2", 60 * MiB)], "hbm")
+    assert list(directions(df)) == ["read", "read", "write", "copy", ""]
+    old = h200_rows().drop(columns=["read_bytes", "write_bytes"])
+    roofs, _ = level_roofs(rated(old, {}), [("l2", 60 * MiB)], "hbm")
     assert {r.name for r in roofs} >= {"hbm.read", "hbm.write", "hbm.copy"}
 
 
