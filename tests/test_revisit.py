@@ -73,11 +73,20 @@ def sweep() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def test_a_stream_rows_group_is_its_octave_and_direction():
+    """Each direction roof rests on rows measured again: a copy, a write and a read of one
+    octave are three groups (rows without byte counts are reads)."""
+    row = {"family": "stream", "op": "stream.copy", "mode": "warm", "working_set_bytes": 2**20}
+    assert group_of({**row, "read_bytes": 2**19, "write_bytes": 2**19}) == ("stream", 20, "copy")
+    assert group_of({**row, "read_bytes": 0, "write_bytes": 2**20}) == ("stream", 20, "write")
+    assert group_of({**row, "read_bytes": 2**20, "write_bytes": 0}) == ("stream", 20, "read")
+
+
 def test_a_pass_measures_the_declared_rows_again():
     assert revisit_selection(sweep()) == ["s2", "s3", "s5", "s6", "s11", "l1b", "l1c", "l1d",
                                           "g2", "g3", "g4", "f2", "f3", "f4", "lb", "lc"]
     groups = revisit_groups(sweep())
-    assert groups[("stream", 20)] == ["s2", "s3"] and groups[("stream", 27)] == ["s6", "s11"]
+    assert groups[("stream", 20, "read")] == ["s2", "s3"] and groups[("stream", 27, "read")] == ["s6", "s11"]
     assert groups[("probe.l1", 15)] == ["l1b", "l1d"] and groups[("compute", "fp32", "gemm")] == ["g2", "g3"]
     assert groups[("compute", "fp32", "elementwise")] == ["f2", "f3"]
     assert groups[("launch", "probe.launch/torch", "perf_counter_ns")] == ["lb"]
@@ -114,18 +123,18 @@ def test_each_groups_best_in_each_pass():
         r("g2#pass2", "gemm.search", flops=150e6, p20=1.2, dtype="fp32", pass_no=2),  # 125 GFLOP/s
     ])], ignore_index=True)
     bests = pass_bests(rows)
-    assert bests[("stream", 27)] == pytest.approx([40e9, 50e9])
-    assert bests[("stream", 20)] == pytest.approx([50e9])
+    assert bests[("stream", 27, "read")] == pytest.approx([40e9, 50e9])
+    assert bests[("stream", 20, "read")] == pytest.approx([50e9])
     assert bests[("compute", "fp32", "gemm")] == pytest.approx([150e9, 125e9])
-    assert halfwidth(bests[("stream", 27)]) == pytest.approx(0.125)       # (50 / 40 - 1) / 2
+    assert halfwidth(bests[("stream", 27, "read")]) == pytest.approx(0.125)       # (50 / 40 - 1) / 2
     assert halfwidth(bests[("compute", "fp32", "gemm")]) == pytest.approx(0.1)  # (150 / 125 - 1) / 2
-    assert halfwidth(bests[("stream", 20)]) == 0.0                         # one pass says nothing
+    assert halfwidth(bests[("stream", 20, "read")]) == 0.0                         # one pass says nothing
     assert pass_bests(pd.DataFrame()) == {}
 
 
 def test_passes_follow_the_noise_within_the_policys_bounds():
-    wide = {("stream", 27): [40.0, 45.0], ("compute", "fp32", "gemm"): [100.0, 101.0]}  # 6.25%: past 5%
-    narrow = {("stream", 27): [40.0, 43.0], ("launch", "probe.launch/torch", "t"): [1.0]}  # 3.75%; one pass
+    wide = {("stream", 27, "read"): [40.0, 45.0], ("compute", "fp32", "gemm"): [100.0, 101.0]}  # 6.25%: past 5%
+    narrow = {("stream", 27, "read"): [40.0, 43.0], ("launch", "probe.launch/torch", "t"): [1.0]}  # 3.75%; one pass
     assert halfwidth([40, 45]) == pytest.approx(0.0625) and halfwidth([100, 80, 90]) == pytest.approx(0.125)
     # a full run (2 to 4 passes): the fewest always, whatever the noise or the time
     assert needs_another_pass(narrow, 90.0, 100.0, 1, False)
@@ -142,8 +151,8 @@ def test_passes_follow_the_noise_within_the_policys_bounds():
     # the policy's target and share
     loose = dataclasses.replace(DEFAULT, target_halfwidth=0.10, pass_time_share=0.05)
     assert not needs_another_pass(wide, 1.0, 100.0, 2, False, loose)
-    assert needs_another_pass({("stream", 27): [40.0, 50.0]}, 1.0, 100.0, 2, False, loose)
-    assert not needs_another_pass({("stream", 27): [40.0, 50.0]}, 5.0, 100.0, 2, False, loose)
+    assert needs_another_pass({("stream", 27, "read"): [40.0, 50.0]}, 1.0, 100.0, 2, False, loose)
+    assert not needs_another_pass({("stream", 27, "read"): [40.0, 50.0]}, 5.0, 100.0, 2, False, loose)
 
 
 def test_a_cpu_run_has_the_policys_fewest_passes_a_gpu_none():

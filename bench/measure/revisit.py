@@ -65,14 +65,20 @@ def revisit_stops(plan, passes: int) -> dict:
 
 def group_of(row) -> tuple | None:
     """Return the declared group of a row (a dict or a DataFrame row), or None when no pass
-    revisits its kind: ("stream", octave) for a warm stream row, ("probe.l1", octave) for a
-    warm probe.l1 row (octave: round(log2 working_set_bytes)), ("compute", dtype, unit) for a
+    revisits its kind: ("stream", octave, direction) for a warm stream row (direction: read,
+    write or copy by its read and write bytes, so every direction roof rests on rows measured
+    again), ("probe.l1", octave) for a warm probe.l1 row (octave: round(log2 working_set_bytes)), ("compute", dtype, unit) for a
     GEMM or FMA row (unit "gemm"; an FMA chain "vector" when its impl ends "/triton", else
     "elementwise"), ("launch", impl, timer) for a probe.launch row."""
     family, op, mode = str(row.get("family", "")), str(row.get("op", "")), str(row.get("mode", ""))
     if (family == "stream" or op == L1_OP) and mode == "warm":
         ws = _number(row.get("working_set_bytes"))
-        return ("stream" if family == "stream" else L1_OP, round(math.log2(ws))) if ws > 0 else None
+        if ws <= 0:
+            return None
+        if family != "stream":
+            return (L1_OP, round(math.log2(ws)))
+        r, w = _number(row.get("read_bytes")), _number(row.get("write_bytes"))
+        return ("stream", round(math.log2(ws)), "write" if r <= 0 < w else "read" if w <= 0 else "copy")
     if family in ("gemm", "fma"):
         impl = str(row.get("impl", ""))
         unit = "gemm" if family == "gemm" else ("vector" if impl.endswith("/triton") else "elementwise")

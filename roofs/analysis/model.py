@@ -149,7 +149,8 @@ def ceiling(meas: pd.DataFrame, policy: Policy, by_size: bool = False) -> tuple[
     (groups are working-set sizes): a plateau still falling at its largest size may sit above its
     own level by as much as that last step (a set that size still hits in the level inside it
     now and then), so the low end reaches down by the ratio of its last two sizes' bests."""
-    ordered = meas.sort_values("rate", ascending=False)
+    # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
+    ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
     roof = float(rates[min(policy.roof_rank, len(rates)) - 1])
     best = float(rates[0])
@@ -160,7 +161,7 @@ def ceiling(meas: pd.DataFrame, policy: Policy, by_size: bool = False) -> tuple[
     high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
     sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if by_size else []
     fall = min(1.0, sizes[-1] / sizes[-2]) if len(sizes) >= 2 else 1.0
-    basis = {"measurements": len(rates), "groups": int(meas["_group"].nunique()),
+    basis = {"measurements": len(meas), "groups": len(rates),
              "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
     return roof, (roof * fall, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
 
@@ -225,7 +226,9 @@ def _order_limited(logs: np.ndarray, step: float) -> np.ndarray:
 
 def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFrame]:
     """Return the sweep's plateaus (env: one best row per size, sorted by size), inner first:
-    the most segments, at most n_levels, whose neighbours differ by Policy.level_step."""
+    the most segments (at most n_levels plus TRANSITIONS) whose neighbours differ by
+    Policy.level_step, less the transitions; past n_levels, the two neighbours nearest in level
+    merge until n_levels remain (a slow fade split in two is one level)."""
     logs = np.log(env["rate"].to_numpy(float))
     if len(logs) == 0:
         return []
@@ -235,8 +238,19 @@ def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFr
             continue
         tops = [np.sort(logs[i:j])[::-1][min(policy.roof_rank, j - i) - 1] for i, j in cuts]
         if all(abs(a - b) >= step for a, b in zip(tops, tops[1:])):
-            return _without_transitions([env.iloc[i:j] for i, j in cuts], policy)
+            plats = _without_transitions([env.iloc[i:j] for i, j in cuts], policy)
+            while len(plats) > n_levels:
+                level = [math.log(_top(p, policy)) for p in plats]
+                i = min(range(len(plats) - 1), key=lambda k: abs(level[k] - level[k + 1]))
+                plats[i:i + 2] = [pd.concat(plats[i:i + 2])]
+            return plats
     return [env]
+
+
+def _top(plat: pd.DataFrame, policy: Policy) -> float:
+    """Return a plateau's roof_rank-th best size's rate."""
+    rates = np.sort(plat["rate"].to_numpy(float))[::-1]
+    return float(rates[min(policy.roof_rank, len(rates)) - 1])
 
 
 def _without_transitions(plats: list, policy: Policy) -> list:
