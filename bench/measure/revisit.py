@@ -67,9 +67,9 @@ def group_of(row) -> tuple | None:
     """Return the declared group of a row (a dict or a DataFrame row), or None when no pass
     revisits its kind: ("stream", octave, direction) for a warm stream row (direction: read,
     write or copy by its read and write bytes, so every direction roof rests on rows measured
-    again), ("probe.l1", octave) for a warm probe.l1 row (octave: round(log2 working_set_bytes)), ("compute", dtype, unit) for a
-    GEMM or FMA row (unit "gemm"; an FMA chain "vector" when its impl ends "/triton", else
-    "elementwise"), ("launch", impl, timer) for a probe.launch row."""
+    again), ("probe.l1", octave) for a warm probe.l1 row (octave: round(log2 working_set_bytes)),
+    ("compute", dtype, unit) for a GEMM or FMA row (unit "gemm"; an FMA chain "vector" when its
+    impl ends "/triton", else "elementwise"), ("launch", impl, timer) for a probe.launch row."""
     family, op, mode = str(row.get("family", "")), str(row.get("op", "")), str(row.get("mode", ""))
     if (family == "stream" or op == L1_OP) and mode == "warm":
         ws = _number(row.get("working_set_bytes"))
