@@ -61,23 +61,23 @@ def test_segment_finds_the_steps_of_a_staircase():
 
 def test_ceiling_is_the_second_best_with_a_one_sided_interval():
     """Measurements 100, 98, 90 (three sizes, one pass): the roof is 98; S is the largest of
-    ln(100/98) and the best row's jitter 0.01, so the top is 100 x exp(ln(100/98)) = 102.04."""
+    ln(100/98) and the best row's jitter 0.01, so the top is 100 x (100/98) ** interval_reach."""
     meas = pd.DataFrame({"rate": [100.0, 98.0, 90.0], "jitter": [0.01, 0.0, 0.0], "_group": [1, 2, 3],
                          "_pass": [1, 1, 1], "op": "x", "point_id": ["a", "b", "c"]})
     roof, interval, basis, at = ceiling(meas, DEFAULT)
     assert roof == 98.0 and at["point_id"] == "b"
-    assert interval == pytest.approx((98.0, 100.0 * 100.0 / 98.0))
+    assert interval == pytest.approx((98.0, 100.0 * (100.0 / 98.0) ** DEFAULT.interval_reach))
     assert basis["spread"]["best_over_roof"] == pytest.approx(math.log(100 / 98))
 
 
 def test_passes_widen_the_interval_by_their_median_spread():
     """One size measured at 100 and 80 over two passes, another at 99 and 90: the roof is 99, S is
-    the median of ln(100/80) and ln(99/90) (their mean, 0.159), so the top is 100 x exp(0.159)."""
+    the median of ln(100/80) and ln(99/90) (their mean, 0.159), so the top is 100 x exp(reach x 0.159)."""
     meas = pd.DataFrame({"rate": [100.0, 80.0, 99.0, 90.0], "jitter": 0.0, "_group": [1, 1, 2, 2],
                          "_pass": [1, 2, 1, 2], "op": "x", "point_id": list("abcd")})
     roof, (lo, hi), _, _ = ceiling(meas, DEFAULT)
     s = (math.log(100 / 80) + math.log(99 / 90)) / 2
-    assert roof == 99.0 and lo == 99.0 and hi == pytest.approx(100 * math.exp(s))
+    assert roof == 99.0 and lo == 99.0 and hi == pytest.approx(100 * math.exp(DEFAULT.interval_reach * s))
 
 
 def test_a_lone_measurement_is_its_own_roof_with_the_minimum_width():

@@ -143,12 +143,13 @@ def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
     return rows.loc[idx.values].assign(_group=group.loc[idx.values].values, _pass=passes.loc[idx.values].values)
 
 
-def ceiling(meas: pd.DataFrame, policy: Policy, by_size: bool = False) -> tuple[float, tuple, dict, pd.Series]:
+def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[float, tuple, dict, pd.Series]:
     """Return (roof, interval, basis, the row at the top) of a plateau's measurements (module
-    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]. by_size
-    (groups are working-set sizes): a plateau still falling at its largest size may sit above its
-    own level by as much as that last step (a set that size still hits in the level inside it
-    now and then), so the low end reaches down by the ratio of its last two sizes' bests."""
+    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]. offchip
+    (groups are working-set sizes past the last cache): a plateau still falling at its largest
+    size may sit above the memory's own speed by as much as that last step (a set that size
+    still hits in the cache now and then), so the low end reaches down by the ratio of its last
+    two sizes' bests. (A cache's plateau falls at its largest sizes because it is filling up.)"""
     # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
     ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
@@ -159,15 +160,16 @@ def ceiling(meas: pd.DataFrame, policy: Policy, by_size: bool = False) -> tuple[
               "row": float(ordered["jitter"].iloc[0] or 0.0)}
     s = max(spread.values())
     high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
-    sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if by_size else []
+    sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
     fall = min(1.0, sizes[-1] / sizes[-2]) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(meas), "groups": len(rates),
              "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
     return roof, (roof * fall, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
 
 
-def _roof(kind: str, name: str, meas: pd.DataFrame, policy: Policy, note: str, extra: dict, **kw) -> Roof:
-    value, interval, basis, row = ceiling(meas, policy, by_size=kind == "bandwidth")
+def _roof(kind: str, name: str, meas: pd.DataFrame, policy: Policy, note: str, extra: dict, offchip: bool = False,
+          **kw) -> Roof:
+    value, interval, basis, row = ceiling(meas, policy, offchip)
     unit = "GB/s" if kind == "bandwidth" else ("GOP/s" if name.split(".")[0].split(" ")[0] in INTEGER_PRECISIONS
                                              else "GFLOP/s")
     per_pass = meas.groupby("_pass")["rate"].max()
@@ -329,7 +331,7 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
             continue
         meas = measurements(mine, bins.loc[mine.index])
         roof = _roof("bandwidth", name, meas, policy, f"plateau of {len(plat)} sizes, {fmt_bytes(lo)}-{fmt_bytes(hi)}",
-                     {}, plateau_bytes=(int(lo), int(hi)), plateau_points=len(plat),
+                     {}, name == memory, plateau_bytes=(int(lo), int(hi)), plateau_points=len(plat),
                      plateau_values=(float(plat["rate"].min()), float(plat["rate"].max())))
         on = plat[plat["rate"] >= (1 - policy.edge_tol) * roof.value]
         edge = int(on["working_set_bytes"].max())
@@ -340,7 +342,8 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                  "capacity_bytes": size, "from_bytes": int(lo), "plateau_median": float(plat["rate"].median()),
                  "steady": True}
         roofs.append(replace(roof, extra={**roof.extra, **extra}))
-        roofs += _direction_roofs(name, mine.drop(index=list(limited_rows & set(mine.index))), bins, policy, notes)
+        roofs += _direction_roofs(name, mine.drop(index=list(limited_rows & set(mine.index))), bins, policy, notes,
+                                  name == memory)
         inner = (name, edge)
     found = {r.name for r in roofs}
     for name in [n for n, _ in caches] + [memory]:
@@ -352,7 +355,8 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
     return roofs, notes
 
 
-def _direction_roofs(level: str, mine: pd.DataFrame, bins: pd.Series, policy: Policy, notes: list) -> list[Roof]:
+def _direction_roofs(level: str, mine: pd.DataFrame, bins: pd.Series, policy: Policy, notes: list,
+                     offchip: bool = False) -> list[Roof]:
     """Return "<level>.read/.write/.copy": the same statistic over one direction's rows on the level's sizes."""
     out = []
     kinds = directions(mine)
@@ -364,7 +368,7 @@ def _direction_roofs(level: str, mine: pd.DataFrame, bins: pd.Series, policy: Po
             notes.append(f"{level}.{d}: one size of its direction on the level's plateau")
             continue
         out.append(_roof("bandwidth", f"{level}.{d}", measurements(rows, bins.loc[rows.index]), policy,
-                         f"{d} kernels on {level}'s sizes", {"direction": d}))
+                         f"{d} kernels on {level}'s sizes", {"direction": d}, offchip))
     return out
 
 
