@@ -147,9 +147,9 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     """Return (roof, interval, basis, the row at the top) of a plateau's measurements (module
     docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]. offchip
     (groups are working-set sizes past the last cache): a plateau still falling at its largest
-    size may sit above the memory's own speed by as much as that last step (a set that size
-    still hits in the cache now and then), so the low end reaches down by the ratio of its last
-    two sizes' bests. (A cache's plateau falls at its largest sizes because it is filling up.)"""
+    size may sit above the memory's own speed (a set that size still hits in the cache now and
+    then), so the low end is at most its largest size's best, the set least served by any cache.
+    (A cache's plateau falls at its largest sizes because it is filling up.)"""
     # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
     ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
@@ -161,7 +161,7 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     s = max(spread.values())
     high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
     sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
-    fall = min(1.0, sizes[-1] / sizes[-2]) if len(sizes) >= 2 else 1.0
+    fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(meas), "groups": len(rates),
              "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
     return roof, (roof * fall, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
