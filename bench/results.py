@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.policy import DEFAULT, Policy
 from bench.util import cpu_seconds, git_commit, machine_busy_seconds, others_cores
 
 SCHEMA_VERSION = 1
@@ -48,6 +49,27 @@ METHOD_VERSION = 14
 BUSY_PREFIX = "measured while the machine was busy"
 JUMP_PREFIX = "time jumped"
 PASS_MARK = "#pass"  # a revisit's point id is its first pass's and this with its pass number (rule 11)
+RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring count toward nothing
+
+
+def is_runner_flag(flag) -> bool:
+    """Return whether a row's flag (parts joined by "; ") holds one the runner set while
+    measuring: a busy machine or a time jump (ARCHITECTURE.md, rule 9)."""
+    if flag is None or (isinstance(flag, float) and flag != flag):
+        return False
+    return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
+
+
+def usable(rows: pd.DataFrame, policy: Policy = DEFAULT) -> pd.Series:
+    """Return, per row, whether it may count toward a roof or a revisit pick: status ok,
+    Policy.min_samples samples or more (a row of a run that kept no count counts), and no runner
+    flag. The one rule the derivation and the revisit passes share."""
+    ok = rows["status"].astype(str) == "ok" if "status" in rows else pd.Series(True, index=rows.index)
+    if "samples" in rows:
+        ok &= pd.to_numeric(rows["samples"], errors="coerce").fillna(policy.min_samples) >= policy.min_samples
+    if "flag" in rows:
+        ok &= ~rows["flag"].map(is_runner_flag)
+    return ok
 
 # A point's axis values, one column each (empty where an op has no such axis), so that
 # nothing has to parse the display string in `shape`: GEMM M, N, K; GEMV and attention

@@ -28,10 +28,9 @@ import math
 import pandas as pd
 
 from bench.policy import DEFAULT, Policy
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement, first_pass_id
+from bench.results import Measurement, first_pass_id, usable
 from bench.util import fmt_bytes, low_time
 
-RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # flags the runner sets: such a row neither is picked nor counts
 REVISIT_FAMILIES = ("stream", "probe", "gemm", "fma")  # the families a group is declared over
 L1_OP, LAUNCH_OP = "probe.l1", "probe.launch"
 
@@ -103,19 +102,6 @@ def row_rate(row, samples=None, policy: Policy = DEFAULT) -> float:
         ms = _number(row.get("p20_ms")) or _number(row.get("median_ms"))
         t = ms / 1e3 if ms > 0 else None
     return work / t if t and work > 0 else math.nan
-
-
-def usable(rows: pd.DataFrame, policy: Policy = DEFAULT) -> pd.Series:
-    """Return, per row, whether it may be picked or counted: status ok, Policy.min_samples
-    samples or more (fewer set nothing; a row that kept no count counts), no runner flag (a part
-    of its flag starting with BUSY_PREFIX or JUMP_PREFIX)."""
-    ok = rows["status"].astype(str) == "ok" if "status" in rows else pd.Series(True, index=rows.index)
-    if "samples" in rows:
-        count = pd.to_numeric(rows["samples"], errors="coerce").fillna(policy.min_samples)
-        ok &= count >= policy.min_samples
-    if "flag" in rows:
-        ok &= ~rows["flag"].map(_runner_flagged)
-    return ok
 
 
 def revisit_groups(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> dict:
@@ -247,11 +233,6 @@ def group_name(group) -> str:
         return f"{group[1]} {group[2]}"
     return f"{group[1]} ({group[2]})"
 
-
-def _runner_flagged(flag) -> bool:
-    if flag is None or (isinstance(flag, float) and flag != flag):
-        return False
-    return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
 
 
 def _number(v) -> float:

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bench.policy import DEFAULT, Policy
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, first_pass_id, text_column
+from bench.results import first_pass_id, is_runner_flag, text_column, usable
 from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
 from roofs.analysis.launch_floor import LAUNCH_OP, launch_roofs
 from roofs.analysis.links import link_roofs
@@ -43,7 +43,6 @@ from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, OLD_RUN_STRE
 from roofs.analysis.specs import cpu_missing_units
 
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
-RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)
 TRANSITIONS = 2    # segments the split may spend on the transitions between levels, beyond one per level
 COMPUTE_FAMILIES = ("gemm", "fma")
 # precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math (rule 10)
@@ -57,28 +56,12 @@ def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:
     return caches, offchip_level((device or {}).get("kind", ""))
 
 
-def is_runner_flag(flag: str) -> bool:
-    """Return whether a flag was set by the runner while measuring (busy machine, time jump)."""
-    return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
-
-
 def unit_of(row) -> str:
     """Return what a compute row measures: "gemm"; "vector" for a Triton FMA chain (registers);
     "elementwise" for torch's FMA chains, each step a pass through the caches (no unit's roof)."""
     if row.get("family") != "fma":
         return "gemm"
     return "vector" if str(row.get("impl", "")).endswith("/triton") else "elementwise"
-
-
-def usable(rows: pd.DataFrame, policy: Policy = DEFAULT) -> pd.Series:
-    """Return, per row, whether it may count: status ok, Policy.min_samples samples or more (a
-    row of a run that kept no count counts), and no runner flag."""
-    ok = rows["status"] == "ok"
-    if "samples" in rows:
-        ok &= rows["samples"].fillna(policy.min_samples).astype(float) >= policy.min_samples
-    if "flag" in rows:
-        ok &= ~text_column(rows, "flag").map(is_runner_flag)
-    return ok
 
 
 def untrusted_text(rows: pd.DataFrame, policy: Policy = DEFAULT) -> str:
