@@ -11,10 +11,10 @@ from dataclasses import replace
 import pandas as pd
 
 from bench.policy import DEFAULT
-from bench.results import BAND_COLUMNS
+from bench.results import BAND_COLUMNS, is_runner_flag, usable
 from bench.util import missing, number
 from roofs.analysis.launch_floor import with_launch_notes
-from roofs.analysis.model import device_levels, is_runner_flag, level_sizes, usable
+from roofs.analysis.model import device_levels, level_sizes
 from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
 
 
