@@ -21,7 +21,9 @@ def test_summary_report_and_roofs_json_name_the_same_roofs(nodram):
     doc = json.loads((nodram / "roofs.json").read_text())
     measured = {r["name"] for r in doc["roofs"] if r["source"] == "measured"}
     missing = {note_subject(n) for n in doc["notes"] if note_subject(n) and note_subject(n) not in measured}
-    assert "dram" not in measured and "dram" in missing and {"l1", "l2", "l3", "fp32"} <= measured
+    # run_a's L1 sizes (32-64 KiB: 459, 448 GB/s) read within the 15% level step of its L2
+    # plateau (about 400), so they are one plateau with it, l2's, and l1 has a note, no roof
+    assert "dram" not in measured and "dram" in missing and {"l2", "l3", "fp32"} <= measured
 
     run = load_run(nodram)
     text = summary(run)
@@ -47,14 +49,16 @@ def test_summary_report_and_roofs_json_name_the_same_roofs(nodram):
 
 
 def test_a_note_on_a_kept_roof_is_a_note_not_a_missing_roof(nodram, tmp_path):
-    """The summary once listed an l1 roof and then "no roof: l1" (a candidate that lost to it)."""
+    """The summary once listed an l1 roof and then "no roof: l1" (a candidate that lost to it):
+    a note on l3, a roof the file holds, is a note."""
     d = tmp_path / "run"
     __import__("shutil").copytree(nodram, d)
     doc = json.loads((d / "roofs.json").read_text())
-    doc["notes"].append("l1: probe.l1 (373.9 GB/s) is below the size-window roof (382.6)")
+    assert "l3" in {r["name"] for r in doc["roofs"] if r["source"] == "measured"}
+    doc["notes"].append("l3: probe.l1 (373.9 GB/s) is below the size-window roof (382.6)")
     (d / "roofs.json").write_text(json.dumps(doc))
     run = load_run(d)
     missing, about = split_notes(run)
-    assert not any(n.startswith("l1:") for n in missing) and any(n.startswith("l1: probe.l1") for n in about)
+    assert not any(n.startswith("l3:") for n in missing) and any(n.startswith("l3: probe.l1") for n in about)
     text = summary(run)
-    assert "no roof: l1:" not in text and "note: l1: probe.l1 (373.9 GB/s)" in text
+    assert "no roof: l3:" not in text and "note: l3: probe.l1 (373.9 GB/s)" in text
