@@ -30,10 +30,15 @@ def test_measure_a_torch_function_and_place_it():
     assert r.attainable_gflops == pytest.approx(min(200.0, 300.0 * r.intensity))
     assert r.pct_of_attainable == pytest.approx(100 * r.gflops / r.attainable_gflops)
     assert r.attainable_gflops == 200.0 and r.bound == "compute"  # 300 GB/s x 10.7 FLOP/B > 200
-    # the same point with no L1 roof has no bound (never silently DRAM's)
+    # the same point with no L1 roof: no level inside L1 has one, so the nearest level with one
+    # (DRAM, the only one) bounds it, and its note names the missing l1 roof (never silently)
     import dataclasses
     bare = dataclasses.replace(r, roofs=(ROOFS[0], ROOFS[2]))
-    assert bare.attainable_gflops is None and bare.boundary == "" and bare.bound == "unknown"
+    assert bare.boundary == "dram" and bare.attainable_gflops == pytest.approx(min(200.0, 50.0 * r.intensity))
+    assert bare.bound_note.split("; ")[-1].startswith("l1 has no measured roof")
+    # no bandwidth roof at all: no bound
+    none = dataclasses.replace(r, roofs=(ROOFS[2],))
+    assert none.attainable_gflops is None and none.boundary == "" and none.bound == "unknown"
     assert r.tflops == pytest.approx(r.gflops / 1000)
     assert r.gbps == pytest.approx(3 * 64 * 64 * 4 / r.median_s / 1e9)
 
