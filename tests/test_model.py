@@ -193,3 +193,18 @@ def test_measurements_keep_each_size_and_pass_best():
     rows["rate"] = rows["gbps"]
     m = measurements(rows, pd.Series(0, index=rows.index))
     assert sorted(m["rate"]) == [11, 12]
+
+
+def test_a_sweep_that_stops_inside_the_reported_caches_names_no_off_chip_level():
+    """A sweep capped at 16 MiB under a reported 32 MiB L3 never left the caches: its last
+    plateau is a cache's, and dram gets a note, no roof."""
+    rows = pd.DataFrame(_stair([(16 * KIB, 32 * KIB, 300), (256 * KIB, 1 * MIB, 200), (4 * MIB, 16 * MIB, 150)]))
+    roofs, notes = derive_roofs(rows, CPU)
+    names = {r.name for r in roofs if r.kind == "bandwidth" and "." not in r.name}
+    assert names == {"l1", "l2", "l3"} and any(n.startswith("dram:") for n in notes)
+
+
+def test_without_reported_caches_the_last_plateau_is_off_chip():
+    rows = pd.DataFrame(_stair([(1 * MIB, 8 * MIB, 150), (256 * MIB, 1024 * MIB, 30)]))
+    roofs, _ = derive_roofs(rows, {"kind": "cpu", "caches": []})
+    assert {r.name: r.value for r in roofs if r.kind == "bandwidth" and "." not in r.name} == {"dram": 30}

@@ -251,19 +251,22 @@ def _without_transitions(plats: list, policy: Policy) -> list:
 
 
 def _names(plats: list, caches, memory: str) -> list[str]:
-    """Return each plateau's level: the last is off chip; the others take the caches' names in
-    order, each matched to the reported size nearest its edge (log scale) where fewer plateaus
-    than caches were found."""
-    inner = plats[:-1]
+    """Return each plateau's level. The last is off chip where the sweep reached past every
+    reported cache (a level ends where its plateau does, but no sweep that stops inside the
+    reported caches has left them all); the others take the caches' names in order, each matched
+    to the reported size nearest its edge (log scale) where fewer plateaus than caches remain; an
+    inner plateau beyond the caches' count gets none."""
     names = [n for n, _ in caches]
-    if len(inner) > len(names):
-        inner, names = inner[-len(names):], names
-    best, choice = math.inf, None
+    offchip = not caches or float(plats[-1]["working_set_bytes"].max()) > caches[-1][1]
+    inner = plats[:-1] if offchip else list(plats)
+    inner = inner[len(inner) - len(names):] if len(inner) > len(names) else inner
+    best, choice = math.inf, ()
     for pick in combinations(range(len(names)), len(inner)):
         cost = sum(abs(math.log2(max(p["working_set_bytes"].max(), 1) / caches[i][1])) for p, i in zip(inner, pick))
         if cost < best:
             best, choice = cost, pick
-    return [""] * (len(plats) - 1 - len(inner)) + [names[i] for i in (choice or ())] + [memory]
+    named = [names[i] for i in choice] + ([memory] if offchip else [])
+    return [""] * (len(plats) - len(named)) + named
 
 
 def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAULT) -> tuple[list[Roof], list[str]]:
