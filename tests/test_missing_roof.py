@@ -152,8 +152,6 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
 
 
-@pytest.mark.xfail(strict=True, reason="roofs.analysis.model names a sweep's last plateau off chip even when the "
-                   "sweep stopped inside the caches: a sweep to 256 KiB gets a dram roof (reported to the lead)")
 def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_process, monkeypatch):
     """The run command itself, with a --max-ws that leaves no DRAM roof (no row flagged busy, so
     the verdict does not depend on the machine's load)."""
