@@ -76,15 +76,16 @@ def l1_rows(curve, op="probe.l1"):
 def test_l1_probe_roof_is_the_second_best_of_its_spans():
     """264 programs x 16 .. 96 KiB spans: near 30 TB/s, falling to 21,000 once two spans
     overflow an SM's L1. The roof is the second highest of 27,000, 29,500, 30,000, 29,800 and
-    21,000: 29,800 (the fall sets nothing). Its top: 30,000 x exp(ln(30,000 / 29,800)) = 30,201,
-    under the narrowest interval the Policy allows, 29,800 x (1 + 2 x 1%) = 30,396."""
+    21,000: 29,800 (the fall sets nothing). Its top: 30,000 x exp(reach x ln(30,000 / 29,800)),
+    or the narrowest interval the Policy allows, 29,800 x (1 + 2 x 1%), whichever is higher."""
     gpu = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 60 * MiB}]}
     curve = [(264 * s * KiB, v) for s, v in ((16, 27000), (32, 29500), (48, 30000), (64, 29800), (96, 21000))]
     roofs, _ = derive_roofs(l1_rows(curve), gpu)
     l1 = next(r for r in roofs if r.name == "l1")
     assert l1.value == 29800 and l1.working_set_bytes == 264 * 64 * KiB and l1.extra["probe"] is True
     assert l1.note.startswith("probe.l1")
-    assert l1.interval[1] == pytest.approx(max(30000**2 / 29800, 29800 * (1 + 2 * DEFAULT.min_halfwidth)))
+    assert l1.interval[1] == pytest.approx(max(30000 * (30000 / 29800) ** DEFAULT.interval_reach,
+                                               29800 * (1 + 2 * DEFAULT.min_halfwidth)))
 
 
 def test_l1_probe_and_a_size_window_roof_the_faster_stands():

@@ -113,10 +113,14 @@ def toy_gemm() -> Registry:
     return reg
 
 
-def test_the_phase_runs_after_the_sweeps_into_the_run_folder(tmp_path):
+def test_the_phase_runs_after_the_sweeps_into_the_run_folder(tmp_path, monkeypatch):
+    from bench.measure import runner as runner_mod
+    monkeypatch.setattr(runner_mod, "busy_flag", lambda tel, device: "")  # a shared host: no row left out
     cpu = detect.resolve("cpu")
     torch.matmul(torch.ones(64, 64), torch.ones(64, 64))  # the first matmul's set-up, outside the run
-    timer = TimerConfig(budget_s=0.5, warmup_s=0.02, min_samples=3)  # a budget no toy call comes near: none cut short
+    # a budget no toy call comes near (none cut short), and the samples a row needs to count
+    # (Policy.min_samples): each sweep row sets its roof, whatever the machine's speed or load
+    timer = TimerConfig(budget_s=0.5, warmup_s=0.02, min_samples=DEFAULT.min_samples)
     plan = make_plan(toy_gemm(), cpu)
     lines = []
     status, ms = execute(tmp_path / "run", run_meta(cpu, {}, "device", timer), cpu, plan, timer, quick=True,
