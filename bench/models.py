@@ -234,7 +234,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
                           "measured_us": measured * 1e6 if measured else None,
                           "pct_of_attainable": 100 * bound / measured if bound and measured else None,
                           "impl": r["impl"] if r else "",
-                          "note": (r["reason"] if r and not measured else "") or ("" if bound else note),
+                          "note": (r["reason"] if r and not measured else "") or note,  # a missing roof, named
                           "flag": flag})
         # a sum that leaves out an op is no bound on the step: say which roof is missing instead
         step_bound = None if unbounded else layers * totals["bound_layer_s"] + totals["bound_head_s"]

@@ -103,13 +103,11 @@ def test_model_placed_under_roofs_without_dram(model_without_dram):
     assert all(line["bound_us"] for line in report["ops"])
 
 
-@pytest.mark.xfail(strict=True, reason="bench/models.py keeps an op's bound note only when it has no bound, and "
-                   "roofs.analysis.bounds now bounds a DRAM-crossing op by an inner level's roof: the model output "
-                   "no longer names the dram roof it lacks (reported to the lead)")
 def test_model_output_names_the_missing_dram_roof(model_without_dram):
     r, tmp_path = model_without_dram
     [run_dir] = list(tmp_path.iterdir())
-    assert "dram" in (run_dir / "model.md").read_text()
+    ops = json.loads((run_dir / "model.json").read_text())["per_batch"]["1"]["decode"]["ops"]
+    assert ops and all(line["note"].startswith("dram has no measured roof") or "dram" in line["note"] for line in ops)
 
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
