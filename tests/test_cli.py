@@ -64,7 +64,7 @@ def test_quick_run_end_to_end(quick_stream_run):
     else:
         # no roof: a note names the level and why (too few usable sizes off chip), unless the
         # runner flagged every stream row (a busy machine), when no level has a roof at all
-        from roofs.analysis.model import usable
+        from bench.results import usable
         counted = df[(df["family"] == "stream") & usable(df)]
         assert any(n.startswith("dram") for n in derived["notes"]) or counted.empty, derived["notes"]
     assert (df["ws_bytes"] > 0).all()                           # the axis is its own column
@@ -245,7 +245,7 @@ def test_gemm_run_writes_compute_roofs_and_gemm_plot(tmp_path, cli_in_process):
     # each precision measured has a roof, or a note saying why not, or (on a machine busy
     # enough that the runner flagged every one of its rows, or too slow for 5 samples in 0.02 s)
     # no row of it that could count: the verdict does not depend on the machine's speed
-    from roofs.analysis.model import usable
+    from bench.results import usable
     df = pd.read_csv(run_dir / "measurements.csv")
     for precision in ("fp32", "bf16", "int8"):
         counted = df[(df["dtype"] == precision) & (df["mode"] != "sustained") & usable(df)]

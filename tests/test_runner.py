@@ -153,7 +153,7 @@ def test_a_point_ten_times_slower_than_its_neighbour_is_measured_twice_then_flag
     # a jumped row sets no roof
     import pandas as pd
 
-    from roofs.analysis.model import usable
+    from bench.results import usable
     df = pd.DataFrame([second.row()])
     assert not usable(df).iloc[0]
 
