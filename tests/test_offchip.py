@@ -1,7 +1,7 @@
 """The off-chip roof under a noisy host (ARCHITECTURE.md, rule 11): a neighbour's traffic
-only ever slows a read, so every usable measurement is a floor of the ceiling, and the roof
-is the Policy.roof_rank-th highest measurement (per size and pass) of the level's sizes
-(roofs/analysis/model.py); revisit passes are spread over the run. Synthetic data with known
+only ever slows a read, so every usable measurement is a floor of the ceiling: each size keeps
+its best pass, and the roof is the Policy.roof_rank-th highest of those bests over the level's
+sizes (roofs/analysis/model.py); revisit passes are spread over the run. Synthetic data with known
 answers, each worked out in its test."""
 import math
 
@@ -44,8 +44,8 @@ def test_a_quiet_revisit_pass_lifts_the_roof_and_no_lucky_one_sets_it():
     (pass 1) at 28, 50, 52, 51 and a revisit pass (pass 2) at 57, 30, 30, 56. All four sizes
     are one plateau (their bests 57, 50, 52, 56: no split leaves neighbours 15% apart). The
     off-chip roof reads the outer half of its sizes (1 and 2 GiB: a set near the cache inside
-    may still hit in it), whose measurements per size and pass are 52, 30, 51, 56: the roof is
-    the second highest, 52, not the lucky 56 alone (nor the inner 57)."""
+    may still hit in it), whose best passes are 52 and 56: the roof is the second highest, 52,
+    not the lucky 56 alone (nor the inner 57)."""
     sweep = {256: 28, 512: 50, 1024: 52, 2048: 51}
     again = {256: 57, 512: 30, 1024: 30, 2048: 56}
     rows = [row("stream.read", s * MiB, v) for s, v in sweep.items()]
@@ -68,9 +68,8 @@ def test_noisy_rows_count_toward_the_off_chip_ceiling_a_host_that_speeds_up_late
     call): its rate is its figure at its p20, gbps / (1 - spread / 2). Sweep: 128 MiB 31 (spread
     0.30: 31 / 0.85), 256 MiB 37.6, 512 MiB 33.9, 1 GiB 36.0; pass 3: 128 MiB 68.0 (0.24: 68 /
     0.88), 256 MiB 60.7 (0.10: 60.7 / 0.95), 512 MiB 66.0, 1 GiB 64.0. One plateau (bests
-    77.3, 63.9, 66.0, 64.0 within 15%); its outer half (512 MiB and 1 GiB) gives the
-    measurements 33.9, 66.0, 36.0, 64.0: the roof is 64.0, with the fast pass, not the
-    sweep's 36."""
+    77.3, 63.9, 66.0, 64.0 within 15%); its outer half (512 MiB and 1 GiB) keeps each size's
+    best pass, 66.0 and 64.0: the roof is 64.0, with the fast pass, not the sweep's 36."""
     copy = lambda ws, v, p=1, spread=0.0: row("stream.copy", ws * MiB, v, p, read=ws * MiB // 2,  # noqa: E731
                                               write=ws * MiB // 2, spread=spread)
     rows = [copy(128, 31.0, spread=0.30), copy(256, 37.6), copy(512, 33.9), copy(1024, 36.0),
