@@ -130,13 +130,14 @@ def test_no_stream_point_is_above_its_bound_because_of_direction():
 
 def test_h200_l2_capacity_is_its_measured_plateau_edge():
     """L2's plateau is 2-16 MiB (22.6 and 32 MiB fall, 7,300 then 6,178: a transition); the
-    roof is the second highest of its outer half (8, 11.3, 16 MiB: 7,546, 7,480, 7,450): 7,480.
+    roof is the second highest of its sizes (the innermost level has no level inside it to leave:
+    every size counts; 7,546 at 8 MiB, then 7,500 at 4 MiB): 7,500.
     Its edge is the plateau's last size within 10% of the roof, 16 MiB; its reach, where the
     next plateau (HBM's) starts, 45.3 MiB; HBM's sizes start at 4x the edge, 64 MiB."""
     df = h200_rows()
     roofs, notes = derive(df, H200)
     l2 = next(r for r in roofs if r.name == "l2")
-    assert l2.value == 7480
+    assert l2.value == 7500
     assert l2.extra["capacity_bytes"] == 60 * MiB  # reported
     assert l2.extra["edge_bytes"] == 16 * MiB
     assert l2.extra["reach_bytes"] == int(45.3 * MiB)

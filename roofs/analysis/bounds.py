@@ -103,7 +103,7 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
             outer = _nearest_with_roof(model, level, caches, memory_level)
             if outer is None:
                 return "", f"{level}: no measured roof for this level, so no bound", None, None
-            why = f"{level} has no measured roof and the point outruns the level outside it: bounded by {outer}"
+            why = f"{level} has no measured roof: bounded by the nearest level with one, {outer}"
         level, found = outer, model.point_bandwidth(outer, number(read_bytes), number(write_bytes))
     value, label, note = found
     note = "; ".join(x for x in (note, why) if x)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from bench.hw.counters import FLAG_FRACTION
 from bench.policy import DEFAULT, Policy
+from bench.results import usable
 from bench.util import fmt_num, number
 from roofs.analysis.model import COMPUTE_FAMILIES, SUSTAINED_MODE, device_levels, directions, estimate
 from roofs.analysis.roofline import DIRECTIONS, Roof
@@ -98,6 +99,9 @@ def _level_bounds(roof: Roof, roofs: list) -> Roof:
 
 def _checks(roof: Roof, cands: pd.DataFrame, counters, memory: str, policy: Policy) -> list[dict]:
     own = cands[cands["point_id"] == roof.point_id]
+    if "backend" not in cands:
+        cands = cands.assign(backend=cands["impl"].astype(str).str.split("/").str[-1])
+        own = cands[cands["point_id"] == roof.point_id]
     backend = own["backend"].iloc[0] if not own.empty else ""
     others = cands[cands["point_id"] != roof.point_id]
     out = []
@@ -151,6 +155,7 @@ def _sustained(roof: Roof, sus: pd.DataFrame, device: dict, policy: Policy) -> d
         return {"burst": roof.value, "sustained": None,
                 "sustained_why": "no sustained phase in this run (--sustain 0, or a run before it)"}
     rows = candidate_rows(sus, roof.kind, roof.name, device, roof)
+    rows = rows[usable(rows, policy)] if not rows.empty else rows  # a busy window is no sustained figure
     if rows.empty:
         return {"burst": roof.value, "sustained": None,
                 "sustained_why": "none of its candidates ran a sustained window (failed or skipped)"}

@@ -42,8 +42,8 @@ from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
 from roofs.analysis.specs import cpu_missing_units
 
+NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
-TRANSITIONS = 2    # segments the split may spend on the transitions between levels, beyond one per level
 COMPUTE_FAMILIES = ("gemm", "fma")
 # precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math (rule 10)
 EXACT_IN = {"fp32": ("fp64",), "tf32": ("fp32", "fp64"), "fp16": ("fp32", "fp64"), "bf16": ("fp32", "fp64"),
@@ -211,14 +211,14 @@ def _order_limited(logs: np.ndarray, step: float) -> np.ndarray:
 
 def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFrame]:
     """Return the sweep's plateaus (env: one best row per size, sorted by size), inner first:
-    the most segments (at most n_levels plus TRANSITIONS) whose neighbours differ by
+    the most segments (at most n_levels plus one transition per boundary between them) whose neighbours differ by
     Policy.level_step, less the transitions; past n_levels, the two neighbours nearest in level
     merge until n_levels remain (a slow fade split in two is one level)."""
     logs = np.log(env["rate"].to_numpy(float))
     if len(logs) == 0:
         return []
     step = math.log(1 + policy.level_step)
-    for cuts in reversed(segment(logs, min(n_levels + TRANSITIONS, len(logs)), policy.min_sizes)):
+    for cuts in reversed(segment(logs, min(2 * n_levels - 1, len(logs)), policy.min_sizes)):
         if not cuts:
             continue
         tops = [np.sort(logs[i:j])[::-1][min(policy.roof_rank, j - i) - 1] for i, j in cuts]
@@ -254,15 +254,18 @@ def _names(plats: list, caches, memory: str) -> list[str]:
     """Return each plateau's level. The last is off chip where the sweep reached past every
     reported cache (a level ends where its plateau does, but no sweep that stops inside the
     reported caches has left them all); the others take the caches' names in order, each matched
-    to the reported size nearest its edge (log scale) where fewer plateaus than caches remain; an
-    inner plateau beyond the caches' count gets none."""
+    to the reported size nearest its edge (log scale) where fewer plateaus than caches remain,
+    never to a cache whose reported size it starts past; an inner plateau beyond the caches'
+    count gets none."""
     names = [n for n, _ in caches]
     offchip = not caches or float(plats[-1]["working_set_bytes"].max()) > caches[-1][1]
     inner = plats[:-1] if offchip else list(plats)
     inner = inner[len(inner) - len(names):] if len(inner) > len(names) else inner
     best, choice = math.inf, ()
-    for pick in combinations(range(len(names)), len(inner)):
-        cost = sum(abs(math.log2(max(p["working_set_bytes"].max(), 1) / caches[i][1])) for p, i in zip(inner, pick))
+    for pick in combinations(range(len(names)), len(inner)):  # a plateau that starts past a cache's size is not it
+        cost = sum(abs(math.log2(max(p["working_set_bytes"].max(), 1) / caches[i][1]))
+                   + (NOT_IT if float(p["working_set_bytes"].min()) > caches[i][1] else 0.0)
+                   for p, i in zip(inner, pick))
         if cost < best:
             best, choice = cost, pick
     named = [names[i] for i in choice] + ([memory] if offchip else [])
@@ -282,7 +285,7 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
         notes.append(f"{len(cut)} size(s) from {fmt_bytes(cut['working_set_bytes'].min())} to "
                      f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: their "
                      "kernels' own limit (or per-call cost), left out of the levels (a finding)")
-    plats = plateaus(env[~limited], len(caches) + 1, policy)
+    plats = plateaus(env[~limited], max(len(caches), 1) + 1, policy)  # no cache reported: one unnamed one may be
     names = _names(plats, caches, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
@@ -309,7 +312,7 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
         lo, hi = float(plat["working_set_bytes"].min()), float(plat["working_set_bytes"].max())
         edge_hi = math.inf if name == memory else hi * half_bin
         # its outer half: a set near the inner level's edge may still hit in it, reading above its own level
-        outer = plat.iloc[-max(policy.min_sizes, math.ceil(len(plat) / 2)):]
+        outer = plat.iloc[-max(policy.min_sizes, math.ceil(len(plat) / 2)):] if inner is not None else plat
         mine = rows[(rows["working_set_bytes"] >= outer["working_set_bytes"].min() / half_bin)
                     & (rows["working_set_bytes"] <= edge_hi)]
         if len(plat) < policy.min_sizes:
@@ -497,6 +500,25 @@ def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy)
     return out
 
 
+def _uncounted(sweep: pd.DataFrame, rates: pd.DataFrame, levels: list, policy: Policy) -> list[str]:
+    """Return a note for each level whose stream rows ran but none could count, and each
+    precision whose GEMM or FMA rows ran but none could count, with how many and why."""
+    if sweep.empty or "family" not in sweep:
+        return []
+    ran = sweep[sweep["status"] == "ok"]
+    counted = set(rates["point_id"]) if not rates.empty else set()
+    notes = []
+    stream = ran[ran["family"] == "stream"]
+    if not stream.empty and not (stream["point_id"].isin(counted)).any():
+        notes += [f"{name}: no roof: of its sweep's {len(stream)} stream rows, {untrusted_text(stream, policy)}"
+                  for name in levels]
+    comp = ran[ran["family"].isin(COMPUTE_FAMILIES)]
+    for p, g in comp.groupby("dtype", sort=False):
+        if not g["point_id"].isin(counted).any():
+            notes.append(f"{p}: no compute roof: of its {len(g)} rows, {untrusted_text(g, policy)}")
+    return notes
+
+
 def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
              policy: Policy = DEFAULT) -> tuple[list[Roof], list[str], pd.DataFrame]:
     """Return (every roof of a run, each measured one with its interval; notes; the rated sweep
@@ -507,6 +529,7 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     caches, memory = device_levels(device)
     stream = rates[(rates["family"] == "stream") & (rates["mode"] == "warm")] if not rates.empty else rates
     roofs, notes = level_roofs(stream, caches, memory, policy) if not stream.empty else ([], [])
+    notes += _uncounted(sweep, rates, [n for n, _ in caches] + [memory], policy)
     probe = probe_l1_roof(rates[rates["mode"] == "warm"], policy) if not rates.empty else None
     if probe is not None:
         old = next((r for r in roofs if r.name == "l1"), None)
