@@ -311,12 +311,15 @@ def _truth(key: str, reach: float, min_sizes: int) -> tuple:
     # set: the truth is what the sweep's largest working set reads, as a STREAM run's fixed
     # arrays would, not an asymptote no finite sweep reaches
     largest = max((r.ws for r in plan(key) if r.family == "stream" and r.mode == "warm"), default=0)
+    at_largest = defaultdict(float)
     for r in plan(key):
         if r.family == "stream" and r.mode == "warm" and r.ws >= largest / 1.05:
             t = call_seconds(m, r.op, r.family, r.impl, r.backend, r.point, r.ws, r.nbytes, r.flops, r.mode)
-            rate, d = r.nbytes / t / 1e9, CLASS_DIRECTION[KERNEL_CLASS[r.op]]
-            if (m.offchip.name, d) in dir_best:
-                dir_best[(m.offchip.name, d)] = rate
+            d = CLASS_DIRECTION[KERNEL_CLASS[r.op]]
+            at_largest[d] = max(at_largest[d], r.nbytes / t / 1e9)
+    for d, rate in at_largest.items():
+        if (m.offchip.name, d) in dir_best:
+            dir_best[(m.offchip.name, d)] = rate
     off = [v for (name, _), v in dir_best.items() if name == m.offchip.name]
     if off:
         best[m.offchip.name] = max(off)
