@@ -22,7 +22,7 @@ class Policy:
     bins_per_octave: int = 16       # working sets within 1/16 octave are one size
     min_sizes: int = 2              # a plateau holds at least this many sizes
     level_step: float = 0.15        # adjacent plateaus differ by at least this share of the faster one's rate
-    level_min_sizes: int = 3        # a segment between two others with fewer sizes is a transition, no level
+    level_min_octaves: float = 1.0  # a segment between two others spanning fewer octaves is a transition, no level
     clear_factor: int = 2           # a level's sizes start at this x the inner level's edge (it still hits there)
     edge_tol: float = 0.10          # a plateau's sizes reach within this share of its roof; its edge is the last
     # --- a roof: one high statistic ---

@@ -240,13 +240,13 @@ def _top(plat: pd.DataFrame, policy: Policy) -> float:
 
 def _without_transitions(plats: list, policy: Policy) -> list:
     """Return plats less the transitions between levels: a segment neither first nor last that
-    holds fewer than Policy.level_min_sizes sizes, or whose rates fall with every size by more
-    than a level step in all (a working set partly in two levels reads between them, the more
-    of it outside the larger it is; a real level is flat over octaves of the sweep)."""
+    spans under Policy.level_min_octaves of working sets, or whose rates fall with every size by
+    more than a level step in all (a working set partly in two levels reads between them, the
+    more of it outside the larger it is; a real level is flat over octaves of the sweep)."""
     def transition(p):
-        r = p["rate"].to_numpy(float)
-        return len(p) < policy.level_min_sizes or (bool(np.all(np.diff(r) <= 0))
-                                                    and r[0] > (1 + policy.level_step) * r[-1])
+        r, ws = p["rate"].to_numpy(float), p["working_set_bytes"].to_numpy(float)
+        return bool(math.log2(ws.max() / ws.min()) < policy.level_min_octaves
+                    or (np.all(np.diff(r) <= 0) and r[0] > (1 + policy.level_step) * r[-1]))
     return [p for i, p in enumerate(plats) if i in (0, len(plats) - 1) or not transition(p)]
 
 
