@@ -37,7 +37,6 @@ from bench.policy import DEFAULT, PRESETS, Policy
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
 from bench.run import distributed
 from bench.util import fmt_bytes
-from roofs.analysis import model
 from roofs.reports import check, fleet
 
 ROOT = Path(__file__).parent.parent
@@ -196,7 +195,6 @@ RULE_FIGURES = [
     (6, f"under {timing.FLOOR_CHECK_S * 1e6:g} us"),
     (9, f"more than {pct(runner.BUSY_SHARE)} of the cores"),
     (9, f"more than {runner.JUMP_FACTOR}x slower than the previous size"),
-    (11, f"plus up to {model.TRANSITIONS} segments for the transitions between levels"),
     (12, f"{DEFAULT.band_factor}x its\ncapacity"),
     (14, f"number at least {DEFAULT.min_samples} (`Policy.min_samples`"),
     (17, f"(within {FLAG_FRACTION:.0%} of the formula's)"),

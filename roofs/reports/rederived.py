@@ -2,7 +2,7 @@
 
     python -m roofs.reports.rederived RUN_DIR [RUN_DIR ...]     a markdown table per run
 
-The recorded figures are the newest `derived/m<method>-<commit>/roofs.json` beside the run, else
+The recorded figures are the newest `derived/m<method>-<commit>/roofs.json` an earlier method wrote beside the run, else
 the run's own roofs.json; this code's are derived from the run's files (roofs.analysis.confirm).
 Nothing is written into the runs: results/README.md keeps the table this prints.
 """
@@ -12,14 +12,15 @@ import json
 import sys
 from pathlib import Path
 
-from bench.results import ResultsError, load_run
+from bench.results import METHOD_VERSION, ResultsError, load_run
 from bench.util import fmt_num
 from roofs.analysis.confirm import derive_roofs
 
 
 def recorded(run_dir: Path) -> tuple[Path, dict]:
-    """Return (the newest recorded roofs.json, {name: its measured roof as a dict})."""
-    derived = sorted((run_dir / "derived").glob("m*/roofs.json"), key=lambda p: int(p.parent.name[1:].split("-")[0]))
+    """Return (the newest roofs.json an earlier method recorded, {name: its measured roof as a dict})."""
+    method = lambda p: int(p.parent.name[1:].split("-")[0])  # noqa: E731
+    derived = sorted((p for p in (run_dir / "derived").glob("m*/roofs.json") if method(p) < METHOD_VERSION), key=method)
     path = derived[-1] if derived else run_dir / "roofs.json"
     roofs = json.loads(path.read_text())["roofs"]
     return path, {r["name"]: r for r in roofs if r.get("source") == "measured"}
