@@ -208,3 +208,17 @@ def test_without_reported_caches_the_last_plateau_is_off_chip():
     rows = pd.DataFrame(_stair([(1 * MIB, 8 * MIB, 150), (256 * MIB, 1024 * MIB, 30)]))
     roofs, _ = derive_roofs(rows, {"kind": "cpu", "caches": []})
     assert {r.name: r.value for r in roofs if r.kind == "bandwidth" and "." not in r.name} == {"dram": 30}
+
+
+def test_a_sustained_window_faster_than_the_interval_raises_its_top():
+    """dram at 40 and 41 GB/s in the sweep (top 41 x (41/40) ** reach); its sustained window, the
+    same kernel a minute later, reads 60: noise never speeds a call, so the top reaches 60, while
+    the roof stays the sweep's (burst) 40."""
+    rows = [row("stream.read", ws, v) for ws, v in ((256 * MIB, 41.0), (512 * MIB, 40.0))]
+    rows.append(row("stream.read", 512 * MIB, 60.0, mode="sustained"))
+    device = {"kind": "cpu", "caches": [{"name": "l3", "total_bytes": 32 * MIB}]}
+    roofs, notes = derive_roofs(pd.DataFrame(rows), device)
+    dram = next(r for r in roofs if r.name == "dram")
+    assert dram.value == 40.0 and dram.interval == pytest.approx((40.0, 60.0))
+    assert dram.extra["sustained"]["value"] == 60.0 and dram.extra["burst"] == 40.0
+    assert any(n.startswith("dram: its sustained window") for n in notes)
