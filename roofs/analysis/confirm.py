@@ -74,7 +74,8 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
     if name.split(".")[0] == memory:
         hi = float("inf")
     ws = ok["working_set_bytes"]
-    sel = ok[(ok["family"] == "stream") & (ws >= 0.97 * lo) & (ws <= 1.03 * hi)]
+    half_bin = 2 ** (0.5 / DEFAULT.bins_per_octave)  # a size within half a size bin is that size
+    sel = ok[(ok["family"] == "stream") & (ws >= lo / half_bin) & (ws <= hi * half_bin)]
     _, _, d = name.partition(".")
     return sel[directions(sel) == d] if d in DIRECTIONS and not sel.empty else sel
 
