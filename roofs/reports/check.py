@@ -13,28 +13,28 @@ interval's low end, and below its high end unless every measurement was slowed m
 run's own spread shows; one roof's noise never widens another's band. A half-width shrinks
 like 1 / sqrt(passes): so an UNCLEAR roof's passes needed are estimated (passes_needed).
 
-Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json and fleet.csv;
-writes nothing but OUT, which may lie in neither run folder. Compared: every measured roof both
-sides have, by kind and name, the extra lines ("fp16 via fp32", "<p>.elementwise") labelled so;
-not datasheet or computed references. A fleet's group of the run's model stands for the
-baseline: its median, and its p5 to p95 widened by its devices' run-to-run ratio. Latency roofs
+Reads only run folders' files (bench.results.load_run) and a fleet's fleet.json and fleet.csv,
+through roofs/reports/check_sides.py (each side, and what the two records say differs);
+writes nothing but OUT, which may lie in no baseline or run folder. Compared: every measured
+roof both sides have, by kind and name, the extra lines ("fp16 via fp32", "<p>.elementwise")
+labelled so; not datasheet or computed references. A fleet's group of the run's model stands
+for the baseline: its median, and its p5 to p95 widened by its devices' run-to-run ratio. Latency roofs
 (lower is better) are judged on their rates.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bench.policy import DEFAULT, Policy
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, measured_home, text_column
-from bench.util import fmt_bytes, fmt_num, number, plural
-from roofs.analysis.checks import others_load
+from bench.results import measured_home
+from bench.util import fmt_num, number, plural
 from roofs.analysis.roofline import Roof, band_text, is_pass_ceiling
 from roofs.reports import fleet as fl
+from roofs.reports.check_sides import ROOF_KINDS, CheckError, causes, interval_of, load_fleet_side, load_run_side
 from roofs.reports.report import md_table
 
 VERDICTS = ("SAME", "SLOWER", "FASTER", "UNCLEAR")
@@ -42,13 +42,7 @@ DEFAULT_TOLERANCE_PCT = round(100 * DEFAULT.check_tolerance, 9)
 MAX_TOLERANCE_PCT = 100.0   # a tolerance of 100% or more could never call a roof SLOWER: refused
 EPS = 1e-9                  # a figure within 1 part in 10^9 of a boundary is on it (decimal figures in floats)
 STATE_SHIFT = fl.STATE_SHIFT  # a recorded clock or power limit this far from the baseline's is named
-LOADED_SHARE = 0.5          # other processes' load past this share of the cores is named
-ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
-
-
-class CheckError(ValueError):
-    """A check that cannot be made as asked: one sentence saying what was wrong and what would work."""
 
 
 def _lt(a: float, b: float) -> bool:
@@ -219,17 +213,6 @@ def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: fl
     return out
 
 
-def _interval(r: dict):
-    """Return a roof dict's interval as (low, high), or None when it has none or a broken one."""
-    iv = r.get("interval")
-    if not isinstance(iv, (list, tuple)) or len(iv) != 2:
-        return None
-    lo, hi = number(iv[0]), number(iv[1])
-    if lo is None or hi is None or not (0 < lo <= hi) or math.isinf(hi):
-        return None
-    return (lo, hi)
-
-
 def roof_label(r: dict) -> str:
     """Return what a measured roof is: "roof", "roof via <wider>" (a precision without its
     own unit, bounded by an exact wider path), "extra line" ("fp16 via fp32", "<p>.vector"),
@@ -242,185 +225,6 @@ def roof_label(r: dict) -> str:
     if extra.get("via"):
         return f"roof via {extra['via']}"
     return "roof"
-
-
-@dataclass
-class Side:
-    """One side of a check: a run (its records and roofs) or a fleet's group."""
-    path: Path
-    kind: str                       # "run" or "fleet"
-    model: str
-    method: int                     # the method version that derived its roofs (a fleet: its runs')
-    roofs: dict                     # (kind, name) -> roof dict with "value", "interval", "unit"
-    row: dict = field(default_factory=dict)   # fleet.run_row's record (a fleet's: fleet.typical_record)
-    meta: dict = field(default_factory=dict)
-    measured_method: int | None = None
-    flags: dict = field(default_factory=dict)  # runner flags: {"busy": n, "jumped": n}
-    group: str = ""                 # a fleet's group
-    devices: int | None = None      # a fleet group's devices
-    rows: pd.DataFrame | None = None  # a fleet group's fleet.csv rows
-
-
-def load_run_side(path) -> Side:
-    """Return a run folder (a run's own or a derived one) as a Side; raise CheckError with one
-    sentence when it is missing, not a run, corrupt, or not a device run."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckError(f"{path} does not exist: give a run folder (results/<device>-<time>/).")
-    try:
-        meta, roofs = load_small(path)
-        run = load_run(path)
-    except ResultsError as e:
-        raise CheckError(str(e)) from None
-    kind = meta.get("run_kind", "device")
-    if kind != "device":
-        raise CheckError(f"{path} is a {kind} run: check compares device runs, whose roofs it measured.")
-    measured = {(r.get("kind"), r.get("name")): r for r in roofs
-                if r.get("source") == "measured" and r.get("kind") in ROOF_KINDS and (number(r.get("value")) or 0) > 0}
-    flags = text_column(run.measurements, "flag")
-    by = run.roofs_by or {}
-    return Side(path, "run", str((meta.get("device") or {}).get("name", "?")),
-                int(by.get("method_version") or meta.get("method_version") or 1), measured,
-                row=fl.run_row(path, meta, roofs, {}), meta=meta, measured_method=int(meta.get("method_version") or 1),
-                flags={"busy": int(flags.str.startswith(BUSY_PREFIX).sum()),
-                       "jumped": int(flags.str.startswith(JUMP_PREFIX).sum())})
-
-
-def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) -> Side:
-    """Return the fleet folder's group for run's device model as a Side (fleet.baseline_group);
-    raise CheckError with its sentence where baseline_group refuses it."""
-    try:
-        g = fl.baseline_group(path, run.model, run.method, {name: kind for kind, name in run.roofs}, mixed_methods,
-                              other_device)
-    except fl.FleetError as e:
-        raise CheckError(str(e)) from None
-    return Side(Path(path), "fleet", g["model"], g["method"], g["roofs"], row=g["typical"], group=g["group"],
-                devices=g["devices"], rows=g["rows"])
-
-
-def _loaded(meta: dict) -> tuple[float | None, int | None]:
-    return others_load(meta.get("load") or {}, (meta.get("device") or {}).get("compute_units"))
-
-
-def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
-    """Return (code, sentence) for what the run's records say of the machine while it ran,
-    beside the baseline's when it is a run: other processes' load ("load": run.json's load, the
-    cores they kept busy while it ran, or for an older run its load averages less its own share;
-    named past LOADED_SHARE of the cores) and the rows the runner flagged busy or whose time
-    jumped ("flags")."""
-    out = []
-    sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind == "run" else [])
-    for who, side in sides:
-        worst, cores = _loaded(side.meta)
-        if worst is not None and cores and worst > LOADED_SHARE * cores:
-            out.append(("load", f"{who}'s machine was loaded by other processes ({worst:.1f} of its {cores} cores "
-                                "busy with them)"))
-        if side.flags.get("busy") or side.flags.get("jumped"):
-            out.append(("flags", f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
-                                 f"{fmt_num(side.flags['jumped'])} whose time jumped"))
-    return out
-
-
-def machine_differences(run: Side, base: Side) -> list[tuple[str, str]]:
-    """Return (code, sentence) for what two runs' device records say differs in the machine
-    itself: the device ("device": its identity, bench.identity: a GPU's UUID, a CPU's host and
-    machine key), a CPU's signature ("cpu"), SIMD flags ("simd": compute roofs follow the
-    vector units), cache sizes ("cache") and memory ("memory")."""
-    a, b = run.meta.get("device") or {}, base.meta.get("device") or {}
-    out = []
-    if run.row.get("id") != base.row.get("id"):
-        out.append(("device", f"another device ({run.row.get('id')} on {run.row.get('host')} vs the baseline's "
-                              f"{base.row.get('id')} on {base.row.get('host')})"))
-    if a.get("cpu_signature") and b.get("cpu_signature") and a["cpu_signature"] != b["cpu_signature"]:
-        out.append(("cpu", f"CPU signature {a['cpu_signature']} vs the baseline's {b['cpu_signature']}"))
-    fa, fb = set(a.get("cpu_flags") or ()), set(b.get("cpu_flags") or ())
-    if fa and fb and fa != fb:
-        out.append(("simd", "SIMD flags differ (" + "; ".join(
-            f"{who} alone has {', '.join(sorted(f))}" for who, f in (("the run", fa - fb), ("the baseline", fb - fa))
-            if f) + ")"))
-    caches = lambda d: {c.get("name"): (c.get("size_bytes"), c.get("instances") or 1)  # noqa: E731
-                        for c in d.get("caches") or []}
-    ca, cb = caches(a), caches(b)
-    for name in [n for n in ca if n in cb and ca[n] != cb[n]]:
-        show = lambda c: f"{fmt_bytes(c[0])}" + (f" x{c[1]}" if c[1] != 1 else "")  # noqa: E731
-        out.append(("cache", f"{name} cache {show(ca[name])} vs the baseline's {show(cb[name])}"))
-    ma, mb = a.get("memory_bytes"), b.get("memory_bytes")
-    if ma and mb and round(ma / 2**30) != round(mb / 2**30):
-        out.append(("memory", f"memory {fmt_bytes(ma)} vs the baseline's {fmt_bytes(mb)}"))
-    return out
-
-
-def software_differences(run: Side, base: Side) -> list[tuple[str, str]]:
-    """Return (code, sentence) for what two runs' run.json and roofs.json say differs in the
-    code that made them: torch, Triton and CUDA versions ("version"), the roofbench commit
-    ("commit"), the method versions that measured them and that derived their roofs ("method")."""
-    out = []
-    soft_a, soft_b = run.meta.get("software") or {}, base.meta.get("software") or {}
-    for key, what in (("torch", "torch"), ("triton", "Triton"), ("cuda_runtime", "CUDA")):
-        x, y = soft_a.get(key), soft_b.get(key)
-        if x and y and x != y:
-            out.append(("version", f"{what} {x} vs the baseline's {y}"))
-    x, y = run.meta.get("roofbench_commit"), base.meta.get("roofbench_commit")
-    if x and y and x != y:
-        out.append(("commit", f"roofbench commit {str(x)[:12]} vs the baseline's {str(y)[:12]}"))
-    if run.measured_method != base.measured_method:
-        out.append(("method", f"measured by method {run.measured_method} vs the baseline's {base.measured_method}"))
-    if run.method != base.method:
-        out.append(("method", f"roofs derived by method {run.method} vs the baseline's {base.method}"))
-    return out
-
-
-def thread_differences(run: Side, base: Side) -> list[tuple[str, str, bool]]:
-    """Return (code, sentence, whether the run had fewer) for the CPUs two runs' software
-    records say they were given, causes a user sets: torch's threads ("threads") and the
-    CPUs the process's affinity allowed ("affinity", bench.hw.device.affinity_cpus)."""
-    out = []
-    soft_a, soft_b = run.meta.get("software") or {}, base.meta.get("software") or {}
-    for key, code, what in (("torch_threads", "threads", "threads"), ("affinity_cpus", "affinity", "affinity CPUs")):
-        x, y = number(soft_a.get(key)), number(soft_b.get(key))
-        if x and y and x != y:
-            out.append((code, f"{what} {x:g} vs {y:g} (the run's vs the baseline's)", x < y))
-    return out
-
-
-def fleet_differences(run: Side, base: Side, roof: str, slower: bool) -> list[tuple[str, str]]:
-    """Return (code, sentence) for what the run's records say differs from the fleet group's:
-    for a slower roof, the fleet report's own causes (fleet.coded_causes: a clock held down, a
-    lower power limit, ECC, MIG, PCIe, driver, throttling); for a faster one, every clock,
-    power limit or state that differs from the group's typical record (fleet.record_differences);
-    both with the commit and method version most of the fleet ran."""
-    typical = base.row
-    out = (fl.coded_causes(run.row, base.rows, roof) if slower
-           else fl.record_differences(run.row, typical, roof, "the fleet's typical"))
-    commit = run.meta.get("roofbench_commit")
-    if commit and typical.get("commit") and str(commit) != str(typical["commit"]):
-        out.append(("commit", f"roofbench commit {str(commit)[:12]} where most of the fleet ran "
-                              f"{str(typical['commit'])[:12]}"))
-    if typical.get("method_version") is not None and run.method != round(typical["method_version"]):
-        out.append(("method", f"roofs derived by method {run.method} where the fleet's median run's were "
-                              f"{typical['method_version']:.0f}"))
-    return out
-
-
-def causes(run: Side, base: Side, compared: dict) -> list[dict]:
-    """Return [{"code", "text"}] for a SLOWER or FASTER roof (a compare_roofs row): what the
-    records say differs. First, a slower compute roof's fewer threads or affinity CPUs (a cause
-    the user sets), then a change that is the same per cycle ("clock"), then the rest (other
-    thread and affinity differences after the machine's, its state's and its software's)."""
-    name, slower = compared["name"], compared["verdict"] == "SLOWER"
-    if base.kind == "run":
-        found = machine_differences(run, base) + fl.record_differences(run.row, base.row, name)
-        found += software_differences(run, base)
-        threads = thread_differences(run, base)
-    else:
-        found, threads = fleet_differences(run, base, name, slower), []
-    cpus = slower and compared["kind"] == "compute"
-    first = [(code, text) for code, text, fewer in threads if fewer and cpus]
-    rest = [(code, text) for code, text, fewer in threads if not (fewer and cpus)]
-    if compared["reason"] == "clock":
-        cr, cb = compared["clock_mhz"]
-        first.append(("clock", f"the same per cycle: the clock moved from {fmt_num(cb)} to {fmt_num(cr)} MHz"))
-    return [{"code": c, "text": t} for c, t in first + found + rest + run_level_notes(run, base)]
 
 
 def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: bool = False,
@@ -471,7 +275,7 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
     if status != "complete":
         warnings.append(f"the run's status is {status!r}, not complete")
     tol, fleet = t / 100, base.kind == "fleet"
-    as_roof = lambda key, r: Roof.from_dict({**r, "kind": key[0], "name": key[1], "interval": _interval(r)})  # noqa: E731
+    as_roof = lambda key, r: Roof.from_dict({**r, "kind": key[0], "name": key[1], "interval": interval_of(r)})  # noqa: E731
     record_clock = lambda side: number(side.row.get("app_sm_clock_mhz"))  # noqa: E731  (a roof's own window's first)
     rows = []
     for c in compare_roofs([as_roof(k, r) for k, r in run.roofs.items()],
@@ -483,8 +287,9 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
                "change_pct": 100 * c["change"],
                "per_cycle_pct": None if c["per_cycle"] is None else 100 * c["per_cycle"],
                "clock_mhz": dict(zip(("run", "baseline"), c["clock_mhz"])),
-               "run": {"value": c["value"], "interval": _interval(r)},
-               "baseline": {"value": c["base"], "interval": _interval(b), **({"devices": b["n"]} if "n" in b else {})}}
+               "run": {"value": c["value"], "interval": interval_of(r)},
+               "baseline": {"value": c["base"], "interval": interval_of(b),
+                            **({"devices": b["n"]} if "n" in b else {})}}
         if c["verdict"] in ("SLOWER", "FASTER"):
             row["causes"] = causes(run, base, c)
         rows.append(row)
