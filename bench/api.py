@@ -37,7 +37,7 @@ from bench.hw.telemetry import LoadProbe
 from bench.identity import other_machine
 from bench.measure.gate import check
 from bench.measure.registry import load_all, relative_norm_error
-from bench.measure.runner import Runner, busy_flag, make_plan
+from bench.measure.runner import Runner, busy_flag, make_plan, steal_flag
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.measure.tolerance import tolerance
 from bench.ops.gemm import PRECISIONS
@@ -89,7 +89,7 @@ class Result:
     caches: tuple = field(default=(), repr=False)   # ((name, total bytes), ...) of the device, innermost first
     read_bytes: float | None = None     # of bytes, those read and those written (None: not given), rule 12
     write_bytes: float | None = None
-    flag: str = ""                      # bench.results.BUSY_PREFIX...: the machine was busy while it was timed
+    flag: str = ""                      # bench.results.BUSY_PREFIX or STEAL_PREFIX...: the cores were not its own
 
     @property
     def median_s(self) -> float:
@@ -285,7 +285,8 @@ def _roofs_arg(roofs) -> tuple:
 
 
 class BusyWarning(UserWarning):
-    """A point the API timed while other processes kept the machine's cores busy (its Result's flag)."""
+    """A point the API timed while other processes kept the machine's cores busy, or the hypervisor
+    took them (steal), its Result's flag."""
 
 
 class Roofs(list):
@@ -421,7 +422,8 @@ def measure(fn: Callable[[], object], *, flops, bytes=None, name: str = "kernel"
     split bytes by direction so the point is bounded by its level's direction roof (rule 12),
     as the suite's own kernels are; without them, by the level's best. roofs: a list of Roof
     (api.roofs_from, api.quick_roofs) or a run folder. A point timed while other processes
-    kept the cores busy carries the runner's busy flag and is warned of (BusyWarning).
+    kept the cores busy, or while the hypervisor stole them, carries the runner's flag (busy or
+    steal) and is warned of (BusyWarning).
     Raises APIError for bad input or a callable that raises (one sentence)."""
     precision = check_precision(precision, roofs := _roofs_arg(roofs))
     info = detect.resolve(device)
@@ -449,7 +451,8 @@ def measure(fn: Callable[[], object], *, flops, bytes=None, name: str = "kernel"
         flush = make_flush(info.torch_device, info.llc_bytes)
     probe = LoadProbe().start()
     t = time_fn(fn, info.torch_device, mode, timer_config(False, budget_s, warmup_s=min(0.05, budget_s / 4)), flush)
-    flag = busy_flag(probe.stop(), info)  # the runner's rule: a CPU point while others used the cores
+    load = probe.stop()  # the runner's rules: a CPU point while others used the cores, or the hypervisor took them
+    flag = "; ".join(f for f in (busy_flag(load, info), steal_flag(load, info)) if f)
     if flag:
         warnings.warn(f"kernel '{name}' at shape {shape!r}: {flag}; its figure may be low (run it on a quiet machine)",
                       BusyWarning, stacklevel=2)

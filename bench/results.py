@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from bench.policy import DEFAULT, Policy
-from bench.util import cpu_seconds, git_commit, machine_busy_seconds, others_cores
+from bench.util import cpu_seconds, git_commit, machine_cpu_seconds, others_cores
 
 SCHEMA_VERSION = 1
 # The version of the measuring method (ARCHITECTURE.md, rule 13). Bump it with any change
@@ -47,14 +47,15 @@ SCHEMA_VERSION = 1
 METHOD_VERSION = 14
 # The flags the runner sets while measuring (the `flag` column; roof flags are added later).
 BUSY_PREFIX = "measured while the machine was busy"
+STEAL_PREFIX = "measured while the hypervisor stole its cores"  # a VM's steal time, apart from other processes' load
 JUMP_PREFIX = "time jumped"
 PASS_MARK = "#pass"  # a revisit's point id is its first pass's and this with its pass number (rule 11)
-RUNNER_FLAGS = (BUSY_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring count toward nothing
+RUNNER_FLAGS = (BUSY_PREFIX, STEAL_PREFIX, JUMP_PREFIX)  # rows the runner flagged while measuring count toward nothing
 
 
 def is_runner_flag(flag) -> bool:
     """Return whether a row's flag (parts joined by "; ") holds one the runner set while
-    measuring: a busy machine or a time jump (ARCHITECTURE.md, rule 9)."""
+    measuring: a busy machine, cores the hypervisor stole, or a time jump (ARCHITECTURE.md, rule 9)."""
     if flag is None or (isinstance(flag, float) and flag != flag):
         return False
     return any(part.startswith(RUNNER_FLAGS) for part in str(flag).split("; "))
@@ -280,7 +281,7 @@ class RunWriter:
                          start_utc=datetime.now(UTC).isoformat(timespec="seconds"),
                          load={"cores": os.cpu_count(), "start": _loadavg()})
         self.measurements: list[Measurement] = []
-        self._t0, self._cpu0, self._busy0 = time.monotonic(), cpu_seconds(), machine_busy_seconds()
+        self._t0, self._cpu0, self._times0 = time.monotonic(), cpu_seconds(), machine_cpu_seconds()
         self._csv_file = open(self.dir / "measurements.csv", "w", newline="")
         self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
         self._csv.writeheader()
@@ -311,10 +312,12 @@ class RunWriter:
         load["own"] = round(own_s / wall, 2) if wall > 0 else None
         # the cores other processes kept busy, measured: the machine's busy CPU seconds over the
         # run less the run's own (the load averages above still count the minute before the
-        # run started); absent where the OS has no /proc/stat
-        busy = machine_busy_seconds()
-        if busy is not None and self._busy0 is not None and wall > 0:
-            load["others"] = round(others_cores(busy - self._busy0, own_s, wall), 2)
+        # run started); absent where the OS has no /proc/stat. Apart from it, "steal": the cores
+        # the hypervisor took from a VM on average (no process of this machine)
+        times = machine_cpu_seconds()
+        if times is not None and self._times0 is not None and wall > 0:
+            load["others"] = round(others_cores(times[0] - self._times0[0], own_s, wall), 2)
+            load["steal"] = round(max(0.0, times[1] - self._times0[1]) / wall, 2)
         self.meta["point_count"] = len(self.measurements)
         self.meta["samples_file"] = compress_samples(self.dir).name
         _write_json(self.dir / "run.json", _clean(self.meta))

@@ -160,17 +160,47 @@ def cpu_seconds() -> float:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def machine_busy_seconds(proc: str = "/proc") -> float | None:
-    """Return the CPU seconds all of this machine's cores have spent busy since boot:
-    /proc/stat's first line, every column but idle and iowait (a VM's steal counts as busy:
-    time its cores were not its own); None where there is no /proc/stat."""
+# /proc/stat's cpu line (proc(5)): user nice system idle iowait irq softirq steal guest guest_nice,
+# in clock ticks. Busy is the time the cores ran work of this machine: user, nice, system, irq and
+# softirq (guest and guest_nice are already counted inside user and nice). Steal is apart: time
+# a VM's cores were runnable but the hypervisor ran something else on them.
+BUSY_FIELDS = (0, 1, 2, 5, 6)
+STEAL_FIELD = 7
+
+
+def cpu_times(stat_text: str) -> tuple[float, float] | None:
+    """Return (busy seconds, steal seconds) that all of a machine's cores have spent since boot,
+    read from the text of /proc/stat (its first line, the "cpu" total; see BUSY_FIELDS); steal
+    is 0 where the line is too short to have it (kernels before 2.6.11); None where the text
+    has no such line."""
+    first = (stat_text or "").split("\n", 1)[0].split()
+    if not first or first[0] != "cpu":
+        return None
+    try:
+        ticks = [int(v) for v in first[1:]]
+    except ValueError:
+        return None
+    if len(ticks) <= max(BUSY_FIELDS):
+        return None
+    steal = ticks[STEAL_FIELD] if len(ticks) > STEAL_FIELD else 0
+    return sum(ticks[i] for i in BUSY_FIELDS) / CLOCK_TICKS, steal / CLOCK_TICKS
+
+
+def machine_cpu_seconds(proc: str = "/proc") -> tuple[float, float] | None:
+    """Return (busy seconds, steal seconds) of all this machine's cores since boot (cpu_times of
+    /proc/stat), or None where there is no /proc/stat."""
     try:
         with open(os.path.join(proc, "stat")) as f:
-            cpu = f.readline().split()[1:]
-        busy = sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4))
-    except (OSError, ValueError):
+            return cpu_times(f.readline())
+    except OSError:
         return None
-    return busy / CLOCK_TICKS
+
+
+def machine_busy_seconds(proc: str = "/proc") -> float | None:
+    """Return the CPU seconds all of this machine's cores have spent busy since boot, steal
+    left out (machine_cpu_seconds); None where there is no /proc/stat."""
+    times = machine_cpu_seconds(proc)
+    return times[0] if times else None
 
 
 def others_cores(busy_s: float, own_s: float, wall_s: float) -> float:

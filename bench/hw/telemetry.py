@@ -28,7 +28,8 @@ The summary (a dict stored with each measurement):
     energy_j (see above; else empty, never 0), energy_from, energy_note,
     throttled (bool), throttle_reasons (names other than idle / application clocks)
 (the runner adds others_cpu, the share of all cores other processes used around the point,
-and load1, from LoadProbe)
+steal_cpu, the share the hypervisor took from a VM's cores (steal time, never counted as other
+processes' load), and load1, from LoadProbe)
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.util import CLOCK_TICKS, machine_busy_seconds, others_cores
+from bench.util import CLOCK_TICKS, machine_cpu_seconds, others_cores
 
 PERIOD_S = 0.01
 # NVML clock-event reasons that mean the clock was held down, by bit
@@ -145,21 +146,23 @@ class CpuSource(Source):
 
 class LoadProbe:
     """How busy the rest of the machine was over a window: the share of all cores' time that
-    other processes used (from /proc/stat minus this process's own /proc/self/stat), and the
-    1-minute load average. Where /proc is missing the share stays None."""
+    other processes used (from /proc/stat's busy time minus this process's own
+    /proc/self/stat), the share the hypervisor stole from a VM's cores (/proc/stat's steal, kept
+    apart: it is no process of this machine), and the 1-minute load average. Where /proc is
+    missing the shares stay None."""
 
     def __init__(self, proc: str | Path = "/proc"):
         self.proc = Path(proc)
         self._start = None
 
     def _read(self):
-        busy = machine_busy_seconds(str(self.proc))
+        times = machine_cpu_seconds(str(self.proc))
         try:
             mine = self.proc.joinpath("self", "stat").read_text().rsplit(")", 1)[1].split()
             own = int(mine[11]) + int(mine[12])  # utime + stime, in clock ticks
         except (OSError, IndexError, ValueError):
             return None
-        return (time.perf_counter(), busy, own / CLOCK_TICKS) if busy is not None else None
+        return (time.perf_counter(), *times, own / CLOCK_TICKS) if times is not None else None
 
     def start(self):
         self._start = self._read()
@@ -169,13 +172,21 @@ class LoadProbe:
         load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         end = self._read()
         if self._start is None or end is None:
-            return {"others_cpu": None, "load1": load1}
-        (t0, busy0, own0), (t1, busy1, own1) = self._start, end
-        cores = os.cpu_count() or 1
-        window = max(t1 - t0, 1e-9)
-        others = others_cores(busy1 - busy0, own1 - own0, window) / cores
-        # ticks are coarse (10 ms): a window shorter than a few ticks says little
-        return {"others_cpu": min(1.0, others) if window >= 0.05 else None, "load1": load1}
+            return {"others_cpu": None, "steal_cpu": None, "load1": load1}
+        return {**load_shares(self._start, end, os.cpu_count() or 1), "load1": load1}
+
+
+def load_shares(start: tuple, end: tuple, cores: int) -> dict:
+    """Return {"others_cpu", "steal_cpu"} between two LoadProbe readings (wall seconds, busy
+    seconds, steal seconds, this process's CPU seconds): the share of all cores' time other
+    processes used (the busy time less this process's own) and the share the hypervisor stole;
+    None for both over a window under 0.05 s (ticks are 10 ms: a few of them say little)."""
+    (t0, busy0, steal0, own0), (t1, busy1, steal1, own1) = start, end
+    window = max(t1 - t0, 1e-9)
+    if window < 0.05:
+        return {"others_cpu": None, "steal_cpu": None}
+    others = others_cores(busy1 - busy0, own1 - own0, window) / cores
+    return {"others_cpu": min(1.0, others), "steal_cpu": min(1.0, max(0.0, steal1 - steal0) / window / cores)}
 
 
 class Sampler:

@@ -32,7 +32,7 @@ from bench.measure.revisit import (
 )
 from bench.measure.timing import TimerConfig, make_flush, time_fn
 from bench.policy import DEFAULT, Policy
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, Measurement
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, STEAL_PREFIX, Measurement
 from bench.util import DeviceLost, fmt_bytes, is_fatal, triton_interpreting
 from bench.util import first_line as _first_line
 
@@ -421,7 +421,7 @@ class Runner:
         self._last_rate[sweep] = rate
         if not jumped:
             self._sweeps.setdefault(sweep, []).append((dict(point), rate))
-        flags = [busy_flag(tel, self.device)]
+        flags = [busy_flag(tel, self.device), steal_flag(tel, self.device)]
         if jumped:
             flags.append(f"{JUMP_PREFIX}: {prev / rate:.0f}x slower than the previous size of its sweep, "
                          "measured twice")
@@ -473,6 +473,19 @@ def busy_flag(tel: dict, device) -> str:
         return ""
     return (f"{BUSY_PREFIX}: other processes used {others:.0%} of its "
             f"{device.compute_units or '?'} cores" + (f" (load average {load:.1f})" if load is not None else ""))
+
+
+STEAL_SHARE = 0.2  # the hypervisor taking this share of a VM's cores makes a CPU point unreliable
+
+
+def steal_flag(tel: dict, device) -> str:
+    """Return the flag of a CPU point measured while the hypervisor stole more than STEAL_SHARE
+    of the cores (/proc/stat's steal, LoadProbe's steal_cpu): no process of this machine, so
+    named apart from busy_flag's other processes ("" otherwise, on a GPU, and where unread)."""
+    steal = tel.get("steal_cpu")
+    if device.kind != "cpu" or steal is None or steal <= STEAL_SHARE:
+        return ""
+    return f"{STEAL_PREFIX}: the hypervisor took {steal:.0%} of its {device.compute_units or '?'} cores (steal time)"
 
 
 def direction_columns(op: Op, point: dict, nbytes: int) -> dict:

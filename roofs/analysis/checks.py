@@ -10,7 +10,7 @@ import re
 import pandas as pd
 
 from bench.policy import DEFAULT
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, text_column
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, STEAL_PREFIX, text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import Roofline
@@ -48,6 +48,9 @@ def others_load(load: dict, compute_units=None) -> tuple[float | None, int | Non
     return (max(readings) if readings else None), cores
 
 
+STEAL_WARN = 0.1  # a run whose cores the hypervisor stole more than this share of is warned of
+
+
 def run_warnings(run) -> list[str]:
     """Return the warning lines for a loaded run (bench.results.Run)."""
     df, out = run.measurements, []
@@ -78,17 +81,23 @@ def run_warnings(run) -> list[str]:
                        f"({r.name} inputs convert exactly to {via})")
     flags = text_column(df, "flag")
     busy, jumped = int(flags.str.startswith(BUSY_PREFIX).sum()), int(flags.str.startswith(JUMP_PREFIX).sum())
-    if busy or jumped:
+    stolen = int(flags.str.contains(STEAL_PREFIX, regex=False).sum())
+    if busy or jumped or stolen:
         notes, _ = split_notes(run)
         refused = [note_subject(n) for n in notes if note_subject(n)
                    and ("no plateau" in n or "no trustworthy" in n or "no compute roof" in n)]
-        out.append(f"{busy} points measured while the machine was busy and {jumped} whose time jumped set no roof"
+        out.append(f"{busy} points measured while the machine was busy, {stolen} while the hypervisor stole its cores "
+                   f"and {jumped} whose time jumped set no roof"
                    + (f"; levels or precisions without a roof: {', '.join(sorted(set(refused)))}" if refused else
                       "; every roof still rests on steady rows"))
     worst, cores = others_load(run.meta.get("load") or {}, run.device.get("compute_units"))
     if worst is not None and cores and worst > cores:
         out.append(f"the machine was loaded during the run (other processes kept {worst:.1f} of its {cores} cores "
                    "busy, the run's own threads left out)")
+    steal = (run.meta.get("load") or {}).get("steal")
+    if steal is not None and cores and steal > STEAL_WARN * cores:
+        out.append(f"the hypervisor stole {steal:.2f} of the VM's {cores} cores on average during the run (steal "
+                   "time: no process of this machine)")
     n_above, n_bounded = above_bound(df)
     out.append(f"{fmt_num(n_above)} of {plural(n_bounded, 'bounded point')} sit above their attainable bound beyond "
                "their spread" + (" (each listed with its causes)" if n_above else ""))
