@@ -4,6 +4,7 @@ UNCLEAR roof (which side, about how many passes: a half-width shrinks like 1 / s
 change that is the same per cycle (a clock change), and the causes a user sets (threads, affinity)
 named first by their codes in check.json. Assertions are on codes and numbers, never on prose."""
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -176,6 +177,35 @@ def test_the_per_cycle_change_reads_as_the_change_does(kind):
     got = one(roof(2.0, (1.98, 2.02), "x", kind, clock=1980.0), roof(1.7, (1.69, 1.71), "x", kind, clock=1980.0))
     assert got["per_cycle"] == pytest.approx(got["change"]) == pytest.approx(2.0 / 1.7 - 1)
     assert got["verdict"] == ("FASTER" if kind == "compute" else "SLOWER") and got["reason"] == "apart"
+
+
+
+def _stated(why: str) -> float:
+    """The signed change in % a why opens with ("-6.0%: ..."), as a number."""
+    return float(re.match(r"([+-]\d+\.\d)%", why).group(1))
+
+
+def test_a_launch_floors_change_has_one_sign_in_its_column_and_its_reason(tmp_path):
+    """A launch floor of 9.4 us [9.35, 9.4] against 10.0 us [10.0, 10.1]: as rates 1 / 9.4 = 0.1064
+    is above the baseline's top 1 / 10 = 0.1 and past 1.05 x 0.1, FASTER. Its change is the figure's
+    as shown, (9.4 - 10) / 10 = -6.0%, in check.json, the table's column and the why alike (the
+    rates' 10 / 9.4 - 1 = +6.4% is nowhere)."""
+    run, base = roof(9.4, (9.35, 9.4), "launch.torch.empty", "latency"), roof(10.0, (10.0, 10.1),
+                                                                            "launch.torch.empty", "latency")
+    got = one(run, base)
+    assert (got["verdict"], got["reason"]) == ("FASTER", "apart")
+    assert got["change"] == pytest.approx(-0.06) and _stated(got["why"]) == -6.0
+    write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=0.01)
+    write_run(tmp_path / "run", "node1", "GPU-1", 1.0, interval=0.01)
+    for folder, r in (("base", base), ("run", run)):
+        doc = json.loads((tmp_path / folder / "roofs.json").read_text())
+        results.write_roofs(tmp_path / folder, doc["roofs"] + [{**r.to_dict(), "source": "measured"}])
+    result = chk.check(tmp_path / "run", tmp_path / "base")
+    launch = next(v for v in result["verdicts"] if v["kind"] == "latency")
+    assert launch["verdict"] == "FASTER" and launch["change_pct"] == pytest.approx(-6.0)
+    column = chk.table(result).set_index("roof").loc["latency launch.torch.empty", "change"]
+    assert float(column.rstrip("%")) == _stated(launch["why"]) == -6.0
+    assert chk.changes(result, "")[0][0] == "FASTER launch.torch.empty -6.0%"
 
 
 def test_a_run_whose_clock_moved_is_named_a_clock_change_first(tmp_path, cli_in_process):

@@ -77,7 +77,7 @@ def _decide(needed: dict) -> tuple[dict, str]:
 
 
 def verdict(v: float, interval, base: float, base_interval, tolerance: float, fleet: bool = False,
-            passes: tuple = (1, 1), policy: Policy = DEFAULT) -> dict:
+            passes: tuple = (1, 1), policy: Policy = DEFAULT, *, shown: float | None = None) -> dict:
     """Return {"verdict", "why", "reason", "decide"} for a roof whose run value is v with interval
     [lo, hi] against a baseline V with [LO, HI] (a fleet's median and p5 to p95 when fleet), at
     tolerance t (0.05 for 5%), all as rates (higher is faster), from these two intervals alone:
@@ -95,7 +95,9 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
     confirm a change within t; to separate one past t, each side's reach toward the other (in
     logs) must fit the gap between the values: a side inside half the gap leaves the other the
     rest, else each gets half (a fleet's band leaves the run what it does not cover).
-    Boundaries are compared to 1 part in 10^9 (EPS): intervals that touch overlap."""
+    Boundaries are compared to 1 part in 10^9 (EPS): intervals that touch overlap. The why opens
+    with the change as the roof's own figure shows it, shown ((new - old) / old of a latency's
+    time, as check.json's change and the table's column), v / V - 1 when None."""
     t = tolerance
     if interval is None or base_interval is None:
         side = "both" if interval is None and base_interval is None else "run" if interval is None else "baseline"
@@ -105,7 +107,7 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
                        "(`python run_bench.py report RUN`)"}
     lo, hi = interval
     low, high = base_interval
-    said = f"{v / base - 1:+.1%}"
+    said = f"{v / base - 1 if shown is None else shown:+.1%}"
     below, above = _lt(hi, low), _lt(high, lo)
 
     def done(got: str, reason: str, why: str) -> dict:
@@ -198,13 +200,14 @@ def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: fl
         if b is None or not _compared(r):
             continue
         (rv, riv), (bv, biv) = as_rates(r.kind, r.value, r.interval), as_rates(b.kind, b.value, b.interval)
-        got = verdict(rv, riv, bv, biv, t, fleet, (pass_count(r), pass_count(b)), policy)
+        change = r.value / b.value - 1  # the figure's as shown (a latency's time): the why states the same
+        got = verdict(rv, riv, bv, biv, t, fleet, (pass_count(r), pass_count(b)), policy, shown=change)
         cr, cb = roof_clock(r) or number(clocks[0]), roof_clock(b) or number(clocks[1])
         rate = (rv / cr) / (bv / cb) - 1 if cr and cb else None  # per cycle, as a rate: what the rule judges
         per_cycle = None if rate is None else (rate if r.kind not in LOWER_IS_BETTER else 1 / (1 + rate) - 1)
         row = {"name": r.name, "kind": r.kind, "value": float(r.value), "base": float(b.value), **got,
                "decide": None if got["decide"] is None else {"roof": r.name, **got["decide"]},
-               "change": r.value / b.value - 1, "clock_mhz": [cr, cb], "per_cycle": per_cycle}
+               "change": change, "clock_mhz": [cr, cb], "per_cycle": per_cycle}
         if got["verdict"] in ("SLOWER", "FASTER") and rate is not None and _le(abs(rate), t):
             row["reason"] = "clock"
             row["why"] += (f"; the same per cycle ({per_cycle:+.1%}): the clock moved from {fmt_num(cb)} to "
