@@ -1,6 +1,7 @@
 """A profiled program's report, from its profile folder's files (ops.csv, profile.json): the ops placed under
-the roofs (roofs.analysis.program), ranked; the step beside the sum of its ops' bounds; the ops with no FLOP
-formula apart; the roofline chart (roofs.charts.profile); profile.md and profile.html (whose chart is the
+the roofs (roofs.analysis.program), in one ranking (ops with FLOPs and ops with bytes alone together); the
+ops outside it after, each with its time and code; the step beside the sum of its ops' bounds; the roofline
+chart (roofs.charts.profile); profile.md and profile.html (whose chart is the
 SVG, inline, each point named on hover); with --counters (bench/run/profile_counters.py), the top ops' DRAM
 bytes read by the hardware counters beside their counted bytes, or the one sentence saying why none were read.
 """
@@ -14,12 +15,14 @@ import pandas as pd
 
 from bench.hw.counters import FLAG_FRACTION
 from bench.util import fmt_bytes, plural
-from roofs.analysis.program import place_ops, read_ops, totals
+from roofs.analysis.program import NO_ROOF, NO_TIME, UNCOUNTED, place_ops, ranking, read_ops, totals
 from roofs.analysis.roofline import Roof
 from roofs.charts.profile import plot_profile
 from roofs.reports.report import html_table, md_table
 
 TOP = 15  # ranked lines printed; profile.md lists every op
+WHY = {UNCOUNTED: "neither bytes nor FLOPs counted", NO_ROOF: "no measured roof at its level or precision",
+       NO_TIME: "the profiler gave it no time"}
 
 
 def _what(r) -> str:
@@ -29,14 +32,18 @@ def _what(r) -> str:
 def rank_line(r) -> str:
     """Return one op's ranked line: "aten::mm [bf16, 2048x4096, 4096x4096] in m.layers.3.mlp: 31% of the step at
     42% of its attainable (l3.read, 40-44% over the roofs' spread): 2.4x headroom, 18% of the step to win";
-    without a bound, its note."""
+    an op outside the ranking: its time and its `unranked` code ("..., 0.3% of the step (0.05 ms), not
+    ranked: uncounted (neither bytes nor FLOPs counted)")."""
     head = f"{r.op} [{_what(r)}] in {r.module}: {100 * r.share:.3g}% of the step"
     if pd.isna(r.pct_of_attainable):
-        return f"{head}, no bound ({r.bound_note or 'no roof for it'})"
+        code = _text(getattr(r, "unranked", "")) or NO_ROOF
+        why = (r.bound_note if code == NO_ROOF and r.bound_note else "") or WHY.get(code, "")
+        return f"{head} ({1e3 * r.time_s:.4g} ms), not ranked: {code} ({why})"
     span = (f", {r.pct_low:.3g}-{r.pct_high:.3g}% over the roofs' intervals"
             if pd.notna(r.pct_low) and r.pct_high > r.pct_low * 1.005 else "")
     at = (f" at {r.pct_of_attainable:.3g}% of its attainable ({r.bound_roof}{span}"
-          + ("" if r.has_formula else "; bandwidth only: no FLOP formula") + ")")
+          + ("" if _text(getattr(r, "counted_by", "flops")) == "flops" else "; by its bytes: no FLOPs counted")
+          + ")")
     if r.pct_of_attainable > 100:
         return head + at + ": above its bound (a roof measured too low, or a count too high)" + _dram(r)
     return head + at + f": {_x(r.headroom)} headroom, {100 * r.to_win:.2g}% of the step to win" + _dram(r)
@@ -88,8 +95,9 @@ def summary_lines(t: dict, meta: dict) -> list[str]:
              f"{meta['flop_counter_total'] / 1e9:.6g} G over the same program), bytes {fmt_bytes(t['bytes'])}")
     out = [f"step {1e3 * t['step_s']:.4g} ms (mean of {n} captured steps; each op's time a mean per step)",
            ops, bound, flops]
-    if t["unbounded"]:
-        out.append(f"{t['unbounded']} op(s) have no bound (counted at their own time in the sum)")
+    if t["unranked"]:
+        codes = ", ".join(f"{k} {v}" for k, v in sorted(t["unranked"].items()))
+        out.append(f"{sum(t['unranked'].values())} op(s) not ranked ({codes}): counted at their own time in the sum")
     return (out + counters_lines(meta) + [f"warning: {n}" for n in meta.get("roof_notes", [])]
             + list(meta.get("notes", [])))
 
@@ -145,8 +153,9 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     charts = plot_profile(folder)
     t = totals(placed, meta["step_s"])
     summary = summary_lines(t, meta)
-    ranked = [rank_line(r) for r in placed[placed["has_formula"]].itertuples()]
-    apart = [rank_line(r) for r in placed[~placed["has_formula"]].itertuples()]
+    ranked_ops, rest = ranking(placed)
+    ranked = [rank_line(r) for r in ranked_ops.itertuples()]
+    apart = [rank_line(r) for r in rest.itertuples()]
     counted = counters_table(placed)
     c_title = "Hardware counters: DRAM bytes beside the counted bytes (one replayed step)"
     title = f"roofbench profile: {meta.get('program', 'program')} on {meta['device'].get('name', '?')}"
@@ -154,7 +163,7 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     md = [f"# {title}\n", f"\n{roofs_line}\n\n", "".join(f"- {s}\n" for s in summary),
           "\n## Ops ranked by the share of the step they would win at their roof\n\n",
           "".join(f"{i}. {s}\n" for i, s in enumerate(ranked, 1)) or "none\n",
-          "\n## Ops with no FLOP formula (bandwidth points)\n\n",
+          "\n## Ops not ranked (nothing counted, no roof, or no time)\n\n",
           "".join(f"- {s}\n" for s in apart) or "none\n",
           f"\n## {c_title}\n\n" + md_table(counted) if len(counted) else "",
           "\n## Roofline\n\n![roofline](roofline.svg)\n\n## Every op\n\n",
@@ -165,8 +174,8 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     esc = html.escape
     body = (f"<h1>{esc(title)}</h1><p>{esc(roofs_line)}</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in summary)
             + "</ul><h2>Ops ranked by the share of the step they would win at their roof</h2><ol>"
-            + "".join(f"<li>{esc(s)}</li>" for s in ranked) + "</ol><h2>Ops with no FLOP formula (bandwidth "
-            "points)</h2><ul>" + "".join(f"<li>{esc(s)}</li>" for s in apart) + "</ul>"
+            + "".join(f"<li>{esc(s)}</li>" for s in ranked) + "</ol><h2>Ops not ranked (nothing counted, no roof, "
+            "or no time)</h2><ul>" + "".join(f"<li>{esc(s)}</li>" for s in apart) + "</ul>"
             + (f"<h2>{esc(c_title)}</h2>" + html_table(counted) if len(counted) else "") + "<h2>Roofline</h2>"
             "<p>Rest the pointer on a point to see its op.</p>" + svg + "<h2>Every op</h2>"
             + html_table(_table(placed)))
@@ -174,9 +183,10 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
              "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}svg{max-width:100%;height:auto}")
     (folder / "profile.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}"
                                          f"</title><style>{style}</style></head><body>{body}</body></html>")
-    text = "\n".join(summary + ["", "ranked by the share of the step to win at its roof:"]
+    text = "\n".join(summary + ["", "ranked by the share of the step to win at its roof (an op with FLOPs at its "
+                                 "attainable, one with bytes alone at its bandwidth):"]
                      + [f"{i:2}. {s}" for i, s in enumerate(ranked[:TOP], 1)]
                      + ([f"    ... {len(ranked) - TOP} more in profile.md"] if len(ranked) > TOP else [])
-                     + ["", f"no FLOP formula ({len(apart)}, bandwidth points):"] + [f"  - {s}" for s in apart[:8]]
+                     + (["", f"not ranked ({len(apart)}):"] + [f"  - {s}" for s in apart[:8]] if apart else [])
                      + ([f"    ... {len(apart) - 8} more in profile.md"] if len(apart) > 8 else []))
     return text, [folder / "ops.csv", folder / "profile.md", folder / "profile.html", *charts]
