@@ -11,11 +11,13 @@ How each number is made:
   CPU time (its own internal calls included); on a GPU the device time of the kernels it
   launched. The step's time is its record_function range (on a GPU it ends with a
   synchronize). The time between ops (Python, dispatch, idle device) is the step's time less
-  the ops', reported beside them, so the ops' shares and that gap add up to the step.
+  the ops', reported beside them, so the ops' shares and that gap add up to the step. The
+  profiler's own log lines (Kineto's, written to stderr as it starts and stops) are dropped
+  (bench/run/quiet.py); what the program writes to stderr passes through.
 - FLOPs: torch.utils.flop_counter's registered formulas (FlopCounterMode's own table, per
   call), from one counting pass under a TorchDispatchMode; FlopCounterMode's total over the
-  same pass is kept beside them as a check. An op with no formula counts no FLOPs and is
-  listed apart.
+  same pass is kept beside them as a check. An op with no formula counts no FLOPs: its bytes
+  place it (roofs/analysis/program.py ranks it with the rest).
 - Bytes: rule 1's compulsory traffic of each call: every distinct input tensor read once,
   every output written once (read_bytes and write_bytes apart); a tensor's bytes are the span
   its strides touch, at most numel x itemsize (an expanded operand is read once). Views and
@@ -54,6 +56,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from torch.utils.module_tracker import ModuleTracker
 
 from bench.results import utc_stamp
+from bench.run.quiet import quietly
 from bench.util import first_line, precision_name
 from roofs.reports.profile import finish_profile
 
@@ -397,7 +400,8 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
         warm_up(step, device, what)
         on_gpu = device.startswith("cuda")
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-        with profile(activities=acts, record_shapes=True) as prof:
+        # the profiler's own log lines, written as it starts and stops, stay out of the output (bench/run/quiet.py)
+        with quietly(profile(activities=acts, record_shapes=True)) as prof:
             for k in range(steps):
                 with record_function(f"{STEP}{k}"):
                     _run(step, what)
