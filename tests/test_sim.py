@@ -6,7 +6,9 @@ import math
 import numpy as np
 import pytest
 
+from bench.policy import DEFAULT
 from bench.results import BUSY_PREFIX, COLUMNS, PASS_MARK, Measurement, first_pass_id
+from roofs.analysis.confirm import derive_roofs
 from roofs.analysis.roofline import Roof
 from roofs.sim import score
 from roofs.sim.generate import _Measured, fallback_selection, plan, simulate, truth
@@ -184,3 +186,21 @@ def test_the_derivation_meets_the_criteria(key):
     assert t.share("covered") >= score.TARGETS["covered"], f"intervals covering the truth: {why}"
     assert t.false_pairs == 0, f"false verdicts between runs of one truth: {t.false_names.most_common(5)}"
     assert not math.isnan(t.share("within"))
+
+
+def test_a_full_sweep_reads_dram_past_a_fading_last_cache():
+    """zen5_vm's L3 fades slowly (sharpness 1: a quarter of a stream still hits at 4x its edge).
+    A full sweep (two sizes per octave) that stopped once two sizes half an octave apart agreed
+    within 10% ended at 181 MiB, where the cache still lifted the rate 14% over DRAM's own (its
+    interval +/-13%); the sweep now ends once its last octave agrees within Policy.settle_tol
+    (bench.ops.stream.offchip_settled), so what its largest set reads (the off-chip truth) is
+    DRAM's own rate within that share, and the derivation finds it."""
+    dram = truth("zen5_vm", quick=False, families=("stream",))["roofs"]["dram"]
+    assert dram <= (1 + DEFAULT.settle_tol) * MACHINES["zen5_vm"].offchip.rate
+    for seed in (0, 1):
+        rows, device, samples = simulate("zen5_vm", "quiet", seed, quick=False, families=("stream",))
+        roofs = {r.name: r for r in derive_roofs(rows, device, samples)[0]}
+        assert "dram" in roofs
+        assert abs(roofs["dram"].value / dram - 1) <= DEFAULT.target_halfwidth
+        lo, hi = roofs["dram"].interval
+        assert lo <= dram <= hi

@@ -48,7 +48,7 @@ from bench.measure import memory
 from bench.measure.inputs import tiled_normal
 from bench.measure.registry import REGISTRY, Axis, Impl, Op, geometric
 from bench.measure.tolerance import tolerance
-from bench.policy import DEFAULT
+from bench.policy import DEFAULT, Policy
 from bench.util import fmt_bytes, itemsize, triton_interpreting
 
 SCALAR = 3.0
@@ -241,8 +241,6 @@ QUICK_CPU_PAST_FLOOR = DEFAULT.quick_past_floor  # a CPU's quick sweep ends at t
                               # (4x: 16x the LLC): three sizes in the off-chip band, enough for its roof where
                               # a VM's noisy DRAM rate does not settle (each larger size costs seconds to fill
                               # and check); the number is the Policy's (bench/policy.py)
-FLAT = 0.10                   # sizes past the knee "agree" when their rates are within 10%
-AGREE = 2                     # ... and at least this many of them do
 
 
 CACHE_NEIGHBOURS = (0.5, 0.75, 1.0, 1.5, 2.0)  # sizes placed around every reported cache (rule 11's edges)
@@ -311,24 +309,30 @@ def offchip_floor(device) -> int:
     return DEFAULT.offchip_factor * device.llc_bytes
 
 
-def offchip_settled(history, floor: int, flat: float = FLAT, agree: int = AGREE) -> str | None:
-    """Return why a stream sweep need grow no further, or None: its last `agree` measured
-    sizes all lie at or past floor (the off-chip band) and past the knee (some smaller size
-    of the sweep ran more than `flat` faster than they did, so the last drop is behind
-    them), and their rates agree within `flat` (max / min <= 1 + flat). history: the
-    sweep's measured (ws_bytes, rate) in order of size."""
-    if len(history) < agree + 1:
+def offchip_settled(history, floor: int, policy: Policy = DEFAULT) -> str | None:
+    """Return why a stream sweep need grow no further, or None: its tail is already the
+    off-chip plateau the derivation will look for (ARCHITECTURE.md rule 5): the last sizes,
+    at least Policy.min_sizes of them spanning Policy.level_min_octaves or more, lie at or
+    past floor, their rates agree within Policy.settle_tol (a tail falling by more is a set
+    that still partly hits a fading last cache: a transition, or a roof read high), and a
+    smaller size of the sweep ran more than a level step faster (the knee is behind them). history: the sweep's
+    measured (ws_bytes, rate) in order of size."""
+    tail = []
+    for ws, r in reversed(history):
+        tail.insert(0, (ws, r))
+        if len(tail) >= policy.min_sizes and math.log2(tail[-1][0] / tail[0][0]) >= policy.level_min_octaves - 1e-9:
+            break
+    else:
         return None
-    tail, before = history[-agree:], history[:-agree]
-    if min(ws for ws, _ in tail) < floor:
-        return None
+    before = history[:len(history) - len(tail)]
     rates = [r for _, r in tail]
-    if min(rates) <= 0 or max(rates) / min(rates) > 1 + flat:
+    if not before or tail[0][0] < floor or min(rates) <= 0:
         return None
-    if max(r for _, r in before) <= max(rates) * (1 + flat):
-        return None  # no knee behind them yet: no faster level was seen
-    return (f"the off-chip rate has settled: the {agree} sizes from {fmt_bytes(tail[0][0])} to "
-            f"{fmt_bytes(tail[-1][0])} agree within {flat:.0%}, past the knee (rule 5)")
+    if (max(rates) / min(rates) > 1 + policy.settle_tol
+            or max(r for _, r in before) <= max(rates) * (1 + policy.level_step)):
+        return None
+    return (f"the off-chip rate has settled: the {len(tail)} sizes from {fmt_bytes(tail[0][0])} to "
+            f"{fmt_bytes(tail[-1][0])} agree within {policy.settle_tol:.0%}, past the knee (rule 5)")
 
 
 def _stream_stop(history, device) -> str | None:

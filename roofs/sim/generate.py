@@ -124,34 +124,35 @@ def _timer(m: Machine, op: str, point: dict, seconds: float) -> str:
     return "cuda_event" if seconds > GPU_EVENT_S else "cuda_graph"
 
 
-def _runs(op, impl, point, dev) -> bool:
+def _runs(op, impl, point, dev, quick: bool = True) -> bool:
     """Return whether impl runs point on dev by the registry's static rules (the op's, the
     quick plan's, the impl's own), the backend decided by BACKENDS."""
     if impl.backend not in BACKENDS[dev.kind] or impl.id in LEFT_OUT_IMPLS:
         return False
-    return not (skip.point_reason(op, point, dev) or skip.quick_reason(impl, point, True)
+    return not (skip.point_reason(op, point, dev) or skip.quick_reason(impl, point, quick)
                 or skip.own_reason(impl, point, dev))
 
 
 @functools.cache
-def plan(key: str) -> tuple[Planned, ...]:
-    """Return the rows machine `key` measures in its sweep (pass 1), in run order."""
+def plan(key: str, quick: bool = True, families: tuple = FAMILIES) -> tuple[Planned, ...]:
+    """Return the rows machine `key` measures in its sweep (pass 1), in run order: the quick
+    plan's (the table's), or the full plan's (quick=False) of these families."""
     m = MACHINES[key]
     with environ_restored() as env:   # the plan of a GPU, not of Triton's interpreter on this host
         env.pop("TRITON_INTERPRET", None)
-        return tuple(_plan(m))
+        return tuple(_plan(m, quick, families))
 
 
-def _plan(m: Machine) -> list[Planned]:
+def _plan(m: Machine, quick: bool = True, families: tuple = FAMILIES) -> list[Planned]:
     dev = device_info(m, planning=True)
     registry = load_all()
     out, history = [], defaultdict(list)
-    for op, impls in registry.select(list(FAMILIES)):
-        for point in op.points(dev, True):
+    for op, impls in registry.select(list(families)):
+        for point in op.points(dev, quick):
             if op.name == "probe.l1" and m.kind == "cpu":
                 point = {**point, "programs": m.cores}   # one program per core, not this host's threads
             for impl in impls:
-                if not _runs(op, impl, point, dev):
+                if not _runs(op, impl, point, dev, quick):
                     continue
                 for mode in op.modes:
                     sweep = skip.sweep_key(impl, point, mode)
@@ -255,14 +256,16 @@ def revisit_ids(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | No
 
 
 def simulate(machine, noise, seed: int, scale: float = 1.0, passes: int | None = None,
-             policy: Policy = DEFAULT) -> tuple[pd.DataFrame, dict, dict]:
+             policy: Policy = DEFAULT, quick: bool = True,
+             families: tuple = FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
     """Return one simulated run of machine (a Machine or its key) under noise (a Noise or its
     name) for seed: (rows in bench.results.COLUMNS, run.json's device, {point_id: samples in
     seconds}). scale multiplies every true rate (0.85: a truth 15% slower). passes: a CPU
-    run's passes, sweep included (default 3); a GPU run has one."""
+    run's passes, sweep included (default 3); a GPU run has one. quick, families: the plan
+    (the table's is the quick plan of every family)."""
     m, nz = as_machine(machine), (noise if isinstance(noise, Noise) else NOISES[noise])
     rng = _rng(m, nz, seed, scale)
-    planned = plan(m.key)
+    planned = plan(m.key, quick, tuple(families))
     first = _measure(list(planned), nz, rng, scale, [1] * len(planned), m.cores)
     rows = pd.DataFrame([x.row() for x in first])
     measured = first
@@ -290,12 +293,12 @@ def _pure(m: Machine, r: Planned, level) -> tuple[float, float]:
 
 
 @functools.cache
-def _truth(key: str, reach: float, min_sizes: int) -> tuple:
+def _truth(key: str, reach: float, min_sizes: int, quick: bool = True, families: tuple = FAMILIES) -> tuple:
     m = MACHINES[key]
     roofs, edges = {}, {}
     sizes, best = defaultdict(set), defaultdict(float)
     dir_sizes, dir_best = defaultdict(set), defaultdict(float)
-    for r in plan(key):
+    for r in plan(key, quick, families):
         if r.family != "stream" or r.mode != "warm":
             continue
         level = level_of(m, r.ws)
@@ -310,9 +313,9 @@ def _truth(key: str, reach: float, min_sizes: int) -> tuple:
     # off chip, a cache that fades over octaves (a victim L3) still serves part of any finite
     # set: the truth is what the sweep's largest working set reads, as a STREAM run's fixed
     # arrays would, not an asymptote no finite sweep reaches
-    largest = max((r.ws for r in plan(key) if r.family == "stream" and r.mode == "warm"), default=0)
+    largest = max((r.ws for r in plan(key, quick, families) if r.family == "stream" and r.mode == "warm"), default=0)
     at_largest = defaultdict(float)
-    for r in plan(key):
+    for r in plan(key, quick, families):
         if r.family == "stream" and r.mode == "warm" and r.ws >= largest / 1.05:
             t = call_seconds(m, r.op, r.family, r.impl, r.backend, r.point, r.ws, r.nbytes, r.flops, r.mode)
             d = CLASS_DIRECTION[KERNEL_CLASS[r.op]]
@@ -332,11 +335,11 @@ def _truth(key: str, reach: float, min_sizes: int) -> tuple:
                 if len(dir_sizes[(lv.name, d)]) >= min_sizes:
                     roofs[f"{lv.name}.{d}"] = dir_best[(lv.name, d)]
     probe_only = next((lv for lv in m.levels if lv.probe_only), None)
-    probe = [_pure(m, r, probe_only or level_of(m, r.ws))[0] for r in plan(key) if r.op == "probe.l1"]
+    probe = [_pure(m, r, probe_only or level_of(m, r.ws))[0] for r in plan(key, quick, families) if r.op == "probe.l1"]
     if probe:
         roofs["l1"] = max(roofs.get("l1", 0.0), max(probe))
     roofs.update(_compute_truth(m))
-    for r in plan(key):
+    for r in plan(key, quick, families):
         if r.op == "probe.launch":
             name = f"launch.{r.backend}.{TIMER_FORM[r.timer]}"
             roofs[name] = min(roofs.get(name, math.inf), r.seconds * 1e6)
@@ -364,8 +367,9 @@ def _compute_truth(m: Machine) -> dict:
     return out
 
 
-def truth(machine, policy: Policy = DEFAULT) -> dict:
+def truth(machine, policy: Policy = DEFAULT, quick: bool = True, families: tuple = FAMILIES) -> dict:
     """Return machine's truth: {"roofs": {name: value (GB/s, GFLOP/s, GOP/s or us)}, "edges":
-    {cache level: its true edge in bytes}} (module docstring)."""
-    roofs, edges = _truth(as_machine(machine).key, policy.target_halfwidth, policy.min_sizes)
+    {cache level: its true edge in bytes}} (module docstring), of the plan simulate(quick,
+    families) measures."""
+    roofs, edges = _truth(as_machine(machine).key, policy.target_halfwidth, policy.min_sizes, quick, tuple(families))
     return {"roofs": dict(roofs), "edges": dict(edges)}

@@ -215,9 +215,10 @@ LLC_SHARPNESS = 1.5   # a CPU's shared last level fades into DRAM over two or th
 GPU_OVERHEAD = {"torch": 1.0e-6, "triton": 1.3e-6}
 
 
-def _llc(edge: float, rate: float) -> Level:
-    """Return a CPU's shared L3: its plateau fades into DRAM over two or three octaves."""
-    return Level("l3", edge, rate, sharpness=LLC_SHARPNESS)
+def _llc(edge: float, rate: float, sharpness: float = LLC_SHARPNESS) -> Level:
+    """Return a CPU's shared L3: its plateau fades into DRAM over two or three octaves (over
+    four at sharpness 1)."""
+    return Level("l3", edge, rate, sharpness=sharpness)
 
 
 def _cpu(key, name, caches, levels, units, flags, clock, signature, **kw) -> Machine:
@@ -262,6 +263,15 @@ AVX2_VM = _cpu(
     flags=ZEN3_FLAGS, clock=2450.0, signature="25/1/1")
 
 
+ZEN5_VM = _cpu(   # a last level that fades slowly: past 4x its edge a quarter of a stream still hits
+    "zen5_vm", "AMD EPYC 9R45 (Zen 5)",
+    caches=(("l1", 48 * KiB, 2), ("l2", 1 * MiB, 2), ("l3", 32 * MiB, 1)),
+    levels=(Level("l1", 64 * KiB, 480.0), Level("l2", 1.5 * MiB, 380.0), _llc(32 * MiB, 255.0, 1.0),
+            Level("dram", math.inf, 75.0)),
+    units=_cpu_units(330.0, 165.0, (("bf16", 820.0), ("int8", 1750.0)), ew32=30.0, ew64=15.0),
+    flags=ZEN4_FLAGS + ("avx_vnni",), clock=2600.0, signature="26/2/1")
+
+
 def _gpu_units(tensor: dict, fp32, fp64, vec32, vec64, half=1200.0) -> tuple:
     return (*(Unit(d, "gemm", peak, half) for d, peak in tensor.items()),
             Unit("fp32", "gemm", fp32, half), Unit("fp64", "gemm", fp64, half),
@@ -298,4 +308,4 @@ MI300X = Machine(
     launch_us={("torch", "launch"): 6.0, ("torch", "graph"): 1.8, ("triton", "launch"): 8.0,
                ("triton", "graph"): 2.0})
 
-MACHINES = {m.key: m for m in (ZEN4_VM, INTEL_AMX_VM, AVX2_VM, H200, MI300X)}
+MACHINES = {m.key: m for m in (ZEN4_VM, ZEN5_VM, INTEL_AMX_VM, AVX2_VM, H200, MI300X)}
