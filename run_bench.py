@@ -62,8 +62,9 @@ SUBCOMMANDS = """subcommands (each with its own --help):
   report RUN_DIR                     rebuild a run's roofs, pictures and report from its files
   compare RUN_A RUN_B [...] [--out DIR]   overlay several runs' roofs and points, with a ratio table
   fleet DIR [DIR ...] [--out DIR] [--mixed-methods]   combine any number of run folders into a fleet's report
-  check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods] [--other-device]
-                                     per roof SAME, SLOWER, FASTER or UNCLEAR against a run or a fleet (exit 1: SLOWER)
+  check RUN --baseline BASE [BASE ...] [--tolerance PCT] [--out DIR] [--mixed-methods] [--other-device]
+                                     per roof SAME, SLOWER, FASTER or UNCLEAR against a run, a fleet, or several
+                                     earlier runs of its node (exit 1: SLOWER)
   model NAME [--batch 1,8] [--prompt N] [--context N] [--roofs RUN_DIR]   a model on the roofline
   profile SCRIPT.py [ARGS ...] [--roofs RUN_DIR] [--steps N] [--out DIR] [--counters [N]]
                                                   your own program's ops on the roofline"""
@@ -340,11 +341,13 @@ def fleet_main(argv) -> int:
 
 def build_check_parser() -> argparse.ArgumentParser:
     p = Parser(prog="run_bench.py check", description="per roof SAME, SLOWER, FASTER or UNCLEAR of RUN against a "
-               "baseline run or fleet, from both sides' intervals (ARCHITECTURE.md rule 18); exit 0 when no roof is "
-               "SLOWER, 1 when one is, 2 for bad input")
+               "baseline run, a fleet, or several earlier runs of its node, from both sides' intervals "
+               "(ARCHITECTURE.md rule 18); exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input")
     p.add_argument("run", type=Path, help="the run folder checked (a run's own folder or its derived folder)")
-    p.add_argument("--baseline", type=Path, required=True,
-                   help="a run folder, or a fleet folder (`fleet`'s output: its median and p5-p95 per roof)")
+    p.add_argument("--baseline", type=Path, required=True, nargs="+", metavar="BASE",
+                   help="a run folder, a fleet folder (`fleet`'s output: its median and p5-p95 per roof), or "
+                   "several run folders of one node (per roof the median run's figure and the span of their "
+                   "intervals: a shared machine's own history)")
     p.add_argument("--tolerance", type=float, default=chk.DEFAULT_TOLERANCE_PCT, metavar="PCT",
                    help=f"the change in %% that matters (default {chk.DEFAULT_TOLERANCE_PCT:g})")
     p.add_argument("--out", type=Path,
@@ -355,7 +358,7 @@ def build_check_parser() -> argparse.ArgumentParser:
 
 
 def check_main(argv) -> int:
-    """python run_bench.py check RUN --baseline BASE [--tolerance PCT] [--out DIR] [--mixed-methods]
+    """python run_bench.py check RUN --baseline BASE [BASE ...] [--tolerance PCT] [--out DIR] [--mixed-methods]
     [--other-device]: exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input."""
     args = build_check_parser().parse_args(argv)
     out = args.out or ROOT / "results" / f"check-{utc_stamp()}"

@@ -34,7 +34,16 @@ from bench.results import measured_home
 from bench.util import fmt_num, number, plural
 from roofs.analysis.roofline import Roof, band_text, is_pass_ceiling
 from roofs.reports import fleet as fl
-from roofs.reports.check_sides import ROOF_KINDS, CheckError, causes, interval_of, load_fleet_side, load_run_side
+from roofs.reports.check_sides import (
+    LOWER_IS_BETTER,
+    ROOF_KINDS,
+    CheckError,
+    causes,
+    interval_of,
+    load_fleet_side,
+    load_history_side,
+    load_run_side,
+)
 from roofs.reports.report import md_table
 
 VERDICTS = ("SAME", "SLOWER", "FASTER", "UNCLEAR")
@@ -42,7 +51,7 @@ DEFAULT_TOLERANCE_PCT = round(100 * DEFAULT.check_tolerance, 9)
 MAX_TOLERANCE_PCT = 100.0   # a tolerance of 100% or more could never call a roof SLOWER: refused
 EPS = 1e-9                  # a figure within 1 part in 10^9 of a boundary is on it (decimal figures in floats)
 STATE_SHIFT = fl.STATE_SHIFT  # a recorded clock or power limit this far from the baseline's is named
-LOWER_IS_BETTER = ("latency",)
+SPAN = {"fleet": "the fleet's p5-p95", "history": "the span of the node's runs"}  # a baseline that is a spread
 
 
 def _lt(a: float, b: float) -> bool:
@@ -77,7 +86,8 @@ def _decide(needed: dict) -> tuple[dict, str]:
 
 
 def verdict(v: float, interval, base: float, base_interval, tolerance: float, fleet: bool = False,
-            passes: tuple = (1, 1), policy: Policy = DEFAULT, *, shown: float | None = None) -> dict:
+            passes: tuple = (1, 1), policy: Policy = DEFAULT, *, shown: float | None = None,
+            band: str = "fleet") -> dict:
     """Return {"verdict", "why", "reason", "decide"} for a roof whose run value is v with interval
     [lo, hi] against a baseline V with [LO, HI] (a fleet's median and p5 to p95 when fleet), at
     tolerance t (0.05 for 5%), all as rates (higher is faster), from these two intervals alone:
@@ -85,7 +95,8 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
         SLOWER   hi < LO and v < (1 - t) V; FASTER lo > HI and v > (1 + t) V     reason "apart"
         SAME     |v - V| <= t V with the intervals apart ("within"), or overlapping and both
                  half-widths (hi - lo) / 2v, (HI - LO) / 2V <= t ("narrow"; a fleet's band is its
-                 devices' spread, not judged: a value inside it is SAME, past t or not, "inside_fleet")
+                 devices' spread, not judged: a value inside it is SAME, past t or not, "inside_fleet";
+                 band "history": a node's runs' hull, the same, "inside_history")
         UNCLEAR  "no_interval" (either side has none), "too_wide" (a change within t that a wider
                  interval could hide), "not_separated" (a change past t the intervals overlap)
 
@@ -126,9 +137,9 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
     n = dict(zip(("run", "baseline"), (max(1, int(k or 1)) for k in passes)))
     if within or inside:
         if not wide:
-            return done("SAME", "narrow" if within else "inside_fleet",
+            return done("SAME", "narrow" if within else f"inside_{band}",
                         f"the intervals overlap and are narrow enough to have shown a {t:.1%} change"
-                        + (" (inside the fleet's p5-p95)" if fleet else ""))
+                        + (f" (inside {SPAN[band]})" if fleet else ""))
         named = " and ".join(f"the {s}'s (+/-{h:.1%})" for s, h in wide.items())
         decide, todo = _decide({s: passes_needed(n[s], h, t, policy) for s, h in wide.items()})
         return {**done("UNCLEAR", "too_wide", f"the intervals overlap and {named} {'is' if len(wide) == 1 else 'are'} "
@@ -191,7 +202,8 @@ def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: fl
     Confirmed in cycles as well as time (nvbench's rule): where both sides have a clock for the
     roof (its sustained window's, else clocks: the run records'), a SLOWER or FASTER whose
     figures per clock lie within t of each other keeps its verdict (the ceiling moved) with
-    reason "clock": the same per cycle, the clock moved. fleet: the baseline is a fleet's band."""
+    reason "clock": the same per cycle, the clock moved. fleet: the baseline is a fleet's band; a
+    baseline roof whose extra "history_runs" is 2 or more is the span of a node's runs (check_sides.hull)."""
     t = policy.check_tolerance if tolerance is None else tolerance
     base = {(r.kind, r.name): r for r in base_roofs if _compared(r)}
     out = []
@@ -201,7 +213,9 @@ def compare_roofs(run_roofs, base_roofs, policy: Policy = DEFAULT, tolerance: fl
             continue
         (rv, riv), (bv, biv) = as_rates(r.kind, r.value, r.interval), as_rates(b.kind, b.value, b.interval)
         change = r.value / b.value - 1  # the figure's as shown (a latency's time): the why states the same
-        got = verdict(rv, riv, bv, biv, t, fleet, (pass_count(r), pass_count(b)), policy, shown=change)
+        history = (number((b.extra or {}).get("history_runs")) or 0) >= 2
+        got = verdict(rv, riv, bv, biv, t, fleet or history, (pass_count(r), pass_count(b)), policy, shown=change,
+                      band="fleet" if fleet else "history")
         cr, cb = roof_clock(r) or number(clocks[0]), roof_clock(b) or number(clocks[1])
         rate = (rv / cr) / (bv / cb) - 1 if cr and cb else None  # per cycle, as a rate: what the rule judges
         per_cycle = None if rate is None else (rate if r.kind not in LOWER_IS_BETTER else 1 / (1 + rate) - 1)
@@ -230,6 +244,32 @@ def roof_label(r: dict) -> str:
     return "roof"
 
 
+BASELINE_INTERVAL = {"run": "the baseline run's roof intervals", "fleet": "p5-p95 of the fleet's devices",
+                     "history": "the hull of the baseline runs' intervals (lowest low to highest top), the median "
+                                "run's figure"}
+WIDTH_JUDGED = {"run": True, "fleet": False, "history": "only of a roof one baseline run alone has"}
+
+
+def baseline_side(run, base_dir, mixed_methods: bool = False, other_device: bool = False) -> tuple:
+    """Return (the baseline as a Side, warnings) for base_dir: a run folder, a fleet folder, or a
+    list of several run folders of one node (load_history_side); raise CheckError for one that
+    is missing, the run itself, or neither a run nor a fleet."""
+    dirs = [Path(d) for d in ([base_dir] if isinstance(base_dir, (str, Path)) else base_dir)]
+    for d in dirs:
+        if not d.exists():
+            raise CheckError(f"the baseline {d} does not exist: give a run folder or a fleet folder.")
+        if not (d / "fleet.json").exists() and not (d / "run.json").exists():
+            raise CheckError(f"the baseline {d} is neither a run folder (run.json) nor a fleet folder (fleet.json): "
+                             "give one of them.")
+    if len(dirs) > 1:
+        return load_history_side(dirs, run, mixed_methods, other_device)
+    if (dirs[0] / "fleet.json").exists():
+        return load_fleet_side(dirs[0], run, mixed_methods, other_device), []
+    if dirs[0].resolve() == Path(run.path).resolve():
+        raise CheckError(f"{dirs[0]} is the run itself: give another run, or a fleet, as the baseline.", "itself")
+    return load_run_side(dirs[0]), []
+
+
 def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: bool = False,
           other_device: bool = False, policy: Policy = DEFAULT) -> dict:
     """Return the check of run_dir against base_dir (a run or fleet folder): per roof both have,
@@ -246,31 +286,20 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
         raise CheckError(f"--tolerance takes a percentage from 0 up to (not including) {MAX_TOLERANCE_PCT:g}, like "
                          f"{DEFAULT_TOLERANCE_PCT:g} (got {tolerance_pct!r}).")
     run = load_run_side(run_dir)
-    base_dir = Path(base_dir)
-    if not base_dir.exists():
-        raise CheckError(f"the baseline {base_dir} does not exist: give a run folder or a fleet folder.")
-    if (base_dir / "fleet.json").exists():
-        base = load_fleet_side(base_dir, run, mixed_methods, other_device)
-    elif (base_dir / "run.json").exists():
-        if base_dir.resolve() == Path(run_dir).resolve():
-            raise CheckError(f"{base_dir} is the run itself: give another run, or a fleet, as the baseline.")
-        base = load_run_side(base_dir)
-    else:
-        raise CheckError(f"the baseline {base_dir} is neither a run folder (run.json) nor a fleet folder (fleet.json): "
-                         "give one of them.")
-    warnings = []
+    base, warnings = baseline_side(run, base_dir, mixed_methods, other_device)
     if base.model != run.model:
         if not other_device:
             raise CheckError(f"the run is of {run.model} and the baseline of {base.model}: another model's roofs are "
-                             "other ceilings; give --other-device to check one against the other anyway.")
+                             "other ceilings; give --other-device to check one against the other anyway.",
+                             "other_device")
         warnings.append(f"different device models (allowed by --other-device): the run's {run.model}, "
                         f"the baseline's {base.model}")
-    if base.kind == "run" and base.method != run.method:
+    if base.kind != "fleet" and base.method != run.method:
         if not mixed_methods:
             raise CheckError(f"the run's roofs were derived by method {run.method} and the baseline's by method "
                              f"{base.method}, whose roofs are not comparable: re-derive the older one "
                              "(`python run_bench.py report DIR`, then give its derived folder), or give "
-                             "--mixed-methods to check anyway.")
+                             "--mixed-methods to check anyway.", "mixed_methods")
     if base.method != run.method:
         warnings.append(f"different method versions (allowed by --mixed-methods): the run's roofs derived by "
                         f"method {run.method}, the baseline's by {base.method}; part of a change may be the method's")
@@ -292,19 +321,19 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
                "clock_mhz": dict(zip(("run", "baseline"), c["clock_mhz"])),
                "run": {"value": c["value"], "interval": interval_of(r)},
                "baseline": {"value": c["base"], "interval": interval_of(b),
-                            **({"devices": b["n"]} if "n" in b else {})}}
+                            **{k: b[m] for k, m in (("devices", "n"), ("runs", "runs")) if m in b}}}
         if c["verdict"] in ("SLOWER", "FASTER"):
             row["causes"] = causes(run, base, c)
         rows.append(row)
     counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS}
     return {"run": str(run.path), "baseline": {"path": str(base.path), "kind": base.kind, "model": base.model,
                                                "method_version": base.method, "group": base.group or None,
-                                               "devices": base.devices},
+                                               "devices": base.devices,
+                                               **({"paths": base.paths} if base.paths else {})},
             "run_model": run.model, "run_method_version": run.method,
             "tolerance_pct": t, "rule": {"tolerance": tol, "rule": "ARCHITECTURE.md rule 18",
-                                         "baseline_interval": "p5-p95 of the fleet's devices" if base.kind == "fleet"
-                                         else "the baseline run's roof intervals",
-                                         "baseline_width_judged": base.kind == "run", "eps": EPS,
+                                         "baseline_interval": BASELINE_INTERVAL[base.kind],
+                                         "baseline_width_judged": WIDTH_JUDGED[base.kind], "eps": EPS,
                                          "min_halfwidth": policy.min_halfwidth,
                                          "decide_max_passes": policy.decide_max_passes},
             "verdicts": rows, "counts": counts,
@@ -318,8 +347,9 @@ def refuse_out(out, result: dict) -> None:
     """Raise CheckError when out lies in the run folder or a run baseline's folder, or in the
     run a derived folder came from (measured_home): check writes beside nothing that was measured."""
     out = Path(out).resolve()
-    folders = [("run", result["run"])] + ([("baseline", result["baseline"]["path"])]
-                                          if result["baseline"]["kind"] == "run" else [])
+    b = result["baseline"]
+    folders = [("run", result["run"])] + [("baseline", d) for d in b.get("paths") or [b["path"]]
+                                          if b["kind"] != "fleet"]
     for who, d in folders + [(who, measured_home(d)) for who, d in folders]:
         d = Path(d).resolve()
         if out == d or d in out.parents:
@@ -359,11 +389,18 @@ def changes(result: dict, nothing: str) -> list[tuple[str, str]]:
             for (verdict, causes), roofs in said.items()]
 
 
+def baseline_text(b: dict) -> str:
+    """Return what the baseline was: "run PATH", "fleet PATH (group G, N devices)" or "history of
+    N runs: PATH, PATH, ..."."""
+    if b["kind"] == "history":
+        return f"history of {plural(len(b['paths']), 'run')}: {', '.join(b['paths'])}"
+    return f"{b['kind']} {b['path']}" + (f" (group {b['group']}, {plural(b['devices'] or 0, 'device')})"
+                                         if b["kind"] == "fleet" else "")
+
+
 def terminal_text(result: dict) -> str:
     """Return the check for a terminal: what was compared, the table, the causes of each change."""
-    b = result["baseline"]
-    lines = [f"check {result['run']}", f"   vs {b['kind']} {b['path']}" + (f" (group {b['group']}, "
-             f"{plural(b['devices'] or 0, 'device')})" if b["kind"] == "fleet" else ""),
+    lines = [f"check {result['run']}", f"   vs {baseline_text(result['baseline'])}",
              f"tolerance {result['tolerance_pct']:g}% (ARCHITECTURE.md rule 18)"]
     lines += [f"warning: {w}" for w in result["warnings"]]
     t = table(result)
@@ -378,9 +415,11 @@ def markdown(result: dict) -> str:
     b = result["baseline"]
     out = [f"# roofbench check: {headline(result)}\n\n",
            f"- run: {result['run']} ({result['run_model']}, roofs derived by method {result['run_method_version']})\n",
-           f"- baseline: {b['kind']} {b['path']} ({b['model']}, method {b['method_version']}"
-           + (f"; group {b['group']}, {plural(b['devices'] or 0, 'device')}: its median and p5-p95 stand for the "
-              "baseline's value and interval" if b["kind"] == "fleet" else "") + ")\n",
+           f"- baseline: {baseline_text(b)} ({b['model']}, method {b['method_version']}"
+           + ("; its median and p5-p95 stand for the baseline's value and interval" if b["kind"] == "fleet" else "")
+           + ("; per roof the median run's figure and the span of their intervals stand for the baseline's value "
+              "and interval, and what differs is read from the newest run's records" if b["kind"] == "history"
+              else "") + ")\n",
            f"- tolerance {result['tolerance_pct']:g}%. SLOWER: the run's interval wholly below the baseline's and its "
            "value more than the tolerance below; FASTER the same above; SAME: within the tolerance, with the "
            "intervals apart or narrow enough to have shown such a change; UNCLEAR otherwise, and for a roof "

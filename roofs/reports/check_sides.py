@@ -18,10 +18,17 @@ from roofs.reports import fleet as fl
 
 LOADED_SHARE = 0.5          # other processes' load past this share of the cores is named
 ROOF_KINDS = ("bandwidth", "compute", "latency")
+LOWER_IS_BETTER = ("latency",)
+
 
 class CheckError(ValueError):
-    """A check that cannot be made as asked: one sentence saying what was wrong and what would work."""
+    """A check that cannot be made as asked: one sentence saying what was wrong and what would work,
+    and where a caller may act on it, a code ("other_device", "mixed_methods", "itself", "repeated",
+    "fleet_in_history")."""
 
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 def interval_of(r: dict):
@@ -37,9 +44,10 @@ def interval_of(r: dict):
 
 @dataclass
 class Side:
-    """One side of a check: a run (its records and roofs) or a fleet's group."""
+    """One side of a check: a run (its records and roofs), a fleet's group, or a node's history
+    (several runs: their roofs' hulls, the newest run's records)."""
     path: Path
-    kind: str                       # "run" or "fleet"
+    kind: str                       # "run", "fleet" or "history"
     model: str
     method: int                     # the method version that derived its roofs (a fleet: its runs')
     roofs: dict                     # (kind, name) -> roof dict with "value", "interval", "unit"
@@ -50,6 +58,7 @@ class Side:
     group: str = ""                 # a fleet's group
     devices: int | None = None      # a fleet group's devices
     rows: pd.DataFrame | None = None  # a fleet group's fleet.csv rows
+    paths: list = field(default_factory=list)  # a history's run folders, as given
 
 
 def load_run_side(path) -> Side:
@@ -89,6 +98,66 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
                 devices=g["devices"], rows=g["rows"])
 
 
+def _rate(kind: str, value: float) -> float:
+    return 1 / value if kind in LOWER_IS_BETTER else value
+
+
+def hull(kind: str, roofs: list[dict]) -> dict:
+    """Return the roof that several runs' roof dicts of one roof stand for as a baseline: the
+    median run's (of an even count the slower of the middle two, as rates), its interval the
+    hull of theirs, [lowest low, highest top] (None when any has none), and extra
+    "history_runs": how many runs had it (from 2, a span check does not judge by its width)."""
+    ranked = sorted(roofs, key=lambda r: _rate(kind, number(r["value"])))
+    mid = ranked[(len(ranked) - 1) // 2]
+    ivs = [interval_of(r) for r in roofs]
+    span = None if None in ivs else [min(iv[0] for iv in ivs), max(iv[1] for iv in ivs)]
+    return {**mid, "interval": span, "runs": len(roofs), "extra": {**(mid.get("extra") or {}),
+                                                                   "history_runs": len(roofs)}}
+
+
+def load_history_side(paths, run: Side, mixed_methods: bool, other_device: bool) -> tuple[Side, list[str]]:
+    """Return (the baseline, warnings) for several run folders of one node: per roof any of them
+    has, hull()'s figure and interval; the newest run's (by start time) records for the causes.
+    Raise CheckError (one sentence, a code) for a fleet folder among them ("fleet_in_history"),
+    the run itself ("itself"), a folder given twice ("repeated"), runs of more than one device
+    unless other_device ("other_device") and of more than one method version unless
+    mixed_methods ("mixed_methods"); the run's own model and method are check's to compare."""
+    paths, seen = [Path(p) for p in paths], {}
+    for p in paths:
+        if (p / "fleet.json").exists():
+            raise CheckError(f"{p} is a fleet folder: a fleet is a baseline on its own; give it alone, or give "
+                             "several run folders of one node.", "fleet_in_history")
+        if p.exists() and p.resolve() == Path(run.path).resolve():
+            raise CheckError(f"{p} is the run itself: give earlier runs of its node as the baseline.", "itself")
+        if p.resolve() in seen:
+            raise CheckError(f"{p} is given twice: give each earlier run once.", "repeated")
+        seen[p.resolve()] = p
+    sides = sorted((load_run_side(p) for p in paths), key=lambda s: str(s.meta.get("start_utc") or ""))
+    warnings = []
+    ids = sorted({str(s.row.get("id")) for s in sides})
+    if len(ids) > 1:
+        said = f"the baseline runs are of {len(ids)} devices ({', '.join(ids)})"
+        if not other_device:
+            raise CheckError(f"{said}: a node's history is one device's runs (`fleet` makes a baseline of many "
+                             "devices); give --other-device to take their span anyway.", "other_device")
+        warnings.append(f"{said}, allowed by --other-device: their span holds the devices' differences too")
+    methods = sorted({s.method for s in sides})
+    if len(methods) > 1:
+        said = f"the baseline runs' roofs were derived by methods {', '.join(map(str, methods))}"
+        if not mixed_methods:
+            raise CheckError(f"{said}, whose roofs are not comparable: re-derive the older ones (`python run_bench.py "
+                             "report DIR`, then give their derived folders), or give --mixed-methods to check "
+                             "anyway.", "mixed_methods")
+        warnings.append(f"{said} (allowed by --mixed-methods); part of their span may be the methods'")
+    newest = sides[-1]
+    keys = list(dict.fromkeys(k for s in sides for k in s.roofs))
+    roofs = {k: hull(k[0], [s.roofs[k] for s in sides if k in s.roofs]) for k in keys}
+    models = {s.model for s in sides}
+    return Side(newest.path, "history", newest.model if len(models) == 1 else " / ".join(sorted(models)),
+                newest.method, roofs, row=newest.row, meta=newest.meta, measured_method=newest.measured_method,
+                flags=newest.flags, paths=[str(p) for p in paths]), warnings
+
+
 def _loaded(meta: dict) -> tuple[float | None, int | None]:
     return others_load(meta.get("load") or {}, (meta.get("device") or {}).get("compute_units"))
 
@@ -100,7 +169,7 @@ def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
     named past LOADED_SHARE of the cores) and the rows the runner flagged busy or whose time
     jumped ("flags")."""
     out = []
-    sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind == "run" else [])
+    sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind != "fleet" else [])
     for who, side in sides:
         worst, cores = _loaded(side.meta)
         if worst is not None and cores and worst > LOADED_SHARE * cores:
@@ -199,7 +268,7 @@ def causes(run: Side, base: Side, compared: dict) -> list[dict]:
     the user sets), then a change that is the same per cycle ("clock"), then the rest (other
     thread and affinity differences after the machine's, its state's and its software's)."""
     name, slower = compared["name"], compared["verdict"] == "SLOWER"
-    if base.kind == "run":
+    if base.kind != "fleet":  # a run, or a history's newest run
         found = machine_differences(run, base) + fl.record_differences(run.row, base.row, name)
         found += software_differences(run, base)
         threads = thread_differences(run, base)
