@@ -17,11 +17,13 @@ import pytest
 
 from bench.hw import detect
 from bench.measure.gate import check, sync, verifier
-from bench.measure.registry import LaunchContext, load_all
+from bench.measure.registry import load_all
+from bench.measure.runner import Runner
 from bench.measure.skip import static_reason
 
 INFO = detect.resolve(None)
 REG = load_all()
+RUNNER = Runner(INFO)
 CAP = 2**30 if INFO.kind == "cuda" else 64 * 2**20
 
 
@@ -47,7 +49,8 @@ def test_op(benchmark, op_name, impl_id, point):
         pytest.skip(reason)
     inputs = op.make_inputs(point, INFO.torch_device)
     ref, tol = op.reference(inputs), op.tolerance(point)
-    ctx = LaunchContext(point, INFO, op.modes[0], verify=verifier(ref, tol, INFO, inputs, op.outputs, op.error))
+    # the runner's context: a cold op's tuner (gemv, decode, skinny GEMMs on a GPU) times after its flush
+    ctx = RUNNER.launch_context(point, op.modes[0], verifier(ref, tol, INFO, inputs, op.outputs, op.error))
     gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, INFO, inputs, op.outputs, op.error)
     assert gate.passed, gate.reason
     fn = gate.fn

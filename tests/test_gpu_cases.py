@@ -53,3 +53,27 @@ def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():
                            232448, True)
         tested |= {(d, c) for c in runs}
     assert prefill and prefill <= tested
+
+
+def test_every_cold_gpu_case_tunes_with_the_runners_flush():
+    # the gate test calls each launcher in the context gate_context builds; on a GPU a cold op's
+    # tuner (bench.ops._tune.autotune) times every candidate after that context's flush. Here the
+    # same context drives the same autotune on the CPU's timer: without a flush every candidate
+    # failed to time and the case failed with no candidate left (gemv's eight, decode's one)
+    import torch
+    from test_gpu_paths import gate_context
+
+    from bench.hw import detect
+    from bench.measure.registry import load_all
+    from bench.measure.runner import Runner
+    from bench.ops import _tune
+    reg, runner = load_all(), Runner(detect.resolve("cpu"), quick=True)
+    cold = [(op, point) for op, _, point in gpu_cases("sm_90") if reg.ops[op].modes[0] == "cold"]
+    assert {op for op, _ in cold} == {"gemv.decode", "attention.decode"} and len(cold) == 9
+    x = torch.ones(1000)
+    for i, (name, point) in enumerate(cold):
+        ctx = gate_context(runner, reg.ops[name], dict(point), x, x.clone(), 1e-3)
+        assert ctx.mode == "cold"
+        cfg, seconds, failures = _tune.autotune(("cold-case", i), ["a", "b"], lambda c: lambda: x.sum(),
+                                                "cpu", ctx.mode, ctx.flush, None)
+        assert cfg in ("a", "b") and seconds > 0 and failures == ""

@@ -2,8 +2,9 @@
 broken kernel is named before the long run starts (.ci/device-check, `paths`, under 60 s).
 
 - every (kernel, dtype) the quick plan compiles (bench.aot.plan, status ok), each at the first
-  point of the quick plan that launches it, tuned over its candidates with every winner
-  checked (the launch context's verify), then checked by the gate;
+  point of the quick plan that launches it, tuned over its candidates in the op's first mode
+  (a cold op's with the runner's own flush: Runner.launch_context) with every winner checked
+  (the launch context's verify), then checked by the gate: one test per point;
 - the persistent TMA GEMM with more tiles than programs (64 tiles on 4 programs: the pipeline
   across tiles, the epilogue counter, a warp-specialized producer running ahead), every
   candidate configuration of every precision it runs, warp-specialized ones included (int8's
@@ -20,52 +21,81 @@ import torch
 from bench.aot.plan import build_plan
 from bench.measure.gate import check, verifier
 from bench.measure.registry import LaunchContext, load_all
+from bench.measure.runner import Runner
 
 pytestmark = pytest.mark.gpu
 TMA_PRECISIONS = ("bf16", "fp8e4m3", "int8")
 MANY_TILES = (1024, 4)    # M = N = K, programs: 64 tiles of 128 x 128 on 4 programs
 
 
+_CASES: dict = {}
+
+
 def gpu_cases(arch: str = "sm_90") -> dict:
     """Return {(op, impl, point as a sorted tuple): [(kernel, dtype), ...]}: the cases the GPU
     path test runs, one per point that first launches some (kernel, dtype) of the quick plan."""
-    cases: dict = {}
-    seen = set()
-    for r in build_plan(arch, quick=True).rows:   # a row per configuration: each (kernel, dtype) once
-        if r.status == "ok" and r.source and (r.kernel, r.dtype) not in seen:
-            seen.add((r.kernel, r.dtype))
-            op, impl, point = r.source
-            cases.setdefault((op, impl, tuple(sorted(point.items()))), []).append((r.kernel, r.dtype))
-    return cases
+    if arch not in _CASES:
+        cases: dict = {}
+        seen = set()
+        for r in build_plan(arch, quick=True).rows:   # a row per configuration: each (kernel, dtype) once
+            if r.status == "ok" and r.source and (r.kernel, r.dtype) not in seen:
+                seen.add((r.kernel, r.dtype))
+                op, impl, point = r.source
+                cases.setdefault((op, impl, tuple(sorted(point.items()))), []).append((r.kernel, r.dtype))
+        _CASES[arch] = cases
+    return {k: list(v) for k, v in _CASES[arch].items()}
 
 
 def _arch() -> str:
+    """Return the aot arch whose quick plan the cases come from: this GPU's, sm_90 without one
+    (collection on a CPU, where conftest.py skips every case)."""
+    if not torch.cuda.is_available():
+        return "sm_90"
     major, minor = torch.cuda.get_device_capability()
     return f"sm_{major}{minor}" if f"{major}{minor}" in ("80", "90", "100") else "sm_90"
 
 
-def _through_the_gate(reg, info, op_name, impl_name, point) -> str | None:
+def case_params(arch: str) -> list:
+    """Return the gate test's cases as pytest params, one test each: a cut run keeps every
+    verdict already reached (.ci/device-check writes them per case)."""
+    return [pytest.param(op, impl, dict(point), kernels,
+                         id=f"{op}/{impl}-" + ",".join(f"{k}={v}" for k, v in point).replace(" ", ""))
+            for (op, impl, point), kernels in gpu_cases(arch).items()]
+
+
+def gate_context(runner: Runner, op, point: dict, x, ref, tol) -> LaunchContext:
+    """Return the context the runner calls op's launcher in at point (its first mode: a cold
+    op's tuner gets the runner's flush), with the gate's verifier."""
+    return runner.launch_context(point, op.modes[0], verifier(ref, tol, runner.device, x, op.outputs, op.error))
+
+
+def _through_the_gate(runner: Runner, reg, op_name, impl_name, point) -> str | None:
     op, impl = reg.ops[op_name], reg.impls[f"{op_name}/{impl_name}"]
+    info = runner.device
     x = op.make_inputs(point, info.torch_device)
     ref, tol = op.reference(x), op.tolerance(point)
-    ctx = LaunchContext(point, info, op.modes[0], True, verify=verifier(ref, tol, info, x, op.outputs, op.error))
+    ctx = gate_context(runner, op, point, x, ref, tol)
     try:
         gate = check(lambda: impl.launcher(x, ctx), ref, tol, info, x, op.outputs, op.error)
-    except Exception as e:  # noqa: BLE001  named, then the next case
+    except Exception as e:  # noqa: BLE001  named as the case's failure
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return None if gate.passed else gate.reason
 
 
-def test_every_kernel_and_dtype_of_the_quick_plan_passes_the_gate():
+@pytest.fixture(scope="module")
+def cuda_runner():
+    """One quick Runner on the GPU for every case: its cold flush buffer is made once."""
     from bench.hw import detect
-    info, reg = detect.resolve("cuda"), load_all()
-    failed = []
-    for (op, impl, point), kernels in gpu_cases(_arch()).items():
-        why = _through_the_gate(reg, info, op, impl, dict(point))
-        if why:
-            failed.append(f"{op}/{impl} {dict(point)} ({', '.join(f'{k} {d}' for k, d in kernels)}): {why}")
+    return Runner(detect.resolve("cuda"), quick=True)
+
+
+@pytest.mark.parametrize("op,impl,point,kernels", case_params(_arch()))
+def test_every_kernel_and_dtype_of_the_quick_plan_passes_the_gate(cuda_runner, op, impl, point, kernels):
+    try:
+        why = _through_the_gate(cuda_runner, load_all(), op, impl, point)
+    finally:
         torch.cuda.empty_cache()
-    assert not failed, "\n".join(failed)
+    assert why is None, f"{op}/{impl} {point} ({', '.join(f'{k} {d}' for k, d in kernels)}): {why}"
 
 
 @pytest.mark.parametrize("precision", TMA_PRECISIONS)

@@ -321,12 +321,17 @@ class Runner:
             self._stretched[(op.name, repr(point))] = budget
         return skip.time_reason(predicted, budget, sec0)
 
+    def launch_context(self, point: dict, mode: str, verify: Callable | None = None) -> LaunchContext:
+        """Return the context a launcher at point is called in when its first mode is mode: a
+        tuner times its candidates in that mode, so a cold one gets the run's flush (its
+        timing raises without one), and checks each winner with verify (gate.verifier)."""
+        return LaunchContext(point, self.device, mode, self.quick, self.flush() if mode == "cold" else None,
+                             verify=verify)
+
     def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
         mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
         tol = op.tolerance(point)
-        ctx = LaunchContext(point, self.device, modes[0], self.quick,
-                            self.flush() if modes[0] == "cold" else None,
-                            verify=verifier(ref, tol, self.device, inputs, op.outputs, op.error))
+        ctx = self.launch_context(point, modes[0], verifier(ref, tol, self.device, inputs, op.outputs, op.error))
         t0 = time.perf_counter()
         try:
             gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)
