@@ -127,7 +127,8 @@ COLUMN_MEANINGS = [
      "energy / its length x median time: sustained rows only, over windows of at least the sensor's period; empty "
      "for the sweeps), and whether a clock-limiting reason was active"),
     (("flag",), "set while measuring ([rule 9](ARCHITECTURE.md#rule-9)): \"measured while the machine was busy: "
-                "...\" or \"time jumped: ...\"; neither sets a roof. Set when the run ends "
+                "...\", \"measured while the hypervisor stole its cores: ...\" (a VM's steal time, apart from "
+                "other processes' load) or \"time jumped: ...\"; none sets a roof. Set when the run ends "
                 "([rule 12](ARCHITECTURE.md#rule-12)): why a point sits above its attainable bound by more than its "
                 "own spread, with the likely causes"),
     (("bus_gbps",), "collectives: bus bandwidth = algorithm bandwidth x the collective's factor"),

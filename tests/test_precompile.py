@@ -216,15 +216,13 @@ def test_a_class_is_tuned_once_and_its_winner_reused(monkeypatch):
     assert timed == ["a", "b", "c"]
 
 
-@pytest.mark.gpu
-def test_on_a_gpu_a_run_launch_loads_the_precompiled_kernel():
-    code = r"""
+# On a GPU: precompile a small plan, then run it; every launch must load from the cache.
+GPU_LOAD = r"""
 import json, os, tempfile
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="rb-precompile-gpu-")
 if __name__ == "__main__":
-    import torch
-    from bench.hw import device as devmod
     from bench.aot import precompile as pc
+    from bench.hw import detect
     from bench.measure.registry import load_all
     from bench.measure.runner import Runner, make_plan
     from bench.measure.timing import TimerConfig
@@ -238,7 +236,11 @@ if __name__ == "__main__":
     import shutil
     shutil.rmtree(os.environ["TRITON_CACHE_DIR"], ignore_errors=True)
 """
-    out = _python(code)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_run_launch_loads_the_precompiled_kernel():
+    out = _python(GPU_LOAD)
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["rec"]["failed"] == 0 and r["rec"]["ok"] > 0, r["rec"]
@@ -286,3 +288,30 @@ def test_a_tma_prefill_launch_with_host_descriptors_finds_what_precompile_wrote(
     out = replay
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1])["run"] == {"cache_hits": 1, "compiles": 0}
+
+
+def unbound_names(code: str) -> set:
+    """Return the names code reads that nothing binds: not its module's own (assigned, imported,
+    defined), nor a builtin. A subprocess's code string is checked this way on any host, though
+    it may run only on a GPU."""
+    import builtins
+    import symtable
+    top = symtable.symtable(code, "<code>", "exec")
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    missing, tables = set(), [top]
+    while tables:
+        t = tables.pop()
+        tables += t.get_children()
+        for s in t.get_symbols():
+            local = t is not top and (s.is_assigned() or s.is_imported() or s.is_parameter() or s.is_free())
+            if s.is_referenced() and not local and s.get_name() not in bound:
+                missing.add(s.get_name())
+    return {n for n in missing if not hasattr(builtins, n)}
+
+
+def test_the_subprocess_codes_bind_every_name_they_read():
+    assert unbound_names("import os\nprint(os.sep, [x for x in y], len)") == {"y"}
+    assert unbound_names("def f(a):\n    return a + b\nb = 1") == set()
+    assert unbound_names("if __name__ == '__main__':\n    info = detect.resolve('cuda')") == {"detect"}
+    for name, code in (("REPLAY", REPLAY), ("GPU_LOAD", GPU_LOAD), ("REPLAY_DESCRIPTORS", REPLAY_DESCRIPTORS)):
+        assert unbound_names(code) == set(), name

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from bench.hw.clock import clock_record, measure_clock
 from bench.identity import device_id
 from bench.util import offchip_level, triton_interpreting
 
@@ -238,7 +239,9 @@ def cpu_identity(ci: dict) -> dict:
 
 def cpu_info(proc: str | Path = "/proc", sysfs: str | Path = "/sys/devices/system/cpu") -> DeviceInfo:
     """Return the CPU's DeviceInfo from /proc (cpuinfo, meminfo) and sysfs (caches, online CPUs,
-    threads per core, cpufreq's maximum clock; else cpuinfo's MHz, a nominal clock)."""
+    threads per core, cpufreq's maximum clock; else cpuinfo's MHz, a nominal clock), its extra's
+    "clock_mhz" and "clock_basis" the clock its computed peaks use and where it came from
+    (bench/hw/clock.py; measured only by with_measured_clock, which a run calls)."""
     ci = _cpuinfo(Path(proc) / "cpuinfo")
     max_khz = _read(Path(sysfs) / "cpu0" / "cpufreq" / "cpuinfo_max_freq")
     clock = float(max_khz) / 1000 if max_khz else (float(ci["cpu MHz"]) if "cpu MHz" in ci else None)
@@ -255,9 +258,22 @@ def cpu_info(proc: str | Path = "/proc", sysfs: str | Path = "/sys/devices/syste
         cpu_flags=tuple(sorted(f for f in features if re.match(simd, f))),
         software=software_versions(),
         extra={"clock_source": "cpufreq max" if max_khz else "/proc/cpuinfo current MHz", **cpu_identity(ci),
+               **clock_record(clock, bool(max_khz), None),
                "threads_per_core": _cpu_list_len(siblings) if siblings else None},
         cpu_signature="/".join(ci[k] for k in ("cpu family", "model", "stepping") if k in ci) or None,
     )
+
+
+def with_measured_clock(info: DeviceInfo) -> DeviceInfo:
+    """Return a CPU's DeviceInfo with its clock measured on every core it may run on (a
+    dependent add chain: bench/hw/clock.py), its extra's "clock_mhz" and "clock_basis" the
+    measured clock, else the reported one labelled with where it came from and
+    "clock_not_measured" saying why; a GPU's unchanged."""
+    if info.kind != "cpu":
+        return info
+    measured = measure_clock(affinity_cpus() or info.compute_units or 1)
+    record = clock_record(info.max_clock_mhz, info.extra.get("clock_source") == "cpufreq max", measured)
+    return dataclasses.replace(info, extra={**info.extra, **record})
 
 
 def free_memory_bytes(info: DeviceInfo) -> int | None:

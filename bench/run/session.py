@@ -49,10 +49,14 @@ def run_meta(device: devmod.DeviceInfo, options: dict, kind: str = "device", tim
              **extra) -> dict:
     """Return what run.json records before the first point: the device (with its identity:
     host, id, PCI bus id), software, the full command line and options, the measuring
-    process's pid, the kind of run (RUN_KINDS), the timer, the units and extra.
+    process's pid, the kind of run (RUN_KINDS), the timer, the units and extra. A CPU's clock is
+    measured here, on every core, for the peaks its roofs are validated against (a link run
+    has none): bench.hw.device.with_measured_clock.
     (RunWriter adds the schema and method versions, the roofbench commit and the times.)"""
     if kind not in RUN_KINDS:
         raise ValueError(f"unknown run kind '{kind}': use {', '.join(RUN_KINDS)}.")
+    if kind != "comm":
+        device = devmod.with_measured_clock(device)
     meta = {"device": device.to_dict(), "software": device.software, "command": devmod.command_line(),
             "pid": os.getpid(), "options": options, "run_kind": kind, "units": UNITS}
     if timer is not None:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.hw.clock import CPUFREQ, MEASURED, NOMINAL
 from bench.hw.units import AMX_FLAGS, NARROW_UNITS, cpu_missing_units  # noqa: F401 (cpu_missing_units: its callers)
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
 
@@ -203,12 +204,31 @@ def cpu_peaks_gflops(cores: int, clock_mhz: float, flags, core: Core | None = No
 
 
 def cpu_clock(device: dict) -> tuple[float | None, str]:
-    """Return (the clock a CPU's computed peaks assume in MHz, its basis): cpufreq's maximum
-    where the kernel exposes one ("cpufreq maximum"), else the clock /proc/cpuinfo reports,
-    labelled "nominal" (a VM without cpufreq reports its nominal clock while its cores boost)."""
-    clock = device.get("max_clock_mhz")
-    source = (device.get("extra") or {}).get("clock_source", "")
-    return clock, ("cpufreq maximum" if source == "cpufreq max" else "nominal")
+    """Return (the clock a CPU's computed peaks assume in MHz, its basis): the clock the run
+    measured on its cores (device extra "clock_basis" "measured (dependent add chain)",
+    bench/hw/clock.py), else cpufreq's maximum where the kernel exposes one ("cpufreq
+    maximum"), else the clock /proc/cpuinfo reports, labelled "nominal" (a VM without cpufreq
+    reports its nominal clock while its cores boost)."""
+    extra = device.get("extra") or {}
+    if extra.get("clock_basis") == MEASURED and extra.get("clock_mhz"):
+        return float(extra["clock_mhz"]), MEASURED
+    return device.get("max_clock_mhz"), (CPUFREQ if cpu_reads_its_clock(device) else NOMINAL)
+
+
+def cpu_reads_its_clock(device: dict) -> bool:
+    """Return whether a CPU's kernel reads its cores' clock (cpufreq): only then is the
+    /proc/cpuinfo MHz read while a point ran a clock observed, not the nominal one."""
+    return (device.get("extra") or {}).get("clock_source") == "cpufreq max"
+
+
+def reference_label(ref: Roof) -> str:
+    """Return a reference roof's source with the clock it names, where it names one: "computed
+    at 4,481 MHz (measured (dependent add chain))", "computed at 2,596 MHz (nominal)"; a
+    datasheet's source as it is."""
+    extra = ref.extra or {}
+    if ref.source == "computed" and extra.get("clock_mhz") and extra.get("clock_basis"):
+        return f"{ref.source} at {extra['clock_mhz']:,.0f} MHz ({extra['clock_basis']})"
+    return ref.source
 
 
 def physical_cores(device: dict) -> int | None:
@@ -260,10 +280,30 @@ def cpu_reference_origin(device: dict, roofs: list[Roof]) -> str:
 
 
 def implied_clock_mhz(measured: float, reference: Roof) -> float | None:
-    """Return the clock at which the reference's rate per clock gives the measured rate:
-    the clock it assumes x measured / reference (None without that clock)."""
+    """Return the clock at which the reference's rate per clock gives a measured rate above
+    it: the clock it assumes x measured / reference; None without that clock, and None for a
+    rate at or below the reference's: a unit running below its rate is a finding about the path
+    (library, shapes, warm-up: path_below_reference), never a clock."""
     assumed = (reference.extra or {}).get("clock_mhz")
-    return assumed * measured / reference.value if assumed and reference.value else None
+    if not assumed or not reference.value or measured <= reference.value:
+        return None
+    return assumed * measured / reference.value
+
+
+# A compute roof under this share of its reference's rate is a finding about the path that set
+# it (path_below_reference): the reference's units run at least twice as fast as it got them to
+BELOW_REFERENCE = 0.5
+PATH_BELOW = "path_below_reference"  # the finding's reason code
+
+
+def path_below_reference(measured: float, reference: float | None) -> dict | None:
+    """Return {"code": PATH_BELOW, "share": measured / reference} for a compute roof's rate under
+    BELOW_REFERENCE of its reference's, else None: its path (the library's kernel, the shapes
+    swept, the warm-up) fell short of the units, which no clock explains."""
+    if not reference or measured != measured:
+        return None
+    share = measured / reference
+    return {"code": PATH_BELOW, "share": share} if share < BELOW_REFERENCE else None
 
 
 def reference_roofs(device: dict) -> tuple[list[Roof], str]:

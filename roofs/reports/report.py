@@ -31,6 +31,7 @@ from roofs.analysis.hierarchy import triton_binding_table
 from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
 from roofs.reports.bands import confirmation_findings, confirmation_section, shown_validation, with_ranges
+from roofs.reports.clocks import below_reference, clock_is_observed, clock_line
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -67,13 +68,18 @@ def sustained_columns(m: Roof, ref: Roof | None) -> dict:
 
 def validation(run) -> tuple[pd.DataFrame, str]:
     """Return (one row per measured roof with its reference roofs and percentages, where the
-    reference roofs came from). "clock implied MHz" is the clock at which the reference's rate
-    per clock gives the measured roof (specs.implied_clock_mhz). "measured" is the roof's value:
-    the sweeps' burst figure (or, for a roof the sustained phase settled, its sustained one); the sustained columns
-    give the window's figure beside it (sustained_columns); "interval" its (low, high) or None
-    (rule 17; shown_validation writes it beside "measured")."""
+    reference roofs came from). "reference source" names the clock a computed peak uses
+    (specs.reference_label); "clock MHz" is the clock observed while the roof's point ran
+    (clock_is_observed; empty for a CPU's nominal figure). "clock implied MHz" is the clock at
+    which the reference's rate per clock gives a measured roof above it (specs.implied_clock_mhz).
+    "measured" is the roof's value: the sweeps' burst figure (or, for a roof the sustained phase
+    settled, its sustained one); the sustained columns give the window's figure beside it
+    (sustained_columns); "interval" its (low, high) or None (rule 17; shown_validation writes it
+    beside "measured")."""
     refs, origin = specs.reference_roofs(run.device)
-    by_name = {(r.kind, r.name if r.kind == "compute" else "memory"): r for r in refs}
+    # the off-chip reference stands for every off-chip roof; a computed cache roof (a CPU's l1
+    # load ports) for its own level only, never for DRAM
+    by_name = {(r.kind, "memory" if r.kind == "bandwidth" and r.name in MEMORY_LEVELS else r.name): r for r in refs}
     rows = []
     for m in Roofline(run.roofs).roofs:
         if m.source != "measured" or is_pass_ceiling(m):  # not a unit's roof: no reference beside it
@@ -81,11 +87,11 @@ def validation(run) -> tuple[pd.DataFrame, str]:
         level = "memory" if m.name.split(".")[0] in MEMORY_LEVELS else m.name
         key = (m.kind, m.name if m.kind == "compute" else level)
         ref = by_name.get(key)
-        clock = observed_clock(run.measurements, m.point_id)
+        clock = observed_clock(run.measurements, m.point_id) if clock_is_observed(run.device) else None
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
         rows.append({
             "ceiling": m.name, "unit": m.unit, "measured": m.value, "interval": m.interval,
-            "reference": ref.value if ref else None, "reference source": ref.source if ref else "",
+            "reference": ref.value if ref else None, "reference source": specs.reference_label(ref) if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
             "clock implied MHz": specs.implied_clock_mhz(m.value, ref) if ref is not None else None,
@@ -196,6 +202,7 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         out.append(f"{bw.name.upper()} bandwidth: {figure} by {bw.impl} {bw.dtype}"
                    + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
     out += [line for line in map(above_reference, table.to_dict("records")) if line]
+    out += [f["text"] for f in map(below_reference, table.to_dict("records")) if f]
     out += confirmation_findings(model)  # a roof no second measurement reaches (rule 17)
     out += precision_ratios(model, run.device)
     for p in ("fp32", "bf16"):
@@ -373,7 +380,8 @@ def sections(run, drawn: bool = True) -> list[tuple[str, object]]:
         (dev.get("compute_unit_kind", "units"), dev.get("compute_units")),
         ("caches", ", ".join(f"{c['name']} {fmt_bytes(c['total_bytes'])}" for c in dev.get("caches", []))),
         ("max clock",
-         f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"),
+         f"{dev.get('max_clock_mhz') or '?'} MHz ({dev.get('extra', {}).get('clock_source', 'NVML/torch')})"
+         + clock_line(dev)),
         ("compute capability", dev.get("compute_capability") or "-"),
         ("software", ", ".join(f"{k} {v}" for k, v in sw.items()
                                if k in ("python", "torch", "triton", "cuda_runtime", "driver") and v)),

@@ -12,7 +12,7 @@ from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
-from roofs.analysis.specs import implied_clock_mhz
+from roofs.analysis.specs import implied_clock_mhz, reference_label
 from roofs.reports.bands import confirmation_counts, with_ranges
 from roofs.reports.report import best_rows, counter_lines
 
@@ -37,13 +37,13 @@ def ridge_text(model: Roofline, roof: Roof) -> str:
 
 def reference_text(roof: Roof, ref: Roof | None) -> str:
     """Return a measured roof's reference as the summary prints it: its value, source and the
-    measured share of it, and the clock the measured roof implies (specs.implied_clock_mhz)
-    where the reference says which clock it assumes."""
+    measured share of it, the clock a computed peak uses (specs.reference_label), and the clock a
+    measured roof above it implies (specs.implied_clock_mhz; none below it: a path finding)."""
     if ref is None:
         return ""
     implied = implied_clock_mhz(roof.value, ref)
     clock = f", implies {implied:,.0f} MHz" if implied else ""
-    return f"{fmt_num(ref.value)} {ref.source} ({100 * roof.value / ref.value:.0f}%{clock})"
+    return f"{fmt_num(ref.value)} {reference_label(ref)} ({100 * roof.value / ref.value:.0f}%{clock})"
 
 
 def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
