@@ -42,6 +42,7 @@ from bench.measure.registry import RegistryError, load_all  # noqa: E402
 from bench.measure.runner import make_plan  # noqa: E402
 from bench.measure.skip import static_reason  # noqa: E402
 from bench.measure.timing import MODES, timer_config  # noqa: E402
+from bench.paths import existing  # noqa: E402
 from bench.results import METHOD_VERSION, ResultsError, load_run, utc_stamp  # noqa: E402
 from bench.run import distributed as distrib  # noqa: E402
 from bench.run import options as opt  # noqa: E402
@@ -201,7 +202,7 @@ def report_main(argv) -> int:
     pictures and report from the run's files, into a derived folder beside them."""
     p = Parser(prog="run_bench.py report", description="rebuild a run's roofs, pictures and report from its files, "
                "into RUN_DIR/derived/m<method>-<commit>/ (the run's own files are never rewritten)")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=existing)  # relative: where it exists, here or in the checkout
     p.add_argument("--out", type=Path, help="folder to write the re-derived files into (default "
                    "RUN_DIR/derived/m<method version>-<commit>/)")
     p.add_argument("--in-place", action="store_true", help="re-derive over the run's own roofs.json, roof columns, "
@@ -231,7 +232,7 @@ def report_main(argv) -> int:
 def compare_main(argv) -> int:
     """python run_bench.py compare RUN_A RUN_B [...] [--out DIR]."""
     p = Parser(prog="run_bench.py compare", description="overlay the roofs and points of several runs")
-    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("runs", nargs="+", type=existing)
     p.add_argument("--out", type=Path,
                    help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
     args = p.parse_args(argv)
@@ -261,7 +262,7 @@ def model_main(argv) -> int:
     p.add_argument("--context", type=opt.whole_number, default=8192, help="KV cache length during decode")
     p.add_argument("--dtype", default="bf16", type=precision_name, choices=["bf16", "fp16"],
                    help="bf16 (bfloat16) or fp16 (float16)")
-    p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
+    p.add_argument("--roofs", type=existing, help="a run folder whose roofs to use (default: measure them now, quick)")
     p.add_argument("--device")
     p.add_argument("--budget", type=opt.seconds, default=0.2, help="seconds per point")
     p.add_argument("--op-cap", type=opt.seconds, default=mdl.OP_CAP_S,
@@ -304,7 +305,7 @@ def fleet_main(argv) -> int:
     p = Parser(prog="run_bench.py fleet", description="combine run folders (searched under each DIR: job arrays, "
                "torchrun nodes, runs of any day) into fleet.csv, fleet.json, fleet.md and charts, reading only "
                "each run's run.json and roofs.json")
-    p.add_argument("dirs", nargs="+", type=Path)
+    p.add_argument("dirs", nargs="+", type=existing)
     p.add_argument("--out", type=Path, help="the fleet folder (default results/fleet-<UTC timestamp>)")
     p.add_argument("--mixed-methods", action="store_true",
                    help="combine runs of different method versions, each version its own labelled group")
@@ -343,8 +344,8 @@ def build_check_parser() -> argparse.ArgumentParser:
     p = Parser(prog="run_bench.py check", description="per roof SAME, SLOWER, FASTER or UNCLEAR of RUN against a "
                "baseline run, a fleet, or several earlier runs of its node, from both sides' intervals "
                "(ARCHITECTURE.md rule 18); exit 0 when no roof is SLOWER, 1 when one is, 2 for bad input")
-    p.add_argument("run", type=Path, help="the run folder checked (a run's own folder or its derived folder)")
-    p.add_argument("--baseline", type=Path, required=True, nargs="+", metavar="BASE",
+    p.add_argument("run", type=existing, help="the run folder checked (a run's own folder or its derived folder)")
+    p.add_argument("--baseline", type=existing, required=True, nargs="+", metavar="BASE",
                    help="a run folder, a fleet folder (`fleet`'s output: its median and p5-p95 per roof), or "
                    "several run folders of one node (per roof the median run's figure and the span of their "
                    "intervals: a shared machine's own history)")
@@ -403,8 +404,8 @@ def profile_main(argv) -> int:
     p = Parser(prog="run_bench.py profile", description="run SCRIPT.py as __main__, capture its ops with "
                "torch.profiler and place each under the roofs (bench/run/profile.py); arguments it does not know "
                "go to the script, and everything after -- does")
-    p.add_argument("script", type=Path)
-    p.add_argument("--roofs", type=Path, help="a run folder whose roofs to use (default: measure them now, quick)")
+    p.add_argument("script", type=existing)
+    p.add_argument("--roofs", type=existing, help="a run folder whose roofs to use (default: measure them now, quick)")
     p.add_argument("--steps", type=int, default=5, help="steps captured after the warm-up (default 5)")
     p.add_argument("--out", type=Path, help="the profile folder (default results/profile-<script>-<UTC timestamp>)")
     p.add_argument("--device")

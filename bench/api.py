@@ -41,6 +41,7 @@ from bench.measure.runner import Runner, busy_flag, make_plan, steal_flag
 from bench.measure.timing import make_flush, stats, time_fn, timer_config
 from bench.measure.tolerance import tolerance
 from bench.ops.gemm import PRECISIONS
+from bench.paths import clause, existing
 from bench.results import (
     COLUMNS,
     DERIVED,
@@ -271,7 +272,7 @@ def _roofs_arg(roofs) -> tuple:
         try:
             return tuple(roofs_from(roofs))
         except ResultsError as e:
-            raise APIError(f"roofs={str(roofs)!r} is not a run folder whose roofs can be read ({e}); give "
+            raise APIError(f"roofs={str(roofs)!r} is not a run folder whose roofs can be read ({clause(e)}); give "
                            "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.") from None
     out = []
     for r in roofs or ():
@@ -325,7 +326,7 @@ def roofs_from(run_dir, device: str | None = None) -> Roofs:
     machine than this one (device: default the run's kind) are warned of in one sentence
     (ForeignRoofsWarning, bench.identity.other_machine), kept in `foreign`."""
     run = load_run(run_dir)
-    path = Path(run_dir) / "roofs.json"
+    path = run.dir / "roofs.json"  # a relative run_dir missing here is the checkout's (bench.paths.existing)
     notes = json.loads(path.read_text()).get("notes", []) if path.exists() else []
     foreign = foreign_note(run.device, device)
     if foreign:
@@ -532,8 +533,7 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     after another stays in one folder. in_place=True writes into the run's own folder
     instead (your own run only). charts=False writes the roofs and report without pictures
     (seconds of CPU less). Returns the folder written."""
-
-    run_dir = Path(run_dir)
+    run_dir = existing(run_dir)
     ms = [r.measurement() for r in results]
     earlier = out is not None and source_of(out) is not None and measured_home(out) == Path(out).resolve()
     if in_place or earlier:
@@ -584,9 +584,9 @@ def _profile_roofs(roofs, info) -> tuple[list, str, Path | None, list]:
         try:
             found = roofs_from(roofs, info.torch_device)
         except ResultsError as e:
-            raise APIError(f"roofs {str(roofs)!r} is not a run folder ({first_line(e)}): give a folder a run of "
+            raise APIError(f"roofs {str(roofs)!r} is not a run folder ({clause(e)}): give a folder a run of "
                            "python run_bench.py wrote, or no roofs to measure them now.") from None
-        return list(found), f"of the run {roofs}", Path(roofs), [found.foreign] if found.foreign else []
+        return list(found), f"of the run {roofs}", existing(roofs), [found.foreign] if found.foreign else []
     return list(_roofs_arg(roofs)), "given to api.profile", None, []
 
 
@@ -609,8 +609,8 @@ def profile_script(path, argv=(), roofs=None, steps: int = 5, out=None, device: 
                    counters: int | None = None) -> Profile:
     """Return the Profile of the script at path run as __main__ with argv, the whole script one step
     (profile's rules; counters=N replays the script once more under Nsight Compute)."""
-    try:
-        step = profile_mod.script_step(path, list(argv))
+    try:  # a relative path missing here is the checkout's (bench.paths.existing)
+        step = profile_mod.script_step((path := existing(path)), list(argv))
     except profile_mod.ProfileError as e:
         raise APIError(str(e)) from None
     return _profile(step, Path(path).name, roofs, steps, out, device, {"script": str(path), "argv": list(argv)},

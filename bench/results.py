@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.paths import ResultsError, existing, no_such_run
 from bench.policy import DEFAULT, Policy
 from bench.util import cpu_seconds, git_commit, machine_cpu_seconds, others_cores
 
@@ -123,10 +124,6 @@ def axis_columns(point: dict) -> dict:
     if isinstance(shape, (tuple, list)) and len(shape) == 3:
         out.update(zip(("m", "n", "k"), shape))
     return out
-
-
-class ResultsError(ValueError):
-    """A run folder or results file that cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -406,7 +403,7 @@ def start_derived(run_dir, out) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() == home and source_of(home) is None:
         raise ResultsError(f"{out} is the run folder itself: give another folder, "
-                           "or re-derive in place with --in-place.")
+                           "or re-derive in place with --in-place.", code="same_folder")
     meta = _load_json(given / "run.json", "the run's metadata")
     if out.resolve() != home:
         meta["derived_from"] = os.path.relpath(home, out.resolve())
@@ -590,7 +587,7 @@ def _load_json(path: Path, what: str) -> dict:
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise ResultsError(f"{path.parent} has no {path.name}: it is not a roofbench run folder, "
-                           f"or {what} was never written.") from None
+                           f"or {what} was never written.", code="not_a_run") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); "
                            "re-run the benchmark or restore the file.") from None
@@ -609,14 +606,15 @@ def load_measurements(path: Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
-        raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.") from None
+        raise ResultsError(f"{path.parent} has no measurements.csv: it is not a roofbench run folder.",
+                           code="not_a_run") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise ResultsError(f"{path} is corrupt ({str(e).splitlines()[0]}); "
                            "re-run the benchmark or restore the file.") from None
     missing = [c for c in COLUMNS[:COLUMNS.index("reason") + 1] if c not in df.columns]
     if missing:
         raise ResultsError(f"{path} lacks the columns {', '.join(missing)}: "
-                           f"it was not written by this roofbench schema (version {SCHEMA_VERSION}).")
+                           f"it was not written by this roofbench schema (version {SCHEMA_VERSION}).", code="schema")
     for c in COLUMNS:  # columns added after a folder was written read as empty
         if c not in df.columns:
             df[c] = None
@@ -646,21 +644,21 @@ def check_points(df: pd.DataFrame, meta: dict, path: Path) -> int:
     if count != len(df) or len(ids) != len(df):
         got = count if count != len(df) else len(ids)
         raise ResultsError(f"{path} has {len(df)} rows but {where} records {got} points: one of the files was "
-                           "cut or edited; restore it or re-run the benchmark.")
+                           "cut or edited; restore it or re-run the benchmark.", code="mismatch")
     for i, (row, point) in enumerate(zip(df["point_id"], ids)):
         if row != point:
             raise ResultsError(f"row {i + 1} of {path} is '{row}' but {where} records '{point}' there: the files come "
-                               "from different runs or one was edited.")
+                               "from different runs or one was edited.", code="mismatch")
 
 
 def load_meta(run_dir) -> dict:
     """Return run_dir's run.json alone; raise ResultsError with one sentence when it is
     missing, corrupt or of another schema version."""
-    d = Path(run_dir)
+    d = existing(run_dir)
     meta = _load_json(d / "run.json", "the run's metadata")
     if meta.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; "
-                           f"this roofbench reads version {SCHEMA_VERSION}.")
+                           f"this roofbench reads version {SCHEMA_VERSION}.", code="schema")
     return meta
 
 
@@ -668,7 +666,7 @@ def load_small(run_dir) -> tuple[dict, list[dict]]:
     """Return (run.json, roofs.json's roofs) of run_dir, reading neither measurements.csv nor
     the samples (a fleet of a thousand runs reads a few KiB each); raise ResultsError with
     one sentence when run.json or roofs.json is missing or corrupt."""
-    d = Path(run_dir)
+    d = existing(run_dir)
     meta = load_meta(d)
     doc = _load_json(d / "roofs.json", "its roofs (the run did not finish)")
     if not isinstance(doc.get("roofs"), list):
@@ -680,15 +678,13 @@ def load_run(run_dir) -> Run:
     """Return the Run stored in run_dir; raise ResultsError with one sentence if it is
     unreadable, or if measurements.csv and run.json disagree (a cut row, a blank status, a
     different point count or point ids): callers refuse such a run and rewrite nothing."""
-    d = Path(run_dir)
+    d = existing(run_dir)  # a relative path missing here but present in the checkout is the checkout's
     if d.is_file():
-        raise ResultsError(f"{d} is a file, not a run folder: give the folder that holds it ({d.parent}).")
+        raise ResultsError(f"{d} is a file, not a run folder: give the folder that holds it ({d.parent}).",
+                           code="not_a_folder")
     if not d.is_dir():
-        raise ResultsError(f"run folder {d} does not exist.")
-    meta = _load_json(d / "run.json", "the run's metadata")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise ResultsError(f"{d / 'run.json'} has schema version {meta.get('schema_version')!r}; "
-                           f"this roofbench reads version {SCHEMA_VERSION}.")
+        raise no_such_run(d)
+    meta = load_meta(d)
     df = load_measurements(d / "measurements.csv")
     lost = check_points(df, meta, d / "measurements.csv")
     doc = _load_json(d / "roofs.json", "its roofs") if (d / "roofs.json").exists() else {}

@@ -375,17 +375,18 @@ CUSTOM_KERNEL_RUN = "results/cpu-amd-epyc-20261201T103023Z"
 @background(seconds=150)
 def copy_runs(repo_copy, tmp, env) -> dict:
     """Run, in one process of their own (run_each), on the CPU, with the copy on PYTHONPATH:
-    every Python block of DOCS as written, from a folder outside the copy (results/ the copy's
-    committed runs, which the examples name); `python -m bench.examples.custom_kernel
-    CUSTOM_KERNEL_RUN` in the copy, as REFERENCE.md shows it; and `run_bench.py report` on every
-    committed run of the copy, with --no-charts but for the H200 run with the fewest rows (a
+    every Python block of DOCS as written, from an empty folder outside the copy (the committed
+    runs they name, results/<run>, are the copy's: a relative path missing where it runs is the
+    checkout's, bench.paths.existing); `python -m bench.examples.custom_kernel CUSTOM_KERNEL_RUN`
+    in the copy, as REFERENCE.md shows it; and `run_bench.py report results/<run>` on every
+    committed run of the copy, from that empty folder too, with --no-charts but for the H200 run
+    with the fewest rows (a
     GPU run's charts, energy.png among them, written beside its files: the pictures of a full
     run cost tens of seconds of CPU; tests/test_plot.py draws the committed runs' charts). Return
     {"docs": {(doc, index): CompletedProcess}, "custom": CompletedProcess, "reports": {run's
     name: CompletedProcess}}."""
     outside = tmp / "outside"
     outside.mkdir()
-    (outside / "results").symlink_to(repo_copy / "results")
     blocks = doc_blocks(repo_copy)
     names = [str(p.parent.relative_to(repo_copy)) for p in sorted((repo_copy / "results").glob("*/run.json"))]
     rows = lambda n: (repo_copy / n / "measurements.csv").read_bytes().count(b"\n")  # noqa: E731
@@ -393,7 +394,7 @@ def copy_runs(repo_copy, tmp, env) -> dict:
     report = "import sys, run_bench\nsys.exit(run_bench.main(['report', *sys.argv[1:]]))"
     jobs = [{"cwd": outside, "code": code} for _, _, code in blocks]
     jobs.append({"cwd": repo_copy, "module": "bench.examples.custom_kernel", "args": [CUSTOM_KERNEL_RUN]})
-    jobs += [{"cwd": repo_copy, "code": report, "args": [n, *([] if n == drawn else ["--no-charts"])]} for n in names]
+    jobs += [{"cwd": outside, "code": report, "args": [n, *([] if n == drawn else ["--no-charts"])]} for n in names]
     done = run_each(jobs, tmp, dict(env, PYTHONPATH=str(repo_copy), CUDA_VISIBLE_DEVICES=""))
     return {"docs": {(doc, i): r for (doc, i, _), r in zip(blocks, done)}, "custom": done[len(blocks)],
             "reports": dict(zip(names, done[len(blocks) + 1:]))}
