@@ -382,8 +382,9 @@ def dry_run(args, device=None, plan=None) -> int:
     for this machine or for a datasheet part (--device-spec)."""
     try:
         if device is None:
-            device = predict.spec_device(args.device_spec)
-            plan = make_plan(load_all(), device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
+            registry, device = load_all(), predict.spec_device(args.device_spec)
+            opt.check_dtypes(args, registry, device)  # the datasheet part's precisions, as a run's check_run
+            plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     except (ValueError, RegistryError) as e:
         return refuse(e)
     timer = timer_config(args.quick, args.budget, args.min_time)

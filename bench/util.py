@@ -37,13 +37,14 @@ def exit_now(code: int | None):
     os._exit(code or 0)
 
 
-def did_you_mean(word: str, choices) -> str:
+def did_you_mean(word: str, choices, show=str) -> str:
     """Return " (did you mean 'X'?)" for the choice closest to word (difflib's ratio of at
-    least 0.6, case-blind), or "" when none is close."""
+    least 0.6, case-blind), X that choice as show() names it (precision_name: one spelling), or
+    "" when none is close."""
     choices = [str(c) for c in choices]
     lower = {c.lower(): c for c in choices}
     close = difflib.get_close_matches(str(word).lower(), list(lower), n=1, cutoff=0.6)
-    return f" (did you mean '{lower[close[0]]}'?)" if close else ""
+    return f" (did you mean '{show(lower[close[0]])}'?)" if close else ""
 
 
 def dtype_spellings(name: str) -> tuple[str, ...]:

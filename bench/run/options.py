@@ -25,7 +25,7 @@ from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
 from bench.run.distributed import nprocs
-from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size
+from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size, precision_name
 
 
 class OptionError(ValueError):
@@ -137,6 +137,37 @@ def dtypes_of(registry: Registry, only, device, quick: bool) -> list[str]:
     return out
 
 
+def precisions_here(registry: Registry, only, device, quick: bool) -> list[str]:
+    """Return the dtypes (precisions) of the ops only selects that one of their impls runs on
+    device (no static skip rule leaves every impl out: tf32, mxfp4 and nvfp4 on a CPU), in order,
+    each in one spelling (precision_name: fp32, bf16, fp16, fp64)."""
+    out = []
+    for task in make_plan(registry, device, only, quick).tasks:
+        name = precision_name(str(task.point.get("dtype", "")))
+        if name and name not in out and any(skip.static_reason(task.op, impl, task.point, device, quick) is None
+                                            for impl in task.impls):
+            out.append(name)
+    return out
+
+
+def check_dtypes(args, registry: Registry, device) -> None:
+    """Refuse a --dtype name none of the selected ops has (either spelling selects a dtype:
+    fp32/float32, bf16/bfloat16, ...), suggesting the precisions they run on device
+    (precisions_here); else set args.dtype to every spelling of the names given."""
+    if not args.dtype:
+        return
+    have = dtypes_of(registry, args.only, device, args.quick)
+    unknown = [d for d in args.dtype if not set(dtype_spellings(d)) & set(have)]
+    if unknown:
+        here = precisions_here(registry, args.only, device, args.quick)
+        raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
+                          + f"none of the selected ops has dtype {', '.join(unknown)}"
+                          + did_you_mean(unknown[0], [s for h in here for s in dtype_spellings(h)], precision_name)
+                          + (" in a quick run" if args.quick else "")
+                          + f"; on {device.name} they run {', '.join(here) or 'no dtype'}.")
+    args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
+
+
 def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
     """Check the options of a measuring command before anything runs; return the registry,
     the device and the plan. Raises OptionError, DeviceError, RegistryError or
@@ -159,17 +190,7 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
                           f"(e.g. {args.budget / 2:g}) or a larger --budget.")
     device = detect.resolve(args.device)
     registry = load_all()
-    if args.dtype:
-        have = dtypes_of(registry, args.only, device, args.quick)
-        # either spelling of a dtype (fp32/float32, bf16/bfloat16, ...) selects it
-        unknown = [d for d in args.dtype if not set(dtype_spellings(d)) & set(have)]
-        if unknown:
-            raise OptionError(("nothing to run: " if len(unknown) == len(args.dtype) else "")
-                              + f"none of the selected ops has dtype {', '.join(unknown)}"
-                              + did_you_mean(unknown[0], [s for h in have for s in dtype_spellings(h)])
-                              + (" in a quick run" if args.quick else "")
-                              + f"; they have {', '.join(have) or 'no dtype axis'}.")
-        args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
+    check_dtypes(args, registry, device)
     plan = make_plan(registry, device, args.only, args.quick, args.dtype, args.mode, args.max_ws)
     if not plan.tasks and not (args.comm and not args.all_devices) and not args.list:
         if args.max_ws and make_plan(registry, device, args.only, args.quick, args.dtype, args.mode).tasks:
