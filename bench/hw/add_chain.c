@@ -6,6 +6,8 @@
  * the addend is a register the compiler cannot know (argc), never an immediate some cores
  * eliminate at rename. The chain runs at n and at 2n iterations, best of reps each (noise only
  * slows a run): the difference of the two is n x CHAIN cycles with the fixed costs cancelled.
+ * Time is the thread's own CPU time, so a run the scheduler set aside for another process (on a
+ * busy machine) or the hypervisor's steal (where the guest accounts it) does not count.
  *
  *   add_chain N REPS  ->  "CHAIN N best_seconds_at_N best_seconds_at_2N checksum"
  */
@@ -17,9 +19,15 @@
 #define ADD x += y; __asm__ __volatile__("" : "+r"(x));
 #define ADD8 ADD ADD ADD ADD ADD ADD ADD ADD
 
+#ifdef CLOCK_THREAD_CPUTIME_ID
+#define TIMER CLOCK_THREAD_CPUTIME_ID
+#else
+#define TIMER CLOCK_MONOTONIC
+#endif
+
 static double now(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(TIMER, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
