@@ -1,8 +1,8 @@
 """A CPU's clock, measured: a chain of dependent integer adds timed on every core at once.
 
 Why measured: a VM without cpufreq reports in /proc/cpuinfo the nominal clock its host was
-sold at, while its cores boost far above it (an EPYC VM reads 2,596 MHz and runs 4,400), so
-a peak computed at that clock reads 121% of itself. An add whose input is the previous
+sold at, while its cores boost far above it, so a peak computed at that clock is exceeded by
+the very units it counts. An add whose input is the previous
 add's output takes one cycle on every x86 and Arm core, so n iterations of a chain of CHAIN
 adds take n x CHAIN cycles and the clock is n x CHAIN over their seconds (the method of the
 Cache-Aware Roofline Model's tools).
@@ -19,8 +19,7 @@ maximum" or "nominal"), never passed off as measured.
 Every core runs its own copy at once: the peaks multiply the cores by one clock, and a core
 boosts higher alone than with all of them busy. The clock is the copies' mean. Each copy
 times its chain in its thread's own CPU time, not wall time: on a busy machine the scheduler
-sets a copy aside for other processes (on a loaded 2-core VM, wall time read 1,094 MHz where
-CPU time reads 4,240-4,310 and a quiet machine 4,480).
+sets a copy aside for other processes, and that time is no cycle of its chain.
 """
 from __future__ import annotations
 
