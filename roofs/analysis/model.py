@@ -45,6 +45,9 @@ from roofs.analysis.specs import cpu_missing_units
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
 COMPUTE_FAMILIES = ("gemm", "fma")
+# why a precision's own rows run below its roof (extra.own_reason): no unit of its own, so every
+# call converts its inputs to the wider precision whose path is its roof (rule 10)
+CONVERTS_EACH_CALL = "converts_each_call"
 # precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math (rule 10)
 EXACT_IN = {"fp32": ("fp64",), "tf32": ("fp32", "fp64"), "fp16": ("fp32", "fp64"), "bf16": ("fp32", "fp64"),
             "fp8e4m3": ("fp16", "bf16", "fp32", "fp64"), "fp8e5m2": ("fp16", "bf16", "fp32", "fp64")}
@@ -319,9 +322,11 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
             notes.append(f"{name}: only {fmt_bytes(lo)} measured on its plateau: {policy.min_sizes} sizes needed")
             continue
         meas = measurements(mine, bins.loc[mine.index])
+        # the sizes the statistic is over (the charts shade them): the outer half, not the whole plateau
+        window = [int(mine["working_set_bytes"].min()), int(mine["working_set_bytes"].max())]
         roof = _roof("bandwidth", name, meas, policy, f"plateau of {len(plat)} sizes, {fmt_bytes(lo)}-{fmt_bytes(hi)}",
-                     {}, name == memory, plateau_bytes=(int(lo), int(hi)), plateau_points=len(plat),
-                     plateau_values=(float(plat["rate"].min()), float(plat["rate"].max())))
+                     {"window_bytes": window}, name == memory, plateau_bytes=(int(lo), int(hi)),
+                     plateau_points=len(plat), plateau_values=(float(plat["rate"].min()), float(plat["rate"].max())))
         on = plat[plat["rate"] >= (1 - policy.edge_tol) * roof.value]
         edge = int(on["working_set_bytes"].max())
         nxt = plats[i + 1] if i + 1 < len(plats) else None
@@ -400,10 +405,12 @@ def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(
         if wider is None:
             own[p] = mine
         else:
+            below = {"own_reason": CONVERTS_EACH_CALL} if mine.value < wider.value else {}
             own[p] = replace(wider, name=p, note=f"{p}: the device has no {p} unit (its own best, "
                              f"{fmt_num(mine.value)}, runs through conversion); its inputs convert exactly to "
                              f"{wider.name}",
-                             extra={**wider.extra, "via": wider.name, "no_unit": True, "own_gflops": mine.value})
+                             extra={**wider.extra, "via": wider.name, "no_unit": True, "own_gflops": mine.value,
+                                    **below})
     for p, roof in list(own.items()):
         wider = _wider(p, own)
         if wider is not None and wider.value > roof.value and not roof.extra.get("via"):

@@ -192,3 +192,12 @@ def is_pass_ceiling(roof) -> bool:
     a CPU's FMA chains), which bounds such passes and is no unit's roof: the tables of the
     units' roofs leave it out and list it apart."""
     return (roof.extra or {}).get("unit") == "elementwise" and bool((roof.extra or {}).get("line_of"))
+
+
+def shown_name(roof) -> str:
+    """Return a roof's name as tables and charts write it: a precision bounded by a wider path
+    it converts to (extra.via: no unit of its own, or no row of its own) is that path's line,
+    "fp8e4m3 via bf16", never that precision's own roof; every other roof its name."""
+    extra = roof.extra or {}
+    via = extra.get("via")
+    return f"{roof.name} via {via}" if via and " via " not in roof.name else roof.name
