@@ -158,15 +158,18 @@ CHART_MEANINGS = {
                     "datasheet/computed roofs dashed, links dotted; the best point of each (op, impl, precision), "
                     "labelled by its point or, in a cluster where only a leader across another text would reach it, "
                     "by a number and a line of the chart's \"numbered points\" key (or the key gives its place), "
-                    "colour by family and marker by precision; points above their bound ringed red",
+                    "colour by family and marker by precision; points above their bound ringed red; a roof a "
+                    "precision borrows from a wider path labelled as that path's line (\"fp8e4m3 via bf16\"), its "
+                    "own points drawn however far under it when it converts on every call (the footnote says so)",
     "roofline-stream.png": "every stream point that does FLOPs under the roofs, coloured by the memory level that "
                            "bounds it (its `boundary` column)",
     "roofline-gemm.png": "every GEMM point under the roofs, coloured by precision, each sweep joined in order",
     "roofline-gemv.png": "every decode GEMV point, one panel per weight format, each layer's batch walk joined",
     "roofline-attention.png": "every attention point under the roofs, coloured by op and impl",
-    "bandwidth.png": "achieved GB/s against working-set size, one panel per dtype: cache sizes marked, the roofs "
-                     "derived from that dtype's rows over their plateaus, the run's overall roof of each level thin; "
-                     "each level in its own colour, as on every roofline",
+    "bandwidth.png": "achieved GB/s against working-set size, one panel per dtype: cache sizes marked, the sizes "
+                     "each level's roof came from shaded (`roofs.json`'s `extra.window_bytes`), each roof thick "
+                     "over them on the panel of the dtype that set it, the run's roof of each level thin on every "
+                     "panel; each level in its own colour, as on every roofline",
     "gemm.png": "GEMM GFLOP/s against size per precision: the square sweep, and the skinny sweep beside its attainable "
                 "bound min(P, BW x I)",
     "links.png": "interconnect bus bandwidth and host-device copies against message size (runs with such rows)",

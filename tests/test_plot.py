@@ -4,6 +4,7 @@ Drawn from the recorded runs in tests/data, the committed reference run, and a s
 GPU-like run (tests/synthetic.py) with every family, the boundary and bound_note columns, a
 borrowed compute roof, datasheet roofs and flagged points; the layout and worker tests draw its
 banded copy (conftest.py's banded_synthetic), the charts' full set as a rule-17 run has them."""
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -14,11 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from synthetic import PEAK, make_row, make_synthetic_run  # noqa: E402
+from synthetic import L1, L2, PEAK, make_row, make_synthetic_run  # noqa: E402
 from test_labels import crossings  # noqa: E402
 
 from bench.results import load_run  # noqa: E402
-from roofs.analysis.model import level_roofs, rated  # noqa: E402
 from roofs.charts import plot  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
@@ -102,7 +102,7 @@ def test_overview_roofs_points_and_legend(synthetic):
         assert sum(t.get_text().startswith("link.sendrecv, 3 pairs: 301 GB/s to 312 GB/s") for t in ax.texts) == 1
         assert "flat:bf16:datasheet" in gids and not any(g.endswith("datasheet@clock") for g in gids)
         texts = [t.get_text() for t in ax.texts]
-        assert any("fp32, fp16 (via fp32)" in t for t in texts)  # the borrowed roof shares fp32's line, labelled so
+        assert any("fp32, fp16 via fp32" in t for t in texts)  # the borrowed roof shares fp32's line, labelled so
         best = plot.roofline_points(run.measurements)
         assert len(best) == len(best.drop_duplicates(["op", "impl", "precision"]))
         # each best point labelled: by its point, by a number of the key, or by its place in the key
@@ -123,39 +123,44 @@ def test_overview_roofs_points_and_legend(synthetic):
         plt.close(fig)
 
 
-def test_bandwidth_panels_draw_only_their_own_dtypes_roofs(synthetic):
+def test_bandwidth_panels_draw_roofs_json_roofs_on_the_panel_of_their_dtype(synthetic):
+    """bandwidth.png reads roofs.json and re-derives nothing: each level roof drawn thick on the
+    panel of the dtype whose row set it, over the sizes its statistic is over (extra.window_bytes,
+    shaded in its colour on every panel), or over its plateau where the run recorded no window
+    (nothing shaded for it); every level's roof thin on every panel; no dtype's own candidate."""
     run = load_run(synthetic)
-    fig = plot.draw_bandwidth(run)
+    roofs = []
+    for r in run.roofs:
+        r = dict(r)
+        if r["source"] == "measured" and r["name"] == "hbm":
+            r.update(dtype="float32", extra={**(r.get("extra") or {}), "window_bytes": [256 * 2**20, 2**30]})
+        elif r["source"] == "measured" and r["name"] == "l2":
+            r.update(dtype="bfloat16")
+        roofs.append(r)
+    fig = plot.draw_bandwidth(dataclasses.replace(run, roofs=roofs))
     try:
-        caches = [(c["name"], c["total_bytes"]) for c in run.device["caches"]]
-        df = run.measurements
         panels = {ax.get_title().split(":")[0]: ax for ax in fig.axes if ax.get_visible()}
         assert set(panels) == {"float32", "bfloat16"}
-        for dtype, ax in panels.items():
-            # the dtype's own roofs, as the chart derives them (roofs.analysis.model.level_roofs)
-            mine = rated(df[(df["family"] == "stream") & (df["dtype"] == dtype) & (df["mode"] == "warm")], {})
-            own, _ = level_roofs(mine, caches, "hbm")
-            # level roofs only: hbm.read and the like are not drawn
-            own = [r for r in own if "direction" not in r.extra]
+        from roofs.charts.kit import LEVEL_COLORS
+        for ax in panels.values():
             gids = _gids(ax)
-            drawn = {g.split(":")[1]: a for g, a in gids.items() if g.startswith(("roof:", "candidate:"))}
-            assert set(drawn) == {r.name for r in own}, dtype
-            kept = {r["name"]: r for r in run.roofs if r["source"] == "measured"}
-            texts = [t.get_text() for t in ax.texts]
-            for r in own:
-                assert drawn[r.name].get_segments()[0][0][1] == pytest.approx(r.value)
-                # drawn as a roof only when it is roofs.json's roof, else labelled a candidate
-                is_roof = r.name in kept and kept[r.name]["point_id"] == r.point_id
-                assert (f"roof:{r.name}" in gids) == is_roof and (f"candidate:{r.name}" in gids) != is_roof
-                assert any(t.startswith(f"{r.name.upper()} {'roof' if is_roof else 'candidate'} ") for t in texts)
+            assert not [g for g in gids if g.startswith("candidate:")]
             assert {g for g in gids if g.startswith("overall:")} == {"overall:hbm", "overall:l2", "overall:l1"}
-            from roofs.charts.kit import LEVEL_COLORS
             for name in ("hbm", "l2", "l1"):  # the level's colour, as on the rooflines
                 assert matplotlib.colors.same_color(gids[f"overall:{name}"].get_color(), LEVEL_COLORS[name])
-            # the sizes the off-chip roof came from (roofs.json's from_bytes), shaded
-            assert "offchip-window" in gids
-        bf16 = {g.split(":")[1] for g in _gids(panels["bfloat16"]) if g.startswith(("roof:", "candidate:"))}
-        assert "l1" not in bf16  # the run's L1 roof comes from fp32 rows; bf16 shows none of its own
+            # the window roofs.json records for hbm, shaded; none for the levels that record none
+            span = gids["window:hbm"]
+            assert span.get_x() == pytest.approx(256 * 2**20 / plot.WINDOW_PAD)
+            assert span.get_x() + span.get_width() == pytest.approx(2**30 * plot.WINDOW_PAD)
+            assert {g for g in gids if g.startswith("window:")} == {"window:hbm"}
+        f32, bf16 = _gids(panels["float32"]), _gids(panels["bfloat16"])
+        assert {g for g in f32 if g.startswith("roof:")} == {"roof:hbm"}
+        assert {g for g in bf16 if g.startswith("roof:")} == {"roof:l2"}
+        (x0, y0), (x1, _) = f32["roof:hbm"].get_segments()[0]
+        assert y0 == 4000.0 and x0 == pytest.approx(256 * 2**20 / plot.WINDOW_PAD)
+        (x0, y0), (x1, _) = bf16["roof:l2"].get_segments()[0]  # no window recorded: over its plateau
+        assert y0 == 7000.0 and x0 == pytest.approx(L1 / plot.WINDOW_PAD)
+        assert x1 == pytest.approx(0.75 * L2 * plot.WINDOW_PAD)
     finally:
         plt.close(fig)
 
@@ -336,14 +341,17 @@ def test_overview_leaves_off_and_names_a_best_point_far_under_its_bound(syntheti
 
 
 def test_a_busy_point_is_not_drawn_as_above_its_bound():
-    # red rings mean "above its attainable bound"; a runner flag alone (busy, a time jump) is not that
+    # red rings mean "above its attainable bound"; a row the runner flagged (busy, a time jump) is
+    # no point at all on a roofline, above its bound or not: its time says nothing of the kernel
     from roofs.charts.kit import _points
-    df = pd.DataFrame({"status": ["ok"] * 3, "flops": [1e9] * 3, "gflops": [10.0] * 3, "intensity": [1.0] * 3,
-                       "dtype": ["float32"] * 3, "precision": ["fp32"] * 3,
+    df = pd.DataFrame({"status": ["ok"] * 4, "flops": [1e9] * 4, "gflops": [10.0, 11.0, 12.0, 13.0],
+                       "intensity": [1.0] * 4, "dtype": ["float32"] * 4, "precision": ["fp32"] * 4,
                        "flag": ["measured while the machine was busy: load 3", "",
                                 "measured while the machine was busy: "
-                                "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
-    assert list(_points(df)["flagged"]) == [False, False, True]
+                                "load 3; above its attainable 9 GFLOP/s even at p80 (9.5): a test",
+                                "above its attainable 9 GFLOP/s even at p80 (9.5): a test"]})
+    pts = _points(df)
+    assert list(pts["gflops"]) == [11.0, 13.0] and list(pts["flagged"]) == [False, True]
 
 
 def test_a_model_runs_layer_ops_are_each_a_point():

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from bench.results import Run
 from roofs.analysis.energy import fit_energy, flops_per_joule
 from roofs.analysis.roofline import Roofline
-from roofs.charts.kit import DPI
+from roofs.charts.kit import DPI, split_runner
 
 
 def draw_energy(run: Run) -> Figure | None:
@@ -21,7 +21,7 @@ def draw_energy(run: Run) -> Figure | None:
     model, _ = fit_energy(df)
     if not model:
         return None
-    d = df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)]
+    d = split_runner(df[(df["status"] == "ok") & df["joules"].notna() & (df["flops"] > 0)])[0]  # flagged: not drawn
     fig = Figure(figsize=(8, 5), dpi=DPI)
     FigureCanvasAgg(fig)  # a canvas of its own (no pyplot state): saving and measuring text need one
     ax = fig.subplots()

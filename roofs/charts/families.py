@@ -40,6 +40,7 @@ from roofs.charts.kit import (  # noqa: E402
     _series_colors,
     _short,
     _title,
+    conversion_note,
     draw_level_points,
     fit_legends,
     level_color,
@@ -159,10 +160,12 @@ def draw_gemm_roofline(run: Run):
     if pts["flagged"].any():
         handles.append(_flag_handle())
     _legends(ax, handles, roof_handles, "colour: precision (and its roof)\nmarker: impl, line: sweep")
+    note = conversion_note(model, precisions)  # why a precision's points sit far under its line
     fig.text(0.01, 0.012, "Every GEMM point; each sweep joined in order of intensity (square: N grows; "
              "skinny: M grows). "
-             "Solid flats: measured roofs; dashed: datasheet or computed.", fontsize=7, color="dimgray", va="bottom")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+             "Solid flats: measured roofs; dashed: datasheet or computed." + (f"\n{note}" if note else ""),
+             fontsize=7, color="dimgray", va="bottom")
+    fig.tight_layout(rect=(0, 0.055 if note else 0.04, 1, 1))
     fit_legends(fig)
     placer.place()
     return fig

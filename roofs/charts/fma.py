@@ -49,7 +49,10 @@ from roofs.charts.kit import (  # noqa: E402
     _fmt_rate,
     _impl_name,
     _title,
+    draw_runner_flagged,
     level_color,
+    runner_handle,
+    split_runner,
 )
 
 FMA_OP = "fma.chains"
@@ -85,13 +88,21 @@ def corner(model: Roofline, precision: str, level: str) -> tuple[float, float] |
 
 
 def _sweeps(df: pd.DataFrame) -> pd.DataFrame:
-    ok = best_passes(df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)]).copy()
-    return ok.sort_values("intensity")
+    """Return the FMA-chain rows fma.png draws as sweeps, in order of intensity: status ok, with
+    GFLOP/s, each point's fastest pass, never a row the runner flagged (runner_flagged)."""
+    ok = df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)]
+    return best_passes(split_runner(ok)[0]).copy().sort_values("intensity")
+
+
+def _flagged(df: pd.DataFrame) -> pd.DataFrame:
+    """Return the FMA-chain rows the runner flagged: fma.png draws them hollow, in no sweep."""
+    ok = df[(df["op"] == FMA_OP) & (df["status"] == "ok") & (df["gflops"] > 0)]
+    return split_runner(ok)[1]
 
 
 def draw_fma(run: Run):
     """Return fma.png's figure, or None without FMA-chain rows."""
-    pts = _sweeps(run.measurements)
+    pts, flagged = _sweeps(run.measurements), _flagged(run.measurements)
     if pts.empty:
         return None
     model = Roofline(run.roofs)
@@ -127,6 +138,8 @@ def draw_fma(run: Run):
                        band=band_factors([peak], peak.value))
         lines.append(f"{dtype} {_impl_name(impl)}: knee {kn[0]:.3g} FLOP/B" + (f", corner {cn[0]:.3g}" if cn else "")
                      if kn else f"{dtype} {_impl_name(impl)}")
+    for dtype, g in flagged.groupby("dtype"):  # hollow, joined to nothing
+        draw_runner_flagged(ax, g["intensity"], g["gflops"], PRECISION_COLORS.get(dtype, "0.3"), f"runner:{dtype}")
     bw = model.bandwidth(level or None)
     ys = pts["gflops"]
     peaks = [r.value for r in (vector_roof(model, d) for d in set(pts["dtype"])) if r is not None]
@@ -162,6 +175,8 @@ def draw_fma(run: Run):
         handles.append(Line2D([], [], color="0.3", label="solid flat: the vector unit's roof", **MEASURED))
     if any(r is not None and r.interval is not None for r in roofs + [bw]):
         handles.append(band_handle())
+    if not flagged.empty:
+        handles.append(runner_handle())
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     placer.avoid(ax, pts["intensity"], pts["gflops"])
     text = "Each element loaded once, k FMAs in each of 8 chains, one result stored."

@@ -16,12 +16,12 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from bench.results import LEVEL_BYTE_COLUMNS, Run, text_column  # noqa: E402
+from bench.results import LEVEL_BYTE_COLUMNS, Run, is_runner_flag, text_column  # noqa: E402
 from bench.util import fmt_bytes, offchip_level
 from roofs.analysis.bounds import boundary_level  # noqa: E402
 from roofs.analysis.checks import is_above  # noqa: E402
 from roofs.analysis.model import level_sizes  # noqa: E402
-from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline  # noqa: E402
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, shown_name  # noqa: E402
 from roofs.charts.labels import LabelPlacer, drawn_texts  # noqa: E402,F401  (the charts place labels through kit)
 
 DPI = 120
@@ -89,9 +89,38 @@ def _caches(run: Run) -> list[tuple[str, int]]:
     return [(str(c["name"]), int(c["total_bytes"])) for c in run.device.get("caches", []) if c.get("total_bytes")]
 
 
+def runner_flagged(df: pd.DataFrame) -> pd.Series:
+    """Return, per row, whether the runner flagged it while measuring (a busy machine, a time
+    jump, stolen cores: bench.results.is_runner_flag): such a row sets no roof and its time may
+    be anything, so no chart draws it as a normal point (split_runner)."""
+    return text_column(df, "flag").map(is_runner_flag).astype(bool)
+
+
+def split_runner(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (the rows a chart draws as points and lines, the rows the runner flagged): the
+    line charts draw the second hollow (runner_handle), the rooflines leave them off and count them."""
+    flagged = runner_flagged(df)
+    return df[~flagged], df[flagged]
+
+
+RUNNER_LABEL = "hollow: flagged by the runner (busy, time jump, stolen cores); sets no roof"
+
+
+def runner_handle() -> Line2D:
+    """Return the legend entry for the hollow markers of the rows the runner flagged."""
+    return Line2D([], [], ls="none", marker="o", ms=6, mfc="none", mec="0.3", mew=1.0, label=RUNNER_LABEL)
+
+
+def draw_runner_flagged(ax, x, y, color, gid: str) -> None:
+    """Draw rows the runner flagged as hollow markers in color, joined to nothing."""
+    ax.scatter(x, y, s=16, facecolors="none", edgecolors=color, linewidths=0.9, zorder=3, gid=gid)
+
+
 def _points(df: pd.DataFrame) -> pd.DataFrame:
     """Return the successful rows that do FLOPs (the ones a roofline can place), with
-    `fmt`: the precision, or the element type for rows without one."""
+    `fmt`: the precision, or the element type for rows without one; never a row the runner
+    flagged (runner_flagged: its time says nothing of the kernel)."""
+    df = split_runner(df)[0]
     ok = df[(df["status"] == "ok") & (df["flops"] > 0) & (df["gflops"] > 0) & (df["intensity"] > 0)].copy()
     prec = text_column(ok, "precision")
     ok["fmt"] = prec.where(prec != "", ok["dtype"].map(lambda d: ELEMENT_PRECISION.get(d, d)))
@@ -225,8 +254,34 @@ def level_handles(lv: pd.DataFrame) -> list:
 # ---- roofs ---------------------------------------------------------------------------------
 
 def _roof_name(r: Roof) -> str:
-    via = (r.extra or {}).get("via")
-    return f"{r.name} (via {via})" if via and " via " not in r.name else r.name
+    """Return a roof's name on a chart: a wider path's line as such, "fp8e4m3 via bf16" (shown_name)."""
+    return shown_name(r)
+
+
+def converted(model: Roofline) -> dict[str, str]:
+    """Return {precision: why its own rows run below its roof} for each precision whose roof
+    is a wider path it converts to on every call (extra.own_reason, roofs/analysis/model.py):
+    its points are drawn however far under that line, and the chart says why."""
+    return {r.name: str(r.extra["own_reason"]) for r in model.roofs
+            if r.kind == "compute" and (r.extra or {}).get("own_reason")}
+
+
+# what a reason code (extra.own_reason) means, in a chart's words
+REASON_TEXT = {"converts_each_call": "converts its inputs on every call (no unit of its own)"}
+
+
+def conversion_note(model: Roofline, shown=None) -> str:
+    """Return a chart's footnote on the precisions whose own rows run below their roof's line
+    (converted): "fp8e4m3, fp8e5m2: no unit of their own; their points sit under the line
+    'fp8e4m3 via bf16' because each call converts its inputs"; "" without any (or none of
+    shown, the precisions the chart draws points of)."""
+    why = {p: c for p, c in converted(model).items() if shown is None or p in set(shown)}
+    if not why:
+        return ""
+    lines = {shown_name(r) for r in model.roofs if r.name in why and r.kind == "compute"}
+    return (f"{', '.join(sorted(why))}: their own points sit under the line{'s' if len(lines) > 1 else ''} "
+            f"{', '.join(repr(x) for x in sorted(lines))}: each " + "; ".join(
+                sorted({REASON_TEXT.get(c, c) for c in why.values()})) + ".")
 
 
 def sustained_value(r: Roof) -> float | None:
@@ -273,6 +328,20 @@ def _link_sets(model: Roofline) -> list[tuple[list[Roof], str]]:
         out.append(([pairs[0], pairs[-1]], f"link.sendrecv, {len(pairs)} pairs: "
                     f"{_fmt_rate(pairs[-1].value, 'GB/s')} to {_fmt_rate(pairs[0].value, 'GB/s')}"))
     return sorted(out, key=lambda item: -item[0][0].value)
+
+
+def roof_windows(model: Roofline) -> list[tuple[str, int, int]]:
+    """Return [(level, smallest, largest working set)] of the sizes each measured level roof
+    is a statistic of, as the derivation recorded them (extra.window_bytes: for the off-chip
+    level the outer half of its sizes past the last cache, not a multiple of a reported size),
+    fastest level first; a roof derived before the window was recorded has none (nothing is
+    guessed)."""
+    out = []
+    for r in _bandwidth(model):
+        window = (r.extra or {}).get("window_bytes")
+        if window and len(window) == 2:
+            out.append((r.name, int(window[0]), int(window[1])))
+    return out
 
 
 def _compute(model: Roofline, precisions=None, sources=("measured",)) -> list[Roof]:
@@ -322,11 +391,13 @@ def _limits(pts: pd.DataFrame, model: Roofline, precisions=None, flats: bool = T
 FAR_UNDER_BOUND = 1e-3
 
 
-def far_under_bound(pts: pd.DataFrame) -> pd.Series:
+def far_under_bound(pts: pd.DataFrame, keep=()) -> pd.Series:
     """Return which rows run under FAR_UNDER_BOUND of their attainable bound (rows without
-    a bound: never)."""
+    a bound: never), but those of the precisions in keep (converted: a precision converted on
+    every call runs far under its line by its nature, and the chart shows it and says why)."""
     bound = pd.to_numeric(text_column(pts, "attainable_gflops"), errors="coerce")
-    return (bound > 0) & (pts["gflops"] < bound * FAR_UNDER_BOUND)
+    mine = text_column(pts, "precision").isin(set(keep))
+    return (bound > 0) & (pts["gflops"] < bound * FAR_UNDER_BOUND) & ~mine
 
 
 def _off_decade(v: float, margin: float = 0.25) -> float:

@@ -4,11 +4,13 @@ roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: e
                         bandwidth roof (the off-chip memory and each cache level) as a slope
                         that runs up to the highest compute roof, so it meets every
                         precision's roof; one flat per measured precision from its ridge with
-                        the fastest level (a roof borrowed from a wider precision is labelled
-                        "fp16 (via fp32)"); datasheet and computed roofs dashed; interconnect
-                        and host links dotted. Points: the best point of each (op, impl,
-                        precision), labelled; colour = family, marker = precision (a stream
-                        point's: its element type); one legend.
+                        the fastest level (a roof borrowed from a wider precision is that
+                        path's line, labelled "fp16 via fp32", never fp16's own roof); datasheet
+                        and computed roofs dashed; interconnect and host links dotted. Points:
+                        the best point of each (op, impl, precision), labelled; colour = family,
+                        marker = precision (a stream point's: its element type); one legend. A
+                        precision converted on every call (roofs.json's extra.own_reason) has its
+                        points drawn however far under its line, and the footnote says why.
 roofline-stream.png     Every stream point that does FLOPs, coloured by the memory level that
                         bounds it (its boundary column, rule 12), under the slopes of those levels.
 roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
@@ -19,11 +21,12 @@ roofline-gemv.png       Every decode GEMV point, one panel per weight format: ea
 roofline-attention.png  Every attention point, coloured by op and impl.
                         A family chart is drawn only when the run has points of that family.
 bandwidth.png           GB/s against working-set size, one panel per dtype: a line per kernel,
-                        the cache sizes, the sizes of at least 4x the last-level cache (the
-                        only ones the off-chip roof comes from) shaded, the roofs derived from
-                        that dtype's rows alone (roofs.analysis.model.level_roofs) over their
-                        plateaus, and the run's overall roof of each level thin, each in its level's colour,
-                        with its interval as a band (rule 17) where it has one.
+                        the cache sizes, the sizes each level's roof is a statistic of shaded in
+                        its level's colour (roofs.json's extra.window_bytes, as the derivation
+                        recorded them; none where a run recorded none), each roof thick over
+                        those sizes on the panel of the dtype whose row set it, and every level's
+                        roof thin on every panel, with its interval as a band (rule 17) where it
+                        has one. The chart re-derives nothing.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
 links.png               Interconnect and host-link GB/s against message size (runs with such rows).
@@ -44,7 +47,10 @@ shape joined in the sweep's order.
 
 In every chart a colour means one thing (its legend says which), and red is kept for
 points above their attainable bound beyond their spread (the flag column): ringed, and
-labelled so on the overview. Rows may carry `boundary` (the memory level whose roof bounds
+labelled so on the overview. Rows the runner flagged (a busy machine, a time jump, stolen
+cores: bench.results.is_runner_flag) are never a normal point: the rooflines and energy.png
+leave them off (the overview's footnote counts them), bandwidth.png, gemm.png and fma.png draw
+them hollow, in no line, with the legend entry "flagged by the runner". Rows may carry `boundary` (the memory level whose roof bounds
 the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
 written before that column draw all the same.
 
@@ -77,9 +83,10 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from bench.policy import DEFAULT  # noqa: E402
 from bench.results import Run, best_passes, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
-from roofs.analysis.model import SUSTAINED_MODE, level_roofs, rated  # noqa: E402
+from roofs.analysis.model import SUSTAINED_MODE  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
 from roofs.charts.ceilings import RoofStyle, band_factors, band_handle, draw_band, draw_roofs
 from roofs.charts.energy import draw_energy  # noqa: E402
@@ -116,14 +123,24 @@ from roofs.charts.kit import (  # noqa: E402
     _ring_flagged,
     _short,
     _title,
+    conversion_note,
+    converted,
+    draw_runner_flagged,
     drawn_texts,  # noqa: E402,F401  (re-exported: tests draw through roofs.charts.plot)
     far_under_bound,
     fit_legends,
     level_color,
+    roof_windows,
     roofline_points,
+    runner_flagged,
+    runner_handle,
     save_png,
+    split_runner,
 )
 from roofs.charts.svg import has_named_points, name_points, point_title, save_svg  # noqa: E402
+
+# a roof's window is drawn half a size bin wider each side: its sizes are bins of the sweep
+WINDOW_PAD = 2 ** (0.5 / DEFAULT.bins_per_octave)
 
 
 def _under_note(under) -> str:
@@ -140,10 +157,11 @@ def draw_roofline(run: Run):
     best = roofline_points(run.measurements)
     fig, ax = plt.subplots(figsize=(12.5, 7.5), dpi=DPI)
     placer = LabelPlacer(fig)
-    far = far_under_bound(best)
+    conv = converted(model)  # a precision converted on every call: its points drawn however far under its line
+    far = far_under_bound(best, conv)
     under, best = best[far], best[~far]  # left off, and named in the footnote
     every = _points(run.measurements)
-    users = every[(every["family"] == "user") & ~far_under_bound(every)]
+    users = every[(every["family"] == "user") & ~far_under_bound(every, conv)]
     lims = _limits(pd.concat([best, users]), model)
     roof_handles = draw_roofs(ax, placer, model, lims, RoofStyle(links=True))
     for (family, fmt), g in best.groupby(["family", "fmt"]):
@@ -162,6 +180,7 @@ def draw_roofline(run: Run):
         label = f"{_short(r.op)}/{_impl_name(r.impl)}" + (f" {r.shape} {r.mode}" if r.family == "model" else "")
         if r.precision:
             label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
+            label += " (converts each call)" if r.precision in conv else ""
         placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),
                    color=FLAG_COLOR if r.flagged else FAMILY_COLORS.get(r.family, "tab:gray"), gid="label:point", gap=7,
                    key=True)  # in a crowded cluster, a number and a line of the key, not a leader across labels
@@ -183,42 +202,54 @@ def draw_roofline(run: Run):
         ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), title="colour: family\n"
                   "marker: precision", title_fontsize=8, alignment="left")
     flagged = int(every["flagged"].sum())
-    fig.text(0.01, 0.012, "Best point of each (op, impl, precision); every stream, GEMM, GEMV and attention point "
-             "is in roofline-<family>.png. "
-             "Slopes: each level's bandwidth roof in its colour, up to every compute roof; the lines' legend says "
-             "what each style means.\ncopy and write do no FLOPs "
-             "(see bandwidth.png). "
-             + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
-                "is a best point, and in the family charts." if flagged else "")
-             + (f"\n{floor_note}" if floor_note else "")
-             + (f"\n{_under_note(under)}" if len(under) else ""),
-             fontsize=7, color="dimgray", va="bottom")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    placed = run.measurements[(run.measurements["status"] == "ok") & (run.measurements["flops"] > 0)]
+    runner = int(runner_flagged(placed).sum())
+    notes = [n for n in (conversion_note(model, best["precision"]),
+                         f"{plural(runner, 'row')} flagged by the runner (busy machine, time jump, stolen cores) "
+                         "not drawn: they set no roof (report.md lists them)." if runner else "") if n]
+    foot = fig.text(
+        0.01, 0.012, "Best point of each (op, impl, precision); every stream, GEMM, GEMV and attention point "
+        "is in roofline-<family>.png. "
+        "Slopes: each level's bandwidth roof in its colour, up to every compute roof; the lines' legend says "
+        "what each style means.\ncopy and write do no FLOPs "
+        "(see bandwidth.png). "
+        + (f"{flagged} points sit above their attainable bound beyond their spread: ringed red here when one "
+           "is a best point, and in the family charts." if flagged else "")
+        + (f"\n{floor_note}" if floor_note else "")
+        + (f"\n{_under_note(under)}" if len(under) else "")
+        + "".join(f"\n{n}" for n in notes),
+        fontsize=7, color="dimgray", va="bottom")
+    fig.tight_layout(rect=(0, max(0.05, 0.02 + 0.0135 * (foot.get_text().count("\n") + 1)), 1, 1))
     fit_legends(fig)
     placer.place()
     return fig
 
 
 
+def bandwidth_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (the stream rows bandwidth.png draws as curves: status ok, with GB/s, each point's
+    fastest pass; the rows the runner flagged, drawn hollow beside them, never as a curve)."""
+    ok = df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()]
+    drawn, flagged = split_runner(ok)
+    return best_passes(drawn), flagged
+
+
 def draw_bandwidth(run: Run):
     """Return bandwidth.png's figure: one panel per dtype (see the module docstring)."""
-    df = run.measurements
-    ok = best_passes(df[(df["status"] == "ok") & (df["family"] == "stream") & df["gbps"].notna()])
-    stream = df[df["family"] == "stream"]
-    dtypes = sorted(ok["dtype"].unique()) or ["(none)"]
+    ok, flagged = bandwidth_rows(run.measurements)
+    dtypes = sorted(set(ok["dtype"]) | set(flagged["dtype"])) or ["(none)"]
     caches, memory = _caches(run), _memory_level(run)
-    overall = {r.name: r for r in _bandwidth(Roofline(run.roofs))}
+    model = Roofline(run.roofs)
+    overall = {r.name: r for r in _bandwidth(model)}
+    windows = roof_windows(model)
+    every = pd.concat([ok, flagged])
     ncol = min(3, len(dtypes))
     nrow = -(-len(dtypes) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 5 * nrow + 1.0), dpi=DPI, sharey=True, squeeze=False)
     placer = LabelPlacer(fig)
-    top_y = max([ok["gbps"].max() if not ok.empty else 1] + [r.value for r in overall.values()]) * 1.3
-    lo_b = ok["working_set_bytes"].min() / 1.5 if not ok.empty else 2**14
-    hi_b = ok["working_set_bytes"].max() * 1.5 if not ok.empty else 2**30
-    # the off-chip window the derivation recorded (roofs.json), not a multiple of a reported size
-    offchip = overall.get(memory)
-    start = (offchip.extra or {}).get("from_bytes") if offchip is not None else None
-    samples = {str(p.get("point_id")): p.get("samples_s") or [] for p in (run.points or [])}
+    top_y = max([every["gbps"].max() if not every.empty else 1] + [r.value for r in overall.values()]) * 1.3
+    lo_b = every["working_set_bytes"].min() / 1.5 if not every.empty else 2**14
+    hi_b = every["working_set_bytes"].max() * 1.5 if not every.empty else 2**30
     ops, impls, modes = set(), set(), set()
     for ax, dtype in zip(axes.flat, dtypes):
         sub = ok[ok["dtype"] == dtype]
@@ -229,13 +260,20 @@ def draw_bandwidth(run: Run):
             impls.add(name)
             modes.add(mode)
             ax.plot(g["working_set_bytes"], g["gbps"], color=OP_COLORS.get(_short(op), "0.4"),
-                    ls=IMPL_STYLES.get(name, "--"), lw=1.2, marker="o" if mode == "warm" else "x", ms=2.5, zorder=3)
+                    ls=IMPL_STYLES.get(name, "--"), lw=1.2, marker="o" if mode == "warm" else "x", ms=2.5, zorder=3,
+                    gid=f"curve:{op}:{name}:{mode}")
+            placer.avoid(ax, g["working_set_bytes"], g["gbps"], size=3)
+        for op, g in flagged[flagged["dtype"] == dtype].groupby("op"):  # hollow, joined to nothing
+            ops.add(_short(op))
+            draw_runner_flagged(ax, g["working_set_bytes"], g["gbps"], OP_COLORS.get(_short(op), "0.4"),
+                                f"runner:{op}")
             placer.avoid(ax, g["working_set_bytes"], g["gbps"], size=3)
         ax.set_xscale("log", base=2)
         ax.set_xlim(lo_b, hi_b)
         ax.set_ylim(-0.03 * top_y, top_y)  # the 0 label clear of the x axis's first label
-        if start:  # named in the legend: a label across the band would cross the roofs' lines
-            ax.axvspan(start, hi_b, color="0.93", zorder=0, gid="offchip-window")
+        for name, lo, hi in windows:  # the sizes each roof came from, as roofs.json records them
+            ax.axvspan(lo / WINDOW_PAD, hi * WINDOW_PAD, color=level_color(name), alpha=0.1, lw=0, zorder=0,
+                       gid=f"window:{name}")
         for name, size in caches:
             ax.axvline(size, color=level_color(name), ls=":", lw=1, zorder=1, gid=f"size:{name}")
             placer.add(ax, size, top_y * 0.9, f"{name.upper()} {_fmt_bytes(size)}", sides=("sw", "se"),
@@ -247,27 +285,18 @@ def draw_bandwidth(run: Run):
             placer.add(ax, *places[0], f"{name.upper()} {_fmt_rate(r.value, 'GB/s')}",
                        sides=("ne", "se"), leader=False, near=1.5, along=places[1:], color=level_color(name),
                        band=band_factors([r], r.value))
-        mine = rated(stream[(stream["dtype"] == dtype) & (stream["mode"] == "warm")], samples)
-        own, _ = level_roofs(mine, caches, memory) if not mine.empty else ([], [])
-        for r in own:
-            if not r.plateau_bytes or "direction" in r.extra:  # the level roofs only, not hbm.read and the like
+        for name, r in overall.items():  # a roof thick over its sizes on the panel of the dtype that set it
+            span = (r.extra or {}).get("window_bytes") or r.plateau_bytes
+            if r.dtype != dtype or not span:
                 continue
-            x0, x1 = r.plateau_bytes
-            if x0 == x1:
-                x0, x1 = x0 / 1.15, x1 * 1.15
-            # the roof roofs.json holds is drawn as one; another dtype's plateau is only a candidate,
-            # labelled so: the chart names no roof the file does not hold
-            kept = overall.get(r.name)
-            is_roof = kept is not None and kept.point_id == r.point_id
-            ax.hlines(r.value, x0, x1, color=level_color(r.name), lw=3 if is_roof else 1.6, alpha=0.85, zorder=4,
-                      ls="-" if is_roof else "--", gid=f"roof:{r.name}" if is_roof else f"candidate:{r.name}")
-            label = f"{r.name.upper()} {'roof' if is_roof else 'candidate'} {_fmt_rate(r.value, 'GB/s')}"
+            x0, x1 = span[0] / WINDOW_PAD, span[1] * WINDOW_PAD
+            ax.hlines(r.value, x0, x1, color=level_color(name), lw=3, alpha=0.85, zorder=4, gid=f"roof:{name}")
             places = [(x0 * (x1 / x0) ** f, r.value) for f in (0.5, 0.25, 0.75, 0.0, 1.0)]
-            placer.add(ax, *places[0], label, sides=("n", "s", "ne", "nw"), leader=True, near=1.5, along=places[1:],
-                       color=level_color(r.name), fontweight="bold" if is_roof else "normal",
-                       band=band_factors([kept], r.value) if is_roof else None)
+            placer.add(ax, *places[0], f"{name.upper()} roof {_fmt_rate(r.value, 'GB/s')}",
+                       sides=("n", "s", "ne", "nw"), leader=True, near=1.5, along=places[1:],
+                       color=level_color(name), fontweight="bold", band=band_factors([r], r.value))
         ax.set_xlabel("working set (bytes, all arrays)")
-        ax.set_title(f"{dtype}: plateaus of {dtype} rows", fontsize=10)
+        ax.set_title(f"{dtype}: rows of {dtype}", fontsize=10)
         ax.grid(True, which="major", alpha=0.25)
     for ax in axes.flat[len(dtypes):]:
         ax.set_visible(False)
@@ -277,13 +306,15 @@ def draw_bandwidth(run: Run):
     handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
     if "cold" in modes:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))
-    if start:
-        handles.append(Patch(color="0.93", label=f"shaded: from {_fmt_bytes(start)}, the sizes the {memory.upper()} "
-                             "roof comes from"))
+    if not flagged.empty:
+        handles.append(runner_handle())
+    if windows:
+        handles.append(Patch(color="0.8", alpha=0.5, lw=0, label="shaded: the sizes each level's roof comes from "
+                             "(roofs.json), in its colour"))
     levels = [name for name, _ in caches] + [memory]
     handles += [Line2D([], [], color=level_color(lv), lw=2, label=f"{lv.upper()}: its roofs and size") for lv in levels]
-    handles.append(Line2D([], [], color="0.2", lw=3, alpha=0.85, label="thick: roof from this dtype, over its plateau"))
-    handles.append(Line2D([], [], color="0.2", lw=1.6, ls="--", label="dashed: this dtype's candidate, not a roof"))
+    handles.append(Line2D([], [], color="0.2", lw=3, alpha=0.85,
+                          label="thick: the roof, on the panel of the dtype that set it"))
     handles.append(Line2D([], [], color="0.2", lw=0.8, alpha=0.6,
                           label="thin: the run's roof of the level (all dtypes)"))
     handles.append(Line2D([], [], color="0.2", lw=1, ls=":", label="dotted: a cache's size"))
@@ -296,17 +327,27 @@ def draw_bandwidth(run: Run):
     return fig
 
 
+def gemm_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (the GEMM rows gemm.png draws as sweeps: status ok, with GFLOP/s, each point's
+    fastest pass; the rows the runner flagged, drawn hollow beside them, never in a sweep)."""
+    ok = df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()]
+    drawn, flagged = split_runner(ok)
+    return best_passes(drawn), flagged
+
+
 def draw_gemm(run: Run):
     """Return gemm.png's figure (throughput against size per precision: the square sweep by
     N, the skinny sweep by M with each precision's attainable bound dotted), or None."""
-    df = run.measurements
-    ok = best_passes(df[(df["status"] == "ok") & (df["family"] == "gemm") & df["gflops"].notna()])
-    if ok.empty:
+    ok, flagged = gemm_rows(run.measurements)
+    if ok.empty and flagged.empty:
         return None
     model = Roofline(run.roofs)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.4), dpi=DPI)
     for ax, op, axis_name in ((axes[0], "gemm.square", "N (= M = K)"), (axes[1], "gemm.skinny", "M (N = K fixed)")):
         sub = ok[ok["op"] == op]
+        for precision, g in flagged[flagged["op"] == op].groupby("dtype"):  # hollow, joined to nothing
+            draw_runner_flagged(ax, g["shape"].str.split("x").str[0].astype(int), g["gflops"],
+                                PRECISION_COLORS.get(precision, "gray"), f"runner:{op}:{precision}")
         for (precision, impl), g in sub.groupby(["dtype", "impl"]):
             dims = g["shape"].str.split("x", expand=True).astype(int)
             x = dims[0]
@@ -323,11 +364,15 @@ def draw_gemm(run: Run):
         ax.set_xlabel(axis_name)
         ax.set_title(op + (" (dotted: attainable min(P, BW x I))" if op == "gemm.skinny" else ""), fontsize=9)
         ax.grid(True, which="both", alpha=0.25)
-        if not sub.empty:
-            ax.legend(fontsize=7, ncol=2)
+        if not sub.empty or (flagged["op"] == op).any():
+            ax.legend(handles=ax.get_legend_handles_labels()[0] + ([runner_handle()] if len(flagged) else []),
+                      fontsize=7, ncol=2)
     axes[0].set_ylabel("GFLOP/s (median; GOP/s for int8)")
     fig.suptitle(_title(run, "GEMM throughput"))
-    fig.tight_layout()
+    note = conversion_note(model, set(ok["dtype"]))  # why a precision's sweep runs far under its bound
+    if note:
+        fig.text(0.01, 0.012, note, fontsize=7, color="dimgray", va="bottom")
+    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
     return fig
 
 

@@ -29,9 +29,10 @@ from roofs.analysis.checks import is_above, run_warnings, split_notes
 from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
 from roofs.analysis.model import device_levels
-from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling, shown_name
 from roofs.reports.bands import confirmation_findings, confirmation_section, shown_validation, with_ranges
 from roofs.reports.clocks import below_reference, clock_is_observed, clock_line
+from roofs.reports.precisions import own_columns, precision_ratios
 
 # every picture a run folder may hold, in the report's order, with its section title
 PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
@@ -90,7 +91,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
         clock = observed_clock(run.measurements, m.point_id) if clock_is_observed(run.device) else None
         fixed = specs.clock_corrected(ref, clock) if ref is not None else None
         rows.append({
-            "ceiling": m.name, "unit": m.unit, "measured": m.value, "interval": m.interval,
+            "ceiling": shown_name(m), "unit": m.unit, "measured": m.value, "interval": m.interval,
             "reference": ref.value if ref else None, "reference source": specs.reference_label(ref) if ref else "",
             "at observed clock": fixed.value if fixed else None,
             "clock MHz": clock,
@@ -98,6 +99,7 @@ def validation(run) -> tuple[pd.DataFrame, str]:
             "% of reference": 100 * m.value / ref.value if ref else None,
             "% of clock-corrected": 100 * m.value / fixed.value if fixed else None,
             "measured by": f"{m.impl} {m.dtype} {m.shape or ''}".strip(),
+            **own_columns(m),
             **sustained_columns(m, ref),
         })
     return pd.DataFrame(rows), origin
@@ -234,38 +236,6 @@ def throttled(df: pd.DataFrame) -> pd.Series:
     if "throttled" not in df:
         return pd.Series(False, index=df.index)
     return df["throttled"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
-
-
-# CPU flags of the units behind a precision's speed (bench/hw/device.py keeps these flags)
-CPU_UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
-
-
-def precision_ratios(model: Roofline, device: dict) -> list[str]:
-    """Return the findings comparing fp8 and int8 with bf16. On a GPU they speak of its
-    units; on a CPU, which has no fp8 units and may lack bf16 or int8 ones (its SIMD flags
-    say), of the software paths torch took, so that a ratio is never read as hardware."""
-    bf16, fp8, int8 = (model.compute(p) for p in ("bf16", "fp8e4m3", "int8"))
-    out = []
-    if device.get("kind") != "cpu":
-        if bf16 and fp8:
-            ratio = fp8.value / bf16.value
-            out.append(f"fp8 runs at {ratio:.2f}x bf16" + (", so this part lacks fast fp8." if ratio < 1.3 else "."))
-        if bf16 and int8:
-            out.append(f"int8 runs at {int8.value / bf16.value:.2f}x bf16.")
-        return out
-    flags = set(device.get("cpu_flags") or ())
-
-    def units(precision):
-        have = [f for f in CPU_UNITS[precision] if f in flags]
-        return (f"{precision} units ({', '.join(have)})" if have
-                else f"no {precision} units (no {' or '.join(CPU_UNITS[precision])} flag)")
-    if bf16 and fp8:
-        out.append(f"fp8 GEMMs run at {fp8.value / bf16.value:.2f}x the bf16 GEMMs in this torch build. A CPU has no "
-                   f"fp8 units, and this one has {units('bf16')}: this compares torch's CPU code paths, not hardware.")
-    if bf16 and int8:
-        out.append(f"int8 GEMMs run at {int8.value / bf16.value:.2f}x the bf16 GEMMs; this CPU has {units('int8')} "
-                   f"and {units('bf16')}.")
-    return out
 
 
 BEST_COLUMNS = ["op", "impl", "dtype", "mode", "shape", "gbps", "gflops", "intensity", "pct_of_attainable", "detail"]

@@ -11,7 +11,7 @@ import pandas as pd
 from bench.results import text_column
 from bench.util import fmt_bytes, fmt_num, plural
 from roofs.analysis.checks import is_above, run_warnings, split_notes
-from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling
+from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling, shown_name
 from roofs.analysis.specs import implied_clock_mhz, reference_label
 from roofs.reports.bands import confirmation_counts, with_ranges
 from roofs.reports.report import best_rows, counter_lines
@@ -63,7 +63,7 @@ def roof_rows(model: Roofline) -> tuple[list[dict], list[Roof]]:
         where = (f"{fmt_bytes(r.plateau_bytes[0])} .. {fmt_bytes(r.plateau_bytes[1])} "
                  f"({plural(r.plateau_points, 'size')})"
                  if r.plateau_bytes else r.shape)
-        rows.append({"roof": r.name, "value": band_text(r.value, r.interval, r.unit),
+        rows.append({"roof": shown_name(r), "value": band_text(r.value, r.interval, r.unit),
                      "reference": reference_text(r, ref),
                      "from": f"{r.impl} {r.dtype}" + (f" (via {r.extra['via']})" if (r.extra or {}).get("via") else ""),
                      "plateau or shape": where, "ridge FLOP/B": ridge_text(model, r)})
