@@ -50,9 +50,9 @@ points above their attainable bound beyond their spread (the flag column): ringe
 labelled so on the overview. Rows the runner flagged (a busy machine, a time jump, stolen
 cores: bench.results.is_runner_flag) are never a normal point: the rooflines and energy.png
 leave them off (the overview's footnote counts them), bandwidth.png, gemm.png and fma.png draw
-them hollow, in no line, with the legend entry "flagged by the runner". Rows may carry `boundary` (the memory level whose roof bounds
-the point); where it names a cache, GEMV and attention points are drawn hollow. Runs
-written before that column draw all the same.
+them hollow, in no line, with the legend entry "flagged by the runner". Rows may carry
+`boundary` (the memory level whose roof bounds the point); where it names a cache, GEMV and
+attention points are drawn hollow. Runs written before that column draw all the same.
 
 No two texts overprint and no label sits on a line: LabelPlacer (roofs/charts/labels.py) puts
 each label by its point or along its roof and moves it (vertically, sideways, or to the
@@ -180,7 +180,7 @@ def draw_roofline(run: Run):
         label = f"{_short(r.op)}/{_impl_name(r.impl)}" + (f" {r.shape} {r.mode}" if r.family == "model" else "")
         if r.precision:
             label += f" {r.dtype} weights" if r.family == "gemv" and r.dtype != r.precision else f" {r.precision}"
-            label += " (converts each call)" if r.precision in conv else ""
+            label += " (converts each call)" if r.precision in conv and r.family == "gemm" else ""  # its own rows
         placer.add(ax, r.intensity, r.gflops, label + (" (above its bound)" if r.flagged else ""),
                    color=FLAG_COLOR if r.flagged else FAMILY_COLORS.get(r.family, "tab:gray"), gid="label:point", gap=7,
                    key=True)  # in a crowded cluster, a number and a line of the key, not a leader across labels
