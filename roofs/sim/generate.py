@@ -5,6 +5,9 @@
     simulate(machine, noise, seed, scale=1.0, passes=None)
                                  -> (rows: the measurements.csv frame, device: run.json's "device",
                                      samples: {point_id: [seconds, ...]})
+    simulated(machine, noise, seed, ...)
+                                 -> the same run as the Measurements a run writes
+                                    (roofs.sim.folder.write_run: a run folder on disk)
     truth(machine)               -> {"roofs": {name: value}, "edges": {level: bytes}}
 
 The plan is the registry's quick plan for the model's device (families stream, probe, fma and
@@ -263,24 +266,29 @@ def simulate(machine, noise, seed: int, scale: float = 1.0, passes: int | None =
     seconds}). scale multiplies every true rate (0.85: a truth 15% slower). passes: a CPU
     run's passes, sweep included (default 3); a GPU run has one. quick, families: the plan
     (the table's is the quick plan of every family)."""
+    measured = simulated(machine, noise, seed, scale, passes, policy, quick, families)
+    samples = {x.point_id: list(x.samples_s) for x in measured}
+    return pd.DataFrame([x.row() for x in measured]), device_record(as_machine(machine)), samples
+
+
+def simulated(machine, noise, seed: int, scale: float = 1.0, passes: int | None = None,
+              policy: Policy = DEFAULT, quick: bool = True, families: tuple = FAMILIES) -> list[Measurement]:
+    """Return simulate()'s run as the Measurements a run writes, in run order (its sweep, then
+    its revisit passes)."""
     m, nz = as_machine(machine), (noise if isinstance(noise, Noise) else NOISES[noise])
     rng = _rng(m, nz, seed, scale)
     planned = plan(m.key, quick, tuple(families))
     first = _measure(list(planned), nz, rng, scale, [1] * len(planned), m.cores)
-    rows = pd.DataFrame([x.row() for x in first])
-    measured = first
     total = (3 if passes is None else passes) if m.kind == "cpu" else 1
     if total > 1:
+        rows = pd.DataFrame([x.row() for x in first])
         ids = set(revisit_ids(rows, policy, {x.point_id: list(x.samples_s) for x in first}))
         again = [r for r in planned if r.point_id in ids]
         if again:
             seq = [r for _ in range(2, total + 1) for r in again]
             nums = [p for p in range(2, total + 1) for _ in again]
-            more = _measure(seq, nz, rng, scale, nums, m.cores)
-            measured = first + more
-            rows = pd.concat([rows, pd.DataFrame([x.row() for x in more])], ignore_index=True)
-    samples = {x.point_id: list(x.samples_s) for x in measured}
-    return rows, device_record(m), samples
+            return first + _measure(seq, nz, rng, scale, nums, m.cores)
+    return first
 
 
 # ---- the truth -------------------------------------------------------------------------------------
