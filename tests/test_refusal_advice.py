@@ -41,7 +41,7 @@ def works(argv, capsys) -> str:
 QUICK = "--only stream.copy --quick"
 CASES = {
     "--only nosuchop --quick": (r"choose from families (\w+),", "--only {0} --quick --dry-run"),
-    f"{QUICK} --dtype fp64": (r"they have (\w+)\.", f"{QUICK} --dtype {{0}} --dry-run"),
+    f"{QUICK} --dtype fp64": (r"they run (\w+)\.", f"{QUICK} --dtype {{0}} --dry-run"),
     f"{QUICK} --device cuda": (r"use --device (\w+)", f"{QUICK} --device {{0}} --dry-run"),
     f"{QUICK} --max-ws 10KiB": (r"(?:give at least --max-ws |give a larger --max-ws \(e\.g\. )([^,)\s]+)",
                                 f"{QUICK} --max-ws {{0}} --dry-run"),
