@@ -105,8 +105,10 @@ NO_CUDA = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="ch
 
 
 @pytest.mark.parametrize("args,expect", [
-    (["--dtype", "nonsense"], "nothing to run: none of the selected ops has dtype nonsense; they have float32,"),
-    (["--only", "stream", "--dtype", "float32,fp8"], "none of the selected ops has dtype fp8; they have float32,"),
+    (["--dtype", "nonsense"],
+     "nothing to run: none of the selected ops has dtype nonsense; on this device they run fp32,"),
+    (["--only", "stream", "--dtype", "float32,fp8"],
+     "none of the selected ops has dtype fp8; on this device they run fp32,"),
     (["--only", "transfer", "--dtype", "float32"],
      "none of the selected ops has dtype float32; they have no dtype axis"),
     (["--budget", "-1"], "argument --budget: takes a positive number of seconds, like 0.5 (got '-1')"),

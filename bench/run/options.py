@@ -164,7 +164,8 @@ def check_dtypes(args, registry: Registry, device) -> None:
                           + f"none of the selected ops has dtype {', '.join(unknown)}"
                           + did_you_mean(unknown[0], [s for h in here for s in dtype_spellings(h)], precision_name)
                           + (" in a quick run" if args.quick else "")
-                          + f"; on {device.name} they run {', '.join(here) or 'no dtype'}.")
+                          + (f"; on this device they run {', '.join(here) or 'none'}." if have else
+                             "; they have no dtype axis."))
     args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
 
 
