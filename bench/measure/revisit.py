@@ -28,7 +28,7 @@ import math
 import pandas as pd
 
 from bench.policy import DEFAULT, Policy
-from bench.results import Measurement, first_pass_id, usable
+from bench.results import Measurement, first_pass_id, is_runner_flag, usable
 from bench.util import fmt_bytes, low_time
 
 REVISIT_FAMILIES = ("stream", "probe", "gemm", "fma")  # the families a group is declared over
@@ -128,6 +128,18 @@ def revisit_groups(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict |
     return out
 
 
+def flagged_rows(rows: pd.DataFrame) -> list[str]:
+    """Return the point_ids of the sweep's ok rows (pass 1) in a declared group that the runner
+    flagged (a busy machine, stolen cores, a time jump): such a row counts for nothing (rule 9),
+    so a pass measures it again rather than leave its size or shape unmeasured."""
+    if rows.empty or "flag" not in rows:
+        return []
+    first = rows[rows["status"] == "ok"] if "status" in rows else rows
+    if "pass" in first:
+        first = first[pd.to_numeric(first["pass"], errors="coerce").fillna(1) == 1]
+    return [str(r["point_id"]) for _, r in first.iterrows() if is_runner_flag(r["flag"]) and group_of(r)]
+
+
 def revisit_selection(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> list[str]:
     """Return the point_ids of the sweep's rows (pass 1) a revisit pass measures again, each
     once, in the order they ran: every declared group's picks (revisit_groups). rows holds the
@@ -135,6 +147,7 @@ def revisit_selection(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dic
     flops, p20_ms or median_ms, status, samples, flag, pass); samples ({point_id: [seconds]},
     optional) gives each row's rate its low quantile, else its p20_ms stands for it."""
     chosen = {pid for pids in revisit_groups(rows, policy, samples).values() for pid in pids}
+    chosen |= set(flagged_rows(rows))
     out, seen = [], set()
     for pid in rows["point_id"].astype(str) if not rows.empty else ():
         if pid in chosen and pid not in seen:
