@@ -71,13 +71,14 @@ def test_ceiling_is_the_second_best_with_a_one_sided_interval():
 
 
 def test_passes_widen_the_interval_by_their_median_spread():
-    """One size measured at 100 and 80 over two passes, another at 99 and 90: the roof is 99, S is
-    the median of ln(100/80) and ln(99/90) (their mean, 0.159), so the top is 100 x exp(reach x 0.159)."""
+    """One size measured at 100 and 80 over two passes, another at 99 and 90: the roof is 99, the
+    passes' spread is the median of ln(100/80) and ln(99/90) (their mean, 0.159), past interval_reach
+    x ln(100/99), so the top is 100 x exp(pass_reach x 0.159)."""
     meas = pd.DataFrame({"rate": [100.0, 80.0, 99.0, 90.0], "jitter": 0.0, "_group": [1, 1, 2, 2],
                          "_pass": [1, 2, 1, 2], "op": "x", "point_id": list("abcd")})
     roof, (lo, hi), _, _ = ceiling(meas, DEFAULT)
     s = (math.log(100 / 80) + math.log(99 / 90)) / 2
-    assert roof == 99.0 and lo == 99.0 and hi == pytest.approx(100 * math.exp(DEFAULT.interval_reach * s))
+    assert roof == 99.0 and lo == 99.0 and hi == pytest.approx(100 * math.exp(DEFAULT.pass_reach * s))
 
 
 def test_a_lone_measurement_is_its_own_roof_with_the_minimum_width():

@@ -17,10 +17,11 @@ the runner flagged (a busy machine, a time jump) and rows with too few samples s
                    off chip, where no inner level serves part of the set; a direction: its rows
                    on those sizes; a precision: its own-unit shapes within shape_tol of its
                    best): no single lucky size, shape or pass sets it
-    its interval   [roof, best x exp(interval_reach x S)]: the ceiling is at least the roof
-                   (every measurement is a floor of it) and below the top unless every
-                   measurement was slowed more than the roof's own spread S shows (S: the
-                   largest of best/roof, the passes' median max/min, the best row's median/low)
+    its interval   [roof, best x exp(R)]: the ceiling is at least the roof (every measurement
+                   is a floor of it) and below the top unless every measurement was slowed more
+                   than the roof's own spread shows (R: the larger of interval_reach x the log
+                   of best/roof or of the best row's median/low, and pass_reach x the passes'
+                   median log max/min)
 
 Confirmation and the sustained figures are roofs/analysis/confirm.py's; this module builds
 the roofs and their intervals only.
@@ -144,8 +145,8 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     drift = [math.log(g.max() / g.min()) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
     spread = {"best_over_roof": math.log(best / roof), "passes": float(np.median(drift)) if drift else 0.0,
               "row": float(ordered["jitter"].iloc[0] or 0.0)}
-    s = max(spread.values())
-    high = max(best * math.exp(policy.interval_reach * s), roof * (1 + 2 * policy.min_halfwidth))
+    s = max(policy.interval_reach * max(spread["best_over_roof"], spread["row"]), policy.pass_reach * spread["passes"])
+    high = max(best * math.exp(s), roof * (1 + 2 * policy.min_halfwidth))
     sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
     fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(meas), "groups": len(rates),
@@ -499,8 +500,9 @@ def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy)
     for roof in launch_roofs(timed):
         own = timed[timed["point_id"] == roof.point_id].iloc[0]
         same = timed[(timed["impl"] == own["impl"]) & (timed["timer"] == own["timer"])]["median_ms"] * 1e3
-        s = max(float(own["jitter"]), math.log(same.max() / same.min()) if len(same) >= 2 else 0.0)
-        low = roof.value / max(math.exp(policy.interval_reach * s), 1 + 2 * policy.min_halfwidth)
+        s = max(policy.interval_reach * float(own["jitter"]),
+                policy.pass_reach * math.log(same.max() / same.min()) if len(same) >= 2 else 0.0)
+        low = roof.value / max(math.exp(s), 1 + 2 * policy.min_halfwidth)
         out.append(replace(roof, interval=(low, roof.value),
                            extra={**roof.extra, "pass_count": len(same),
                                   **({"passes": [float(same.min()), float(same.max())]} if len(same) >= 2 else {})}))
