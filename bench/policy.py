@@ -29,8 +29,8 @@ class Policy:
     roof_rank: int = 2              # a roof is the rank-th best measurement of its plateau: no lucky one sets it
     shape_tol: float = 0.10         # a precision's plateau: its shapes within this share of its best
     # --- an interval: [roof, best x (best / typical) ** interval_reach], at least min_halfwidth wide ---
-    interval_reach: float = 3.0     # how far the top reaches past the best, in units of a row's or the groups' log spread
-    pass_reach: float = 5.0         # ... in units of the passes' log spread: three passes each slowed as a whole by an
+    interval_reach: float = 3.0     # how far the top reaches past the best, in a row's or the groups' log spreads
+    pass_reach: float = 5.0         # ... in the passes' log spread: three passes each slowed as a whole by an
                                     # independent uniform share leave the truth past it 1 in (1 + 5)^2 runs
     min_halfwidth: float = 0.01     # timer and clock resolution: no interval is narrower
     target_halfwidth: float = 0.05  # revisit passes continue while a roof's interval is wider than this
