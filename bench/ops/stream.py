@@ -79,8 +79,7 @@ def _read_error(out, ref, inputs) -> float:
     scaled by the size of what was summed, not by the result. out is torch's 0-d sum, or the
     Triton kernel's per-program partial sums, added here in float64 (a few hundred values,
     outside the timed call; a slot left at its NaN poison fails)."""
-    norm = torch.linalg.vector_norm(inputs["a"], dtype=torch.float32).item()  # a scale: fp32 is exact enough
-    return abs(out.double().sum().item() - ref.item()) / max(norm, 1e-300)
+    return abs(out.double().sum().item() - ref.item()) / max(block_norm(inputs["a"]), 1e-300)
 
 
 def _exact_error(out, ref, inputs) -> float:
@@ -117,6 +116,15 @@ def block_sum(a: torch.Tensor) -> torch.Tensor:
     return total
 
 
+def block_norm(a: torch.Tensor) -> float:
+    """Return ||a||_2 (a scale: fp32 blocks are exact enough), SUM_BLOCK elements at a time:
+    a 16-bit a's norm in fp32 in one call makes an fp32 copy of all of a on a CPU (2x its bytes)."""
+    a, sq = a.reshape(-1), torch.zeros((), dtype=torch.float64, device=a.device)
+    for lo in range(0, a.numel(), SUM_BLOCK):
+        sq += torch.linalg.vector_norm(a[lo:lo + SUM_BLOCK], dtype=torch.float32).double() ** 2
+    return math.sqrt(sq.item())
+
+
 def _fp32_check_memory(n: int, w: int) -> int:
     """Return the fp32 check's peak temporaries: n-element fp32 arrays, three beside 16-bit data
     (whose .float() copies), two for fp32 (see _fp32_error)."""
@@ -129,7 +137,8 @@ def _no_check_memory(n: int, w: int) -> int:
 
 
 def _sum_check_memory(n: int, w: int) -> int:
-    """Return block_sum's float64 block: 8 x min(n, SUM_BLOCK) bytes."""
+    """Return block_sum's float64 block: 8 x min(n, SUM_BLOCK) bytes (block_norm's fp32 block, half
+    of it, comes after it is freed)."""
     return 8 * min(n, SUM_BLOCK)
 
 
@@ -393,8 +402,10 @@ def make_stream_inputs(kind: Kind, point, device) -> dict:
     dtype's random pool (kernels never write them), outputs disjoint slices of its output
     pool (the gate poisons them)."""
     n, dt = elements(kind, point), getattr(torch, point["dtype"])
-    pool = random_pool(n * max(1, len(kind.reads)), dt, device)
-    inputs = {name: pool[i * n:(i + 1) * n] for i, name in enumerate(kind.reads)}
+    inputs = {}
+    if kind.reads:  # (a write reads nothing: no random pool of its size, which stream_pools does not count)
+        pool = random_pool(n * len(kind.reads), dt, device)
+        inputs = {name: pool[i * n:(i + 1) * n] for i, name in enumerate(kind.reads)}
     if kind.writes:
         outs = output_pool(n * len(kind.writes), dt, device)
         inputs.update({name: outs[i * n:(i + 1) * n] for i, name in enumerate(kind.writes)})
