@@ -29,6 +29,7 @@ import torch
 
 from bench.measure.inputs import tiled_normal
 from bench.measure.registry import (
+    F64_BLOCK_BYTES,
     PROJECTION_VECTORS,
     REGISTRY,
     Axis,
@@ -255,6 +256,22 @@ def reference(x):
     return c["out"][:b]
 
 
+# bytes per weight (N K) a point may add at its peak beyond what is already held: the fp32 raw
+# weights (4) and, quantized, the fp32 dequantized ones (4); int4 also its packed bytes (0.5) and
+# torch's CPU packing's int32 copies (8.5, cpu_int4_pack); int8 and fp8 their stored bytes (1) and
+# the baseline's per-call 16-bit dequantize (4); 16-bit weights their stored copy (2)
+PEAK_PER_WEIGHT = {4: 17.0, 8: 13.0, 16: 6.0}
+
+
+def gemv_memory(point) -> int:
+    """Return a point's peak bytes (Op.memory): PEAK_PER_WEIGHT x N K, the float64 reference's
+    widened block of rows (F64_BLOCK_BYTES) and rows (B K and MAX_BATCH N, 8 bytes each), the
+    16-bit activations (MAX_BATCH K) and outputs (B N)."""
+    b, n, k = _bnk(point)
+    return int(PEAK_PER_WEIGHT[FORMATS[point["dtype"]].bits] * n * k + F64_BLOCK_BYTES
+               + 8 * (b * k + MAX_BATCH * n) + 2 * (MAX_BATCH * k + b * n))
+
+
 def release_caches() -> None:
     """Drop the weights, activations and reference rows kept across points: the runner calls
     it once no later point of the plan is a GEMV (Op.release; ARCHITECTURE.md, rule 16)."""
@@ -425,8 +442,7 @@ REGISTRY.add_op(Op(
     tolerance=lambda p: FORMATS[p["dtype"]].tolerance,
     outputs=("y",), modes=("cold",), precision=lambda p: FORMATS[p["dtype"]].precision,
     columns=lambda p: dict(zip(("n", "k"), LAYERS[p["layer"]])),
-    # fp32 dequantized and raw weights (8x an int4 layer each); float64 a block of rows at a time
-    memory_factor=1 + 8 * (4 + 4) / 4,
+    memory=gemv_memory,  # the weights' fp32 and packed copies; float64 a block of rows at a time
     release=release_caches,
 ))
 REGISTRY.add_impl(Impl("gemv.decode", "torch", "torch", _torch_baseline,
