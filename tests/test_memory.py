@@ -2,6 +2,7 @@
 upper end (rule 5): decided before inputs are made, on hand-worked sizes and synthetic
 rate curves; one quick stream run in a subprocess whose peak RSS is measured."""
 import dataclasses
+import json
 import resource  # noqa: F401  (the subprocess below reads RUSAGE_CHILDREN)
 import subprocess
 import sys
@@ -256,6 +257,10 @@ def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(budgeted_run
     baseline, (_, peak, _, out) = budgeted_runs["baseline"][1], budgeted_runs["budget"]
     assert peak < baseline + BUDGET + MARGIN, f"peak RSS {peak / MiB:.0f} MiB, baseline {baseline / MiB:.0f} MiB"
     (run_dir,) = out.iterdir()
+    # the peak the budget predicted (its base + the largest point's total) bounds the whole
+    # process's, the derivation and the report after the points included
+    mem = json.loads((run_dir / "run.json").read_text())["memory"]
+    assert peak <= mem["predicted_peak_bytes"], f"peak RSS {peak / MiB:.0f} MiB, predicted {mem}"
     df = pd.read_csv(run_dir / "measurements.csv")
     assert (df["status"] == "ok").any()
     big = df[df["working_set_bytes"] > BUDGET]

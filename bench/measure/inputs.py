@@ -50,6 +50,12 @@ def tiled_normal(shape, dtype: torch.dtype, device, seed: int) -> torch.Tensor:
     return out.view(shape)
 
 
+def making_bytes() -> int:
+    """Return the most _block holds while it makes a block: its fp32 draw and that draw's
+    float64 copy, 12 bytes a value (48 MiB), before the block is cached (cached_bytes)."""
+    return 12 * PERIOD
+
+
 def cached_bytes() -> int:
     """Return about how many bytes the cached random blocks hold (each PERIOD values of at
     most 4 bytes): counted by the memory budget (bench/measure/memory.py)."""

@@ -241,10 +241,15 @@ class Runner:
     def memory_skip(self, op: Op, point: dict, modes) -> str | None:
         """Return why point does not fit (skip.memory_reason, rule 16), or None: decided before
         anything is made."""
-        extra = {"flush buffer": self.flush_bytes()} if "cold" in modes and self._flush is None else {}
+        extra = self.memory_extra(modes)
         return skip.memory_reason(op.peak_bytes(point), op.pool_bytes(point, self.device.torch_device), extra,
                                   self.memory_budget(), devmod.free_memory_bytes(self.device), memory.held(),
                                   self.device.torch_device)
+
+    def memory_extra(self, modes) -> dict:
+        """Return the buffers a point in modes adds besides its own: the flush buffer, made by
+        the first cold point."""
+        return {"flush buffer": self.flush_bytes()} if "cold" in modes and self._flush is None else {}
 
     def run_task(self, task: Task, modes) -> list[Measurement]:
         """Return one Measurement per (impl, mode) of task: skipped, failed, or timed after
@@ -275,6 +280,9 @@ class Runner:
                 runnable.append(impl)
         if not runnable:
             return results
+        # what the run holds at this point's peak: the run's predicted peak (rule 16)
+        self.memory_budget().note(op.peak_bytes(point), op.pool_bytes(point, self.device.torch_device),
+                                  self.memory_extra(modes))
         t0 = time.perf_counter()
         try:
             inputs = op.make_inputs(point, self.device.torch_device)

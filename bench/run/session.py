@@ -154,7 +154,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
         if pre is not None and jit.available:  # did the run's launches load what was precompiled?
             writer.meta["precompile"] = dict(pre, jit=jit.record())
         writer.finish(status, timed_s=runner.timed_s, measure_wall_s=wall, time_spent=time_spent(runner, wall),
-                      sustain=sustained, time_by_family=time_by_family(runner, phases))
+                      sustain=sustained, time_by_family=time_by_family(runner, phases),
+                      memory=budget.record())  # the predicted peak beside the measured one (rule 16)
     say(spent_line(writer.meta["time_spent"]))
     return status, writer.measurements
 
