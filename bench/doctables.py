@@ -9,12 +9,13 @@ Each table sits in REFERENCE.md between `<!-- table:NAME -->` and `<!-- /table:N
                  defaults the parser holds; each option's meaning from OPTION_MEANINGS
     columns      measurements.csv's columns, in bench.results.COLUMNS' order, grouped as
                  COLUMN_MEANINGS groups them (the axis columns are bench.results.AXIS_COLUMNS)
-    charts       a run's pictures: roofs.charts.plot.CHARTS' files, each with CHART_MEANINGS' line
+    charts       a run's pictures: roofs.charts.registry.CHARTS' rows, each with the runs that draw it
+                 and its meaning (the row holds both)
     thresholds   every field of bench.policy.Policy with its comment, under each preset
                  (bench.policy.PRESETS), a preset's value in bold where it differs from the default
 
-An option, column or chart the code has and the meanings here lack (or the reverse) is an
-error naming it: a meaning is written once, here, when the thing is added.
+An option or column the code has and the meanings here lack (or the reverse) is an error naming
+it: a meaning is written once, here, when the thing is added (a chart's is in its row).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import run_bench
 from bench.policy import DEFAULT, PRESETS, policy_table
 from bench.results import AXIS_COLUMNS, COLUMNS
-from roofs.charts.plot import CHARTS
+from roofs.charts.registry import CHARTS
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "REFERENCE.md"
@@ -153,35 +154,6 @@ COLUMN_MEANINGS = [
      "([rule 17](ARCHITECTURE.md#rule-17))"),
 ]
 
-CHART_MEANINGS = {
-    "roofline.png": "the overview, log-log: each measured bandwidth roof (memory and each cache level) as a slope up "
-                    "to every precision's roof, one flat roof per precision (a roof with a sustained figure solid at "
-                    "it, its burst figure a thin line beside it), each measured roof's interval a band in its colour, "
-                    "datasheet/computed roofs dashed, links dotted; the best point of each (op, impl, precision), "
-                    "labelled by its point or, in a cluster where only a leader across another text would reach it, "
-                    "by a number and a line of the chart's \"numbered points\" key (or the key gives its place), "
-                    "colour by family and marker by precision; points above their bound ringed red; a roof a "
-                    "precision borrows from a wider path labelled as that path's line (\"fp8e4m3 via bf16\"), its "
-                    "own points drawn however far under it when it converts on every call (the footnote says so)",
-    "roofline-stream.png": "every stream point that does FLOPs under the roofs, coloured by the memory level that "
-                           "bounds it (its `boundary` column)",
-    "roofline-gemm.png": "every GEMM point under the roofs, coloured by precision, each sweep joined in order",
-    "roofline-gemv.png": "every decode GEMV point, one panel per weight format, each layer's batch walk joined",
-    "roofline-attention.png": "every attention point under the roofs, coloured by op and impl",
-    "bandwidth.png": "achieved GB/s against working-set size, one panel per dtype: cache sizes marked, the sizes "
-                     "each level's roof came from shaded (`roofs.json`'s `extra.window_bytes`), each roof thick "
-                     "over them on the panel of the dtype that set it, the run's roof of each level thin on every "
-                     "panel; each level in its own colour, as on every roofline",
-    "gemm.png": "GEMM GFLOP/s against size per precision: the square sweep, and the skinny sweep beside its attainable "
-                "bound min(P, BW x I)",
-    "links.png": "interconnect bus bandwidth and host-device copies against message size (runs with such rows)",
-    "fma.png": "the FMA-chain sweep (runs with `fma.chains` rows): GFLOP/s against FLOP/byte as k grows, one line per "
-               "impl and precision, under each precision's vector roof and the bandwidth roof its bytes cross, with "
-               "the roofline's corner and the measured knee marked",
-    "energy.png": "FLOP per joule against intensity with the fitted energy model (runs that carry energy)",
-}
-
-
 class TableError(ValueError):
     """The code and the meanings here disagree: one sentence naming what lacks a meaning."""
 
@@ -229,9 +201,8 @@ def columns_table() -> str:
 
 
 def charts_table() -> str:
-    """Return the pictures a run folder holds, in roofs.charts.plot.CHARTS' order."""
-    _same_names("CHART_MEANINGS", list(CHARTS), list(CHART_MEANINGS))
-    return _table(["picture", "what it shows"], [[f"`{name}`", CHART_MEANINGS[name]] for name in CHARTS])
+    """Return the pictures a run folder holds, from roofs.charts.registry.CHARTS' rows, in its order."""
+    return _table(["picture", "drawn for", "what it shows"], [[f"`{c.file}`", c.when.says, c.meaning] for c in CHARTS])
 
 
 def _value(v) -> str:

@@ -1,5 +1,6 @@
 """The per-family rooflines: roofline-stream.png, roofline-gemm.png, roofline-gemv.png and
-roofline-attention.png (described in roofs/charts/plot.py's docstring). Each reads only a run's files.
+roofline-attention.png (each row of roofs/charts/registry.py says what it shows and which runs draw it).
+Each reads only a run's files.
 """
 from __future__ import annotations
 

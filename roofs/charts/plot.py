@@ -1,5 +1,10 @@
 """Pictures of a run. Reads only the run folder's files; never runs a kernel.
 
+Which charts a run gets, in what order, under which titles, and which function draws each:
+roofs/charts/registry.py's CHARTS, the one list. This module draws four of them (the family
+rooflines are roofs/charts/families.py's, fma.png roofs/charts/fma.py's, energy.png
+roofs/charts/energy.py's):
+
 roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: each measured
                         bandwidth roof (the off-chip memory and each cache level) as a slope
                         that runs up to the highest compute roof, so it meets every
@@ -11,15 +16,8 @@ roofline.png            The overview, log-log FLOP/s against FLOP/byte. Roofs: e
                         marker = precision (a stream point's: its element type); one legend. A
                         precision converted on every call (roofs.json's extra.own_reason) has its
                         points drawn however far under its line, and the footnote says why.
-roofline-stream.png     Every stream point that does FLOPs, coloured by the memory level that
-                        bounds it (its boundary column, rule 12), under the slopes of those levels.
-roofline-gemm.png       Every GEMM point, coloured by precision like the flat roof that bounds
-                        it; each sweep (square, skinny) joined in order.
-roofline-gemv.png       Every decode GEMV point, one panel per weight format: each layer's batch
-                        walk (B = 1, 2, ... 256, from the "BxNxK" shape) joined by a line, the
-                        batch marked along the top.
-roofline-attention.png  Every attention point, coloured by op and impl.
-                        A family chart is drawn only when the run has points of that family.
+                        It marks the launch floor per point: a grey dash at F / t_floor near
+                        the floor, a grey square when launch-bound (within 2x of it).
 bandwidth.png           GB/s against working-set size, one panel per dtype: a line per kernel,
                         the cache sizes, the sizes each level's roof is a statistic of shaded in
                         its level's colour (roofs.json's extra.window_bytes, as the derivation
@@ -29,13 +27,7 @@ bandwidth.png           GB/s against working-set size, one panel per dtype: a li
                         has one. The chart re-derives nothing.
 gemm.png                GFLOP/s against size per precision: the square sweep, and the skinny
                         sweep beside its attainable bound min(P, BW x I).
-links.png               Interconnect and host-link GB/s against message size (runs with such rows).
-fma.png                 The FMA-chain sweep against each vector roof: measured knee and roofline
-                        corner (roofs/charts/fma.py).
-energy.png              FLOP per joule against intensity with the fitted energy model (roofs/charts/energy.py;
-                        runs with energy readings). The overview marks the launch floor per
-                        point: a grey dash at F / t_floor near the floor, a grey square when
-                        launch-bound (within 2x of it).
+links.png               Interconnect and host-link GB/s against message size.
 
 A memory level has one colour on every chart (kit.LEVEL_COLORS: its slope, its roofs and
 size on bandwidth.png, its level points); line styles mean one thing each and a "lines"
@@ -66,7 +58,6 @@ Each worker gets the run it draws as an argument; nothing is passed through modu
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import multiprocessing
 import os
@@ -86,17 +77,9 @@ from matplotlib.patches import Patch  # noqa: E402
 from bench.policy import DEFAULT  # noqa: E402
 from bench.results import Run, best_passes, load_run  # noqa: E402
 from bench.util import plural  # noqa: E402
-from roofs.analysis.model import SUSTAINED_MODE  # noqa: E402
 from roofs.analysis.roofline import Roofline  # noqa: E402
 from roofs.charts.ceilings import RoofStyle, band_factors, band_handle, draw_band, draw_roofs
-from roofs.charts.energy import draw_energy  # noqa: E402
-from roofs.charts.families import (  # noqa: E402
-    draw_attention_roofline,
-    draw_gemm_roofline,
-    draw_gemv_roofline,
-    draw_stream_roofline,
-)
-from roofs.charts.fma import draw_fma, draw_launch_floor  # noqa: E402
+from roofs.charts.fma import draw_launch_floor  # noqa: E402
 from roofs.charts.kit import (  # noqa: E402
     DPI,
     FAMILY_COLORS,
@@ -137,6 +120,7 @@ from roofs.charts.kit import (  # noqa: E402
     save_png,
     split_runner,
 )
+from roofs.charts.registry import BY_FILE, chart_runs, charts_for  # noqa: E402,F401  (chart_runs re-exported)
 from roofs.charts.svg import has_named_points, name_points, point_title, save_svg  # noqa: E402
 
 # a roof's window is drawn half a size bin wider each side: its sizes are bins of the sweep
@@ -235,9 +219,11 @@ def bandwidth_rows(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def draw_bandwidth(run: Run):
-    """Return bandwidth.png's figure: one panel per dtype (see the module docstring)."""
+    """Return bandwidth.png's figure: one panel per dtype (see the module docstring); None without stream rows."""
     ok, flagged = bandwidth_rows(run.measurements)
-    dtypes = sorted(set(ok["dtype"]) | set(flagged["dtype"])) or ["(none)"]
+    if ok.empty and flagged.empty:
+        return None
+    dtypes = sorted(set(ok["dtype"]) | set(flagged["dtype"]))
     caches, memory = _caches(run), _memory_level(run)
     model = Roofline(run.roofs)
     overall = {r.name: r for r in _bandwidth(model)}
@@ -400,41 +386,18 @@ def draw_links(run: Run):
     return fig
 
 
-# file name -> the function drawing it (None when the run has nothing for it)
-CHARTS = {
-    "roofline.png": draw_roofline,
-    "roofline-stream.png": draw_stream_roofline,
-    "roofline-gemm.png": draw_gemm_roofline,
-    "roofline-gemv.png": draw_gemv_roofline,
-    "roofline-attention.png": draw_attention_roofline,
-    "bandwidth.png": draw_bandwidth,
-    "gemm.png": draw_gemm,
-    "links.png": draw_links,
-    "fma.png": draw_fma,
-    "energy.png": draw_energy,
-}
-ALL_ROWS = {"energy.png"}   # drawn from every row: the energy fit is over the sustained windows too
-
-
-def chart_runs(run: Run) -> dict:
-    """Return {"all": run, "sweeps": run without its sustained rows}: what the charts read. The
-    charts place the sweeps' points; the sustained rows appear as the solid roofs (rule 14),
-    and the energy fit (ALL_ROWS) is over the sustained windows too."""
-    sweeps = dataclasses.replace(run, measurements=run.measurements[run.measurements["mode"] != SUSTAINED_MODE])
-    return {"all": run, "sweeps": sweeps}
-
-
 def draw_chart(name: str, runs: dict):
-    """Return chart name's figure, drawn from the run it reads (runs: chart_runs); None when
-    the run has no data for it."""
-    return CHARTS[name](runs["all" if name in ALL_ROWS else "sweeps"])
+    """Return chart name's figure (a file of roofs.charts.registry.CHARTS), drawn by its row's
+    function from the run the row reads (runs: chart_runs); None when the run has no data for it."""
+    chart = BY_FILE[name]
+    return chart.drawer()(runs[chart.rows])
 
 
 def figures(run: Run) -> dict:
-    """Return {file name: figure} for every chart the run has data for, unsaved and open
-    (close them with plt.close): the figures plot_run saves."""
+    """Return {file name: figure} for every chart the table gives the run (charts_for), unsaved
+    and open (close them with plt.close): the figures plot_run saves."""
     runs = chart_runs(run)
-    drawn = {name: draw_chart(name, runs) for name in CHARTS}
+    drawn = {c.file: draw_chart(c.file, runs) for c in charts_for(run, runs)}
     return {name: fig for name, fig in drawn.items() if fig is not None}
 
 
@@ -459,7 +422,7 @@ def _draw_and_save(name: str, runs: dict, folder: Path) -> Path | None:
 def clear_charts(run_dir) -> None:
     """Remove every picture plot_run draws (and its SVG) from run_dir: a folder finished
     without charts shows none an earlier derivation drew from other roofs."""
-    for name in CHARTS:
+    for name in BY_FILE:
         for path in (Path(run_dir) / name, (Path(run_dir) / name).with_suffix(".svg")):
             path.unlink(missing_ok=True)
 
@@ -469,8 +432,10 @@ def plot_run(run_dir, workers: int | None = None) -> list[Path]:
     is read once; the charts are independent, so on Linux they are drawn by up to `workers`
     forked processes (default: one per core, at most 4), which inherit it; one worker, or a
     pool that cannot start, draws them here one after another."""
-    run, names = load_run(run_dir), list(CHARTS)
-    draw = functools.partial(_draw_and_save, runs=chart_runs(run), folder=Path(run.dir))
+    run = load_run(run_dir)
+    runs = chart_runs(run)
+    names = [c.file for c in charts_for(run, runs)]
+    draw = functools.partial(_draw_and_save, runs=runs, folder=Path(run.dir))
     workers = min(len(names), 4, os.cpu_count() or 1) if workers is None else workers
     paths = None
     if workers > 1 and "fork" in multiprocessing.get_all_start_methods():

@@ -30,16 +30,10 @@ from roofs.analysis.energy import fit_energy, fit_groups
 from roofs.analysis.hierarchy import triton_binding_table
 from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import MEMORY_LEVELS, Roof, Roofline, band_text, is_pass_ceiling, shown_name
+from roofs.charts.registry import BY_FILE, charts_for
 from roofs.reports.bands import confirmation_findings, confirmation_section, shown_validation, with_ranges
 from roofs.reports.clocks import below_reference, clock_is_observed, clock_line
 from roofs.reports.precisions import own_columns, precision_ratios
-
-# every picture a run folder may hold, in the report's order, with its section title
-PICTURES = (("roofline.png", "Roofline"), ("roofline-stream.png", "Roofline: stream"),
-            ("roofline-gemm.png", "Roofline: GEMM"), ("roofline-gemv.png", "Roofline: decode GEMV"),
-            ("roofline-attention.png", "Roofline: attention"), ("bandwidth.png", "Bandwidth"),
-            ("gemm.png", "Gemm"), ("links.png", "Links"), ("fma.png", "Vector units: FMA chains"),
-            ("energy.png", "Energy"))
 
 
 def observed_clock(df: pd.DataFrame, point_id: str) -> float | None:
@@ -300,14 +294,10 @@ def run_kind(run) -> str:
 
 
 def charts(run) -> list[str]:
-    """Return the pictures the report shows for this run, of those drawn: no roofline for
-    interconnect rows alone, no bandwidth chart without stream points (it would be empty)."""
-    df = run.measurements
-    kind = run_kind(run)
-    has_stream = bool(((df["family"] == "stream") & (df["status"] == "ok")).any())
-    names = [n for n, _ in PICTURES
-             if not (n.startswith("roofline") and kind == "comm") and not (n == "bandwidth.png" and not has_stream)]
-    return [n for n in names if (run.dir / n).exists()]
+    """Return the pictures the report shows for this run, in roofs.charts.registry.CHARTS' order:
+    those the table gives the run (no roofline for interconnect rows alone, no bandwidth chart
+    without stream points) that were drawn."""
+    return [c.file for c in charts_for(run) if (run.dir / c.file).exists()]
 
 
 # ---- rendering --------------------------------------------------------------------------
@@ -501,8 +491,7 @@ def _pictures(run, drawn: bool = True) -> list[tuple[str, object]]:
     if not drawn:
         return [("Pictures", [f"Not drawn: this folder was finished with --no-charts; `python run_bench.py report "
                               f"{run.dir}` draws them."])]
-    titles = dict(PICTURES)
-    return [(titles[name], run.dir / name) for name in charts(run)]
+    return [(BY_FILE[name].title, run.dir / name) for name in charts(run)]
 
 
 def _error_lines(df: pd.DataFrame) -> list[str]:
