@@ -30,17 +30,25 @@ import dataclasses
 import json
 import math
 import re
+import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bench.hw import detect
+from bench.hw import device as devmod
 from bench.measure.registry import REGISTRY, load_all
 from bench.measure.runner import Plan, Task
 from bench.measure.timing import STRETCH_CALLS, timer_config
-from bench.results import utc_stamp
+from bench.paths import CHECKOUT, existing
+from bench.results import ResultsError, utc_stamp
+from bench.run import given_roofs, session
+from bench.run import options as opt
+from bench.run.options import Parser, refuse
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
-from bench.util import did_you_mean, fmt_bytes, fmt_num, plural
+from bench.util import did_you_mean, fmt_bytes, fmt_num, plural, precision_name
 from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.roofline import Roofline
 
@@ -380,3 +388,51 @@ def measure_model(cfg: ModelConfig, per_batch: dict, device, roofs, roofs_from: 
         status = f"failed: finishing the folder: {problems[0]}"
         mark_failed(run_dir, status.removeprefix("failed: "))
     return status, run_dir, text
+
+
+def model_main(argv) -> int:
+    """python run_bench.py model NAME --batch 1,8,64 --prompt 2048 --context 8192 [--roofs RUN_DIR]."""
+    p = Parser(prog="run_bench.py model", description="a model's prefill and decode on the roofline")
+    p.add_argument("name", help="a preset: " + ", ".join(load_models()))
+    p.add_argument("--batch", type=opt.whole_numbers, default=[1], help="comma-separated batch sizes (default 1)")
+    p.add_argument("--prompt", type=opt.whole_number, default=2048, help="prompt tokens per sequence (prefill)")
+    p.add_argument("--context", type=opt.whole_number, default=8192, help="KV cache length during decode")
+    p.add_argument("--dtype", default="bf16", type=precision_name, choices=["bf16", "fp16"],
+                   help="bf16 (bfloat16) or fp16 (float16)")
+    p.add_argument("--roofs", type=existing, help="a run folder whose roofs to use (default: measure them now, quick)")
+    p.add_argument("--device")
+    p.add_argument("--budget", type=opt.seconds, default=0.2, help="seconds per point")
+    p.add_argument("--op-cap", type=opt.seconds, default=OP_CAP_S,
+                   help="seconds an op's point may stretch to so that its predicted calls fit "
+                   f"(default {OP_CAP_S:g})")
+    p.add_argument("--out", type=Path, default=CHECKOUT / "results")
+    args = p.parse_args(argv)
+    try:
+        opt.writable_folder(args.out, "--out")
+        cfg = get_model(args.name)
+        per_batch = layers_per_batch(cfg, args.batch, args.prompt, args.context, args.dtype)
+        device = detect.resolve(args.device)
+        with warnings.catch_warnings():  # another machine's roofs are printed once, below, with the others
+            warnings.simplefilter("ignore", given_roofs.ForeignRoofsWarning)
+            roofs = given_roofs.roofs_from(args.roofs, device.torch_device) if args.roofs else None
+        warned = [roofs.foreign] if roofs is not None and roofs.foreign else []
+    except (ModelError, devmod.DeviceError, ResultsError, opt.OptionError) as e:
+        return refuse(e)
+    if roofs is None:
+        print("roofbench: measuring this device's roofs first (quick; pass --roofs RUN_DIR to reuse a run's)")
+        with warnings.catch_warnings():  # its RoofWarnings are printed once, below, with the others
+            warnings.simplefilter("ignore", given_roofs.RoofWarning)
+            roofs = given_roofs.quick_roofs(device.torch_device)
+        given = "measured on the spot before it (api.quick_roofs)"
+        warned = [f"quick_roofs set no {m}" for m in roofs.missing]
+    else:
+        given = f"of {args.roofs} (given with --roofs)"
+    for w in warned:
+        print(f"roofbench: warning: {w}", file=sys.stderr)
+    status, run_dir, text = measure_model(cfg, per_batch, device, roofs, given, args.budget, args.out,
+                                          session.options_record(args), args.prompt, args.context, args.dtype,
+                                          warned, args.op_cap)
+    # each warning once: printed above, before the measuring; model.md keeps them at its top
+    print("\n".join(line for line in text.splitlines() if not (line.startswith("WARNING: ") and line[9:] in warned)))
+    print(f"\nresults: {run_dir}")
+    return session.exit_code(status)

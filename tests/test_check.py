@@ -305,10 +305,10 @@ def test_the_refusals_are_one_sentence_and_write_nothing(tmp_path, cli_in_proces
 
 
 def test_the_default_out_is_a_check_folder_under_results(tmp_path, cli_in_process, monkeypatch):
-    import run_bench
+    from bench.run import commands
     run, base = runs(tmp_path, 1.0)
-    monkeypatch.setattr(run_bench, "ROOT", tmp_path)
-    monkeypatch.setattr(run_bench, "utc_stamp", lambda: "20270101T000000Z")
+    monkeypatch.setattr(commands, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(commands, "utc_stamp", lambda: "20270101T000000Z")
     r = cli_in_process("check", run, "--baseline", base)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "results" / "check-20270101T000000Z"

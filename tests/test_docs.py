@@ -35,7 +35,7 @@ from bench.ops import _tune, gemm, stream
 from bench.ops.stream import reread_sweep, ws_sweep
 from bench.policy import DEFAULT, PRESETS, Policy
 from bench.results import AXIS_COLUMNS, COLUMNS, METHOD_VERSION
-from bench.run import distributed
+from bench.run import commands, distributed
 from bench.util import fmt_bytes
 from roofs.reports import check, fleet
 
@@ -301,7 +301,7 @@ def test_the_other_defaults_and_thresholds_are_the_codes():
     outliers = f"more than {fleet.OUTLIER_MADS:g} median absolute deviations (MAD) AND more than {fleet.OUTLIER_PCT:g}%"
     assert outliers in " ".join(section("REFERENCE.md", "Many GPUs, and across nodes").split())
     checked = " ".join(section("REFERENCE.md", "Did a roof move? (`check`)").split())
-    tolerance = next(a for a in run_bench.build_check_parser()._actions if "--tolerance" in a.option_strings)
+    tolerance = next(a for a in commands.build_check_parser()._actions if "--tolerance" in a.option_strings)
     assert f"(default {tolerance.default:g})" in checked
     assert f"below 0 or of {check.MAX_TOLERANCE_PCT:g} or more" in checked
     assert f"(more than {check.STATE_SHIFT:.0%} apart)" in checked

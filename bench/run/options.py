@@ -5,7 +5,8 @@ nothing or a bare Python error.
 The value types (size, names, whole_numbers, whole_number, seconds, percent) are argparse
 types: argparse puts "argument --NAME:" before their sentence. check_run() checks what
 depends on more than one value: the device, the names in --only, the dtypes the selected ops
-have, the timing modes, the process count, and that something is left to run.
+have, the timing modes, the process count, and that something is left to run. Parser is
+every command's argparse: a bad option ends with one sentence (exit code 2), never a usage block.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import argparse
 import math
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +32,31 @@ from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size, pr
 
 class OptionError(ValueError):
     """An option whose value cannot run: one sentence naming it."""
+
+
+COMMANDS = ("model", "report", "compare", "fleet", "profile", "check")  # run_bench.py's subcommands
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad option ends with one sentence and exit code 2, not a usage block."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments: "):  # name the option (or subcommand) meant, when one is close
+            options = [o for a in self._actions for o in a.option_strings]
+            words = message.split(": ", 1)[1].split()
+            said = [w + (did_you_mean(w.split("=")[0], options) if w.startswith("-") else
+                         did_you_mean(w, COMMANDS) if i == 0 and self.prog == "run_bench.py" else "")
+                    for i, w in enumerate(words)]
+            if said != words:
+                message = f"unrecognized arguments: {' '.join(said)}; see --help"
+        print(f"roofbench: {message.rstrip('.')}.", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def refuse(e) -> int:
+    """Print a refusal's one sentence (an error, or a sentence) to stderr; return exit code 2."""
+    print(f"roofbench: {e}", file=sys.stderr)
+    return 2
 
 
 def size(text: str) -> int:
