@@ -264,3 +264,18 @@ def test_an_unclear_roof_says_what_would_decide_it_in_check_json(tmp_path, cli_i
     for v in doc["verdicts"]:
         assert (v["verdict"], v["reason"]) == ("UNCLEAR", "too_wide")
         assert v["decide"] == {"roof": v["roof"], "side": "run", "passes": 4} and "causes" not in v
+
+
+def test_the_runner_flags_counted_for_a_cause_include_steal():
+    """Rows the runner flagged busy (2), stolen (3, one also jumped) and jumped (1 more): check's
+    "flags" cause counts each kind, steal apart from busy."""
+    import pandas as pd
+
+    from roofs.reports import check_sides
+    flags = pd.Series([f"{results.BUSY_PREFIX}: x", f"{results.BUSY_PREFIX}: y", f"{results.STEAL_PREFIX}: 30%",
+                       f"{results.STEAL_PREFIX}: 25%", f"{results.STEAL_PREFIX}: 40%; {results.JUMP_PREFIX}: 9x",
+                       f"{results.JUMP_PREFIX}: 12x", "", None])
+    counts = check_sides.flag_counts(flags)
+    assert counts == {"busy": 2, "steal": 3, "jumped": 2}
+    side = check_sides.Side(path=None, kind="run", model="m", method=15, roofs={}, flags={**counts, "busy": 0})
+    assert [code for code, _ in check_sides.run_level_notes(side, None)] == ["flags"]

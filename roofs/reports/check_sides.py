@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results import BUSY_PREFIX, JUMP_PREFIX, ResultsError, load_run, load_small, text_column
+from bench.results import BUSY_PREFIX, JUMP_PREFIX, STEAL_PREFIX, ResultsError, load_run, load_small, text_column
 from bench.util import fmt_bytes, fmt_num, number, plural
 from roofs.analysis.checks import others_load
 from roofs.reports import fleet as fl
@@ -54,7 +54,7 @@ class Side:
     row: dict = field(default_factory=dict)   # fleet.run_row's record (a fleet's: fleet.typical_record)
     meta: dict = field(default_factory=dict)
     measured_method: int | None = None
-    flags: dict = field(default_factory=dict)  # runner flags: {"busy": n, "jumped": n}
+    flags: dict = field(default_factory=dict)  # runner flags: {"busy": n, "steal": n, "jumped": n}
     group: str = ""                 # a fleet's group
     devices: int | None = None      # a fleet group's devices
     rows: pd.DataFrame | None = None  # a fleet group's fleet.csv rows
@@ -82,8 +82,15 @@ def load_run_side(path) -> Side:
     return Side(path, "run", str((meta.get("device") or {}).get("name", "?")),
                 int(by.get("method_version") or meta.get("method_version") or 1), measured,
                 row=fl.run_row(path, meta, roofs, {}), meta=meta, measured_method=int(meta.get("method_version") or 1),
-                flags={"busy": int(flags.str.startswith(BUSY_PREFIX).sum()),
-                       "jumped": int(flags.str.startswith(JUMP_PREFIX).sum())})
+                flags=flag_counts(flags))
+
+
+def flag_counts(flags: pd.Series) -> dict:
+    """Return {"busy", "steal", "jumped": rows whose flag holds it} of a run's flag column (a
+    flag's parts are joined by "; ")."""
+    def count(prefix):
+        return int(sum(any(part.startswith(prefix) for part in str(f).split("; ")) for f in flags.fillna("")))
+    return {"busy": count(BUSY_PREFIX), "steal": count(STEAL_PREFIX), "jumped": count(JUMP_PREFIX)}
 
 
 def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) -> Side:
@@ -166,8 +173,8 @@ def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
     """Return (code, sentence) for what the run's records say of the machine while it ran,
     beside the baseline's when it is a run: other processes' load ("load": run.json's load, the
     cores they kept busy while it ran, or for an older run its load averages less its own share;
-    named past LOADED_SHARE of the cores) and the rows the runner flagged busy or whose time
-    jumped ("flags")."""
+    named past LOADED_SHARE of the cores) and the rows the runner flagged busy, measured while
+    the hypervisor stole cores, or whose time jumped ("flags")."""
     out = []
     sides = [("the run", run)] + ([("the baseline", base)] if base is not None and base.kind != "fleet" else [])
     for who, side in sides:
@@ -175,9 +182,10 @@ def run_level_notes(run: Side, base: Side | None) -> list[tuple[str, str]]:
         if worst is not None and cores and worst > LOADED_SHARE * cores:
             out.append(("load", f"{who}'s machine was loaded by other processes ({worst:.1f} of its {cores} cores "
                                 "busy with them)"))
-        if side.flags.get("busy") or side.flags.get("jumped"):
-            out.append(("flags", f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy and "
-                                 f"{fmt_num(side.flags['jumped'])} whose time jumped"))
+        if side.flags.get("busy") or side.flags.get("steal") or side.flags.get("jumped"):
+            out.append(("flags", f"{who} has {plural(side.flags['busy'], 'row')} the runner flagged busy, "
+                                 f"{fmt_num(side.flags.get('steal', 0))} measured while the hypervisor stole its "
+                                 f"cores and {fmt_num(side.flags['jumped'])} whose time jumped"))
     return out
 
 
