@@ -23,8 +23,6 @@ readable folder.
 from __future__ import annotations
 
 import csv
-import gzip
-import json
 import math
 import os
 import shutil
@@ -38,6 +36,20 @@ import pandas as pd
 
 from bench.paths import ResultsError, existing, no_such_run
 from bench.policy import DEFAULT, Policy
+from bench.results.samples import GZIP_SAMPLES_BYTES as GZIP_SAMPLES_BYTES  # samples.jsonl: importable from here
+from bench.results.samples import (
+    SAMPLES,
+    _clean,
+    _load_json,
+    _write_json,
+    compress_samples,
+    load_point_ids,
+    sample_line,
+    source_of,
+)
+from bench.results.samples import append_samples as append_samples
+from bench.results.samples import load_samples as load_samples
+from bench.results.samples import samples_path as samples_path
 from bench.util import cpu_seconds, git_commit, machine_cpu_seconds, others_cores
 
 SCHEMA_VERSION = 1
@@ -239,34 +251,6 @@ def utc_stamp(t: datetime | None = None) -> str:
     return (t or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _write_json(path: Path, obj) -> None:
-    """Write obj as JSON atomically (a temporary file renamed), so a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_json_default, allow_nan=False))
-    os.replace(tmp, path)
-
-
-def _json_default(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")
-
-
-def _clean(obj):
-    """Return obj with NaN/inf floats replaced by None (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 class RunWriter:
     """Writes one run folder as the run goes. Use as a context manager or call finish()."""
 
@@ -320,42 +304,6 @@ class RunWriter:
         _write_json(self.dir / "run.json", _clean(self.meta))
 
 
-SAMPLES = "samples.jsonl"
-GZIP_SAMPLES_BYTES = 256 * 2**10  # a samples file larger than this is kept gzip-compressed
-
-
-def sample_line(m: Measurement) -> str:
-    """Return a point's line of samples.jsonl: its id, status, reps, timer, raw samples
-    (seconds per call) and telemetry (what run.json's "points" held in older folders)."""
-    return json.dumps(_clean({"point_id": m.point_id, "status": m.status, "reps": m.reps, "timer": m.timer,
-                              "samples_s": list(m.samples_s), "telemetry": m.telemetry}),
-                      default=_json_default, allow_nan=False)
-
-
-def compress_samples(run_dir: Path) -> Path:
-    """gzip run_dir's samples.jsonl into samples.jsonl.gz when it exceeds GZIP_SAMPLES_BYTES
-    (the plain file is removed once the archive is whole); return the samples file kept."""
-    plain, packed = Path(run_dir) / SAMPLES, Path(run_dir) / (SAMPLES + ".gz")
-    if not plain.exists() or plain.stat().st_size <= GZIP_SAMPLES_BYTES:
-        return plain
-    tmp = packed.with_suffix(".gz.tmp")
-    with open(plain, "rb") as src, gzip.open(tmp, "wb", compresslevel=9) as dst:
-        dst.write(src.read())
-    os.replace(tmp, packed)
-    plain.unlink()
-    return packed
-
-
-def samples_path(run_dir) -> Path | None:
-    """Return the folder's samples file (samples.jsonl.gz, else samples.jsonl), or None; a
-    derived folder without samples of its own reads its source run's."""
-    for name in (SAMPLES + ".gz", SAMPLES):
-        if (Path(run_dir) / name).exists():
-            return Path(run_dir) / name
-    source = source_of(run_dir)
-    return samples_path(source) if source is not None else None
-
-
 DERIVED = "derived"
 
 
@@ -370,17 +318,6 @@ def derived_name(by: dict | None = None) -> str:
     by = by or derived_by()
     commit = str(by["commit"])
     return f"m{by['method_version']}-{commit.split('+')[0][:12]}" + ("-dirty" if commit.endswith("+dirty") else "")
-
-
-def source_of(run_dir) -> Path | None:
-    """Return the run folder a derived folder was derived from (run.json's derived_from,
-    relative to the derived folder), or None for a run's own folder."""
-    try:
-        meta = json.loads((Path(run_dir) / "run.json").read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    src = meta.get("derived_from") if isinstance(meta, dict) else None
-    return (Path(run_dir) / src).resolve() if src else None
 
 
 def measured_home(run_dir) -> Path:
@@ -416,76 +353,6 @@ def start_derived(run_dir, out) -> Path:
             shutil.copyfile(given / "notes.md", out / "notes.md")
     _write_json(out / "run.json", _clean(meta))
     return out
-
-
-def load_samples(run_dir, meta: dict | None = None) -> list[dict]:
-    """Return every point's raw record, in row order: point_id, status, reps, timer,
-    samples_s and telemetry. Folders written before samples left run.json keep them under
-    run.json's "points" (read from there); newer ones in samples.jsonl(.gz). A last line
-    cut by a killed process is left out."""
-    return _read_samples(run_dir, meta, json.loads)
-
-
-# sample_line writes each line's point_id first: its value alone is read where only the ids are
-# needed (check_points, on every load_run), not the samples after it (most of the file's bytes)
-_ID_FIRST = '{"point_id": '
-_DECODER = json.JSONDecoder()
-
-
-def _point_id(line: str):
-    """Return the point_id of a samples line; raise json.JSONDecodeError if the line is not whole."""
-    if line.startswith(_ID_FIRST) and line.endswith("}\n"):
-        return _DECODER.raw_decode(line, len(_ID_FIRST))[0]
-    return json.loads(line).get("point_id")
-
-
-def load_point_ids(run_dir, meta: dict | None = None) -> list:
-    """Return every point's point_id in row order, as load_samples's records hold them, reading
-    no samples."""
-    return _read_samples(run_dir, meta, _point_id, lambda record: record.get("point_id"))
-
-
-def _read_samples(run_dir, meta: dict | None, parse, of_record=lambda record: record) -> list:
-    """Return parse(line) of each whole line of run_dir's samples file (of_record(record) of
-    each of run.json's "points" in an older folder), stopping at a line that is not whole."""
-    if meta is None:
-        meta = _load_json(Path(run_dir) / "run.json", "the run's metadata")
-    if meta.get("points") is not None:
-        return [of_record(r) for r in meta["points"]]
-    path = samples_path(run_dir)
-    if path is None:
-        return []
-    opener = gzip.open if path.suffix == ".gz" else open
-    out = []
-    try:
-        with opener(path, "rt") as f:
-            for line in f:
-                try:
-                    out.append(parse(line))
-                except json.JSONDecodeError:  # a line cut by a killed process: the last one
-                    break
-    except (OSError, EOFError) as e:
-        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__}); "
-                           "restore the file or re-run the benchmark.") from None
-    return out
-
-
-def append_samples(run_dir, measurements) -> None:
-    """Add measurements' samples to a finished run folder (the API's add_to_run), in the
-    current layout: an older folder's run.json "points" move into samples.jsonl(.gz) first,
-    and run.json's point_count follows."""
-    run_dir = Path(run_dir)
-    meta = _load_json(run_dir / "run.json", "the run's metadata")
-    records = load_samples(run_dir, meta)
-    lines = [json.dumps(_clean(r), default=_json_default, allow_nan=False) for r in records]
-    lines += [sample_line(m) for m in measurements]
-    for name in (SAMPLES, SAMPLES + ".gz"):
-        (run_dir / name).unlink(missing_ok=True)
-    (run_dir / SAMPLES).write_text("".join(line + "\n" for line in lines))
-    meta.pop("points", None)
-    meta["point_count"] = len(lines)
-    meta["samples_file"] = compress_samples(run_dir).name
-    _write_json(run_dir / "run.json", _clean(meta))
 
 
 # counters.csv (--counters; bench/hw/counters.py): chosen points replayed once under a counter
@@ -580,17 +447,6 @@ class Run:
                 f"{len(self.measurements) + self.lost_points} points run.json records: the last "
                 f"{self.lost_points} point{'' if self.lost_points == 1 else 's'} (cut off its end) "
                 f"{'is' if self.lost_points == 1 else 'are'} lost, the rows before stand")
-
-
-def _load_json(path: Path, what: str) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path.parent} has no {path.name}: it is not a roofbench run folder, "
-                           f"or {what} was never written.", code="not_a_run") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ResultsError(f"{path} is corrupt ({e.__class__.__name__} at {getattr(e, 'pos', '?')}); "
-                           "re-run the benchmark or restore the file.") from None
 
 
 STATUSES = ("ok", "skipped", "error")
