@@ -1,5 +1,5 @@
 """On the CPU: the GPU path test's case list (tests/test_gpu_paths.py) covers every (kernel,
-dtype) the quick plan compiles for sm_90, and the device check lists it as its first step."""
+dtype) the quick plan compiles for sm_90, and the device check runs it before its runs."""
 from test_gpu_paths import gpu_cases
 
 from bench.aot.plan import build_plan
@@ -16,16 +16,12 @@ def test_the_gpu_cases_cover_every_kernel_and_dtype_of_the_quick_plan():
     assert {d for k, d in covered if k == "tma_matmul_kernel"} >= {"bf16", "fp8e4m3", "int8"}
 
 
-def test_the_device_check_runs_the_path_tests_first(device_check_dry):
-    out = device_check_dry["full"]  # conftest.py: `.ci/device-check --dry`, once per session
+def test_the_device_check_runs_the_gates_first(device_check_dry):
+    out = device_check_dry  # conftest.py: `bash .ci/device-check --dry`, once per session
     assert out.returncode == 0, out.stderr
-    steps = out.stdout.split("steps: ", 1)[1].splitlines()[0]
-    # the full mode: the path tests are the first tests, while the pool precompiles
-    assert steps.startswith("env; precompile (bench.aot.precompile, background) | "
-                            "paths (pytest tests/test_gpu_paths.py, <= 60 s) then pytest -m gpu")
-    quick = device_check_dry["quick"]  # `MODE=quick ... --dry`
-    assert quick.stdout.split("steps: ", 1)[1].startswith(
-        "env; paths (pytest tests/test_gpu_paths.py, <= 60 s); run_bench.py")
+    steps = [line.split()[0] for line in out.stdout.splitlines()[2:] if line.startswith("  ") and "s " in line]
+    # the gates (tests/test_gpu_paths.py) after the precompile, before any run step
+    assert steps[:5] == ["env", "precompile", "gates", "roofs-memory", "roofs-compute"], out.stdout
 
 
 def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():

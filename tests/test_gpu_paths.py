@@ -1,5 +1,6 @@
-"""The device check's first step: every Triton path once on the GPU, through the gate, so a
-broken kernel is named before the long run starts (.ci/device-check, `paths`, under 60 s).
+"""The device check's gates: every Triton path once on the GPU, through the gate, so a broken
+kernel is named, and left out of the check's runs, before they start (.ci/device-check,
+`gates`; a verdict per case as it is reached, tests/gate_verdicts.py).
 
 - every (kernel, dtype) the quick plan compiles (bench.aot.plan, status ok), each at the first
   point of the quick plan that launches it, tuned over its candidates in the op's first mode
@@ -26,6 +27,10 @@ from bench.measure.runner import Runner
 pytestmark = pytest.mark.gpu
 TMA_PRECISIONS = ("bf16", "fp8e4m3", "int8")
 MANY_TILES = (1024, 4)    # M = N = K, programs: 64 tiles of 128 x 128 on 4 programs
+# the impl each test without op and impl parameters gates (tests/gate_verdicts.py): a case
+# of it that does not pass leaves that impl out of the device check's runs
+IMPL_OF = {"test_persistent_tma_gemm_with_more_tiles_than_programs_every_configuration": "gemm.square/triton_tma",
+           "test_causal_tma_prefill_every_quick_candidate": "attention.prefill/triton"}
 
 
 _CASES: dict = {}

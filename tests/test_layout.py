@@ -23,6 +23,7 @@ LAYERS = [
     (7, ("roofs.charts", "roofs.reports", "roofs.sim")),
     (8, ("bench.run",)),
     (9, ("bench.api", "bench.models", "bench.examples", "bench.doctables", "run_bench")),
+    (10, ("bench.devcheck",)),
 ]
 # may be imported inside a function, with a reason
 OPTIONAL = ("triton", "pynvml", "amdsmi", "kernels", "torch._inductor")

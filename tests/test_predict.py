@@ -85,26 +85,6 @@ def test_a_tuning_candidate_is_timed_like_a_point_under_the_tuning_timer():
     assert pr.tune_seconds(gemm, small, "warm", H200, rates, quick=True) == pytest.approx(3 * per)
 
 
-def test_the_device_check_plan_fits_its_call():
-    plan = [("env", 20, 5), ("gpu", 90, 60)]
-    pred = pr.Prediction(rows=10, skipped=0, seconds_by_family={"stream": 300.0}, compile_s=40.0, tune_s=20.0,
-                         compiles=100, tuning_keys=50, load_s=5.0, workers=16)
-    steps = pr.check_plan(pred, quick=False)
-    names = [s[0] for s in steps]
-    assert names == ["env", "precompile | gpu tests", "run (full) + finish", "kill grace", "pack"]
-    # the pool (8 s plan + 40 s) hides behind the tests' 60 s; the run loses the compile it did
-    # before: 300 + 5 + 20 = 325 s, plus 30 s of finishing
-    assert steps[1][2] == 60 and steps[2][2] == pytest.approx(325 + 30)
-    # its limit: 530 - (5 + 60) - 30 (the kill grace) - 10 (packing) = 425
-    assert steps[2][1] == pytest.approx(425)
-    assert sum(s[2] for s in steps) == pytest.approx(5 + 60 + 355 + 0 + 8)
-    quick = pr.check_plan(pred, quick=True)
-    # the quick run also replays CHECK_COUNTERS points under ncu after its timing (--counters 3)
-    assert [s[0] for s in quick][1:3] == ["paths", "run (quick) + counters + finish"]
-    assert quick[2][2] == pytest.approx(365 + 30 + pr.CHECK_COUNTERS * pr.COUNTER_REPLAY_S)
-    assert plan  # (the script's own limits are checked in tests/test_device_check.py)
-
-
 def test_the_sustained_phase_is_a_window_per_candidate_of_each_roof():
     from bench.measure.registry import load_all
     from bench.measure.runner import make_plan

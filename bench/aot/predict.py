@@ -38,12 +38,10 @@ its name, SM count, memory, L2 and compute capability come from roofs/analysis/s
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
 import re
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -51,9 +49,7 @@ from bench.aot import precompile
 from bench.aot.targets import ARCHS
 from bench.hw.device import CacheLevel, DeviceInfo
 from bench.measure import skip
-from bench.measure.registry import load_all
-from bench.measure.runner import make_plan
-from bench.measure.timing import default_window, timer_config
+from bench.measure.timing import default_window
 from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
 from roofs.analysis import specs
 from roofs.analysis.confirm import per_roof
@@ -414,71 +410,5 @@ def prediction_text(pred: Prediction, device: DeviceInfo, quick: bool) -> str:
     return "\n".join(lines)
 
 
-# ---- the device check (.ci/device-check): its steps, limits and predicted seconds --------------
-
-CHECK_S = 530             # the whole check: under the device tool's 9 minutes, room for a rerun in 15
-CHECK_STEPS = {           # seconds: (limit, predicted) of the steps around the run (.ci/device-check)
-    "env": (20, 5),       # nvidia-smi, versions
-    "paths": (60, 45),    # tests/test_gpu_paths.py: every Triton path of the quick plan once (in the full
-                          # mode the first of the gpu tests, in their limit); unmeasured on a GPU
-    "gpu tests": (90, 60),  # pytest -m gpu, while the pool precompiles on the CPU cores
-    "kill grace": (30, 0),  # after SIGINT at the run's limit, its finishing gets this long
-    "pack": (10, 8),      # brief, logs into the run folder, the archive
-}
-FINISH_S = 30             # the run's roofs, charts and report after its rows
-CHECK_COUNTERS = 3        # the quick mode's run replays this many points under ncu (--counters 3)
-COUNTER_REPLAY_S = 30.0   # one replay under ncu: the interpreter, torch, inputs, tuning, the kernel
-                          # replays of its metrics (unmeasured on a GPU: a guess, on the safe side)
-PLAN_S = 8.0              # the precompile's own plan (aot's sweeps on meta tensors) on the GPU host
-
-
-def check_plan(pred: Prediction, quick: bool) -> list[tuple[str, float, float]]:
-    """Return the device check's steps as (name, limit seconds, predicted seconds), from the
-    prediction of its run. The full mode precompiles while the GPU tests run, then runs with
-    the kernels in the cache; the quick mode (a rerun's slot) runs the quick pass alone,
-    precompiling first, with CHECK_COUNTERS points replayed under ncu after its timing
-    (--counters; the full run has no room for them). The run's limit (SIGINT; its finishing included) is what CHECK_S
-    leaves after the steps before it take their predicted time, the kill grace and packing,
-    as the script computes it."""
-    env, paths, tests, grace, pack = (CHECK_STEPS[k] for k in ("env", "paths", "gpu tests", "kill grace", "pack"))
-    steps = [("env", *env)]
-    if quick:
-        steps.append(("paths", *paths))
-        run = pred.total_s + CHECK_COUNTERS * COUNTER_REPLAY_S
-    else:
-        steps.append(("precompile | gpu tests", tests[0], max(tests[1], PLAN_S + pred.compile_s)))
-        run = pred.total_s - pred.compile_s
-    before = sum(s[2] for s in steps)
-    steps += [("run" + (" (quick) + counters" if quick else " (full)") + " + finish",
-               CHECK_S - before - grace[0] - pack[0], run + FINISH_S),
-              ("kill grace", *grace), ("pack", *pack)]
-    return steps
-
-
-def main(argv=None) -> int:
-    """python -m bench.aot.predict --check [--quick] [--device-spec h200]: the device check's plan."""
-    ap = argparse.ArgumentParser(prog="python -m bench.aot.predict",
-                                 description="the device check's steps and predictions")
-    ap.add_argument("--check", action="store_true", help="print the device check's steps, limits and predictions")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--device-spec", default="h200")
-    args = ap.parse_args(argv)
-    try:
-        device = spec_device(args.device_spec)
-    except ValueError as e:
-        print(e, file=sys.stderr)
-        return 2
-    plan = make_plan(load_all(), device, quick=args.quick)
-    pred = predict(plan, device, timer_config(args.quick), args.quick)
-    print(prediction_text(pred, device, args.quick))
-    if args.check:
-        steps = check_plan(pred, args.quick)
-        print(f"\ndevice check ({'quick' if args.quick else 'full'}), limits and predictions in seconds:")
-        for name, limit, sec in steps:
-            print(f"  {name:<32} limit {limit:5.0f}  predicted {sec:5.0f}")
-        print(f"  {'total':<32} limit {CHECK_S:5.0f}  predicted {sum(s[2] for s in steps):5.0f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+COUNTER_REPLAY_S = 30.0   # one replay under ncu (--counters): the interpreter, torch, inputs, tuning, the
+                          # kernel replays of its metrics (unmeasured on a GPU: a guess, on the safe side)
