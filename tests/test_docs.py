@@ -376,12 +376,6 @@ def test_the_readme_quotes_the_quick_plan_within_its_prediction():
     assert h200(True).total_s < int(m.group(1)) * 60
 
 
-def leading_number(cell: str) -> int | None:
-    """Return the whole number a table cell starts with, or None (a dash, a note)."""
-    m = re.match(r"\d+", cell)
-    return int(m.group()) if m else None
-
-
 def test_the_device_check_limits_table_is_the_checks_own():
     table = section("REFERENCE.md", "Planning a GPU run")
     rows = {r.split("|")[1].strip(): r.split("|")[2].strip() for r in table.splitlines()
