@@ -60,6 +60,9 @@ def test_the_dry_mode_prints_the_plan_and_exit_1_when_it_does_not_fit(device_che
     m = re.search(r"required steps and packing: (\d+) s predicted of (\d+) s", out.stdout)
     assert int(m.group(1)) <= int(m.group(2)) == round(0.8 * dp.CHECK_S)
     assert dc.main(["--dry", "--check-s", "200"]) == 1   # 80% of 200 s is less than the required steps
+    # a rerun names its steps; a name that is no step is refused, exit 2
+    assert dc.main(["--dry", "--steps", "roofs-compute,roofs"]) == 2
+    assert dc.main(["--dry", "--steps", "roofs-compute,quick"]) == 0
 
 
 def test_a_run_steps_prediction_is_what_the_dry_run_prints(cli_in_process, gpu_planning):
