@@ -27,7 +27,7 @@ from bench.measure.registry import load_all
 from bench.measure.revisit import revisit_passes
 from bench.measure.runner import Plan, Runner, counted_rows, make_plan
 from bench.measure.timing import TimerConfig, default_window, timer_config
-from bench.results import RunWriter, load_run
+from bench.results import UNITS, RunWriter, load_run
 from bench.run import counters_phase
 from bench.run.sustain_phase import run_phase
 from bench.util import DeviceLost, first_line
@@ -35,7 +35,6 @@ from roofs.analysis.confirm import per_roof
 from roofs.reports.finish import finish_run
 from roofs.reports.summary import summary
 
-UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}
 RUN_KINDS = ("device", "comm", "model")  # which charts and report sections a run gets
 
 

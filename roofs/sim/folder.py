@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.results import RunWriter
-from bench.run.session import UNITS
+from bench.results import UNITS, RunWriter
 from roofs.sim.generate import FAMILIES, as_machine, device_info, simulated
 from roofs.sim.noise import NOISES, Noise
 
