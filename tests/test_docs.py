@@ -479,14 +479,6 @@ def check_run_text(text: str, run: str) -> int:
     return checked
 
 
-def test_the_readme_captions_quote_their_runs():
-    captions = re.findall(r"!\[[^\]]*\]\(results/([^/]+)/roofline\.png\)\n\n\*(.+?)\*\n", DOCS["README.md"], re.DOTALL)
-    assert len(captions) == 2
-    for run, caption in captions:
-        assert len(caption.splitlines()) <= 2, f"the caption of {run} is longer than two lines"
-        assert check_run_text(caption, run) >= 4
-
-
 def test_the_reference_runs_quote_their_runs():
     text = section("REFERENCE.md", "The reference runs")
     paragraphs = [p for p in text.split("\n\n") if p.startswith("**")]
