@@ -16,7 +16,7 @@ import time
 import pytest
 
 from bench.hw import detect
-from bench.measure.gate import check, sync, verifier
+from bench.measure.gate import Snapshot, check, sync, verifier
 from bench.measure.registry import load_all
 from bench.measure.runner import Runner
 from bench.measure.skip import static_reason
@@ -50,8 +50,10 @@ def test_op(benchmark, op_name, impl_id, point):
     inputs = op.make_inputs(point, INFO.torch_device)
     ref, tol = op.reference(inputs), op.tolerance(point)
     # the runner's context: a cold op's tuner (gemv, decode, skinny GEMMs on a GPU) times after its flush
-    ctx = RUNNER.launch_context(point, op.modes[0], verifier(ref, tol, INFO, inputs, op.outputs, op.error))
-    gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, INFO, inputs, op.outputs, op.error)
+    saved = Snapshot(inputs, op.inouts)  # an in-out array's values, restored before and after each checked call
+    ctx = RUNNER.launch_context(point, op.modes[0], verifier(ref, tol, INFO, inputs, op.outputs, op.error, saved))
+    gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, INFO, inputs, op.outputs, op.error, saved)
+    saved.release()
     assert gate.passed, gate.reason
     fn = gate.fn
     t0 = time.perf_counter()

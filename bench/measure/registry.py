@@ -129,6 +129,8 @@ class Op:
     describe: Callable                          # (point) -> (size, shape string)
     tolerance: Callable                         # (point) -> float, max error to pass
     outputs: tuple[str, ...] = ()               # input keys that are outputs: poisoned first
+    inouts: tuple[str, ...] = ()                # input keys read and written (a += ...): never poisoned; the
+                                                # gate snapshots them and restores them (bench/measure/gate.py)
     error: Callable = relative_norm_error      # (out, ref, inputs) -> float
     skip: Callable | None = None                # (point, device) -> reason or None
     modes: tuple[str, ...] = ("warm",)

@@ -19,7 +19,7 @@ from bench.hw import device as devmod
 from bench.hw.detect import make_source
 from bench.hw.telemetry import LoadProbe, Sampler
 from bench.measure import memory, skip
-from bench.measure.gate import check, verifier
+from bench.measure.gate import Snapshot, check, verifier
 from bench.measure.progress import Ticker
 from bench.measure.registry import Impl, LaunchContext, Op, Registry
 from bench.measure.revisit import (
@@ -339,10 +339,12 @@ class Runner:
     def _run_impl(self, op, impl, point, inputs, ref, modes) -> list[Measurement]:
         mk = lambda mode, **kw: self._base(op, impl, point, mode, **kw)  # noqa: E731
         tol = op.tolerance(point)
-        ctx = self.launch_context(point, modes[0], verifier(ref, tol, self.device, inputs, op.outputs, op.error))
         t0 = time.perf_counter()
+        saved = Snapshot(inputs, op.inouts)  # one copy of the in-outs, shared by the tuner's checks and the gate
+        ctx = self.launch_context(point, modes[0], verifier(ref, tol, self.device, inputs, op.outputs, op.error, saved))
         try:
-            gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error)
+            gate = check(lambda: impl.launcher(inputs, ctx), ref, tol, self.device, inputs, op.outputs, op.error,
+                         saved)
         except DeviceLost as e:
             raise DeviceLost(f"{e} at {impl.id} {point}") from e
         except Exception as e:
@@ -351,6 +353,7 @@ class Runner:
             _free(self.device)
             return [mk(m, status="error", reason=_first_line(e), tolerance=tol) for m in modes]
         finally:
+            saved.release()
             self._spend("gate", t0)
         fn, err = gate.fn, gate.error
         if not gate.passed:  # also a NaN error: an output that was never written
