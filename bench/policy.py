@@ -1,7 +1,7 @@
 """Every threshold behind a roof, in one frozen object (ARCHITECTURE.md, "How a roof is made").
 
 The derivation (roofs/analysis/model.py), the revisit passes (bench/measure/revisit.py), the
-stream sweep's end (bench/ops/stream.py), the bounds and `check` read their numbers from a
+stream sweep's end (bench/ops/stream_sizes.py), the bounds and `check` read their numbers from a
 Policy and hold no bare threshold of their own. `PRESETS` names the variants a user may pick
 (`--policy`); DEFAULT is what every run and re-derivation uses unless told otherwise.
 
