@@ -1,12 +1,18 @@
 """Stream family: copy, scale, add, triad, read (a full sum) and write (a fill), plus
 reread, which reads one resident buffer many times inside a single call.
 
-One axis is the working set in bytes (every array the kernel touches), swept
+Each kernel is one Kind row of KINDS, its n-element arrays by role: in (read), out (written;
+the gate poisons it) or in-out (read and written in place; the gate snapshots and restores it,
+bench/measure/gate.py). Two counts follow from the roles and differ where an array is in-out:
+the working set, the bytes resident while it runs (every array once), and the traffic, the
+bytes moved per call (an in-out array twice: read, then written).
+
+One axis is the working set in bytes (every array resident), swept
 geometrically from inside the first cache to well past the last-level cache, so that
 each memory level's plateau shows; the element count n follows from it, rounded down to a
 multiple of ELEMENT_MULTIPLE so that every array starts and ends on a 256-byte boundary
-and a GPU kernel keeps its vector loads. Bytes are the compulsory traffic, each array
-read or written once:
+and a GPU kernel keeps its vector loads. Bytes are the compulsory traffic, each in array
+read once, each out array written once and each in-out array both:
 
     copy  b = a          bytes = 2 n w   flops = 0
     scale b = s a        bytes = 2 n w   flops = n
@@ -17,9 +23,10 @@ read or written once:
                                                       4 bytes a program, about 1 KiB on a GPU)
     write b = s          bytes = 1 n w   flops = 0
 
-with w the element size in bytes. The written part of those bytes (Op.write_bytes, for the
-direction roofs of ARCHITECTURE.md rule 12) is one array for copy, scale, add, triad and
-write (n w) and none for read and reread; the rest is read:
+with w the element size in bytes, and the working set the same n w per array (no in-out
+array among these). The written part of those bytes (Op.write_bytes, for the
+direction roofs of ARCHITECTURE.md rule 12) is the out and in-out arrays (n w each: one for
+copy, scale, add, triad and write, none for read and reread); the rest is read:
 
     copy, scale  read n w,   write n w
     add, triad   read 2 n w, write n w
@@ -64,10 +71,6 @@ DTYPES = ("float32", "float16", "bfloat16")
 QUICK_DTYPES = ("float32", "bfloat16")
 CPU_QUICK_DTYPES = ("float32",)   # a CPU's quick run: the same bytes in one type (bf16 moves them alike)
 GPU_DTYPES = ("float32", "bfloat16")  # on a GPU float16 moves the same bytes through the same loads as bfloat16
-# On a GPU, scale moves copy's bytes in copy's directions (one read, one write; its multiply is
-# free) and add moves triad's (two reads, one write): their rows repeat those kernels' points
-# and no roof needs them, so a GPU runs copy and triad only (ARCHITECTURE.md rule 15).
-GPU_REPEATS = {"scale": "copy", "add": "triad"}
 # an elementwise kernel rounds an exact fp32 result once, with nothing accumulated: tighter
 # than a product's tolerance (bench/measure/tolerance.py)
 STREAM_FACTOR = 2 / 3
@@ -166,14 +169,15 @@ def _torch_read(x):
 
 @dataclass(frozen=True)
 class Kind:
-    """One stream kernel: the arrays it reads and writes, its formula, and its reference,
-    torch and Triton implementations (each a function of the inputs dict). References are
-    as cheap as the check allows: the input itself for copy (exact), the constant as a 0-d
-    tensor for write (exact), fp32 arithmetic for scale, add and triad (see _fp32_error), a
-    float64 sum for read (block_sum)."""
+    """One stream kernel: its arrays by role (ins read, outs written, inouts read and written
+    in place), its formula, and its reference, torch and Triton implementations (each a
+    function of the inputs dict). References are made from the inputs before the gate's call
+    and are as cheap as the check allows: the input itself for copy (exact), the constant as
+    a 0-d tensor for write (exact), fp32 arithmetic for scale, add and triad (see
+    _fp32_error), a float64 sum for read (block_sum)."""
     name: str
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
+    ins: tuple[str, ...]
+    outs: tuple[str, ...]
     flops_per_element: int
     formula: str
     reference: Callable        # (inputs) -> reference tensor
@@ -183,6 +187,10 @@ class Kind:
     extra_outputs: tuple[str, ...] = ()   # scalar outputs beside the n-element arrays
     check_memory: Callable = _fp32_check_memory   # (n, itemsize) -> peak bytes of its reference and check
     tolerance_factor: float = STREAM_FACTOR   # of bench/measure/tolerance.py's figure
+    inouts: tuple[str, ...] = ()   # arrays read and written in place (a += ...)
+    repeats: str = ""     # the kernel whose traffic class this one repeats: not run on a GPU or in a quick run
+    quick: bool = True    # False: full runs only (no roof a quick run derives needs it)
+    torch_doc: str = "one torch out= op"   # what its torch impl launches
 
 
 def _f(x, name):
@@ -194,11 +202,11 @@ KINDS = (
          reference=lambda x: x["a"], error=_exact_error, check_memory=_no_check_memory,
          torch=lambda x: lambda: x["b"].copy_(x["a"]),
          triton=lambda k, x: lambda: k.copy(x["a"], x["b"])),
-    Kind("scale", ("a",), ("b",), 1, "b = s * a",
+    Kind("scale", ("a",), ("b",), 1, "b = s * a", repeats="copy",
          reference=lambda x: x["s"] * _f(x, "a"),
          torch=lambda x: lambda: torch.mul(x["a"], x["s"], out=x["b"]),
          triton=lambda k, x: lambda: k.scale(x["a"], x["b"], x["s"])),
-    Kind("add", ("a", "b"), ("c",), 1, "c = a + b",
+    Kind("add", ("a", "b"), ("c",), 1, "c = a + b", repeats="triad",
          reference=lambda x: _f(x, "a") + _f(x, "b"),
          torch=lambda x: lambda: torch.add(x["a"], x["b"], out=x["c"]),
          triton=lambda k, x: lambda: k.add(x["a"], x["b"], x["c"])),
@@ -220,9 +228,30 @@ KINDS = (
 )
 
 
+# On a GPU, scale moves copy's bytes in copy's directions (one read, one write; its multiply is
+# free) and add moves triad's (two reads, one write): their rows repeat those kernels' points
+# and no roof needs them, so a GPU runs copy and triad only (ARCHITECTURE.md rule 15).
+GPU_REPEATS = {k.name: k.repeats for k in KINDS if k.repeats}
+
+
+def reads(kind: Kind) -> tuple[str, ...]:
+    """Return the arrays the kernel reads: its ins and in-outs."""
+    return kind.ins + kind.inouts
+
+
+def writes(kind: Kind) -> tuple[str, ...]:
+    """Return the arrays the kernel writes: its outs and in-outs."""
+    return kind.outs + kind.inouts
+
+
 def arrays(kind: Kind) -> int:
-    """Return how many n-element arrays the kernel streams: reads + writes."""
-    return len(kind.reads) + len(kind.writes)
+    """Return how many n-element arrays are resident while the kernel runs: each once."""
+    return len(kind.ins) + len(kind.outs) + len(kind.inouts)
+
+
+def traffic_arrays(kind: Kind) -> int:
+    """Return how many n-element arrays' bytes one call moves: reads + writes (an in-out twice)."""
+    return len(reads(kind)) + len(writes(kind))
 
 
 def round_elements(n: int) -> int:
@@ -231,18 +260,23 @@ def round_elements(n: int) -> int:
 
 
 def elements(kind: Kind, point) -> int:
-    """Return n = working-set target // (arrays x itemsize), rounded down to a multiple of 64."""
+    """Return n = working-set target // (resident arrays x itemsize), rounded down to a multiple of 64."""
     return round_elements(point["ws_bytes"] // (arrays(kind) * itemsize(point["dtype"])))
 
 
-def stream_bytes(kind: Kind, point) -> int:
-    """Return compulsory bytes = arrays x n x itemsize (copy/scale 2, add/triad 3, read/write 1)."""
+def stream_working_set(kind: Kind, point) -> int:
+    """Return the bytes resident = resident arrays x n x itemsize."""
     return arrays(kind) * elements(kind, point) * itemsize(point["dtype"])
+
+
+def stream_bytes(kind: Kind, point) -> int:
+    """Return compulsory traffic = (reads + writes) x n x itemsize (copy/scale 2, add/triad 3, read/write 1)."""
+    return traffic_arrays(kind) * elements(kind, point) * itemsize(point["dtype"])
 
 
 def stream_write_bytes(kind: Kind, point) -> int:
     """Return the written part of stream_bytes: len(writes) x n x itemsize (n w, or 0 for read)."""
-    return len(kind.writes) * elements(kind, point) * itemsize(point["dtype"])
+    return len(writes(kind)) * elements(kind, point) * itemsize(point["dtype"])
 
 
 def stream_flops(kind: Kind, point) -> int:
@@ -250,12 +284,13 @@ def stream_flops(kind: Kind, point) -> int:
     return kind.flops_per_element * elements(kind, point)
 
 
-def dtype_sweep(device, quick: bool, kind: str = "") -> tuple:
+def dtype_sweep(device, quick: bool, kind: Kind | None = None) -> tuple:
     """Return the element types: QUICK_DTYPES in quick runs (CPU_QUICK_DTYPES on a CPU),
     GPU_DTYPES on a GPU, else DTYPES;
-    none for a kind that repeats another's traffic class (GPU_REPEATS: scale moves copy's
-    bytes, add triad's) on a GPU or in a quick run."""
-    if (device.kind == "cuda" or quick) and kind in GPU_REPEATS:
+    none for a kind that repeats another's traffic class (Kind.repeats, GPU_REPEATS: scale
+    moves copy's bytes, add triad's) on a GPU or in a quick run, nor for a full-run-only kind
+    (Kind.quick False) in a quick run."""
+    if kind is not None and (((device.kind == "cuda" or quick) and kind.repeats) or (quick and not kind.quick)):
         return ()
     if quick:
         return CPU_QUICK_DTYPES if device.kind == "cpu" else QUICK_DTYPES
@@ -300,34 +335,38 @@ def out_pool_key(dtype, device) -> tuple:
 
 
 def stream_pools(kind: Kind, point, device) -> dict:
-    """Return {pool key: bytes} a point's arrays slice: reads x n x w from the random pool,
-    writes x n x w from the output pool."""
+    """Return {pool key: bytes} a point's arrays slice: reads x n x w from the random pool (an
+    in-out's starting values too), writes x n x w from the output pool."""
     n, w, out = elements(kind, point), itemsize(point["dtype"]), {}
-    if kind.reads:
-        out[pool_key(point["dtype"], device)] = len(kind.reads) * n * w
-    if kind.writes:
-        out[out_pool_key(point["dtype"], device)] = len(kind.writes) * n * w
+    if reads(kind):
+        out[pool_key(point["dtype"], device)] = len(reads(kind)) * n * w
+    if writes(kind):
+        out[out_pool_key(point["dtype"], device)] = len(writes(kind)) * n * w
     return out
 
 
 def stream_memory(kind: Kind, point) -> int:
     """Return the peak bytes of a point beyond its pools: its kind's check_memory (the
-    reference and the check at their peak)."""
-    return kind.check_memory(elements(kind, point), itemsize(point["dtype"]))
+    reference and the check at their peak) and the gate's copy of each in-out array (n w)."""
+    n, w = elements(kind, point), itemsize(point["dtype"])
+    return kind.check_memory(n, w) + len(kind.inouts) * n * w
 
 
 def make_stream_inputs(kind: Kind, point, device) -> dict:
-    """Return the arrays of kind at point and the scalar s: inputs are disjoint slices of the
-    dtype's random pool (kernels never write them), outputs disjoint slices of its output
-    pool (the gate poisons them)."""
+    """Return the arrays of kind at point and the scalar s: ins are disjoint slices of the
+    dtype's random pool (kernels never write them), outs disjoint slices of its output
+    pool (the gate poisons them), and an in-out a slice of the output pool that starts as a
+    copy of its own slice of the random pool (the kernel writes it; the pool stays as made)."""
     n, dt = elements(kind, point), getattr(torch, point["dtype"])
     inputs = {}
-    if kind.reads:  # (a write reads nothing: no random pool of its size, which stream_pools does not count)
-        pool = random_pool(n * len(kind.reads), dt, device)
-        inputs = {name: pool[i * n:(i + 1) * n] for i, name in enumerate(kind.reads)}
-    if kind.writes:
-        outs = output_pool(n * len(kind.writes), dt, device)
-        inputs.update({name: outs[i * n:(i + 1) * n] for i, name in enumerate(kind.writes)})
+    if reads(kind):  # (a write reads nothing: no random pool of its size, which stream_pools does not count)
+        pool = random_pool(n * len(reads(kind)), dt, device)
+        inputs = {name: pool[i * n:(i + 1) * n] for i, name in enumerate(reads(kind))}
+    if writes(kind):
+        outs = output_pool(n * len(writes(kind)), dt, device)
+        for i, name in enumerate(writes(kind)):
+            inputs[name] = (outs[i * n:(i + 1) * n].copy_(inputs[name]) if name in kind.inouts
+                            else outs[i * n:(i + 1) * n])
     if kind.name == "read":
         # the Triton impl's output, its per-program partial sums, is made by its launcher (_triton_read)
         inputs["out_native"] = torch.empty((), dtype=dt, device=device)  # torch.sum's own dtype
@@ -343,23 +382,26 @@ def stream_tolerance(kind: Kind, point) -> float:
 def _register(kind: Kind):
     op = REGISTRY.add_op(Op(
         name=f"stream.{kind.name}", family="stream",
-        doc=f"{kind.formula}; bytes = {arrays(kind)} n w, flops = {kind.flops_per_element} n",
+        doc=(f"{kind.formula}; bytes = {traffic_arrays(kind)} n w ({len(writes(kind))} n w written), "
+             f"working set {arrays(kind)} n w, flops = {kind.flops_per_element} n"),
         axes=(
-            Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind.name),
+            Axis("dtype", sweep=lambda d, q: dtype_sweep(d, q, kind),
                  doc="element type (the values: this device's sweep)"
-                 + (f"; none on a GPU, where it repeats {GPU_REPEATS[kind.name]}" if kind.name in GPU_REPEATS else "")),
+                 + (f"; none on a GPU, where it repeats {kind.repeats}" if kind.repeats else "")
+                 + ("; none in a quick run" if not kind.quick else "")),
             Axis("ws_bytes", sweep=ws_sweep,
-                 doc="working set in bytes (all arrays), geometric until the off-chip rate settles"),
+                 doc="working set in bytes (every array resident), geometric until the off-chip rate settles"),
         ),
         make_inputs=lambda p, d: make_stream_inputs(kind, p, d),
         reference=kind.reference,
         flops=lambda p: stream_flops(kind, p),
         bytes=lambda p: stream_bytes(kind, p),
         write_bytes=lambda p: stream_write_bytes(kind, p),
-        working_set=lambda p: stream_bytes(kind, p),
+        working_set=lambda p: stream_working_set(kind, p),
         describe=lambda p: (elements(kind, p), f"({elements(kind, p)},)"),
         tolerance=lambda p: stream_tolerance(kind, p),
-        outputs=kind.writes + kind.extra_outputs,
+        outputs=kind.outs + kind.extra_outputs,
+        inouts=kind.inouts,
         error=kind.error,
         memory=lambda p: stream_memory(kind, p),
         pools=lambda p, d: stream_pools(kind, p, d),
@@ -370,8 +412,7 @@ def _register(kind: Kind):
         from kernels import stream as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
         return kind.triton(k, x)
 
-    REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x),
-                           doc="torch out= ops, one kernel each"))
+    REGISTRY.add_impl(Impl(op.name, "torch", "torch", lambda x, ctx: kind.torch(x), doc=kind.torch_doc))
     REGISTRY.add_impl(Impl(op.name, "triton", "triton", triton_launcher, doc="kernels/stream.py"))
 
 
