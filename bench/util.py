@@ -15,14 +15,16 @@ from pathlib import Path
 
 import torch
 
+from bench import precisions
+
 ROOT = Path(__file__).resolve().parent.parent
 
-TORCH_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
-               "tf32": "float32", "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2", "int8": "int8"}
+# each precision's torch dtype name (bench/precisions.py); a packed format (fp4) has none of its own
+TORCH_NAMES = {p.name: p.storage for p in precisions.ROWS if p.storage and p.storage != "uint8"}
 
 
 # the two spellings of a dtype: a precision's short name and torch's name, accepted alike
-DTYPE_SPELLINGS = (("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("fp64", "float64"))
+DTYPE_SPELLINGS = tuple((p.name, p.long) for p in precisions.ROWS if p.long)
 
 
 def exit_now(code: int | None):
@@ -60,8 +62,7 @@ def dtype_spellings(name: str) -> tuple[str, ...]:
 
 def precision_name(name: str) -> str:
     """Return the precision's short name for either spelling, case-blind ("Float32" -> "fp32")."""
-    name = name.lower()
-    return next((short for short, long in DTYPE_SPELLINGS if name == long), name)
+    return precisions.short_name(name)
 
 
 def offchip_level(device_kind: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bench import precisions
 from bench.hw.device import CacheLevel, DeviceInfo
 from bench.ops._tune import SMEM_LIMIT
 
@@ -64,9 +65,9 @@ ARCHS = {
 }
 
 # Torch dtypes as Triton names them in a signature.
-TRITON_TYPE = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64",
-               torch.int8: "i8", torch.uint8: "u8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64",
-               torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5", torch.bool: "i1"}
+# A precision's element: its row's in bench/precisions.py; the other element types kernels take beside.
+TRITON_TYPE = {getattr(torch, p.storage): p.triton for p in precisions.ROWS if p.storage and p.triton}
+TRITON_TYPE.update({torch.uint8: "u8", torch.int16: "i16", torch.int64: "i64", torch.bool: "i1"})
 # Constexprs that follow from the dtype, not the tile: left out of the configuration label.
 DTYPE_CONSTEXPRS = {"FMT", "GROUP", "INT_ACC", "INPUT_PRECISION", "HAS_SCALE", "PRECISION"}
 

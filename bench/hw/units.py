@@ -2,21 +2,22 @@
 lacks one for: what measuring needs (bench/ops/gemm.py's quick search leaves those precisions out)
 and what deriving needs (roofs/analysis/specs.py's computed peaks, the compute roofs' bounds).
 
-A leaf module of bench/hw: it imports nothing of the project, so bench/ops reads it without
+A leaf module of bench/hw: it imports only bench/precisions.py, so bench/ops reads it without
 importing roofs (ARCHITECTURE.md: nothing under bench/measure or bench/ops imports roofs).
 """
 from __future__ import annotations
 
+from bench import precisions
+
+# each from the precisions' rows (bench/precisions.py):
 # the flags of each narrow unit, and its rate against fp32's: a dot of bf16 pairs or an fp16
 # FMA per 16-bit lane (2x), a dot of four int8 products per 32-bit lane (4x); Arm's BFDOT,
 # FP16 arithmetic and SDOT alike
-NARROW_UNITS = (("bf16", ("avx512_bf16", "bf16"), 2, "bf16 dot products"),
-                ("fp16", ("avx512_fp16", "asimdhp"), 2, "fp16 FMA"),
-                ("int8", ("avx512_vnni", "avx_vnni", "asimddp"), 4, "int8 dot products"))
+NARROW_UNITS = tuple((p.name, p.cpu_flags, p.cpu_rate, p.cpu_unit) for p in precisions.ROWS if p.cpu_flags)
 # the flag of each AMX tile unit (TMUL), by the precision it multiplies
-AMX_FLAGS = {"bf16": "amx_bf16", "fp16": "amx_fp16", "int8": "amx_int8"}
+AMX_FLAGS = {p.name: p.amx_flag for p in precisions.ROWS if p.amx_flag}
 # the narrow precisions a CPU may lack a unit for: without one its GEMMs run through conversion
-NARROW_PRECISIONS = ("fp16", "bf16", "fp8e4m3", "fp8e5m2")
+NARROW_PRECISIONS = precisions.names(cpu_may_lack=True)
 
 
 def cpu_unit_precisions(flags) -> set:

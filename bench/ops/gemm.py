@@ -28,11 +28,11 @@ library can be fastest in either (oneDNN's bf16 on CPUs wants "nt").
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from bench import precisions
 from bench.hw.units import cpu_missing_units
 from bench.measure.registry import (
     PROJECTION_VECTORS,
@@ -44,44 +44,13 @@ from bench.measure.registry import (
     Projection,
     f64_times,
 )
-from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
 from bench.util import first_line, itemsize
 
-
-@dataclass(frozen=True)
-class Precision:
-    name: str
-    storage: str                 # torch dtype of A and B
-    out: str                     # torch dtype of C
-    min_cc: tuple | None = None  # CUDA compute capability needed
-    cpu_reason: str = ""         # why a CPU lacks it ("" when a CPU has it)
-    doc: str = ""
-
-    @property
-    def tolerance(self) -> float:
-        """Return the gate's tolerance for this precision (bench/measure/tolerance.py)."""
-        return tolerance(self.name)
-
-    @property
-    def scaled(self) -> bool:
-        return self.storage.startswith("float8")
-
-
-PRECISIONS = {p.name: p for p in (
-    Precision("fp64", "float64", "float64", doc="IEEE fp64"),
-    Precision("fp32", "float32", "float32", doc="IEEE fp32 products, TF32 off"),
-    Precision("tf32", "float32", "float32", (8, 0), "TF32 is a GPU tensor-core mode; a CPU has no TF32 math",
-              doc="fp32 tensors, TF32 tensor-core products"),
-    Precision("fp16", "float16", "float16", doc="fp16 in and out, fp32 accumulation"),
-    Precision("bf16", "bfloat16", "bfloat16", doc="bf16 in and out, fp32 accumulation"),
-    Precision("fp8e4m3", "float8_e4m3fn", "bfloat16", (8, 9),
-              doc="e4m3 in, per-tensor scales, fp32 accumulation, bf16 out"),
-    Precision("fp8e5m2", "float8_e5m2", "bfloat16", (8, 9),
-              doc="e5m2 in, per-tensor scales, fp32 accumulation, bf16 out"),
-    Precision("int8", "int8", "int32", doc="int8 in, int32 accumulation and out"),
-)}
+# the precisions gemm.square, gemm.skinny and gemm.search measure: their rows of bench/precisions.py
+# (storage and output dtypes, tolerance, the compute capability each needs, why a CPU lacks one)
+PRECISIONS = {name: precisions.BY_NAME[name] for name in precisions.names(gemm="gemm")}
 QUICK_PRECISIONS = tuple(PRECISIONS)
 # A quick run on a CPU times the fixed square and skinny sweeps at the precisions its units
 # run natively (the search still measures every precision's roof): fp16 and fp8 go through

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import torch
 
+from bench import precisions
 from bench.measure.registry import REGISTRY, Axis, Impl, Op
 from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, run_tuning
 from bench.util import triton_interpreting
 
-FORMATS = ("mxfp4", "nvfp4")
-TOLERANCE = tolerance("bf16")   # fp4 products are exact in fp32 accumulation: C's bf16 rounding is what is left
+FORMATS = precisions.names(gemm="gemm.fp4")   # ("mxfp4", "nvfp4"): their rows of bench/precisions.py
+TOLERANCE = tolerance("mxfp4")   # each format's row holds bf16's: C's bf16 rounding is what is left
 SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
           "cuda": ((2048, 8192), (1024, 2048, 4096, 8192, 16384))}
 
@@ -152,7 +153,7 @@ OP = REGISTRY.add_op(Op(
     bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
     working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
     describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
-    tolerance=lambda pt: TOLERANCE, outputs=("c",), precision=lambda pt: pt["dtype"], skip=point_skip,
+    tolerance=lambda pt: tolerance(pt["dtype"]), outputs=("c",), precision=lambda pt: pt["dtype"], skip=point_skip,
     memory_factor=40.0,  # the float64 dequantized copies: 16 bytes per half-byte value
 ))
 REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,

@@ -35,6 +35,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from bench import precisions
 from bench.policy import DEFAULT, Policy
 from bench.results import first_pass_id, is_runner_flag, text_column, usable
 from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
@@ -50,8 +51,7 @@ COMPUTE_FAMILIES = ("gemm", "fma")
 # call converts its inputs to the wider precision whose path is its roof (rule 10)
 CONVERTS_EACH_CALL = "converts_each_call"
 # precisions whose inputs convert exactly to wider ones: the wider GEMM does the same math (rule 10)
-EXACT_IN = {"fp32": ("fp64",), "tf32": ("fp32", "fp64"), "fp16": ("fp32", "fp64"), "bf16": ("fp32", "fp64"),
-            "fp8e4m3": ("fp16", "bf16", "fp32", "fp64"), "fp8e5m2": ("fp16", "bf16", "fp32", "fp64")}
+EXACT_IN = {p.name: p.exact_in for p in precisions.ROWS if p.exact_in}   # bench/precisions.py's rows
 
 
 def device_levels(device: dict) -> tuple[list[tuple[str, int]], str]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from bench import precisions
 from bench.util import fmt_num, missing
 
 MEMORY_LEVELS = ("hbm", "dram")
 CACHE_LEVELS = ("l1", "l2", "l3")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
-INTEGER_PRECISIONS = ("int8",)  # their compute roofs count operations: GOP/s
+INTEGER_PRECISIONS = precisions.names(integer=True)  # their compute roofs count operations: GOP/s
 DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<level>.<direction>"
 COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
 

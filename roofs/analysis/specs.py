@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import precisions
 from bench.hw.clock import CPUFREQ, MEASURED, NOMINAL
 from bench.hw.units import AMX_FLAGS, NARROW_UNITS, cpu_missing_units  # noqa: F401 (cpu_missing_units: its callers)
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
@@ -166,7 +167,7 @@ def cpu_vector_bits(flags) -> int:
 
 # One AMX tile unit (TMUL) per core, per clock: 16 x 32 bf16 or fp16 products (1,024 FLOP)
 # or 16 x 64 int8 products (2,048 OP) into fp32 / int32 (Intel's optimization manual).
-AMX_OPS_PER_CLOCK = {"bf16": 1024, "fp16": 1024, "int8": 2048}
+AMX_OPS_PER_CLOCK = {p.name: p.amx_per_clock for p in precisions.ROWS if p.amx_flag}   # bench/precisions.py
 # NARROW_UNITS (each narrow unit's flags and rate against fp32's) and AMX_FLAGS live in
 # bench/hw/units.py with cpu_missing_units, which measuring reads too
 

@@ -172,9 +172,6 @@ def draw_gemm_roofline(run: Run):
     return fig
 
 
-_GEMV_FORMATS = ("fp16", "bf16", "fp8", "fp8e4m3", "int8", "int4")
-
-
 def _layer(shape: str) -> str:
     """'16x4096x14336' (B x N x K) -> '4096x14336' (N x K)."""
     parts = str(shape).split("x")
@@ -207,7 +204,7 @@ def draw_gemv_roofline(run: Run):
     memory = _memory_level(run)
     pts = pts.assign(impl_name=pts["impl"].map(_impl_name), layer=pts["shape"].map(_layer),
                      batch=pd.to_numeric(pts["size"], errors="coerce"))
-    formats = sorted(pts["dtype"].unique(), key=_order(_GEMV_FORMATS))
+    formats = sorted(pts["dtype"].unique(), key=_order(PRECISION_MARKERS))  # the precisions' table order
     layers = sorted(pts["layer"].unique(), key=lambda s: [int(v) for v in re.findall(r"\d+", s)] or [0])
     layer_color = _series_colors(layers)
     ncol = min(3, len(formats))

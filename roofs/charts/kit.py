@@ -16,6 +16,7 @@ from matplotlib.layout_engine import PlaceHolderLayoutEngine  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from bench import precisions  # noqa: E402
 from bench.results import LEVEL_BYTE_COLUMNS, Run, is_runner_flag, text_column  # noqa: E402
 from bench.util import fmt_bytes, offchip_level
 from roofs.analysis.bounds import boundary_level  # noqa: E402
@@ -31,16 +32,13 @@ FLAG_COLOR = "red"  # only ever "above its attainable bound"
 FAMILY_COLORS = {"stream": "tab:blue", "gemm": "tab:orange", "gemv": "tab:green", "attention": "tab:purple",
                  "user": "tab:brown", "fma": "tab:gray", "probe": "tab:cyan", "transfer": "tab:pink",
                  "comm": "tab:olive"}
-# one marker per precision (stream points: their element type); fp8 variants share one
-PRECISION_MARKERS = {"fp64": "D", "fp32": "o", "tf32": "h", "fp16": "s", "bf16": "^", "fp8e4m3": "v",
-                     "fp8e5m2": "v", "fp8": "v", "int8": "P", "int4": "X", "int32": "p"}
+# one marker and one colour per precision (stream points: their element type; no red: red is the
+# flag), each its row's in bench/precisions.py; fp8 variants share a marker
+PRECISION_MARKERS = {name: p.marker for name, p in precisions.chart_names().items()}
 MARKER_NAMES = {"v": "fp8 (e4m3, e5m2)"}
-ELEMENT_PRECISION = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
-                     "int32": "int32", "int8": "int8"}
-# family charts: gemm colours by precision (no red: red is the flag)
-PRECISION_COLORS = {"fp64": "tab:gray", "fp32": "tab:blue", "tf32": "tab:cyan", "fp16": "tab:orange",
-                    "bf16": "tab:brown", "fp8e4m3": "tab:purple", "fp8e5m2": "tab:pink", "fp8": "tab:purple",
-                    "int8": "tab:green", "int4": "tab:olive"}
+# a stream point's element type (torch's name) -> its precision
+ELEMENT_PRECISION = {p.storage: p.name for p in precisions.ROWS if p.storage and p.storage in (p.long, p.name)}
+PRECISION_COLORS = {name: p.colour for name, p in precisions.chart_names().items()}
 # stream charts: colour by op, or by the memory level a working set fits in
 OP_COLORS = {"copy": "tab:blue", "scale": "tab:orange", "add": "tab:green", "triad": "tab:purple",
              "read": "tab:brown", "write": "tab:pink", "reread": "tab:cyan"}

@@ -1,9 +1,10 @@
 """A precision's figures as the report's tables and findings give them: its own rows' figure,
 never a wider path's line it borrows as its roof ("fp8e4m3 via bf16": no unit of its own), with
 the reason code its own rows run below that line (extra.own_reason); and the findings comparing
-fp8 and int8 with bf16. Reads roofs only (roofs/analysis/roofline.py)."""
+fp8 and int8 with bf16. Reads roofs only (roofs/analysis/roofline.py) and the precisions' rows."""
 from __future__ import annotations
 
+from bench import precisions
 from roofs.analysis.roofline import Roof, Roofline
 
 
@@ -17,8 +18,9 @@ def own_columns(m: Roof) -> dict:
             "own rows below it": extra.get("own_reason", "") if mine else ""}
 
 
-# CPU flags of the units behind a precision's speed (bench/hw/device.py keeps these flags)
-CPU_UNITS = {"bf16": ("avx512_bf16", "amx_bf16"), "int8": ("avx512_vnni", "avx_vnni", "amx_int8")}
+# CPU flags of the units behind a precision's speed (bench/hw/device.py keeps these flags): its
+# vector unit's and its AMX tile unit's, from its row of bench/precisions.py
+CPU_UNITS = {p.name: p.cpu_flags + ((p.amx_flag,) if p.amx_flag else ()) for p in precisions.ROWS if p.cpu_flags}
 
 
 def own_rate(model: Roofline, precision: str) -> float | None:
