@@ -41,7 +41,14 @@ from bench.results import first_pass_id, is_runner_flag, text_column, usable
 from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
 from roofs.analysis.launch_floor import LAUNCH_OP, launch_roofs
 from roofs.analysis.links import link_roofs
-from roofs.analysis.roofline import DIRECTIONS, INTEGER_PRECISIONS, OLD_RUN_STREAM_ARRAYS, Roof, direction_of
+from roofs.analysis.roofline import (
+    DIRECTIONS,
+    INTEGER_PRECISIONS,
+    OLD_RUN_STREAM_ARRAYS,
+    Roof,
+    direction_of,
+    write_share,
+)
 from roofs.analysis.specs import cpu_missing_units
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
@@ -114,6 +121,16 @@ def directions(rows: pd.DataFrame) -> pd.Series:
                          index=rows.index, dtype=object)
     named = {op: ("read" if w == 0 else "write" if r == 0 else "copy") for op, (r, w) in OLD_RUN_STREAM_ARRAYS.items()}
     return rows["op"].map(named).fillna("")
+
+
+def write_shares(rows: pd.DataFrame) -> pd.Series:
+    """Return the share of each stream row's bytes it writes, from its read and write bytes (by
+    op name in runs without them: OLD_RUN_STREAM_ARRAYS); NaN where unknown."""
+    if "read_bytes" in rows and rows["read_bytes"].notna().any():
+        shares = [write_share(r, w) for r, w in zip(rows["read_bytes"], rows["write_bytes"])]
+    else:
+        shares = [write_share(*OLD_RUN_STREAM_ARRAYS[op]) if op in OLD_RUN_STREAM_ARRAYS else None for op in rows["op"]]
+    return pd.Series([math.nan if s is None else s for s in shares], index=rows.index, dtype=float)
 
 
 def size_bin(nbytes, policy: Policy = DEFAULT):
@@ -362,8 +379,13 @@ def _direction_roofs(level: str, mine: pd.DataFrame, bins: pd.Series, policy: Po
         if bins.loc[rows.index].nunique() < policy.min_sizes:
             notes.append(f"{level}.{d}: one size of its direction on the level's plateau")
             continue
+        extra = {"direction": d}
+        if d == "copy" and write_shares(rows).notna().any():
+            # the least share of its bytes a row of this mix writes: a point that writes at least as
+            # much may take this roof as its bound (rule 12, Roofline.point_bandwidth)
+            extra["write_share"] = float(write_shares(rows).min())
         out.append(_roof("bandwidth", f"{level}.{d}", measurements(rows, bins.loc[rows.index]), policy,
-                         f"{d} kernels on {level}'s sizes", {"direction": d}, offchip))
+                         f"{d} kernels on {level}'s sizes", extra, offchip))
     return out
 
 

@@ -16,13 +16,33 @@ CACHE_LEVELS = ("l1", "l2", "l3")
 UNITS = {"bandwidth": "GB/s", "compute": "GFLOP/s"}
 INTEGER_PRECISIONS = precisions.names(integer=True)  # their compute roofs count operations: GOP/s
 DIRECTIONS = ("read", "write", "copy")  # a level's direction roofs are named "<level>.<direction>"
-COPY_WRITE_SHARE = 1 / 3  # the copy roof's kernels write 1/2 (copy, scale) or 1/3 (add, triad) of their bytes
 
 
 # for run folders written before the read_bytes and write_bytes columns: the stream kernels'
 # (read, written) n-element arrays by op, as those runs' kernels had them
 OLD_RUN_STREAM_ARRAYS = {"stream.copy": (1, 1), "stream.scale": (1, 1), "stream.add": (2, 1), "stream.triad": (2, 1),
                          "stream.read": (1, 0), "stream.reread": (1, 0), "stream.write": (0, 1)}
+# the least share of its bytes a copy roof's rows wrote in those runs (add and triad: 1/3), for a
+# copy roof derived before roofs recorded their own (extra.write_share)
+OLD_RUN_WRITE_SHARE = min(w / (r + w) for r, w in OLD_RUN_STREAM_ARRAYS.values() if r and w)
+
+
+def write_share(read_bytes, write_bytes) -> float | None:
+    """Return the share of a row's bytes it writes, write_bytes / (read_bytes + write_bytes), or
+    None when either is unknown (None or NaN) or both are zero."""
+    try:
+        r, w = float(read_bytes), float(write_bytes)
+    except (TypeError, ValueError):
+        return None
+    return w / (r + w) if r == r and w == w and r + w > 0 else None
+
+
+def copy_share(roof) -> float:
+    """Return the least share of its bytes that a row of a copy roof's mix wrote on its level's
+    sizes (extra.write_share): the points that write at least as much may take the roof as
+    their bound. OLD_RUN_WRITE_SHARE for a copy roof derived before roofs recorded it."""
+    share = (roof.extra or {}).get("write_share")
+    return OLD_RUN_WRITE_SHARE if share is None else float(share)
 
 
 def direction_of(read_bytes, write_bytes) -> str:
@@ -118,9 +138,9 @@ class Roofline:
             both              (R + W) / (R / BW_read + W / BW_write), the time the reads and
                               the writes take one after the other, when both roofs exist; or
                               the level's copy roof (the best measured mix) when that is
-                              higher and the point writes at least COPY_WRITE_SHARE of its
-                              bytes, as the kernels that set it do (copy 1/2, triad 1/3), or
-                              when it is the only one
+                              higher and the point writes at least the least share of its
+                              bytes that a row of that roof's mix wrote (copy_share: 1/3 over
+                              copy's 1/2 and triad's 1/3), or when it is the only one
             otherwise         the level's best roof, with a note saying why
 
         label names the roof used ("hbm.read", "hbm.read+write", "hbm")."""
@@ -139,7 +159,7 @@ class Roofline:
             options = []
             if rd is not None and wr is not None:
                 options.append(((r + w) / (r / rd.value + w / wr.value), f"{level}.read+write"))
-            if cp is not None and (w / (r + w) >= COPY_WRITE_SHARE - 1e-9 or not options):
+            if cp is not None and (w / (r + w) >= copy_share(cp) - 1e-9 or not options):
                 options.append((cp.value, cp.name))
             if options:
                 value, label = max(options)
