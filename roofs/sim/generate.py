@@ -57,11 +57,11 @@ from bench.util import environ_restored
 from roofs.analysis.launch_floor import TIMER_FORM
 from roofs.sim.machines import (
     GPU_EVENT_S,
-    KERNEL_CLASS,
     MACHINES,
     Machine,
     call_seconds,
     device_fields,
+    kernel_class,
     level_of,
     unit_of,
 )
@@ -297,7 +297,7 @@ def _pure(m: Machine, r: Planned, level) -> tuple[float, float]:
     """Return (GB/s a perfect measurement of row r reads with level serving all of it, that
     level's ceiling for r's kernel)."""
     t = call_seconds(m, r.op, r.family, r.impl, r.backend, r.point, r.ws, r.nbytes, r.flops, r.mode, only=level)
-    return r.nbytes / t / 1e9, m.class_rate(level, KERNEL_CLASS[r.op], r.impl)
+    return r.nbytes / t / 1e9, m.class_rate(level, kernel_class(r.op), r.impl)
 
 
 @functools.cache
@@ -313,7 +313,7 @@ def _truth(key: str, reach: float, min_sizes: int, quick: bool = True, families:
         rate, ceiling = _pure(m, r, level)
         if rate < (1 - reach) * ceiling:
             continue   # per-call cost holds this kernel below its ceiling here
-        d = CLASS_DIRECTION[KERNEL_CLASS[r.op]]
+        d = CLASS_DIRECTION[kernel_class(r.op)]
         sizes[level.name].add(r.ws)
         best[level.name] = max(best[level.name], rate)
         dir_sizes[(level.name, d)].add(r.ws)
@@ -326,7 +326,7 @@ def _truth(key: str, reach: float, min_sizes: int, quick: bool = True, families:
     for r in plan(key, quick, families):
         if r.family == "stream" and r.mode == "warm" and r.ws >= largest / 1.05:
             t = call_seconds(m, r.op, r.family, r.impl, r.backend, r.point, r.ws, r.nbytes, r.flops, r.mode)
-            d = CLASS_DIRECTION[KERNEL_CLASS[r.op]]
+            d = CLASS_DIRECTION[kernel_class(r.op)]
             at_largest[d] = max(at_largest[d], r.nbytes / t / 1e9)
     for d, rate in at_largest.items():
         if (m.offchip.name, d) in dir_best:

@@ -30,13 +30,38 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from bench.ops.stream import KINDS, reads, writes
 from bench.util import offchip_level
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
-# a kernel's class: what share of a level's rate it reads (and which direction roof it sets)
-KERNEL_CLASS = {"stream.reread": "reread", "stream.read": "read", "stream.copy": "copy", "stream.scale": "copy",
-                "stream.add": "triad", "stream.triad": "triad", "stream.write": "write", "probe.l1": "probe"}
+
+
+def stream_class(read_arrays: int, written_arrays: int) -> str:
+    """Return a stream kernel's class from its arrays' traffic: read (nothing written), write
+    (nothing read), copy (a mix writing half its bytes or more: copy, scale), triad (a mix
+    writing less: add, triad, an in-place a += b + s c)."""
+    if not written_arrays:
+        return "read"
+    if not read_arrays:
+        return "write"
+    return "copy" if 2 * written_arrays >= read_arrays + written_arrays else "triad"
+
+
+# a kernel's class: what share of a level's rate it reads (and which direction roof it sets); each
+# stream kernel's from its row of bench/ops/stream.py, reread's and probe.l1's (one resident buffer
+# read again and again) their own
+KERNEL_CLASS = {**{f"stream.{k.name}": stream_class(len(reads(k)), len(writes(k))) for k in KINDS},
+                "stream.reread": "reread", "probe.l1": "probe"}
+
+
+def kernel_class(op: str) -> str:
+    """Return op's kernel class (KERNEL_CLASS); an op the simulator has no class for is an error
+    that names it, never a default rate."""
+    if op not in KERNEL_CLASS:
+        raise ValueError(f"the simulator has no kernel class for '{op}': KERNEL_CLASS in roofs/sim/machines.py "
+                         "holds the stream kernels of bench/ops/stream.py's KINDS, stream.reread and probe.l1.")
+    return KERNEL_CLASS[op]
 CLASS_DIRECTION = {"reread": "read", "read": "read", "copy": "copy", "triad": "copy", "write": "write",
                    "probe": "read"}
 CACHE_FACTORS = {"reread": 1.0, "probe": 1.0, "read": 0.95, "copy": 0.9, "triad": 0.88, "write": 0.8}
@@ -179,7 +204,7 @@ def call_seconds(m: Machine, op: str, family: str, impl: str, backend: str, poin
         return m.launch_us[(backend, point["form"])] * 1e-6
     extra = overhead(m, backend, op)
     if family in ("stream", "probe"):
-        return memory_seconds(m, nbytes, ws, KERNEL_CLASS[op], impl, only) + extra
+        return memory_seconds(m, nbytes, ws, kernel_class(op), impl, only) + extra
     unit = unit_of(family, impl)
     compute = flops / compute_rate(m, str(point["dtype"]), unit, impl, shape_size(point))
     mem_ws = math.inf if mode == "cold" else ws
