@@ -57,11 +57,11 @@ def tokens_in_json(value) -> set:
 
 def test_the_token_finder_finds_a_precision_added_to_a_colour_map(tmp_path):
     (tmp_path / "roofs").mkdir()
-    (tmp_path / "roofs" / "colours.py").write_text('COLOURS = {"fp6e2m3": "gold", "l2": "black"}\n'
-                                                   'CONFIGS = dict(A, fp6e3m2=B)\n')
+    (tmp_path / "roofs" / "colours.py").write_text('COLOURS = {"fp5e2m2": "gold", "l2": "black"}\n'
+                                                   'CONFIGS = dict(A, fp5e3m1=B)\n')
     found = tokens_in_code(tmp_path)
-    assert set(found) == {"fp6e2m3", "fp6e3m2"} and not set(found) <= known_names()
-    assert tokens_in_json({"peaks_tflops": {"fp6e2m3": 4500, "l2": 1}, "about": "fp6e2m3"}) == {"fp6e2m3"}
+    assert set(found) == {"fp5e2m2", "fp5e3m1"} and not set(found) <= known_names()
+    assert tokens_in_json({"peaks_tflops": {"fp5e2m2": 4500, "l2": 1}, "about": "fp5e2m2"}) == {"fp5e2m2"}
 
 
 def test_every_precision_the_code_names_has_a_row():
