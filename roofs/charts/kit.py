@@ -42,6 +42,21 @@ PRECISION_COLORS = {name: p.colour for name, p in precisions.chart_names().items
 # stream charts: colour by op, or by the memory level a working set fits in
 OP_COLORS = {"copy": "tab:blue", "scale": "tab:orange", "add": "tab:green", "triad": "tab:purple",
              "read": "tab:brown", "write": "tab:pink", "reread": "tab:cyan"}
+# a stream kernel OP_COLORS does not name (a new Kind row) takes the first of these no other op
+# of its chart holds, in name order; grey only past them
+SPARE_OP_COLORS = ("tab:olive", "tab:gray", "#8c6d31", "#393b79", "#637939")
+
+
+def op_colors(names) -> dict:
+    """Return {stream op short name: colour} for one chart's ops: OP_COLORS's, and for the others
+    a SPARE_OP_COLORS colour each, so no two of its ops share one."""
+    names = sorted(set(names))
+    out = {n: OP_COLORS[n] for n in names if n in OP_COLORS}
+    spare = iter(SPARE_OP_COLORS)
+    for n in names:
+        if n not in out:
+            out[n] = next(spare, "0.4")
+    return out
 # one colour per memory level on every chart, outside the tab10 colours the series use (and not red)
 LEVEL_COLORS = {"l1": "#c51b7d", "l2": "#d4a000", "l3": "#01665e", "dram": "black", "hbm": "black"}
 IMPL_MARKERS = {"torch": "o", "triton": "^", "numpy": "s", "torch_best": "D", "triton_rows": ">",

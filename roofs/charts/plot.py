@@ -113,6 +113,7 @@ from roofs.charts.kit import (  # noqa: E402
     far_under_bound,
     fit_legends,
     level_color,
+    op_colors,
     roof_windows,
     roofline_points,
     runner_flagged,
@@ -237,6 +238,7 @@ def draw_bandwidth(run: Run):
     lo_b = every["working_set_bytes"].min() / 1.5 if not every.empty else 2**14
     hi_b = every["working_set_bytes"].max() * 1.5 if not every.empty else 2**30
     ops, impls, modes = set(), set(), set()
+    colors = op_colors(_short(op) for op in every["op"])
     for ax, dtype in zip(axes.flat, dtypes):
         sub = ok[ok["dtype"] == dtype]
         for (op, impl, mode), g in sub.groupby(["op", "impl", "mode"]):
@@ -245,13 +247,13 @@ def draw_bandwidth(run: Run):
             ops.add(_short(op))
             impls.add(name)
             modes.add(mode)
-            ax.plot(g["working_set_bytes"], g["gbps"], color=OP_COLORS.get(_short(op), "0.4"),
+            ax.plot(g["working_set_bytes"], g["gbps"], color=colors[_short(op)],
                     ls=IMPL_STYLES.get(name, "--"), lw=1.2, marker="o" if mode == "warm" else "x", ms=2.5, zorder=3,
                     gid=f"curve:{op}:{name}:{mode}")
             placer.avoid(ax, g["working_set_bytes"], g["gbps"], size=3)
         for op, g in flagged[flagged["dtype"] == dtype].groupby("op"):  # hollow, joined to nothing
             ops.add(_short(op))
-            draw_runner_flagged(ax, g["working_set_bytes"], g["gbps"], OP_COLORS.get(_short(op), "0.4"),
+            draw_runner_flagged(ax, g["working_set_bytes"], g["gbps"], colors[_short(op)],
                                 f"runner:{op}")
             placer.avoid(ax, g["working_set_bytes"], g["gbps"], size=3)
         ax.set_xscale("log", base=2)
@@ -288,7 +290,7 @@ def draw_bandwidth(run: Run):
         ax.set_visible(False)
     for row in axes:
         row[0].set_ylabel("achieved GB/s (1e9 bytes/s, median)")
-    handles = [Line2D([], [], color=OP_COLORS.get(o, "0.4"), lw=2, label=o) for o in sorted(ops, key=_order(OP_COLORS))]
+    handles = [Line2D([], [], color=colors[o], lw=2, label=o) for o in sorted(ops, key=_order(OP_COLORS))]
     handles += [Line2D([], [], color="0.3", ls=IMPL_STYLES.get(i, "--"), label=i) for i in sorted(impls)]
     if "cold" in modes:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="cold (caches flushed)"))
