@@ -1,21 +1,21 @@
 """Test set-up. Without CUDA, Triton kernels run under its interpreter: TRITON_INTERPRET
 must be set before triton is first imported, so it is set here, at collection time.
 
-Shared here, so that the suite answers in minutes: each end-to-end run that several tests
-read is made once per session (`quick_stream_run`, `device_check_dry`, `nodram`), and
-`cli_in_process` runs the CLI's own entry point (run_bench.main) in this process, as a
-user's shell would start it, where a fresh interpreter adds nothing to what a test checks
-(a fresh interpreter costs seconds of CPU: torch, numpy, pandas, matplotlib and the
-registry). The tests that need a real process (exit codes and signals, peak memory, imports
-from another folder, several ranks) keep one.
+Tiers, by plain markers (pyproject.toml names them):
+- `python -m pytest -m "not slow"`: the unit, formula, property and simulator tests (a minute
+  on a 2-core VM); run it on every change.
+- `python -m pytest` (the README's command): everything, the tests marked slow too (end-to-end
+  runs of the CLI in processes of their own, real measurements, the docs' examples).
+- gpu: needs a CUDA GPU, skipped without one. aot_arches: compiles the GPU arches' quick plans
+  (minutes of CPU each), run with --aot-arches (.ci/run's second step).
 
-The runs in processes of their own that tests read (`background` fixtures: the quick stream
-run, the docs' examples, the distributed runs...) start as soon as the tests are collected, one
-after another on a quiet machine, and the tests that read them run last: they take about one
-core, the tests in this process the other (`_lanes`).
-The ahead-of-time compiles of the GPU arches' quick plans (`aot_outcomes`; tests marked
-aot_arches, over a minute of CPU per arch) start the same way with --aot-arches, as .ci/run
-runs them."""
+Shared here, so that each costly thing is made once per session and only when a selected test
+reads it: the end-to-end runs several tests read (`session_run` fixtures: `quick_stream_run`,
+`copy_runs`...), the pictures of a run (`run_figures`), the run without an off-chip roof
+(`nodram`). `cli_in_process` runs the CLI's own entry point (run_bench.main) in this process,
+as a user's shell would start it, where a fresh interpreter adds nothing to what a test checks
+(a fresh interpreter costs seconds of CPU); the tests that need a real process (exit codes and
+signals, peak memory, imports from another folder, several ranks) keep one."""
 import inspect
 import json
 import os
@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,7 +41,6 @@ import run_bench
 from bench.aot import learned
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
-from bench.hw.telemetry import LoadProbe
 from bench.results import load_run
 from roofs.charts import plot
 
@@ -59,29 +57,11 @@ ROOT = Path(run_bench.__file__).parent
 QUICK_STREAM_ARGS = ("--quick", "--only", "stream.copy,stream.triad", "--dtype", "float32", "--counters", "3",
                      "--budget", "0.03")
 
-
 # The arches whose quick plans tests/test_aot.py compiles (aot_outcomes): over a minute of CPU
 # each, so its tests that read them are marked aot_arches and run with --aot-arches (.ci/run's
-# second step); the README's test command compiles for sm_90 only the launches past 2**31.
+# second step).
 AOT_ARCHES = ("sm_90", "sm_80", "sm_100", "gfx942", "gfx950")
-_AOT = {}  # "future": the compiles under way (started once, by collection or by the fixture); "arches"
-_JOBS = {}      # name -> the function of a background fixture (background)
-_STARTED = {}   # name -> the Future of its value
-# FIFO: a job starts after every earlier one has ended. On a quiet machine one lane, its
-# processes one torch thread each (QUIET_JOB_ENV), so that the jobs take about one core and the
-# tests in this process the other. Measured on a 2-core VM (the suite's CPU ~450 s): with two
-# lanes of two threads the jobs ended at 160-180 s and left this process, starved to a third of
-# a core until then, alone for 110 s more (270-292 s in all); with one lane of one thread both end
-# near 230 s (236-249 s). Where other load holds the cores while the tests are collected (two
-# busy loops, say: BUSY_SHARE of the machine or more), the jobs keep two lanes of the default
-# threads: there their share of the contended cores is what ends the suite (under two busy loops
-# one lane of one thread took 8:12, in a slow hour of the VM; two of two 7:37 a day before). The
-# jobs run at the tests' own priority: at a lower one, other load takes its share first and the
-# suite ends waiting on them.
-QUIET_JOB_ENV = {"OMP_NUM_THREADS": "1"}
-BUSY_SHARE = 0.25   # of all cores' time, used by other processes during collection
-_LANES = {}         # "pool": the jobs' ThreadPoolExecutor, "lanes" its size, "env": their extra environment
-_SESSION = {}   # "config": this session's pytest config (its tmp_path_factory)
+_AOT_NEEDED = set()  # the arches the selected tests read (aot_needs), gathered at collection
 
 
 def pytest_addoption(parser):
@@ -90,36 +70,8 @@ def pytest_addoption(parser):
                           + " (tests/test_aot.py's tests marked aot_arches: minutes of CPU; .ci/run runs them)")
 
 
-def pytest_configure(config):
-    _SESSION["config"] = config
-    _SESSION["load"] = LoadProbe().start()  # how busy the machine is while the tests are collected
-
-
 def pytest_unconfigure(config):
-    if "pool" in _LANES:  # an interrupted session waits for no job not yet begun
-        _LANES["pool"].shutdown(wait=False, cancel_futures=True)
     shutil.rmtree(_LEARNED, ignore_errors=True)
-
-
-def pytest_terminal_summary(terminalreporter):
-    if "pool" in _LANES:
-        others = _LANES["others"]
-        terminalreporter.write_line(
-            f"background jobs: {_LANES['lanes']} lane(s)"
-            + (f" (other processes used {others:.0%} of the cores while the tests were collected)"
-               if others is not None else ""))
-
-
-def _lanes() -> dict:
-    """Return the background jobs' lanes ({"pool", "lanes", "env", "others"}), made on the first call from
-    how much of the machine other processes used since pytest started (QUIET_JOB_ENV above)."""
-    if "pool" not in _LANES:
-        others = _SESSION["load"].stop()["others_cpu"] if "load" in _SESSION else None
-        busy = others is not None and others >= BUSY_SHARE
-        lanes = 2 if busy else 1
-        _LANES.update(pool=ThreadPoolExecutor(lanes, thread_name_prefix="background"), lanes=lanes,
-                      env={} if busy else dict(QUIET_JOB_ENV), others=others)
-    return _LANES
 
 
 def aot_needs(item) -> set:
@@ -144,78 +96,45 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "aot_arches" in item.keywords and not config.getoption("aot_arches"):
             item.add_marker(skip_arches)
-    if config.option.collectonly:
-        return
-    runs = lambda item: not item.get_closest_marker("skip")  # noqa: E731
-    # the tests that read a background run or the compiles go last, and those start now, beside the others
-    background = [item for item in items if runs(item) and set(getattr(item, "fixturenames", ())) & set(_JOBS)]
-    aot = [item for item in items if runs(item) and "aot_outcomes" in getattr(item, "fixturenames", ())]
-    last = {id(item) for item in background + aot}
-    items[:] = [item for item in items if id(item) not in last] + [i for i in background if i not in aot] + aot
-    # the longest first, so that none is left running alone at the end
-    for name in sorted({n for item in background for n in item.fixturenames if n in _JOBS},
-                       key=lambda n: -_JOBS[n].seconds):
-        _start(name)
-    if aot:
-        _aot_compiles(sorted(set().union(*map(aot_needs, aot)), key=AOT_ARCHES.index))
-
-
-def _aot_compiles(arches=AOT_ARCHES):
-    """Return the future of the quick plans' compiles for arches (aot_pool.compile_plans, in its
-    own pool of processes, driven from a thread), starting them on the first call. The plans are
-    built here, in the calling thread: building records launches, which the tests also do."""
-    if "future" not in _AOT:
-        plans = [aot_plan.build_plan(arch, quick=True) for arch in arches]
-        _AOT["arches"] = tuple(arches)
-        _AOT["future"] = ThreadPoolExecutor(1, thread_name_prefix="aot").submit(aot_pool.compile_plans, plans)
-    return _AOT["future"]
+        elif "aot_outcomes" in getattr(item, "fixturenames", ()):
+            _AOT_NEEDED.update(aot_needs(item))
 
 
 @pytest.fixture(scope="session")
 def aot_outcomes():
     """{arch: aot_pool.Outcome}: the quick plan of each arch the selected tests read (aot_needs)
-    compiled for it (none in the README's test command: they are marked aot_arches)."""
-    future = _aot_compiles()
-    return dict(zip(_AOT["arches"], future.result()))
+    compiled for it, in one pool of processes (none in the README's test command: they are marked
+    aot_arches)."""
+    arches = sorted(_AOT_NEEDED, key=AOT_ARCHES.index)
+    plans = [aot_plan.build_plan(arch, quick=True) for arch in arches]
+    return dict(zip(arches, aot_pool.compile_plans(plans)))
 
 
-def background(fn=None, *, seconds: float = 0.0):
-    """Return a session fixture named as fn whose value fn returns, made in a background thread
-    that starts as soon as the tests are collected (the tests that read it run last, so that it
-    runs beside the others), or when first asked for. fn's parameters: `tmp` (a new temporary
-    folder), `env` (user_env() as at collection, with the lanes' env) and the names of other background fixtures
-    (their values, waited for: they start first). It runs beside the tests, so it may start
-    processes, given their cwd and env (a test may change this process's), and write in its own
-    folders; nothing that changes this process's state. seconds: about how many CPU seconds it
-    takes (an order only: the longest start first); `@background(seconds=30)` says it."""
-    if fn is None:
-        return lambda f: background(f, seconds=seconds)
+def user_env(**extra) -> dict:
+    """Return the environment a user runs roofbench in: this one without the Triton interpreter, plus extra."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(extra)
+    return env
+
+
+def session_run(fn):
+    """Return a session fixture named as fn whose value fn returns, made once, when a selected
+    test first reads it. fn's parameters: `tmp` (a new temporary folder), `env` (user_env(), for
+    the processes it starts: a test may change this process's) and the names of other fixtures
+    (their values)."""
     name = fn.__name__
-    fn.seconds = seconds
-    assert _JOBS.setdefault(name, fn) is fn, f"two background fixtures named {name}"
+    params = list(inspect.signature(fn).parameters)
 
     @pytest.fixture(scope="session", name=name)
-    def value():
-        return _start(name).result()
+    def value(request, tmp_path_factory):
+        given = {p: request.getfixturevalue(p) for p in params if p not in ("tmp", "env")}
+        if "tmp" in params:
+            given["tmp"] = tmp_path_factory.mktemp(name)
+        if "env" in params:
+            given["env"] = user_env()
+        return fn(**given)
     value.__doc__ = fn.__doc__
     return value
-
-
-def _start(name: str):
-    """Return the Future of background fixture name's value, submitting it (after what it reads) on the first call."""
-    if name not in _STARTED:
-        fn = _JOBS[name]
-        params = list(inspect.signature(fn).parameters)
-        deps = {p: _start(p) for p in params if p in _JOBS}
-        config = _SESSION["config"]
-        given = {"env": user_env(**_lanes()["env"])} if "env" in params else {}
-        if "tmp" in params:
-            given["tmp"] = config._tmp_path_factory.mktemp(name)
-
-        def job():
-            return fn(**given, **{p: f.result() for p, f in deps.items()})
-        _STARTED[name] = _lanes()["pool"].submit(job)
-    return _STARTED[name]
 
 
 @pytest.fixture(scope="session")
@@ -251,13 +170,6 @@ def dev():
     return "cuda" if HAS_CUDA else "cpu"
 
 
-def user_env(**extra) -> dict:
-    """Return the environment a user runs roofbench in: this one without the Triton interpreter, plus extra."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(extra)
-    return env
-
-
 @pytest.fixture
 def cli_in_process(monkeypatch, capsys):
     """Return run(*args): `python run_bench.py ARGS` run through run_bench.main in this process,
@@ -279,7 +191,7 @@ def cli_in_process(monkeypatch, capsys):
     return run
 
 
-@background(seconds=15)
+@session_run
 def quick_stream_run(tmp, env):
     """The quick stream run end to end, in a process of its own: `run_bench.py QUICK_STREAM_ARGS
     --out OUT`, once per session. Return an object with result (the CompletedProcess) and out
@@ -289,7 +201,7 @@ def quick_stream_run(tmp, env):
     return SimpleNamespace(result=r, out=tmp)
 
 
-@background(seconds=5)
+@session_run
 def device_check_dry(env):
     """The device check's dry mode (`bash .ci/device-check --dry`), once per session: return its CompletedProcess."""
     # PYTHON: the script's steps run the interpreter the tests run in, however pytest was started
@@ -307,7 +219,7 @@ def doc_blocks(root: Path) -> list[tuple[str, int, str]]:
             for i, code in enumerate(re.findall(r"```python\n(.*?)```", (root / name).read_text(), re.S))]
 
 
-@background
+@session_run
 def repo_copy(tmp) -> Path:
     """Return a folder with the tracked files of this checkout as they are now, committed in a
     fresh repository (tests/test_nothing_rewritten.py reads its `git status` at the end)."""
@@ -369,7 +281,7 @@ def run_each(jobs: list[dict], tmp: Path, env: dict) -> list[subprocess.Complete
 CUSTOM_KERNEL_RUN = "results/cpu-amd-epyc-20261201T103023Z"
 
 
-@background(seconds=150)
+@session_run
 def copy_runs(repo_copy, tmp, env) -> dict:
     """Run, in one process of their own (run_each), on the CPU, with the copy on PYTHONPATH:
     every Python block of DOCS as written, from an empty folder outside the copy (the committed
@@ -417,10 +329,10 @@ def committed_reports(copy_runs) -> dict:
     return copy_runs["reports"]
 
 
-@background(seconds=12)
+@session_run
 def thousands(tmp, env) -> Path:
     """Return the folder of the fleets of a thousand synthetic H200s (helpers.write_thousands),
-    written in a process of its own: seconds of CPU off this process's tests."""
+    written in a process of its own: it sets the commit its runs record (abc1234) in that process."""
     code = "import sys, helpers; from pathlib import Path; helpers.write_thousands(Path(sys.argv[1]))"
     r = subprocess.run([sys.executable, "-c", code, str(tmp)], cwd=ROOT / "tests", env=dict(env, PYTHONPATH=str(ROOT)),
                        capture_output=True, text=True, timeout=600, check=False)

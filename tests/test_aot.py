@@ -9,16 +9,16 @@ Triton's own, and 64-bit offsets in the attention and GEMV kernels at sizes past
 On gfx942 the 64 KiB of LDS prunes the Hopper-sized tiles, and the kernels whose candidates
 all exceed it run their fallback configurations instead.
 
-The plans' compiles run in a process pool (over a minute of CPU per arch, sm_90's too), started at
-collection (conftest.py's aot_outcomes); the tests that read them are marked aot_arches and run
-with `--aot-arches` (.ci/run's second step). The README's test command compiles for sm_90 the
-launches past 2**31 (offset_compiles); everything else here is CPU-only and instant."""
+The plans' compiles run in a process pool (over a minute of CPU per arch, sm_90's too; conftest.py's
+aot_outcomes); the tests that read them are marked aot_arches and run with `--aot-arches` (.ci/run's
+second step). The README's test command compiles for sm_90 the launches past 2**31 (offset_compiles,
+marked slow); everything else here is CPU-only and instant."""
 import re
 from collections import Counter
 
 import pytest
 import torch
-from conftest import AOT_ARCHES, background
+from conftest import AOT_ARCHES, session_run
 
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
@@ -43,7 +43,7 @@ ARCHES = [pytest.param(a, id=a, marks=pytest.mark.aot_arches(a)) for a in AOT_AR
 
 @pytest.fixture(scope="module")
 def outcomes(aot_outcomes):
-    # conftest.py: the quick plan of each arch the selected tests read, compiled in one pool that started at collection
+    # conftest.py: the quick plan of each arch the selected tests read, compiled in one pool
     return aot_outcomes
 
 
@@ -213,13 +213,14 @@ def _offset_jobs() -> list:
 OFFSET_JOBS = _offset_jobs()
 
 
-@background(seconds=40)
+@session_run
 def offset_compiles() -> list:
-    """OFFSET_JOBS compiled (aot_pool.compile_jobs' results, in order), beside the other tests, in
-    one process: a second would cost its own start (seconds of CPU) to shorten a wait nothing waits on."""
+    """OFFSET_JOBS compiled (aot_pool.compile_jobs' results, in order), in one process of the pool:
+    a second would cost its own start (seconds of CPU)."""
     return aot_pool.compile_jobs(OFFSET_JOBS, workers=1)[0]
 
 
+@pytest.mark.slow
 def test_offsets_are_64_bit_where_products_pass_2_31(offset_compiles):
     jobs, results = OFFSET_JOBS, offset_compiles
     assert [j["kernel"] for j in jobs] == ["decode_split_kernel", "decode_combine_kernel", "attn_fwd_kernel",

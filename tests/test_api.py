@@ -232,6 +232,7 @@ def test_add_to_run_appends_to_an_earlier_user_folder(tmp_path):
     assert len(df) == len(load_run(run_dir).measurements) + 2 and len(load_run(folder).points) == len(df)
 
 
+@pytest.mark.slow
 def test_example_file_runs(custom_kernel_example):
     # conftest.py: `python -m bench.examples.custom_kernel RUN_DIR` on a committed run, in a process
     # of its own (tests/test_nothing_rewritten.py checks that it leaves the committed files as they are)

@@ -101,6 +101,7 @@ def test_the_overview_draws_one_band_per_measured_roof_with_an_interval(run_a):
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
     for name, fig in run_figures(DATA / "run_a").items():
         assert not any(_bands(ax) for ax in fig.axes), name
@@ -108,6 +109,7 @@ def test_a_run_without_intervals_draws_no_band_and_no_band_legend(run_figures):
         assert BAND_LABEL not in texts, name
 
 
+@pytest.mark.slow
 def test_every_chart_that_draws_a_roof_draws_its_band(banded_synthetic, run_figures):
     """The family rooflines, fma.png and bandwidth.png draw each roof they draw with its band,
     through the one helper (gid band:<name>), each band the roof's own low and high."""
@@ -139,6 +141,7 @@ def test_every_chart_that_draws_a_roof_draws_its_band(banded_synthetic, run_figu
         assert any(_bands(ax) for ax in fig.axes) or chart in ("gemm.png", "links.png"), chart
 
 
+@pytest.mark.slow
 def test_no_text_of_a_banded_chart_overprints_and_no_label_crosses_a_band(run_a, run_figures):
     """On every chart of a banded run no two texts intersect or run off the figure, and no label
     crosses a line or a band's edge (test_labels.crossings samples the bands' edges too); the
@@ -345,6 +348,7 @@ def test_fleet_csv_holds_each_roofs_interval_and_fleet_md_prints_it(run_a, tmp_p
     assert f"| {band_text(dram, (LOW * dram, HIGH * dram))} |" in twice
 
 
+@pytest.mark.slow
 def test_a_profiles_chart_bands_the_roofs_it_was_given(tmp_path):
     """A profile's roofline (left) and its bandwidth panel (right) band each roof with an interval
     (profile.json keeps the roofs as given), and only those."""

@@ -5,12 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import background
+from conftest import session_run
 
 ROOT = Path(__file__).parent.parent
 
 
-@background(seconds=5)
+@session_run
 def benchmark_run(tmp, env):
     """Return (the CompletedProcess, its --benchmark-json file) of pytest-benchmark on the torch
     float32 stream copy of tests/bench_ops.py, in a process of its own."""

@@ -53,6 +53,7 @@ def test_every_function_that_draws_a_run_has_a_row():
     assert len(found) == len(CHARTS) and set(found) == tabled
 
 
+@pytest.mark.slow
 def test_a_finished_run_folder_holds_the_tables_charts_and_no_other(tmp_path):
     """tests/data/run_a (stream, GEMM and GEMV rows; no attention, link, FMA-chain or energy rows)
     finished as a run finishes: its pictures are the table's rows for it, the overview, three

@@ -197,6 +197,7 @@ def fleet_of_a_thousand(thousands):
     return thousands / "check"
 
 
+@pytest.mark.slow
 def test_a_node_against_a_fleet_of_a_thousand(fleet_of_a_thousand, cli_in_process):
     top = fleet_of_a_thousand
     r = cli_in_process("check", top / "slow", "--baseline", top / "fleet", "--out", top / "c-slow")
@@ -236,6 +237,7 @@ def test_a_fleet_of_one_devices_runs_is_a_band_of_its_runs_not_of_its_latest(tmp
         assert hbm["verdict"] == verdict and hbm["baseline"]["interval"] == pytest.approx([3200.0, 5000.0])
 
 
+@pytest.mark.slow
 def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand, tmp_path, cli_in_process):
     top = fleet_of_a_thousand
     write_run(tmp_path / "h100", "x", "GPU-h100", 0.6, interval=0.01, model="NVIDIA H100")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import background
+from conftest import session_run
 
 import run_bench
 from bench.policy import DEFAULT
@@ -200,7 +200,7 @@ def test_bad_size_argument(capsys):
     assert "64MiB" in capsys.readouterr().err
 
 
-@background(seconds=6)
+@session_run
 def interrupted_run(tmp, env):
     """A run sent SIGINT (Ctrl-C) once it has written 3 rows, in a process of its own: return an
     object with csv (its measurements.csv, or None when it wrote no rows in a minute),

@@ -226,6 +226,7 @@ echo 'roofbench-replay: {{"op": "x", "impl": "y", "detail": "BLOCK_SIZE=1024"}}'
     assert f"{GEMM_M.point_id}: DRAM 1.334x counted FLAGGED" in text
 
 
+@pytest.mark.slow
 def test_the_replay_finds_the_checkout_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")

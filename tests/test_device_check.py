@@ -54,6 +54,7 @@ def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning):
                                                                                    dp.MEMORY_DTYPES))
 
 
+@pytest.mark.slow
 def test_the_dry_mode_prints_the_plan_and_exit_1_when_it_does_not_fit(device_check_dry):
     out = device_check_dry  # conftest.py: `bash .ci/device-check --dry`, once per session
     assert out.returncode == 0, out.stderr

@@ -1,6 +1,6 @@
 """Several processes on loopback with gloo: every collective checked and timed with the right
 bus-bandwidth factors, every device of a 'node' compared, and a rank that dies mid-run. The
-runs are background fixtures (conftest.py): they start with the session, beside the other tests."""
+runs are session fixtures (conftest.py's session_run), made once and read by several tests."""
 import json
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import background
+from conftest import session_run
 
 from bench.run.comm import bus_factor
 
@@ -25,7 +25,7 @@ def launch(out: Path, env: dict, *args):
     return r, out
 
 
-@background(seconds=25)
+@session_run
 def gloo_runs(tmp, env):
     """Return {procs: (CompletedProcess, --out folder)}: the quick interconnect run on that many
     gloo ranks, for each of GLOO_PROCS."""
@@ -33,14 +33,14 @@ def gloo_runs(tmp, env):
             for n in GLOO_PROCS}
 
 
-@background(seconds=13)
+@session_run
 def dying_run(tmp, env):
     """(CompletedProcess, --out folder): a quick interconnect run on 2 ranks whose rank 1 dies after 6 rows."""
     return launch(tmp, dict(env, ROOFBENCH_TEST_DIE="1:6"), "--comm", "--procs", "2", "--quick", "--max-ws", "64KiB",
                   "--no-charts")
 
 
-@background(seconds=34)
+@session_run
 def all_devices_run(tmp, env):
     """(CompletedProcess, --out folder): --all-devices on 2 gloo ranks, one tiny stream copy sweep each."""
     return launch(tmp, env, "--all-devices", "--procs", "2", "--quick", "--only", "stream.copy/torch",

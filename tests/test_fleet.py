@@ -33,6 +33,7 @@ def test_the_rule_and_its_statistics_on_hand_worked_values():
     assert flat["mad"] == 0 and not fl.is_outlier(98, flat) and fl.is_outlier(96.9, flat)
 
 
+@pytest.mark.slow
 def test_a_thousand_devices_name_the_slow_one_and_why(thousands, tmp_path, cli_in_process):
     slow = SLOW_OF_A_THOUSAND  # conftest.py's thousands: a thousand runs, this one 15% slow, its clock held down
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from conftest import background
+from conftest import session_run
 
 ROOT = Path(__file__).parent.parent
 
@@ -43,7 +43,7 @@ def local_rank(pid: int) -> str | None:
     return next((v.split(b"=", 1)[1].decode() for v in env if v.startswith(b"LOCAL_RANK=")), None)
 
 
-@background(seconds=45)
+@session_run
 def two_nodes(tmp, env):
     """Two torchrun launchers, of two ranks and of one (--all-devices, one tiny stream copy sweep),
     the measuring process of the two-rank node's local rank 1 killed mid-run from here. Return an

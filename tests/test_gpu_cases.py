@@ -1,5 +1,6 @@
 """On the CPU: the GPU path test's case list (tests/test_gpu_paths.py) covers every (kernel,
 dtype) the quick plan compiles for sm_90, and the device check runs it before its runs."""
+import pytest
 from test_gpu_paths import gpu_cases
 
 from bench.aot.plan import build_plan
@@ -16,6 +17,7 @@ def test_the_gpu_cases_cover_every_kernel_and_dtype_of_the_quick_plan():
     assert {d for k, d in covered if k == "tma_matmul_kernel"} >= {"bf16", "fp8e4m3", "int8"}
 
 
+@pytest.mark.slow
 def test_the_device_check_runs_the_gates_first(device_check_dry):
     out = device_check_dry  # conftest.py: `bash .ci/device-check --dry`, once per session
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import background
+from conftest import session_run
 
 from bench.hw import detect
 from bench.measure import memory
@@ -230,7 +230,7 @@ PARENT = textwrap.dedent("""
 """)
 
 
-@background(seconds=17)
+@session_run
 def budgeted_runs(tmp, env):
     """Return {"baseline": run, "budget": run} of the quick stream run on the simulated 300 MiB cache,
     each in a process of its own, under a 1 MiB budget and under BUDGET; a run: (exit code, peak
@@ -249,6 +249,7 @@ def budgeted_runs(tmp, env):
     return {"baseline": run(1, tmp / "baseline"), "budget": run(BUDGET // MiB, tmp / "run")}
 
 
+@pytest.mark.slow
 def test_quick_stream_run_on_a_300_MiB_cache_stays_under_its_budget(budgeted_runs):
     """A --quick run was once killed by the OOM killer in the stream family (8x a 300 MiB L3:
     2.4 GiB working sets, pools at twice their size, inputs made for points then cut short)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import background
+from conftest import session_run
 
 from bench.hw import detect
 from bench.measure import memory
@@ -152,7 +152,7 @@ PLAN = textwrap.dedent("""
 PLAN_BUDGET = 448 * MiB
 
 
-@background(seconds=6)
+@session_run
 def small_plan_run(env):
     """Return what the PLAN process printed: bf16 reads and writes of 16, 160 and 512 MiB under
     a 448 MiB budget."""

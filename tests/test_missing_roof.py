@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import background
+from conftest import session_run
 from noroof import DATA, run_without_dram  # conftest.py's nodram fixture: tests/noroof.py's run without a dram roof
 
 import run_bench
@@ -72,7 +72,7 @@ def test_api_names_the_missing_roof(nodram):
                        budget_s=0.02).precision == "fp32"
 
 
-@background(seconds=7)
+@session_run
 def model_without_dram(tmp, env):
     """(CompletedProcess, --out folder): `run_bench.py model tiny` placed under a run without a dram
     roof (tests/noroof.py, derived here without pictures), in a process of its own: what it prints
@@ -84,6 +84,7 @@ def model_without_dram(tmp, env):
     return r, out
 
 
+@pytest.mark.slow
 def test_model_placed_under_roofs_without_dram(model_without_dram):
     r, tmp_path = model_without_dram
     assert r.returncode == 0, r.stderr
@@ -103,6 +104,7 @@ def test_model_placed_under_roofs_without_dram(model_without_dram):
     assert all(line["bound_us"] for line in report["ops"])
 
 
+@pytest.mark.slow
 def test_model_output_names_the_missing_dram_roof(model_without_dram):
     r, tmp_path = model_without_dram
     [run_dir] = list(tmp_path.iterdir())
@@ -150,6 +152,7 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
 
 
+@pytest.mark.slow
 def test_run_command_without_an_off_chip_roof_names_the_option(tmp_path, cli_in_process, monkeypatch):
     """The run command itself, with a --max-ws that leaves no DRAM roof (no row flagged busy, so
     the verdict does not depend on the machine's load)."""

@@ -63,7 +63,9 @@ def _intersecting(fig) -> tuple[int, list[tuple[str, str]]]:
     return len(texts), out
 
 
-@pytest.mark.parametrize("name", ["run_a", "run_b", "reference", "h200", "synthetic"])
+# the committed-size runs draw seconds of charts each: slow; run_a and the synthetic run stay in the quick tier
+@pytest.mark.parametrize("name", ["run_a", "synthetic", *(pytest.param(n, marks=pytest.mark.slow)
+                                                          for n in ("run_b", "reference", "h200"))])
 def test_charts_of_a_run_and_no_two_texts_overprint(name, banded_synthetic, run_figures):
     """Every chart the table gives the run is drawn (roofs/charts/registry.py: a family chart only
     for the families the run has; tests/test_chart_table.py the other side); on every chart no two
@@ -162,6 +164,7 @@ def test_bandwidth_panels_draw_roofs_json_roofs_on_the_panel_of_their_dtype(synt
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_gemv_chart_joins_each_layers_batch_walk(synthetic):
     fig = draw_gemv_roofline(load_run(synthetic))
     try:
@@ -226,6 +229,7 @@ def test_label_placer_separates_labels_at_one_point():
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_report_embeds_the_family_charts(synthetic_drawn, tmp_path):
     from roofs.reports.report import write_report
     d = Path(shutil.copytree(synthetic_drawn[0], tmp_path / "run"))  # its charts drawn by plot_run
@@ -243,6 +247,7 @@ def test_report_embeds_the_family_charts(synthetic_drawn, tmp_path):
         assert f'src="{name}"' in page and (d / name).exists(), name
 
 
+@pytest.mark.slow
 def test_charts_drawn_in_worker_processes_equal_those_drawn_here(banded_synthetic, synthetic_drawn, run_figures,
                                                                  tmp_path):
     """plot_run's forked workers (synthetic_drawn) save the bytes that the same charts drawn in

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import background
+from conftest import session_run
 
 from bench.aot import precompile as pc
 from bench.ops import _tune
@@ -62,7 +62,7 @@ def _python(code: str, *args, timeout: int = 600) -> subprocess.CompletedProcess
                           timeout=timeout)
 
 
-@background(seconds=20)
+@session_run
 def replays(tmp, env):
     """Return {arch: CompletedProcess} of REPLAY for sm_90 and gfx942, and {"tma": [the
     CompletedProcess of REPLAY_DESCRIPTORS compile, of its replay]} (their own Triton cache),
@@ -79,6 +79,7 @@ def replays(tmp, env):
 
 # gfx942: ROCm's Triton also specializes each pointer on its buffer being within 2 GiB; the
 # jobs record it (aot_plan.job_of "ptr32"), or no launch would find its kernel
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["sm_90", "gfx942"])
 def test_a_jit_launch_finds_what_precompile_wrote(replays, arch):
     out = replays[arch]
@@ -278,6 +279,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_a_tma_prefill_launch_with_host_descriptors_finds_what_precompile_wrote(replays):
     out, replay = replays["tma"]
     assert out.returncode == 0, out.stderr[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import background
+from conftest import session_run
 from torch import nn
 
 import run_bench
@@ -101,6 +101,7 @@ def test_placement_follows_the_formulas():
     assert list(p.index) == ["aten::mm", "aten::gelu"]          # ranked by the share to win
 
 
+@pytest.mark.slow
 def test_chart_names_every_point_and_the_html_inlines_it(tmp_path):
     _, prefill, _ = tf.build(64, 1, 16, 256)
     p = api.profile(prefill, roofs=ROOFS, steps=1, out=tmp_path / "p", device="cpu")
@@ -126,7 +127,7 @@ def test_a_compiled_function_places_its_kernels_from_their_arguments(tmp_path):
     assert rows["flops"].fillna(0).sum() == 2 * 64 * 32 * 16                 # the extern mm's
 
 
-@background(seconds=6)
+@session_run
 def profiled_example(tmp, env):
     """Return (the CompletedProcess, the --out folder) of `run_bench.py profile` on the transformer
     example, in a process of its own."""

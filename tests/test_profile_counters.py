@@ -196,6 +196,7 @@ def scaled_sum(x, k):
     return (x * k).sum()
 
 
+@pytest.mark.slow
 def test_a_module_level_callable_is_replayed_in_a_process_of_its_own(tmp_path):
     argv = pc.call_target(scaled_sum, (torch.ones(8),), {"k": 3.0}, "scaled_sum")(tmp_path, cpu_info())
     assert argv == [sys.executable, "-m", "bench.run.profile_counters", "--device", "cpu", "--call", str(tmp_path)]
@@ -239,6 +240,7 @@ def test_the_apis_counters_below_one_are_refused(tmp_path, value):
     assert not (tmp_path / "p").exists()
 
 
+@pytest.mark.slow
 def test_on_the_cpu_the_profile_completes_with_one_sentence_why(tmp_path, capsys):
     script = tmp_path / "prog.py"
     script.write_text("import torch\nx = torch.randn(32, 32)\ndef profile_step():\n    return (x @ x).sum()\n")
@@ -260,6 +262,7 @@ def test_on_the_cpu_the_profile_completes_with_one_sentence_why(tmp_path, capsys
     assert "aten::mul" in set(p.ops["op"])
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_counter_columns_of_a_hand_made_ops_csv(tmp_path):
     rows = pc.add_columns(ROWS, [MM, ADD], pc.attribute(hw.parse_raw_csv(raw_csv(PROFILED)), LAUNCHES,
                                                          ["gemm_kernel", "vectorized_elementwise_kernel"])[0])

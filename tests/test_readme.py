@@ -31,6 +31,7 @@ def test_the_readme_links_to_the_reference_and_its_sections_exist():
     assert anchors and anchors <= headings, sorted(anchors - headings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doc,i", [(name, i) for name, i, _ in BLOCKS], ids=[f"{name}-{i}" for name, i, _ in BLOCKS])
 def test_doc_example_runs_as_written(doc, i, doc_examples):
     r = doc_examples[(doc, i)]  # conftest.py: each block run once, as written, from outside the checkout

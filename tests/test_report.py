@@ -20,6 +20,7 @@ def run_a(tmp_path):
     return Path(shutil.copytree(DATA / "run_a", tmp_path / "run_a"))
 
 
+@pytest.mark.slow
 def test_report_rebuilds_everything_from_the_files(run_a, capsys):
     """Into RUN/derived/m<method>-<commit>/, the run's own files untouched."""
     from bench.results import METHOD_VERSION, derived_name, load_run
@@ -388,6 +389,7 @@ def test_every_triton_gemm_impl_is_compared_with_torch_at_the_same_shape_and_mod
     ]
 
 
+@pytest.mark.slow
 def test_a_derived_folder_with_points_of_its_own_is_re_derived_with_them(run_a, capsys):
     """Report on add_to_run's folder keeps its added points; report on a
     plain derived folder re-derives its run into the same place."""

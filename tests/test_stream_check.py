@@ -44,6 +44,7 @@ def _roof(name, value, **extra):
     return {"name": name, "value": value, "source": "measured", "extra": extra}
 
 
+@pytest.mark.slow
 def test_the_table_divides_the_copy_roof_by_the_best_stream_copy(tmp_path):
     a = _run_folder(tmp_path / "cpu-a", [_roof("dram", 48.0, steady=True, passes=[36.0, 48.0]),
                                          _roof("dram.copy", 40.0), _roof("dram.read", 48.0),
