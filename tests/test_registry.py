@@ -2,6 +2,7 @@ import pytest
 import torch
 from helpers import toy_registry
 
+from bench import precisions
 from bench.measure.registry import REGISTRY, Axis, Impl, RegistryError, geometric, load_all
 from bench.ops.stream import KINDS as STREAM_KINDS
 
@@ -55,8 +56,10 @@ def test_every_family_registers_its_impls():
     stream = [i for i in REGISTRY.impls.values() if i.op.startswith("stream.")]
     gemm = [i for i in REGISTRY.impls.values() if i.op.startswith("gemm.")]
     # each stream kernel and reread: torch + triton; torch + numpy + triton, and triton_tma on the square
-    # sweep; gemm.fp4's triton
-    assert len(stream) == (len(STREAM_KINDS) + 1) * 2 and len(gemm) == 3 * 3 + 1 + 1
+    # sweep; one triton impl for each other GEMM op of the precisions' table (gemm.fp4's)
+    others = {p.gemm for p in precisions.ROWS if p.gemm} - {"gemm"}
+    assert len(stream) == (len(STREAM_KINDS) + 1) * 2 and len(gemm) == 3 * 3 + 1 + len(others)
+    assert {i.op for i in gemm if i.op in others} == others
     assert {i.op for i in stream} == {f"stream.{k.name}" for k in STREAM_KINDS} | {"stream.reread"}
     assert all(i.op in REGISTRY.ops for i in REGISTRY.impls.values())
 
