@@ -1,4 +1,5 @@
-"""Triton stream kernels: copy, scale, add, triad, read (a full sum) and write (a fill).
+"""Triton stream kernels: copy, scale, add, triad, read (a full sum), write (a fill) and
+BabelStream's nstream (a += b + s c, in place).
 (stream.reread's Triton impl is the L2 probe, kernels/probes.py.)
 
 Pure compute: no timing, no files, no printing. Each host wrapper takes tensors that the
@@ -84,6 +85,21 @@ def triad_kernel(b_ptr,  # input, n elements
 
 
 @triton.jit
+def nstream_kernel(a_ptr,  # input and output, n elements: a += b + s * c, in place
+                   b_ptr,  # input, n elements
+                   c_ptr,  # input, n elements
+                   s,  # fp32 scalar
+                   n,  # element count
+                   BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(a_ptr + offs, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + offs, mask=mask).to(tl.float32)
+    c = tl.load(c_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(a_ptr + offs, (a + b + s * c).to(a_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def read_kernel(a_ptr,  # input, n elements
                 part_ptr,  # output, one fp32 slot per program: part[p] = program p's partial sum of a
                 n,  # element count
@@ -145,6 +161,13 @@ def add(a, b, c, block=BLOCK):
 def triad(b, c, a, s, block=BLOCK):
     """Return a after a = b + s * c (STREAM's triad)."""
     triad_kernel[_grid(b.numel(), block)](b, c, a, float(s), b.numel(), BLOCK=block, num_warps=NUM_WARPS)
+    return a
+
+
+def nstream(a, b, c, s, block=BLOCK):
+    """Return a after a += b + s * c (BabelStream's nstream): each element of a read and written
+    once by the program that owns it, so the update in place needs no second buffer."""
+    nstream_kernel[_grid(a.numel(), block)](a, b, c, float(s), a.numel(), BLOCK=block, num_warps=NUM_WARPS)
     return a
 
 

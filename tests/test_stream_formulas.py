@@ -30,6 +30,50 @@ def test_stream_counts(op, dtype, ws, n, nbytes, flops):
     assert o.flops(p) == flops
 
 
+@pytest.mark.parametrize("dtype,ws,n", [
+    # 3 arrays resident (a, b, c) of fp32: 24000 // 12 = 2000 -> 1984 (31 x 64)
+    ("float32", 24000, 1984),
+    # of bf16: 6000 // 6 = 1000 -> 960
+    ("bfloat16", 6000, 960),
+])
+def test_nstream_moves_four_arrays_over_three_resident(dtype, ws, n):
+    # a += b + s c: reads a, b and c, writes a; 2 flops an element (an add and a multiply-add)
+    o, w = REG.ops["stream.nstream"], 4 if dtype == "float32" else 2
+    p = {"dtype": dtype, "ws_bytes": ws}
+    assert o.describe(p) == (n, f"({n},)")
+    assert o.working_set(p) == 3 * n * w and o.bytes(p) == 4 * n * w and o.write_bytes(p) == n * w
+    assert o.flops(p) == 2 * n
+    assert o.write_bytes(p) / o.bytes(p) == 0.25 and o.flops(p) / o.bytes(p) == 2 / (4 * w)
+    assert o.outputs == () and o.inouts == ("a",)
+
+
+def test_nstream_runs_in_full_runs_only():
+    from bench.hw.device import CacheLevel, DeviceInfo
+    cpu = DeviceInfo("cpu", "cpu", "test", 2**34, 2, "cores", (CacheLevel("l3", 32 * 2**20, 1),))
+    gpu = DeviceInfo("cuda", "cuda:0", "gpu", 2**37, 132, "SMs", (CacheLevel("l2", 50 * 2**20),))
+    o = REG.ops["stream.nstream"]
+    assert o.points(cpu, quick=True) == [] and o.points(gpu, quick=True) == []
+    assert {p["dtype"] for p in o.points(cpu)} == {"float32", "float16", "bfloat16"}
+    assert {p["dtype"] for p in o.points(gpu)} == {"float32", "bfloat16"}
+
+
+def test_nstream_passes_the_gate_on_its_own_inputs_and_leaves_them_for_the_timed_calls():
+    import torch
+
+    from bench.measure.gate import check
+    from bench.measure.registry import LaunchContext
+    o = REG.ops["stream.nstream"]
+    p = {"dtype": "float32", "ws_bytes": 3 * 4 * 4096}
+    x = o.make_inputs(p, "cpu")
+    a0 = x["a"].clone()
+    exact = a0.double() + x["b"].double() + 3.0 * x["c"].double()
+    ref = o.reference(x)
+    assert float((ref.double() - exact).norm() / exact.norm()) < 1e-7
+    got = check(lambda: REG.impls["stream.nstream/torch"].launcher(x, LaunchContext(p)), ref, o.tolerance(p),
+                _cpu(), x, o.outputs, o.error, o.inouts)
+    assert got.passed and got.error < 1e-6 and torch.equal(x["a"], a0)
+
+
 def test_intensities_match_stream_arithmetic():
     # triad in fp32: 2 flops per 12 bytes; scale in fp32: 1 per 8
     p = {"dtype": "float32", "ws_bytes": 12 * 2**20}

@@ -1,5 +1,6 @@
-"""Stream family: copy, scale, add, triad, read (a full sum) and write (a fill), plus
-reread, which reads one resident buffer many times inside a single call.
+"""Stream family: copy, scale, add, triad, read (a full sum), write (a fill) and BabelStream's
+nstream (a += b + s c, in place), plus reread, which reads one resident buffer many times
+inside a single call.
 
 Each kernel is one Kind row of KINDS, its n-element arrays by role: in (read), out (written;
 the gate poisons it) or in-out (read and written in place; the gate snapshots and restores it,
@@ -22,16 +23,19 @@ read once, each out array written once and each in-out array both:
                                                       nor are the Triton read's per-program partial sums,
                                                       4 bytes a program, about 1 KiB on a GPU)
     write b = s          bytes = 1 n w   flops = 0
+    nstream a += b + s c bytes = 4 n w   flops = 2 n   (a in-out: read and written; working set 3 n w)
 
-with w the element size in bytes, and the working set the same n w per array (no in-out
-array among these). The written part of those bytes (Op.write_bytes, for the
-direction roofs of ARCHITECTURE.md rule 12) is the out and in-out arrays (n w each: one for
-copy, scale, add, triad and write, none for read and reread); the rest is read:
+with w the element size in bytes, and the working set n w per array resident (the bytes
+for all but nstream, whose a is moved twice and held once). The written part of those bytes
+(Op.write_bytes, for the direction roofs of ARCHITECTURE.md rule 12) is the out and in-out
+arrays (n w each: one for copy, scale, add, triad, write and nstream, none for read and
+reread); the rest is read:
 
     copy, scale  read n w,   write n w
     add, triad   read 2 n w, write n w
     read         read n w,   write 0
     write        read 0,     write n w
+    nstream      read 3 n w, write n w   (a quarter of its bytes written)
 
 Write-allocate traffic that a CPU may add (reading a
 line before writing it) is not compulsory and is not counted: it shows up as lower GB/s.
@@ -225,6 +229,15 @@ KINDS = (
          check_memory=_no_check_memory,
          torch=lambda x: lambda: x["b"].fill_(x["s"]),
          triton=lambda k, x: lambda: k.write(x["b"], x["s"])),
+    # BabelStream's nstream: the timed calls keep adding to a, as BabelStream's own do (its values
+    # grow, its timing does not); full runs only, as no roof a quick run derives needs its mix.
+    # torch has no three-input elementwise op: its impl is two in-place passes (6 n w moved for the
+    # 4 n w counted, so its GB/s reads low); Triton's is the one pass the formula counts
+    Kind("nstream", ("b", "c"), (), 2, "a += b + s * c", inouts=("a",), quick=False,
+         reference=lambda x: x["a"].to(torch.float32, copy=True).add_(x["b"]).add_(x["c"], alpha=x["s"]),
+         torch=lambda x: lambda: x["a"].add_(x["b"]).add_(x["c"], alpha=x["s"]),
+         torch_doc="two in-place torch ops (a += b, then a += s c): 6 n w moved for the 4 n w counted",
+         triton=lambda k, x: lambda: k.nstream(x["a"], x["b"], x["c"], x["s"])),
 )
 
 
