@@ -65,14 +65,17 @@ from bench.run.given_roofs import RoofWarning as RoofWarning
 from bench.run.given_roofs import foreign_note as foreign_note
 from bench.run.given_roofs import quick_roofs, roofs_from
 from bench.run.options import Parser, refuse
-from bench.util import first_line, offchip_level, precision_name, triton_interpreting
+from bench.util import Refusal, first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
 
 
-class APIError(ValueError):
-    """Bad input to the API: one sentence, naming what was wrong and what would work."""
+class APIError(Refusal):
+    """Bad input to the API: one sentence, naming what was wrong and what would work, and its code
+    (count_raised, bad_count, unknown_direction, bytes_mismatch, no_bytes, roofs_unreadable,
+    not_a_roof, unknown_precision, no_compute_roof, kernel_raised, input_raised, bad_steps,
+    bad_counters; a profile's refusal keeps bench.run.profile's code)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,7 @@ def _count(value, shape, what: str, name: str, zero_ok: bool = False) -> float:
         except Exception as e:
             fn = getattr(value, "__name__", type(value).__name__)
             raise APIError(f"the {what} function {fn} of kernel '{name}' raised {first_line(e)} at shape {shape!r}: "
-                           f"fix it so that it returns the {what} of one call at that shape.") from None
+                           f"fix it so that it returns the {what} of one call at that shape.", "count_raised") from None
     else:
         v = value
     if (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0
@@ -219,7 +222,7 @@ def _count(value, shape, what: str, name: str, zero_ok: bool = False) -> float:
         raise APIError(f"{what} of kernel '{name}' must be a {'' if zero_ok else 'positive '}number"
                        f"{' of 0 or more' if zero_ok else ''} (got {v!r})"
                        + (f" at shape {shape!r}" if callable(value) else "") + "; give the compulsory "
-                       f"{'traffic in bytes' if 'bytes' in what else 'FLOP count'} of one call.")
+                       f"{'traffic in bytes' if 'bytes' in what else 'FLOP count'} of one call.", "bad_count")
     return float(v)
 
 
@@ -233,7 +236,7 @@ def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, 
     do not add up to bytes, or for an unknown direction."""
     if direction is not None and direction not in DIRECTIONS:
         raise APIError(f"unknown direction '{direction}' for kernel '{name}': use read, write or copy, "
-                       "or give read_bytes and write_bytes.")
+                       "or give read_bytes and write_bytes.", "unknown_direction")
     r = None if read_bytes is None else _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
     w = None if write_bytes is None else _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
     if r is None and w is None:
@@ -245,7 +248,7 @@ def _split(total: float, read_bytes, write_bytes, direction: str | None, shape, 
     if r < 0 or w < 0 or abs(r + w - total) > 1e-9 * total:
         raise APIError(f"read_bytes {r:g} and write_bytes {w:g} of kernel '{name}' do not add up to its bytes "
                        f"{total:g}: "
-                       "give the bytes each call reads and writes, which together are its bytes.")
+                       "give the bytes each call reads and writes, which together are its bytes.", "bytes_mismatch")
     return r, w
 
 
@@ -259,12 +262,12 @@ def _counts(bytes, read_bytes, write_bytes, direction, shape, name: str) -> tupl
             raise APIError(f"kernel '{name}' has no byte count"
                            + (f" (only {given}, which without bytes= does not give the other)" if given else "")
                            + ": give bytes= (the compulsory traffic of one call), or both read_bytes= and "
-                           "write_bytes=.")
+                           "write_bytes=.", "no_bytes")
         r = _count(read_bytes, shape, "read_bytes", name, zero_ok=True)
         w = _count(write_bytes, shape, "write_bytes", name, zero_ok=True)
         if r + w <= 0:
             raise APIError(f"read_bytes and write_bytes of kernel '{name}' are both 0: give the bytes one call "
-                           "reads and writes (together above 0).")
+                           "reads and writes (together above 0).", "no_bytes")
         return r + w, r, w
     b = _count(bytes, shape, "bytes", name)
     return (b, *_split(b, read_bytes, write_bytes, direction, shape, name))
@@ -278,14 +281,15 @@ def _roofs_arg(roofs) -> tuple:
             return tuple(roofs_from(roofs))
         except ResultsError as e:
             raise APIError(f"roofs={str(roofs)!r} is not a run folder whose roofs can be read ({clause(e)}); give "
-                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.") from None
+                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.",
+                           "roofs_unreadable") from None
     out = []
     for r in roofs or ():
         if isinstance(r, dict):
             r = Roof.from_dict(r)
         if not isinstance(r, Roof):
             raise APIError(f"roofs= holds a {type(r).__name__}, not a roof: give a run folder, "
-                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.")
+                           "api.roofs_from(RUN_DIR), api.quick_roofs() or a list of Roof.", "not_a_roof")
         out.append(r)
     return tuple(out)
 
@@ -303,13 +307,13 @@ def check_precision(precision: str, roofs=()) -> str:
     p = precision_name(precision)
     if p not in PRECISIONS:
         raise APIError(f"unknown precision '{precision}': use one of {', '.join(PRECISIONS)} (or float32, bfloat16, "
-                       "float16, float64), or '' for a point bounded by bandwidth only.")
+                       "float16, float64), or '' for a point bounded by bandwidth only.", "unknown_precision")
     roofs = list(roofs)
     have = [r.name for r in roofs if isinstance(r, Roof) and r.kind == "compute" and r.source == "measured"]
     if roofs and p not in have:
         raise APIError(f"the roofs given have no measured {p} compute roof (they have {', '.join(have) or 'none'}): "
                        f"measure one (python run_bench.py --only gemm --dtype {p}) or pass precision='' "
-                       "to bound the point by bandwidth only.")
+                       "to bound the point by bandwidth only.", "no_compute_roof")
     return p
 
 
@@ -319,7 +323,7 @@ def tolerance_of(precision: str) -> float:
     try:
         return tolerance(precision or "fp32")
     except KeyError as e:
-        raise APIError(f"{e.args[0]}, or give tolerance=.") from None
+        raise APIError(f"{e.args[0]}, or give tolerance=.", "unknown_precision") from None
 
 
 def _error(out, ref, inputs) -> float:
@@ -360,7 +364,7 @@ def measure(fn: Callable[[], object], *, flops, bytes=None, name: str = "kernel"
     try:
         gate = check(lambda: fn, ref, tolerance, info, error=_error)
     except Exception as e:
-        raise APIError(f"kernel '{name}' raised {first_line(e)}; nothing was timed.") from None
+        raise APIError(f"kernel '{name}' raised {first_line(e)}; nothing was timed.", "kernel_raised") from None
     if not gate.passed:
         return Result(**base, status="error", error=gate.error, reason=gate.reason)
     if backend == "triton" and triton_interpreting():
@@ -405,7 +409,7 @@ class Kernel:
             return fn(*args)
         except Exception as e:
             raise APIError(f"the {what} function {getattr(fn, '__name__', what)} of kernel '{self.name}' raised "
-                           f"{first_line(e)} at shape {shape!r}; nothing was timed.") from None
+                           f"{first_line(e)} at shape {shape!r}; nothing was timed.", "input_raised") from None
 
     def sweep(self, device: str | None = None, roofs: Iterable[Roof] = (), mode: str = "warm",
               budget_s: float = 0.3) -> list[Result]:
@@ -504,7 +508,7 @@ def _profile_roofs(roofs, info) -> tuple[list, str, Path | None, list]:
             found = roofs_from(roofs, info.torch_device)
         except ResultsError as e:
             raise APIError(f"roofs {str(roofs)!r} is not a run folder ({clause(e)}): give a folder a run of "
-                           "python run_bench.py wrote, or no roofs to measure them now.") from None
+                           "python run_bench.py wrote, or no roofs to measure them now.", "roofs_unreadable") from None
         return list(found), f"of the run {roofs}", existing(roofs), [found.foreign] if found.foreign else []
     return list(_roofs_arg(roofs)), "given to api.profile", None, []
 
@@ -531,17 +535,17 @@ def profile_script(path, argv=(), roofs=None, steps: int = 5, out=None, device: 
     try:  # a relative path missing here is the checkout's (bench.paths.existing)
         step = profile_mod.script_step((path := existing(path)), list(argv))
     except profile_mod.ProfileError as e:
-        raise APIError(str(e)) from None
+        raise APIError(str(e), e.code) from None
     return _profile(step, Path(path).name, roofs, steps, out, device, {"script": str(path), "argv": list(argv)},
                     counters, profile_counters.script_target(path, list(argv)))
 
 
 def _profile(step, program, roofs, steps, out, device, meta, counters=None, target=None) -> Profile:
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise APIError(f"steps={steps!r} captures nothing: give 1 or more steps.")
+        raise APIError(f"steps={steps!r} captures nothing: give 1 or more steps.", "bad_steps")
     if counters is not None and (not isinstance(counters, int) or isinstance(counters, bool) or counters < 1):
         raise APIError(f"counters={counters!r} reads no op's counters: give a whole number of 1 or more ops, or "
-                       "leave counters out.")
+                       "leave counters out.", "bad_counters")
     info = detect.resolve(device)
     roofs, given, run_dir, notes = _profile_roofs(roofs, info)
     slug = "".join(c if c.isalnum() else "-" for c in Path(program).stem.lower()).strip("-") or "program"
@@ -552,7 +556,7 @@ def _profile(step, program, roofs, steps, out, device, meta, counters=None, targ
         folder, text = profile_mod.profile_into(step, folder, roofs, info, given, steps, program,
                                                 {**meta, "roof_notes": notes}, hook)
     except profile_mod.ProfileError as e:
-        raise APIError(str(e)) from None
+        raise APIError(str(e), e.code) from None
     return Profile(folder, text)
 
 

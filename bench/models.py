@@ -48,15 +48,16 @@ from bench.run import given_roofs, session
 from bench.run import options as opt
 from bench.run.options import Parser, refuse
 from bench.run.session import execute, failing, finish, mark_failed, run_meta
-from bench.util import did_you_mean, fmt_bytes, fmt_num, plural, precision_name
+from bench.util import Refusal, did_you_mean, fmt_bytes, fmt_num, plural, precision_name
 from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.roofline import Roofline
 
 MODELS = Path(__file__).with_name("models.json")
 
 
-class ModelError(ValueError):
-    """An unknown model name or impossible model settings."""
+class ModelError(Refusal):
+    """An unknown model name or impossible model settings: one sentence, and its code
+    (unknown_model, not_positive, ops_unregistered, no_batch)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def load_models(path: Path = MODELS) -> dict[str, ModelConfig]:
 def get_model(name: str) -> ModelConfig:
     models = load_models()
     if name not in models:
-        raise ModelError(f"unknown model '{name}'{did_you_mean(name, models)}: choose from {', '.join(models)}.")
+        raise ModelError(f"unknown model '{name}'{did_you_mean(name, models)}: choose from {', '.join(models)}.",
+                         "unknown_model")
     return models[name]
 
 
@@ -98,7 +100,8 @@ class LayerOp:
 def layer_ops(cfg: ModelConfig, batch: int, prompt: int, context: int, dtype: str = "bf16") -> list[LayerOp]:
     """Return every operator of one prefill step and one decode step (see the module docstring)."""
     if min(batch, prompt, context) < 1:
-        raise ModelError(f"batch, prompt and context must be positive (got {batch}, {prompt}, {context}).")
+        raise ModelError(f"batch, prompt and context must be positive (got {batch}, {prompt}, {context}).",
+                         "not_positive")
     h, hd = cfg.hidden, cfg.head_dim
     qkv_n = (cfg.heads + 2 * cfg.kv_heads) * hd
     ops = []
@@ -144,7 +147,8 @@ def register_model_ops() -> None:
 
 def _require_model_ops() -> None:
     if any(dst not in REGISTRY.ops for _, dst in MODEL_OPS):
-        raise ModelError("the model.* ops are not registered: call bench.models.register_model_ops() first.")
+        raise ModelError("the model.* ops are not registered: call bench.models.register_model_ops() first.",
+                         "ops_unregistered")
 
 
 def key(lo: LayerOp) -> tuple:
@@ -270,7 +274,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
 def layers_per_batch(cfg: ModelConfig, batches, prompt: int, context: int, dtype: str) -> dict:
     """Return batch -> layer_ops(); raises ModelError for impossible settings (before anything runs)."""
     if not batches:
-        raise ModelError("give at least one batch size (--batch 1,8,64).")
+        raise ModelError("give at least one batch size (--batch 1,8,64).", "no_batch")
     return {b: layer_ops(cfg, b, prompt, context, dtype) for b in batches}
 
 

@@ -1,6 +1,6 @@
 """Small helpers shared across the suite: element sizes, byte sizes and numbers for people
-(fmt_bytes, fmt_num, plural), the first line of an error, whether Triton is interpreting, the roofbench commit,
-and a finished command's exit (exit_now)."""
+(fmt_bytes, fmt_num, plural), a refusal with its code (Refusal), the first line of an error,
+whether Triton is interpreting, the roofbench commit, and a finished command's exit (exit_now)."""
 from __future__ import annotations
 
 import atexit
@@ -143,6 +143,16 @@ def fmt_num(v, digits: int = 4) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """Return "1 token", "2 tokens", "21,890 rows": a count with its noun."""
     return f"{fmt_num(n)} {word if n == 1 else (many or word + 's')}"
+
+
+class Refusal(ValueError):
+    """Input that cannot be used: one sentence for people (str), naming what was wrong and what
+    would work, and `code`, a short name of the fault that callers and tests read (the sentence's
+    wording is free to change; the code is not). Each module's own error subclasses it."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:

@@ -42,6 +42,7 @@ from bench.aot import learned
 from bench.aot import plan as aot_plan
 from bench.aot import pool as aot_pool
 from bench.results import load_run
+from bench.run import options as run_options
 from roofs.charts import plot
 
 # The tests' runs are tiny and many: they learn into this session's own timing cache
@@ -175,19 +176,22 @@ def cli_in_process(monkeypatch, capsys):
     """Return run(*args): `python run_bench.py ARGS` run through run_bench.main in this process,
     started as a user's shell would start it (sys.argv its command line, which run.json
     records; no Triton interpreter). run returns an object with returncode, stdout and stderr
-    (this call's only), like subprocess.run's; an argparse refusal's SystemExit is its code."""
+    (this call's only), like subprocess.run's (an argparse refusal's SystemExit is its code), and
+    code: the reason code of the refusal it printed (bench.run.options.REFUSED), else None."""
     def run(*args):
         args = [str(a) for a in args]
         capsys.readouterr()
         with monkeypatch.context() as m:
             m.setattr(sys, "argv", [str(ROOT / "run_bench.py"), *args])
             m.delenv("TRITON_INTERPRET", raising=False)
+            run_options.REFUSED.clear()
             try:
                 rc = run_bench.main(args)
             except SystemExit as e:
                 rc = e.code
+            refused = list(run_options.REFUSED)
         out = capsys.readouterr()
-        return SimpleNamespace(returncode=rc, stdout=out.out, stderr=out.err)
+        return SimpleNamespace(returncode=rc, stdout=out.out, stderr=out.err, code=refused[-1] if refused else None)
     return run
 
 

@@ -11,35 +11,36 @@ import pytest
 import torch
 
 import run_bench
+from bench.run.options import REFUSED
 
 ROOT = Path(__file__).parent.parent
 REFERENCE = (ROOT / "REFERENCE.md").read_text()
 CUDA = torch.cuda.is_available()
 
-# example as the docs write it -> a piece of the one sentence it must end with
+# example as the docs write it -> (the reason code of its refusal, the input its one sentence names);
+# bad_argument: argparse refused the option's value (its sentence starts "argument --NAME:")
 EXAMPLES = {
-    "--only nosuchop": "nosuchop",
-    "--mode warm,hot": "unknown timing mode in --mode 'warm,hot': use warm, cold",
-    "--device tpu": "tpu",
-    "--device cuda": "no CUDA device on this machine",
-    "--only stream.copy --dtype fp64": "none of the selected ops has dtype fp64",
-    "--budget 0": "argument --budget: takes a positive number of seconds, like 0.5 (got '0')",
-    "--max-ws 0": "argument --max-ws: a size must be above zero (got '0')",
-    "--procs abc": "argument --procs: invalid int value: 'abc'",
-    "model tiny --batch 1,0": "argument --batch: takes comma-separated whole numbers of 1 or more",
-    "--min-time 5 --budget 1": "--min-time 5 is not below --budget 1",
-    "--comm --procs 1": "need at least 2 ranks",
-    "--procs 2": "--procs goes with --all-devices or --comm",
-    "--counters --comm":
-        "--counters replays points of a single-device run: it does not go with --all-devices or --comm",
-    "--only transfer": "every selected point would be skipped on cpu (host-device copies need a GPU)",
-    "--max-ws 10KiB": "--max-ws 10 KiB is below what any memory level needs",
-    "--max-memory 10TB": "--max-memory 10TB is more than the",
-    "--out README.md": "--out README.md is a file, not a folder",
-    "--out /proc/nope": "--out /proc/nope cannot be written",
-    "report results/README.md": "is a file, not a run folder",
-    "report /nonexistent/run": "run folder /nonexistent/run does not exist",
-    "compare tests/data/run_a": "compare needs at least two run folders",
+    "--only nosuchop": ("unknown_name", "nosuchop"),
+    "--mode warm,hot": ("unknown_mode", "warm,hot"),
+    "--device tpu": ("unknown_device", "tpu"),
+    "--device cuda": ("no_cuda", "cuda"),
+    "--only stream.copy --dtype fp64": ("no_such_dtype", "fp64"),
+    "--budget 0": ("bad_argument", "argument --budget"),
+    "--max-ws 0": ("bad_argument", "argument --max-ws"),
+    "--procs abc": ("bad_argument", "argument --procs"),
+    "model tiny --batch 1,0": ("bad_argument", "argument --batch"),
+    "--min-time 5 --budget 1": ("min_time_budget", "--min-time 5"),
+    "--comm --procs 1": ("too_few_procs", "--procs 2"),
+    "--procs 2": ("procs_alone", "--procs"),
+    "--counters --comm": ("counters_multi", "--counters"),
+    "--only transfer": ("all_skipped", "cpu"),
+    "--max-ws 10KiB": ("max_ws_too_small", "--max-ws 10 KiB"),
+    "--max-memory 10TB": ("max_memory_too_large", "--max-memory 10TB"),
+    "--out README.md": ("out_is_file", "--out README.md"),
+    "--out /proc/nope": ("out_unwritable", "--out /proc/nope"),
+    "report results/README.md": ("not_a_folder", "results/README.md"),
+    "report /nonexistent/run": ("missing", "/nonexistent/run"),
+    "compare tests/data/run_a": ("too_few_runs", "compare"),
 }
 NEEDS_NO_CUDA = {"--device cuda", "--only transfer"}
 
@@ -67,12 +68,14 @@ def test_listed_refusal_holds(example, capsys, tmp_path, monkeypatch):
     if argv[0] not in ("report", "compare") and "--out" not in argv:
         argv += ["--out", str(out)]  # where a run would write: it must stay unmade
     before = sorted(p.name for p in ROOT.iterdir())
+    REFUSED.clear()
     try:
         rc = run_bench.main(argv)
     except SystemExit as e:  # argparse's type checks end the parse
         rc = e.code
     err = capsys.readouterr().err
-    assert rc == 2, err
-    assert EXAMPLES[example] in err, err
+    code, named = EXAMPLES[example]
+    assert rc == 2 and REFUSED == [code], (REFUSED, err)
+    assert named in err, err
     assert err.count("\n") == 1 and "Traceback" not in err and "usage:" not in err
     assert not out.exists() and sorted(p.name for p in ROOT.iterdir()) == before

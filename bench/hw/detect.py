@@ -29,11 +29,12 @@ def resolve(name: str | None = None) -> DeviceInfo:
     name = name.strip().lower()
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise DeviceError(f"no CUDA device on this machine (asked for '{name}'): use --device cpu, or run on a machine "
-                          "with a GPU and a CUDA build of torch.")
+                          "with a GPU and a CUDA build of torch.", "no_cuda")
     if name == "cuda":
         name = "cuda:0"
     if name not in available_devices():
-        raise DeviceError(f"unknown device '{name}': this machine has {', '.join(available_devices())}.")
+        raise DeviceError(f"unknown device '{name}': this machine has {', '.join(available_devices())}.",
+                          "unknown_device")
     return cpu_info() if name == "cpu" else gpu_info(int(name.split(":")[1]))
 
 

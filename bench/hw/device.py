@@ -23,11 +23,12 @@ import torch
 
 from bench.hw.clock import clock_record, measure_clock
 from bench.identity import device_id
-from bench.util import offchip_level, triton_interpreting
+from bench.util import Refusal, offchip_level, triton_interpreting
 
 
-class DeviceError(ValueError):
-    """A device name the user gave that this machine does not have."""
+class DeviceError(Refusal):
+    """A device name the user gave that this machine does not have: one sentence, and its code
+    (no_cuda, unknown_device)."""
 
 
 @dataclass(frozen=True)

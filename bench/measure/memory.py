@@ -32,7 +32,7 @@ import torch
 
 from bench.hw import device as devmod
 from bench.measure.inputs import cached_bytes, making_bytes
-from bench.util import fmt_bytes
+from bench.util import Refusal, fmt_bytes
 
 _POOLS: dict = {}  # key -> tensor: shared inputs held across points
 
@@ -89,8 +89,9 @@ def available_bytes(device) -> int | None:
     return devmod.free_memory_bytes(device)
 
 
-class BudgetError(ValueError):
-    """A --max-memory value that cannot be read."""
+class BudgetError(Refusal):
+    """A --max-memory value that cannot be read: one sentence, and its code (share_unknown,
+    share_range, unreadable, not_positive)."""
 
 
 DEFAULT_SHARE = 0.5   # a run's default budget: half the memory available when it starts
@@ -120,7 +121,7 @@ class Limit:
         if available is None:
             if self.text:
                 raise BudgetError(f"--max-memory '{self.text}' is a share of the available memory, which this "
-                                  "device does not report: give a size like 8GiB.")
+                                  "device does not report: give a size like 8GiB.", "share_unknown")
             return None
         return int(available * self.share)
 
@@ -134,16 +135,17 @@ def read_limit(text: str) -> Limit:
         pct = float(m.group(1))
         if not 0 < pct <= 100:
             raise BudgetError(f"--max-memory takes a share of the available memory between 0 and 100% (got '{text}'), "
-                              "or a size like 8GiB.")
+                              "or a size like 8GiB.", "share_range")
         return Limit(share=pct / 100, text=t)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?", t, re.IGNORECASE)
     if not m:
-        raise BudgetError(f"cannot read --max-memory '{text}': write a size like 8GiB or 512MiB, or a share like 50%.")
+        raise BudgetError(f"cannot read --max-memory '{text}': write a size like 8GiB or 512MiB, or a share like 50%.",
+                          "unreadable")
     unit = (m.group(2) or "B").upper()[0]
     n = int(float(m.group(1)) * {"B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit])
     if n <= 0:
         raise BudgetError(f"--max-memory must be above zero (got '{text}'): "
-                          "write a size like 8GiB or a share like 50%.")
+                          "write a size like 8GiB or a share like 50%.", "not_positive")
     return Limit(bytes=n, text=t)
 
 

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from bench.util import did_you_mean
+from bench.util import Refusal, did_you_mean
 
 Point = dict  # axis name -> value, e.g. {"dtype": "float32", "ws_bytes": 1048576}
 
 
-class RegistryError(ValueError):
-    """Bad registry use or an unknown name given by the user."""
+class RegistryError(Refusal):
+    """Bad registry use or an unknown name given by the user: one sentence, and its code
+    (op_registered, op_unregistered, impl_registered, unknown_name)."""
 
 
 @dataclass(frozen=True)
@@ -218,15 +219,15 @@ class Registry:
 
     def add_op(self, op: Op) -> Op:
         if op.name in self.ops:
-            raise RegistryError(f"op '{op.name}' is already registered.")
+            raise RegistryError(f"op '{op.name}' is already registered.", "op_registered")
         self.ops[op.name] = op
         return op
 
     def add_impl(self, impl: Impl) -> Impl:
         if impl.op not in self.ops:
-            raise RegistryError(f"impl '{impl.id}' names op '{impl.op}', which is not registered.")
+            raise RegistryError(f"impl '{impl.id}' names op '{impl.op}', which is not registered.", "op_unregistered")
         if impl.id in self.impls:
-            raise RegistryError(f"impl '{impl.id}' is already registered.")
+            raise RegistryError(f"impl '{impl.id}' is already registered.", "impl_registered")
         self.impls[impl.id] = impl
         return impl
 
@@ -257,7 +258,7 @@ class Registry:
                     f"unknown op or impl '{name}'{did_you_mean(name, [*families, *self.ops, *impl_names])}: "
                     f"choose from families {', '.join(sorted(families))}, "
                     f"ops {', '.join(self.ops)}, or impls {', '.join(sorted(impl_names))} "
-                    f"(or an impl id such as {next(iter(self.impls), 'op/impl')}).")
+                    f"(or an impl id such as {next(iter(self.impls), 'op/impl')}).", "unknown_name")
         chosen = []
         for op in self.ordered():
             op_hit = op.name in only or op.family in only

@@ -36,7 +36,7 @@ def report_main(argv) -> int:
     p.add_argument("--no-charts", action="store_true", help="re-derive the roofs and report but draw no picture")
     args = p.parse_args(argv)
     if args.out and args.in_place:
-        return refuse("--out and --in-place name two different places: give one of them.")
+        return refuse("--out and --in-place name two different places: give one of them.", "out_and_in_place")
     try:
         run = load_run(args.run_dir)  # refuses a folder whose files are cut or disagree, before anything is written
         if run.lost_note:
@@ -63,11 +63,11 @@ def compare_main(argv) -> int:
                    help="folder for compare.png and compare.md (default results/compare-<UTC timestamp>)")
     args = p.parse_args(argv)
     if len(args.runs) < 2:
-        return refuse("compare needs at least two run folders.")
+        return refuse("compare needs at least two run folders.", "too_few_runs")
     seen = [r.resolve() for r in args.runs]
     twice = next((r for i, r in enumerate(args.runs) if seen[i] in seen[:i]), None)
     if twice is not None:
-        return refuse(f"run folder {twice} is given twice: compare needs two different runs.")
+        return refuse(f"run folder {twice} is given twice: compare needs two different runs.", "run_twice")
     try:
         if args.out:
             opt.writable_folder(args.out, "--out")
@@ -98,7 +98,8 @@ def fleet_main(argv) -> int:
     try:
         md, result = write_fleet(fleet, out)
     except OSError as e:
-        return refuse(f"cannot write the fleet folder {out} ({e.strerror or e}): give --out a folder you can write.")
+        return refuse(f"cannot write the fleet folder {out} ({e.strerror or e}): give --out a folder you can write.",
+                      "unwritable")
     slow = {(o["host"], o["id"]) for o in result["outliers"]}
     n = fleet.rows["id"].nunique()
     print(f"roofbench: {n} device{'' if n == 1 else 's'} in {len(fleet.rows)} runs, {len(result['groups'])} "
@@ -150,7 +151,8 @@ def check_main(argv) -> int:
     except (chk.CheckError, opt.OptionError) as e:
         return refuse(e)
     except OSError as e:
-        return refuse(f"cannot write the check folder {out} ({e.strerror or e}): give --out a folder you can write.")
+        return refuse(f"cannot write the check folder {out} ({e.strerror or e}): give --out a folder you can write.",
+                      "unwritable")
     print(chk.terminal_text(result))
     print(f"\ncheck: {md} and check.json")
     return result["exit_code"]

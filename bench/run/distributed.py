@@ -43,7 +43,7 @@ from bench.measure.timing import timer_config
 from bench.results import RunWriter, utc_stamp
 from bench.run.comm import run_comm
 from bench.run.session import finish, mark_failed, measure_into, options_record, run_meta
-from bench.util import environ_restored, exit_now, first_line
+from bench.util import Refusal, environ_restored, exit_now, first_line
 from roofs.reports.devices import write_devices_report
 from roofs.reports.fleet import RANKS_FILE, FleetError, gather, write_fleet
 
@@ -57,8 +57,9 @@ STORE_TIMEOUT_S = 300.0
 KEY = "roofbench"        # the keys this job sets in torchrun's store: KEY/start/<rank>, KEY/done/<rank>
 
 
-class LaunchError(ValueError):
-    """Settings that cannot launch: no GPU to measure, too few ranks for the interconnect."""
+class LaunchError(Refusal):
+    """Settings that cannot launch: no GPU to measure, too few ranks for the interconnect; one
+    sentence, and its code (too_few_procs, no_gpu, procs_over_gpus, too_few_gpus)."""
 
 
 def in_worker() -> bool:
@@ -77,17 +78,17 @@ def nprocs(args) -> int:
     if args.procs is not None and args.procs < least:
         raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks: "
                           f"give --procs 2 or more (got {args.procs})."
-                          if args.comm else f"--procs must be 1 or more (got {args.procs}).")
+                          if args.comm else f"--procs must be 1 or more (got {args.procs}).", "too_few_procs")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and args.device != "cpu" else 0
     n = args.procs if args.procs is not None else gpus
     if n == 0:
         raise LaunchError("no CUDA GPU here: --all-devices and --comm launch one process per GPU; "
-                          "give --procs N to run N gloo processes on this CPU instead.")
+                          "give --procs N to run N gloo processes on this CPU instead.", "no_gpu")
     if gpus and n > gpus:
-        raise LaunchError(f"--procs {n} asks for more processes than the {gpus} GPUs here.")
+        raise LaunchError(f"--procs {n} asks for more processes than the {gpus} GPUs here.", "procs_over_gpus")
     if n < least:
         raise LaunchError(f"the interconnect benchmarks (--comm) need at least 2 ranks, and this machine has {n} GPU: "
-                          "give --device cpu --procs 2 to run them on gloo over loopback.")
+                          "give --device cpu --procs 2 to run them on gloo over loopback.", "too_few_gpus")
     return n
 
 

@@ -26,7 +26,7 @@ def run_main(args, argv, script: Path) -> int:
     """Run the main command with its parsed args (argv as given, for the launcher's workers;
     script: run_bench.py, which the launcher starts once per rank)."""
     if args.device_spec and not args.dry_run:
-        return refuse("--device-spec plans a run that cannot happen here: use it with --dry-run.")
+        return refuse("--device-spec plans a run that cannot happen here: use it with --dry-run.", "device_spec_alone")
     if args.dry_run and args.device_spec:
         return dry_run(args)
     if (args.all_devices or args.comm) and distrib.in_worker():

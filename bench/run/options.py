@@ -27,14 +27,20 @@ from bench.measure.registry import Registry, load_all
 from bench.measure.runner import Plan, make_plan
 from bench.measure.timing import MODES
 from bench.run.distributed import nprocs
-from bench.util import did_you_mean, dtype_spellings, fmt_bytes, option_size, precision_name
+from bench.util import Refusal, did_you_mean, dtype_spellings, fmt_bytes, option_size, precision_name
 
 
-class OptionError(ValueError):
-    """An option whose value cannot run: one sentence naming it."""
+class OptionError(Refusal):
+    """An option whose value cannot run: one sentence naming it, and its code (out_is_file,
+    out_under_file, out_unwritable, no_such_dtype, counters_multi, unknown_mode, procs_alone,
+    run_dir_alone, min_time_budget, max_ws_below_all, nothing_selected, max_ws_all_skipped,
+    all_skipped, max_ws_too_small, max_memory_too_large)."""
 
 
 COMMANDS = ("model", "report", "compare", "fleet", "profile", "check")  # run_bench.py's subcommands
+# the code of each refusal this process printed (refuse; Parser's: bad_argument), None where it had
+# none: what a caller, or a test, reads instead of the sentence
+REFUSED = []
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,12 +56,15 @@ class Parser(argparse.ArgumentParser):
             if said != words:
                 message = f"unrecognized arguments: {' '.join(said)}; see --help"
         print(f"roofbench: {message.rstrip('.')}.", file=sys.stderr)
+        REFUSED.append("bad_argument")  # argparse's: an unknown option, or a value its type refused
         raise SystemExit(2)
 
 
-def refuse(e) -> int:
-    """Print a refusal's one sentence (an error, or a sentence) to stderr; return exit code 2."""
+def refuse(e, code: str | None = None) -> int:
+    """Print a refusal's one sentence (an error, or a sentence) to stderr and record its code (the
+    error's own `code`, else code) in REFUSED; return exit code 2."""
     print(f"roofbench: {e}", file=sys.stderr)
+    REFUSED.append(getattr(e, "code", None) or code)
     return 2
 
 
@@ -139,18 +148,19 @@ def writable_folder(path, option: str = "--out") -> Path:
     at once, in the nearest folder that exists: nothing is left behind."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise OptionError(f"{option} {path} is a file, not a folder: give a folder to write into (e.g. results/).")
+        raise OptionError(f"{option} {path} is a file, not a folder: give a folder to write into (e.g. results/).",
+                          "out_is_file")
     parent = path
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise OptionError(f"{option} {path} lies under {parent}, which is a file: give a folder to write into "
-                          "(e.g. results/).")
+                          "(e.g. results/).", "out_under_file")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".roofbench-probe-", dir=parent))
     except OSError as e:
         raise OptionError(f"{option} {path} cannot be written ({parent}: {e.strerror or e.__class__.__name__}): "
-                          "give a folder you can write into (e.g. results/).") from None
+                          "give a folder you can write into (e.g. results/).", "out_unwritable") from None
     return path
 
 
@@ -192,7 +202,7 @@ def check_dtypes(args, registry: Registry, device) -> None:
                           + did_you_mean(unknown[0], [s for h in here for s in dtype_spellings(h)], precision_name)
                           + (" in a quick run" if args.quick else "")
                           + (f"; on this device they run {', '.join(here) or 'none'}." if have else
-                             "; they have no dtype axis."))
+                             "; they have no dtype axis."), "no_such_dtype")
     args.dtype = list(dict.fromkeys(s for d in args.dtype for s in dtype_spellings(d)))
 
 
@@ -202,20 +212,22 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
     distributed.LaunchError with one sentence."""
     if getattr(args, "counters", 0) and (args.all_devices or args.comm):
         raise OptionError("--counters replays points of a single-device run: it does not go with --all-devices or "
-                          "--comm; run the device on its own with --counters.")
+                          "--comm; run the device on its own with --counters.", "counters_multi")
     if args.mode and not set(args.mode) <= set(MODES):
-        raise OptionError(f"unknown timing mode in --mode '{','.join(args.mode)}': use {', '.join(MODES)}.")
+        raise OptionError(f"unknown timing mode in --mode '{','.join(args.mode)}': use {', '.join(MODES)}.",
+                          "unknown_mode")
     if args.all_devices or args.comm:
         nprocs(args)
     elif args.procs is not None:
-        raise OptionError("--procs goes with --all-devices or --comm, which launch that many processes.")
+        raise OptionError("--procs goes with --all-devices or --comm, which launch that many processes.",
+                          "procs_alone")
     elif getattr(args, "run_dir", None) is not None:
         raise OptionError("--run-dir goes with --all-devices or --comm (a node's run folder); a single-device run "
-                          "is written under --out.")
+                          "is written under --out.", "run_dir_alone")
     if args.min_time is not None and args.budget is not None and args.min_time >= args.budget:
         raise OptionError(f"--min-time {args.min_time:g} is not below --budget {args.budget:g}: no point could span "
                           f"its minimum time within its budget and converge; give a --min-time under half the budget "
-                          f"(e.g. {args.budget / 2:g}) or a larger --budget.")
+                          f"(e.g. {args.budget / 2:g}) or a larger --budget.", "min_time_budget")
     device = detect.resolve(args.device)
     registry = load_all()
     check_dtypes(args, registry, device)
@@ -223,8 +235,9 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
     if not plan.tasks and not (args.comm and not args.all_devices) and not args.list:
         if args.max_ws and make_plan(registry, device, args.only, args.quick, args.dtype, args.mode).tasks:
             raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} is below every selected working set; "
-                              "give a larger --max-ws (e.g. 64MiB).")
-        raise OptionError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.")
+                              "give a larger --max-ws (e.g. 64MiB).", "max_ws_below_all")
+        raise OptionError("nothing to run: the filters (--only, --dtype, --max-ws) leave no point; see --list.",
+                          "nothing_selected")
     _check_max_ws(args, plan, device)
     _check_max_memory(args.max_memory, device)
     why = _all_skipped(plan, device, args.quick)
@@ -232,9 +245,10 @@ def check_run(args) -> tuple[Registry, devmod.DeviceInfo, Plan]:
         if args.max_ws and not _all_skipped(make_plan(registry, device, args.only, args.quick, args.dtype, args.mode),
                                             device, args.quick):
             raise OptionError(f"nothing to run: --max-ws {fmt_bytes(args.max_ws)} leaves only points that are skipped "
-                              f"on {device.torch_device} ({why}); give a larger --max-ws (e.g. 64MiB).")
+                              f"on {device.torch_device} ({why}); give a larger --max-ws (e.g. 64MiB).",
+                              "max_ws_all_skipped")
         raise OptionError(f"nothing to run here: every selected point would be skipped on {device.torch_device} "
-                          f"({why}); select other ops with --only (see --list).")
+                          f"({why}); select other ops with --only (see --list).", "all_skipped")
     if not args.list:
         writable_folder(args.out, "--out")
         if getattr(args, "run_dir", None) is not None:
@@ -267,7 +281,7 @@ def _check_max_ws(args, plan: Plan, device) -> None:
         raise OptionError(f"--max-ws {fmt_bytes(args.max_ws)} is below what any memory level needs: it leaves "
                           f"{len(sizes)} stream working set{'' if len(sizes) == 1 else 's'} and a level's roof needs "
                           f"two sizes on its plateau; give at least --max-ws {option_size(every[1], up=True)}, "
-                          "or leave stream out with --only.")
+                          "or leave stream out with --only.", "max_ws_too_small")
 
 
 def _check_max_memory(limit: Limit | None, device) -> None:
@@ -281,7 +295,7 @@ def _check_max_memory(limit: Limit | None, device) -> None:
     for have, what in ((total, "this device has"), (avail, "is available now")):
         if have and limit.bytes > have:
             raise OptionError(f"--max-memory {limit.text} is more than the {fmt_bytes(have)} {what}: give a size "
-                              f"below it (e.g. {option_size(have // 2)}) or a share like 50%.")
+                              f"below it (e.g. {option_size(have // 2)}) or a share like 50%.", "max_memory_too_large")
 
 
 def _all_skipped(plan: Plan, device, quick: bool) -> str:

@@ -57,7 +57,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from bench.results import utc_stamp
 from bench.run.quiet import quietly
-from bench.util import first_line, precision_name
+from bench.util import Refusal, first_line, precision_name
 from roofs.reports.profile import finish_profile
 
 STEP = "roofbench.step#"
@@ -70,8 +70,10 @@ COLUMNS = ["op", "module", "shapes", "dtype", "precision", "calls", "flops", "re
            "time_s", "kind"]
 
 
-class ProfileError(ValueError):
-    """A program that cannot be profiled: one sentence naming it and what would work."""
+class ProfileError(Refusal):
+    """A program that cannot be profiled: one sentence naming it and what would work, and its code
+    (step_raised, bad_steps, no_op, no_script, script_exited, out_inside_roofs, replay_unloadable,
+    no_program)."""
 
 
 @dataclass
@@ -369,7 +371,7 @@ def _run(step, what: str):
     except ProfileError:
         raise
     except Exception as e:
-        raise ProfileError(f"{what} raised {first_line(e)}; nothing was profiled.") from None
+        raise ProfileError(f"{what} raised {first_line(e)}; nothing was profiled.", "step_raised") from None
 
 
 def one_step(step, device: str, what: str = "the step"):
@@ -394,7 +396,7 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
     least two calls and WARMUP_S. Raises ProfileError for steps < 1, a step that raises, or one that runs
     no op."""
     if not isinstance(steps, int) or steps < 1:
-        raise ProfileError(f"steps={steps!r} captures nothing: give 1 or more steps.")
+        raise ProfileError(f"steps={steps!r} captures nothing: give 1 or more steps.", "bad_steps")
     kernels = InductorKernels()
     with kernels:
         warm_up(step, device, what)
@@ -420,7 +422,7 @@ def capture(step, steps: int = 5, device: str = "cpu", what: str = "the step") -
     rows = _rows(per_step)
     if rows.empty:
         raise ProfileError(f"{what} ran no torch op that the profiler saw: profile a program that computes with "
-                           "torch tensors.")
+                           "torch tensors.", "no_op")
     notes = []
     if unmatched:
         notes.append(f"{unmatched} op call(s) of the counting pass did not appear in the timed steps (a compiled "
@@ -458,7 +460,7 @@ def script_step(path, argv=()):
     it has none, the whole script again. Raises ProfileError when path is not a file."""
     path = Path(path)
     if not path.is_file():
-        raise ProfileError(f"script {path} does not exist: give the path of a Python file to profile.")
+        raise ProfileError(f"script {path} does not exist: give the path of a Python file to profile.", "no_script")
     found = {}
 
     def run_script():
@@ -468,7 +470,8 @@ def script_step(path, argv=()):
             return runpy.run_path(str(path), run_name="__main__")
         except SystemExit as e:
             if e.code not in (None, 0):
-                raise ProfileError(f"script {path} exited with status {e.code}; nothing was profiled.") from None
+                raise ProfileError(f"script {path} exited with status {e.code}; nothing was profiled.",
+                                   "script_exited") from None
             return {}
         finally:
             sys.argv = saved
@@ -503,7 +506,7 @@ def outside_run(out, roofs_dir) -> Path:
         run = Path(roofs_dir).resolve()
         if out.resolve() == run or run in out.resolve().parents:
             raise ProfileError(f"--out {out} is inside the roofs' run folder {roofs_dir}: a profile writes a folder "
-                               "of its own; give another --out (default results/).")
+                               "of its own; give another --out (default results/).", "out_inside_roofs")
     return out
 
 

@@ -203,7 +203,8 @@ def received_call(folder: Path) -> Callable:
             sys.modules["__main__"] = main
         got = torch.load(folder / "call.pt", weights_only=False)
     except Exception as e:  # noqa: BLE001 -- any failure to load the sent call is the replay's one sentence
-        raise ProfileError(f"the step sent to the replay could not be loaded: {first_line(e)}") from None
+        raise ProfileError(f"the step sent to the replay could not be loaded: {first_line(e)}",
+                           "replay_unloadable") from None
     return lambda: got["fn"](*got["args"], **got["kwargs"])
 
 
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv[:split])
     try:
         if (args.script is None) == (args.call is None):
-            raise ProfileError("give --script PATH or --call DIR: the program whose step to replay.")
+            raise ProfileError("give --script PATH or --call DIR: the program whose step to replay.", "no_program")
         step = script_step(args.script, argv[split + 1:]) if args.script else received_call(args.call)
         calls = replay_step(step, args.device, f"script {args.script}" if args.script else "the step")
     except ProfileError as e:

@@ -100,7 +100,7 @@ def load_fleet_side(path, run: Side, mixed_methods: bool, other_device: bool) ->
         g = fl.baseline_group(path, run.model, run.method, {name: kind for kind, name in run.roofs}, mixed_methods,
                               other_device)
     except fl.FleetError as e:
-        raise CheckError(str(e)) from None
+        raise CheckError(str(e), e.code) from None
     return Side(Path(path), "fleet", g["model"], g["method"], g["roofs"], row=g["typical"], group=g["group"],
                 devices=g["devices"], rows=g["rows"])
 

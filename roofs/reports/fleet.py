@@ -41,7 +41,7 @@ import pandas as pd
 
 from bench.identity import device_identity
 from bench.results import ResultsError, load_meta, load_small
-from bench.util import fmt_num, missing, number
+from bench.util import Refusal, fmt_num, missing, number
 from roofs.analysis.roofline import band_text
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.bands import as_interval
@@ -58,8 +58,10 @@ STATE_COLUMNS = ["driver", "max_clock_mhz", "memory_clock_mhz", "power_limit_w",
 HEAD_COLUMNS = ["run", "host", "id", "pci_bus_id", "model", "method_version", "commit", "start_utc", "status"]
 
 
-class FleetError(ValueError):
-    """Runs that cannot be combined as asked (no run at all, or mixed method versions)."""
+class FleetError(Refusal):
+    """Runs that cannot be combined as asked (no run at all, or mixed method versions), or a fleet
+    folder that cannot be read: one sentence, and its code (not_a_folder, no_complete_run,
+    mixed_methods, no_fleet_file, corrupt, other_device, no_method, no_group)."""
 
 
 @dataclass
@@ -77,7 +79,7 @@ def find_runs(dirs) -> tuple[list[Path], list[tuple[str, str]]]:
     for top in dirs:
         top = Path(top)
         if not top.is_dir():
-            raise FleetError(f"{top} is not a folder: give run folders, or folders that hold them.")
+            raise FleetError(f"{top} is not a folder: give run folders, or folders that hold them.", "not_a_folder")
         for here, subdirs, files in os.walk(top):
             if "run.json" in files:
                 runs.append(Path(here))
@@ -156,14 +158,14 @@ def gather(dirs, allow_mixed: bool = False) -> Fleet:
             left.append((str(d), f"unreadable: {e}"))
     if not rows:
         raise FleetError(f"no complete device run under {', '.join(map(str, dirs))} ({len(found)} run folders found, "
-                         f"{len(left)} left out): give folders that hold finished runs.")
+                         f"{len(left)} left out): give folders that hold finished runs.", "no_complete_run")
     df = pd.DataFrame(rows)
     versions = sorted(df["method_version"].unique())
     if len(versions) > 1 and not allow_mixed:
         counts = ", ".join(f"version {v}: {(df['method_version'] == v).sum()} runs" for v in versions)
         raise FleetError(f"the runs were made by different method versions ({counts}), whose roofs are not comparable: "
                          "combine one version at a time, or give --mixed-methods to combine them, grouped and labelled "
-                         "by version.")
+                         "by version.", "mixed_methods")
     cols = HEAD_COLUMNS + STATE_COLUMNS
     value_cols = [c for c in df.columns if c not in cols]
     return Fleet(df[cols + value_cols], units, left, mixed=len(versions) > 1)
@@ -502,31 +504,33 @@ def baseline_group(path, model: str, method: int, kinds: dict, mixed_methods: bo
             raise ValueError("groups")
     except FileNotFoundError as e:
         raise FleetError(f"{path} has no {Path(e.filename).name}: give the folder `run_bench.py fleet` wrote "
-                         "(fleet.json and fleet.csv).") from None
+                         "(fleet.json and fleet.csv).", "no_fleet_file") from None
     except (ValueError, KeyError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
         raise FleetError(f"{path / 'fleet.json'} or fleet.csv is corrupt: write the fleet again "
-                         "(`python run_bench.py fleet DIR --out " + str(path) + "`).") from None
+                         "(`python run_bench.py fleet DIR --out " + str(path) + "`).", "corrupt") from None
     if not (models == model).any():
         have = sorted(set(models))
         if not (other_device and len(have) == 1):
             raise FleetError(f"the fleet {path} holds no {model} (it holds {', '.join(have) or 'no device'}): give a "
                              "fleet of the run's model" + (", or --other-device with a fleet of one model"
                                                            if len(have) > 1 else ", or --other-device to check "
-                                                           "against another model's") + ".")
+                                                           "against another model's") + ".", "other_device")
         model = have[0]
     rows = table[models == model]
     versions = sorted(int(v) for v in methods[models == model].dropna().unique())
     if not versions:
-        raise FleetError(f"{path / 'fleet.csv'} records no method version for its {model} runs: write the fleet again.")
+        raise FleetError(f"{path / 'fleet.csv'} records no method version for its {model} runs: write the fleet again.",
+                         "no_method")
     if method not in versions and not mixed_methods:
         raise FleetError(f"the run's roofs were derived by method {method} and the fleet's {model} runs by "
                          f"method {', '.join(map(str, versions))}, whose roofs are not comparable: check against a "
-                         "fleet of the run's method, or give --mixed-methods to check anyway.")
+                         "fleet of the run's method, or give --mixed-methods to check anyway.",
+                         "mixed_methods")
     version = method if method in versions else max(versions)
     key = f"{model} (method {version})" if doc.get("mixed_methods") else model
     if key not in groups:
         raise FleetError(f"{path / 'fleet.json'} has no group {key!r} though fleet.csv holds its runs: write the "
-                         "fleet again.")
+                         "fleet again.", "no_group")
     if doc.get("mixed_methods"):
         rows = rows[methods[models == model] == version]
     roofs = {}
