@@ -92,6 +92,13 @@ ROWS = (
     Precision("nvfp4", "darkcyan", ">", storage="uint8", out="bfloat16", tolerance=1.5e-2,
               triton="u8", scaled_format="e2m1", gemm="gemm.fp4", min_cc=(10, 0),
               cpu_reason="a CPU has no fp4 matrix unit", doc="e2m1 values, one e4m3 scale per 16 (NVIDIA)"),
+    # fp6 products are exact in fp32 accumulation, as fp4's: C's bf16 rounding is what is left
+    Precision("fp6e2m3", "goldenrod", "d", storage="uint8", out="bfloat16", tolerance=1.5e-2,
+              triton="u8", scaled_format="e2m3", gemm="gemm.fp6", min_cc=(10, 0),
+              cpu_reason="a CPU has no fp6 matrix unit", doc="e2m3 values, one e8m0 scale per 32 (OCP MXFP6)"),
+    Precision("fp6e3m2", "darkkhaki", "8", storage="uint8", out="bfloat16", tolerance=1.5e-2,
+              triton="u8", scaled_format="e3m2", gemm="gemm.fp6", min_cc=(10, 0),
+              cpu_reason="a CPU has no fp6 matrix unit", doc="e3m2 values, one e8m0 scale per 32 (OCP MXFP6)"),
 )
 BY_NAME = {p.name: p for p in ROWS}
 assert len(BY_NAME) == len(ROWS), "a precision has two rows"

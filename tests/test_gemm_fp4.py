@@ -2,6 +2,8 @@
 e8m0 and e4m3 group scales, and dequantization on hand-worked bytes; the mxfp4 kernel under
 Triton's interpreter against the float64 product of the stored values; the formulas; and
 where each format is skipped, with the reason."""
+import dataclasses
+
 import pytest
 import torch
 from conftest import INTERPRETING
@@ -120,3 +122,51 @@ def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
     if INTERPRETING:  # rule 8: checked, never timed; the skip carries what the check found
         assert "e8m0" in by["nvfp4"].reason
         assert "correct under Triton's interpreter" in by["mxfp4"].reason and by["mxfp4"].error <= f.TOLERANCE
+
+
+def test_fp6_values_hand_worked():
+    # e2m3 (bias 1): code 1 = 1/8 (subnormal), 8 = 1.0, 28 = 6.0, 31 = (1 + 7/8) x 4 = 7.5; 32 is -0
+    e2m3 = k.fp6_table("fp6e2m3")
+    assert [e2m3[c].item() for c in (1, 8, 28, 31, 33)] == [0.125, 1.0, 6.0, 7.5, -0.125]
+    # e3m2 (bias 3): code 1 = 1/4 x 2**-2 = 1/16, 4 = 0.25, 30 = 1.5 x 16 = 24, 31 = 1.75 x 16 = 28
+    e3m2 = k.fp6_table("fp6e3m2")
+    assert [e3m2[c].item() for c in (1, 4, 30, 31, 63)] == [0.0625, 0.25, 24.0, 28.0, -28.0]
+
+
+# the second group is all zeros: its largest magnitude floors at 2**-100, so its scale is
+# 2**ceil(-100 - log2(7.5)) = 2**-102 (byte 25) in e2m3 and 2**ceil(-100 - log2(28)) = 2**-104 (byte 23) in e3m2
+@pytest.mark.parametrize("fmt, scale_bytes, codes, back", [
+    # largest 3: e2m3's scale 2**ceil(log2(3 / 7.5)) = 0.5 (byte 126); 3 -> 6 (code 28), -1 -> -2
+    # (32 | 16), 0.3 -> 0.6, nearer 0.625 (code 5) than 0.5, so 0.3125 comes back
+    ("fp6e2m3", [126, 25], [28, 48, 5], [3.0, -1.0, 0.3125]),
+    # e3m2's 2**ceil(log2(3 / 28)) = 0.125 (byte 124); 3 -> 24 (code 30), -1 -> -8 (32 | 24),
+    # 0.3 -> 2.4, nearer 2.5 (code 17) than 2.0
+    ("fp6e3m2", [124, 23], [30, 56, 17], [3.0, -1.0, 0.3125]),
+])
+def test_fp6_quantize_one_value_a_byte_and_an_e8m0_scale_per_32(fmt, scale_bytes, codes, back):
+    x = torch.zeros(1, 64)
+    x[0, :3] = torch.tensor([3.0, -1.0, 0.3])
+    values, scales = k.quantize(x, fmt)
+    assert values.shape == (1, 64) and values.dtype == torch.uint8 and scales.tolist() == [scale_bytes]
+    assert values[0, :3].tolist() == codes
+    assert k.dequantize(values, scales, fmt)[0, :3].tolist() == back
+
+
+def test_fp6_bytes_hand_worked():
+    # 256^3: (256 + 256) x 256 one-byte values + one scale byte per 32 of them + 2 x 256^2 of bf16 C
+    assert f.fp4_bytes(256, 256, 256, "fp6e3m2") == 131072 + 4096 + 131072
+    assert f.fp4_bytes(256, 256, 256, "mxfp4") == 65536 + 4096 + 131072
+
+
+def test_fp6_runs_on_sm100_only_through_a_triton_that_takes_it():
+    point = {"dtype": "fp6e2m3", "shape": (1024, 1024, 1024)}
+    code = lambda why: (why or "").split(":")[0]  # noqa: E731
+    cpu = dataclasses.replace(fake_device("sm_90"), kind="cpu", torch_device="cpu")
+    assert code(f.fp6_skip(point, cpu)) == f.FP6_CPU
+    assert code(f.fp6_skip(point, fake_device("sm_90"))) == f.FP6_ARCH
+    assert code(f.fp6_skip(point, fake_device("gfx950"))) == f.FP6_ARCH
+    assert f.fp6_skip(point, fake_device("sm_100")) is None
+    # Triton 3.6 to 3.9's tl.dot_scaled refuse e2m3 and e3m2 in their front end
+    refused = k.dot_scaled_takes("fp6e2m3")
+    assert code(f.fp6_triton_skip(point, fake_device("sm_100"))) == (f.FP6_TRITON if refused else "")
+    assert k.dot_scaled_takes("mxfp4") is None  # the probe compiles what Triton takes

@@ -22,6 +22,21 @@ aborts on nvfp4): those points are skipped with the reason, so no fp4 roof is ev
 emulation's. On a CPU the
 kernel is checked under Triton's interpreter (rule 8), mxfp4 only: the interpreter reads
 every scale as e8m0.
+
+fp6 (op gemm.fp6, family gemm): the same kernel on OCP MXFP6 values, one per byte, one e8m0
+scale per 32, each format a precision with its own compute roof:
+
+    fp6e2m3  e2m3 values (largest 7.5)
+    fp6e3m2  e3m2 values (largest 28)
+
+    flops = 2 M N K
+    bytes = (M + N) K + (M + N) K / 32 + 2 M N     (values in 8-bit containers, as the MMA reads
+                                                    them; one scale byte per 32; C in bf16)
+
+It runs on sm_100 only (Blackwell's f8f6f4 MMA), and only where Triton's tl.dot_scaled takes
+"e2m3" and "e3m2" (kernels/gemm_fp4.dot_scaled_takes; Triton 3.6 to 3.9 refuse both): every
+other device skips it with the reason's code (FP6_CPU, FP6_ARCH, FP6_TRITON). A CPU cannot check
+it either: no interpreter decodes fp6.
 """
 from __future__ import annotations
 
@@ -35,6 +50,9 @@ from bench.util import triton_interpreting
 
 FORMATS = precisions.names(gemm="gemm.fp4")   # ("mxfp4", "nvfp4"): their rows of bench/precisions.py
 TOLERANCE = tolerance("mxfp4")   # each format's row holds bf16's: C's bf16 rounding is what is left
+FP6_FORMATS = precisions.names(gemm="gemm.fp6")   # ("fp6e2m3", "fp6e3m2")
+# the codes that open gemm.fp6's skip reasons ("code: sentence"; tests compare the code)
+FP6_CPU, FP6_ARCH, FP6_TRITON = "fp6_cpu", "fp6_arch", "fp6_triton"
 SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
           "cuda": ((2048, 8192), (1024, 2048, 4096, 8192, 16384))}
 
@@ -50,8 +68,13 @@ def fp4_flops(m: int, n: int, k: int) -> int:
 
 
 def fp4_bytes(m: int, n: int, k: int, fmt: str) -> int:
-    """Return (M + N) K / 2 + (M + N) K / G + 2 M N."""
-    return (m + n) * k // 2 + (m + n) * k // group(fmt) + 2 * m * n
+    """Return (M + N) K / 2 + (M + N) K / G + 2 M N; for an fp6 format (M + N) K + (M + N) K / 32 + 2 M N."""
+    return (m + n) * k // values_per_byte(fmt) + (m + n) * k // group(fmt) + 2 * m * n
+
+
+def values_per_byte(fmt: str) -> int:
+    """Return 2 for an fp4 format (two e2m1 values a byte), 1 for an fp6 one (8-bit containers)."""
+    return 1 if fmt in FP6_FORMATS else 2
 
 
 def square_sweep(device, quick):
@@ -66,22 +89,24 @@ def make_inputs(point, device):
     a = torch.randn(m, k, device=device, generator=gen)
     b = torch.randn(n, k, device=device, generator=gen)
     if device == "meta":  # the ahead-of-time plan: shapes and dtypes only
-        scale = torch.uint8 if fmt == "mxfp4" else torch.float8_e4m3fn
-        x = {"a": torch.empty(m, k // 2, dtype=torch.uint8, device=device),
-             "b": torch.empty(n, k // 2, dtype=torch.uint8, device=device),
+        scale = torch.float8_e4m3fn if fmt == "nvfp4" else torch.uint8
+        pack = values_per_byte(fmt)
+        x = {"a": torch.empty(m, k // pack, dtype=torch.uint8, device=device),
+             "b": torch.empty(n, k // pack, dtype=torch.uint8, device=device),
              "a_scale": torch.empty(m, k // group(fmt), dtype=scale, device=device),
              "b_scale": torch.empty(n, k // group(fmt), dtype=scale, device=device)}
     else:
         (pa, sa), (pb, sb) = quantize(a, fmt), quantize(b, fmt)
         x = {"a": pa, "a_scale": sa, "b": pb, "b_scale": sb}
     x["c"] = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+    x["fmt"] = fmt
     return x
 
 
 def reference(x):
     """Return the float64 product of the stored values, dequantized."""
     from kernels.gemm_fp4 import dequantize  # deferred: kernels/ imports Triton, which is optional (Linux only)
-    return dequantize(x["a"], x["a_scale"]) @ dequantize(x["b"], x["b_scale"]).T
+    return dequantize(x["a"], x["a_scale"], x["fmt"]) @ dequantize(x["b"], x["b_scale"], x["fmt"]).T
 
 
 def fp4_unit(fmt: str, device) -> str | None:
@@ -123,14 +148,14 @@ def triton_skip(point, device):
 
 def _call(x, cfg):
     from kernels.gemm_fp4 import matmul  # deferred: kernels/ imports Triton, which is optional (Linux only)
-    return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg)
+    return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg, x["fmt"])
 
 
 def _tuning(x, ctx) -> Tuning:
     from kernels import gemm_fp4 as k  # deferred: kernels/ imports Triton, which is optional (Linux only)
     fmt = ctx.point["dtype"]
     return Tuning(("gemm.fp4", fmt, tuple(x["a"].shape), tuple(x["b"].shape)), k.CANDIDATES, k.INTERPRETER_CONFIG,
-                  lambda c: _call(x, c), smem=lambda c: k.smem_bytes(c, group(fmt)))
+                  lambda c: _call(x, c), smem=lambda c: k.smem_bytes(c, group(fmt), values_per_byte(fmt)))
 
 
 def _launcher(x, ctx):
@@ -158,3 +183,42 @@ OP = REGISTRY.add_op(Op(
 ))
 REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,
                        doc="kernels/gemm_fp4.py: tl.dot_scaled, tiles autotuned on a GPU"))
+
+
+def fp6_skip(point, device):
+    """gemm.fp6's rule: sm_100 only (FP6_CPU on a CPU, FP6_ARCH on any other GPU)."""
+    if device.kind != "cuda":
+        return (f"{FP6_CPU}: a CPU has no fp6 matrix unit and Triton's interpreter decodes no fp6, so "
+                "gemm.fp6 is refused here; it runs on sm_100 (Blackwell) only")
+    cc = device.compute_capability or "0.0"
+    if getattr(device, "vendor", None) == "amd" or not cc.startswith("10."):
+        return f"{FP6_ARCH}: {point['dtype']} runs on sm_100's f8f6f4 MMA only; this GPU is {cc}"
+    return None
+
+
+def fp6_triton_skip(point, device):
+    """The Triton impl's rule: a Triton whose tl.dot_scaled refuses the format (FP6_TRITON), or
+    K not a multiple of 256."""
+    from kernels.gemm_fp4 import dot_scaled_takes  # deferred: kernels/ imports Triton, which is optional
+    why = dot_scaled_takes(point["dtype"])
+    if why:
+        return f"{FP6_TRITON}: this Triton's tl.dot_scaled refuses {point['dtype']} for sm_100 ({why})"
+    return triton_skip(point, device)
+
+
+OP6 = REGISTRY.add_op(Op(
+    name="gemm.fp6", family="gemm",
+    doc="block-scaled fp6 (e2m3, e3m2; e8m0 scales per 32) square GEMMs on sm_100; flops = 2 M N K, "
+        "bytes = (M + N) K + (M + N) K / 32 + 2 M N",
+    axes=(Axis("dtype", FP6_FORMATS, doc="fp6 format: fp6e2m3, fp6e3m2 (MXFP6, e8m0 scales per 32)"),
+          Axis("shape", sweep=square_sweep, doc="(M, N, K)")),
+    make_inputs=make_inputs, reference=reference,
+    flops=lambda pt: fp4_flops(*_shape(pt)),
+    bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+    working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+    describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
+    tolerance=lambda pt: tolerance(pt["dtype"]), outputs=("c",), precision=lambda pt: pt["dtype"], skip=fp6_skip,
+    memory_factor=20.0,  # the float64 dequantized copies: 8 bytes per one-byte value, twice
+))
+REGISTRY.add_impl(Impl(OP6.name, "triton", "triton", _launcher, skip=fp6_triton_skip, tuning=_tuning,
+                       doc="kernels/gemm_fp4.py: tl.dot_scaled on e2m3 or e3m2, sm_100 only"))
