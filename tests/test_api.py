@@ -82,9 +82,11 @@ def test_bad_counts_are_one_sentence(kw, expect):
 def test_callable_that_raises_is_one_sentence():
     def boom():
         raise RuntimeError("CUDA error: illegal memory access\ntrace...")
-    with pytest.raises(api.APIError, match=r"kernel 'boom' raised RuntimeError: CUDA error: "
-                                           r"illegal memory access; nothing was timed\.$"):
+    with pytest.raises(api.APIError) as e:
         api.measure(boom, flops=1, bytes=1, name="boom", device="cpu")
+    # one sentence: the kernel's name and its error's first line, not the trace below it
+    assert e.value.code == "kernel_raised" and "\n" not in str(e.value) and "trace" not in str(e.value)
+    assert "'boom'" in str(e.value) and "RuntimeError" in str(e.value)
 
 
 def test_decorator_sweep_keeps_going_past_a_failing_shape():
@@ -142,15 +144,15 @@ def test_errors_in_count_functions_name_the_function_and_the_point():
         return 2 * m * n * k
     with pytest.raises(api.APIError) as e:
         api.measure(lambda: None, name="mm", flops=flops_of, bytes=8, shape=(64, 64), device="cpu")
-    assert str(e.value).startswith("the flops function flops_of of kernel 'mm' raised ValueError")
-    assert "(64, 64)" in str(e.value)
+    assert e.value.code == "count_raised"
+    assert all(w in str(e.value) for w in ("flops_of", "'mm'", "ValueError", "(64, 64)"))
 
     @api.kernel(flops=1, bytes=8, shapes=[4, "4x"], make_inputs=lambda n, dev: (torch.randn(n, device=dev),))
     def double(x):
         return x * 2
-    with pytest.raises(api.APIError,
-                       match=r"^the make_inputs function <lambda> of kernel 'double' raised .* at shape '4x'"):
+    with pytest.raises(api.APIError) as e:
         double.sweep(device="cpu", budget_s=0.02)
+    assert e.value.code == "input_raised" and all(w in str(e.value) for w in ("make_inputs", "'double'", "'4x'"))
 
 
 def test_a_run_folder_given_for_roofs_is_read_and_anything_else_refused():
@@ -160,10 +162,12 @@ def test_a_run_folder_given_for_roofs_is_read_and_anything_else_refused():
     assert r.roofs and r.roofs == tuple(api.roofs_from(DATA / "run_a"))
     assert api.measure(lambda: a * 2, flops=64, bytes=512, precision="fp32", roofs=str(DATA / "run_a"), device="cpu",
                        budget_s=0.02).attainable_gflops is not None
-    with pytest.raises(api.APIError, match=r"^roofs='/nonexistent/run' is not a run folder whose roofs can be read"):
+    with pytest.raises(api.APIError) as e:
         api.measure(lambda: a * 2, flops=64, bytes=512, roofs="/nonexistent/run", device="cpu")
-    with pytest.raises(api.APIError, match=r"^roofs= holds a int, not a roof"):
+    assert e.value.code == "roofs_unreadable" and "'/nonexistent/run'" in str(e.value)
+    with pytest.raises(api.APIError) as e:
         api.measure(lambda: a * 2, flops=64, bytes=512, roofs=[1, 2], device="cpu")
+    assert e.value.code == "not_a_roof" and "int" in str(e.value)
 
 
 class _Busy:

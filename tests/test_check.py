@@ -242,7 +242,7 @@ def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand
     top = fleet_of_a_thousand
     write_run(tmp_path / "h100", "x", "GPU-h100", 0.6, interval=0.01, model="NVIDIA H100")
     r = cli_in_process("check", tmp_path / "h100", "--baseline", top / "fleet", "--out", tmp_path / "o")
-    assert r.returncode == 2 and "the fleet" in r.stderr and "holds no NVIDIA H100 (it holds NVIDIA H200)" in r.stderr
+    assert r.returncode == 2 and r.code == "other_device" and "NVIDIA H100" in r.stderr and "NVIDIA H200" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and not (tmp_path / "o").exists()
     r = cli_in_process("check", tmp_path / "h100", "--baseline", top / "fleet", "--out", tmp_path / "o",
                        "--other-device")
@@ -250,19 +250,19 @@ def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand
     assert "warning: different device models (allowed by --other-device)" in r.stdout
     write_run(tmp_path / "old", "x", "GPU-old", 1.0, interval=0.01, method=METHOD_VERSION - 1)
     r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2")
-    assert r.returncode == 2 and f"derived by method {METHOD_VERSION - 1}" in r.stderr
+    assert r.returncode == 2 and r.code == "mixed_methods" and f"method {METHOD_VERSION - 1}" in r.stderr
     assert "--mixed-methods" in r.stderr and not (tmp_path / "o2").exists()
     r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2",
                        "--mixed-methods")
     assert r.returncode == 0, r.stderr
     assert "warning: different method versions (allowed by --mixed-methods)" in r.stdout
-    for name, text, said in (("fleet.json", '{"groups": [1, ', "fleet.json or fleet.csv is corrupt"),
-                             ("fleet.csv", None, "has no fleet.csv")):
+    for name, text, code in (("fleet.json", '{"groups": [1, ', "corrupt"), ("fleet.csv", None, "no_fleet_file")):
         broken = tmp_path / f"broken-{name}"
         shutil.copytree(top / "fleet", broken)
         (broken / name).write_text(text) if text else (broken / name).unlink()
         r = cli_in_process("check", top / "healthy", "--baseline", broken, "--out", tmp_path / "o3")
-        assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.returncode == 2 and r.code == code and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert name in r.stderr
         assert not (tmp_path / "o3").exists()
 
 
@@ -274,31 +274,31 @@ def test_the_refusals_are_one_sentence_and_write_nothing(tmp_path, cli_in_proces
     (tmp_path / "cut" / "r" / "roofs.json").write_text('{"schema_version": 1, "roo')
     write_run(tmp_path / "h100", "node1", "GPU-9", 1.0, interval=0.01, model="NVIDIA H100")
     write_run(tmp_path / "old", "node1", "GPU-1", 1.0, interval=0.01, method=METHOD_VERSION - 1)
+    # (arguments, the refusal's code, what its sentence names)
     cases = [
-        ((tmp_path / "nope", "--baseline", base), "does not exist"),
-        ((run, "--baseline", tmp_path / "nope"), "the baseline"),
-        ((run, "--baseline", tmp_path / "empty"), "neither a run folder (run.json) nor a fleet folder"),
-        ((tmp_path / "empty", "--baseline", base), "has no run.json"),
-        ((tmp_path / "cut" / "r", "--baseline", base), "roofs.json is corrupt"),
-        ((run, "--baseline", tmp_path / "cut" / "r"), "roofs.json is corrupt"),
-        ((run, "--baseline", tmp_path / "h100"), "the run is of NVIDIA H200 and the baseline of NVIDIA H100"),
-        ((run, "--baseline", tmp_path / "old"), f"derived by method {METHOD_VERSION} and the baseline's by method "
-                                                f"{METHOD_VERSION - 1}"),
-        ((run, "--baseline", run), "is the run itself"),
-        ((run, "--baseline", base, "--tolerance", "-5"), "--tolerance takes a percentage from 0 up to"),
-        ((run, "--baseline", base, "--tolerance", "100"), "--tolerance takes a percentage from 0 up to"),
-        ((run, "--baseline", base, "--tolerance", "nan"), "--tolerance takes a percentage from 0 up to"),
-        ((run, "--baseline", base, "--tolerance", "five"), "--tolerance"),
-        ((run,), "--baseline"),
+        ((tmp_path / "nope", "--baseline", base), "missing", "nope"),
+        ((run, "--baseline", tmp_path / "nope"), "no_baseline", "nope"),
+        ((run, "--baseline", tmp_path / "empty"), "not_a_baseline", "empty"),
+        ((tmp_path / "empty", "--baseline", base), "not_a_run", "run.json"),
+        ((tmp_path / "cut" / "r", "--baseline", base), "corrupt", "roofs.json"),
+        ((run, "--baseline", tmp_path / "cut" / "r"), "corrupt", "roofs.json"),
+        ((run, "--baseline", tmp_path / "h100"), "other_device", "NVIDIA H100"),
+        ((run, "--baseline", tmp_path / "old"), "mixed_methods", f"method {METHOD_VERSION - 1}"),
+        ((run, "--baseline", run), "itself", str(run)),
+        ((run, "--baseline", base, "--tolerance", "-5"), "bad_tolerance", "(got -5.0)"),
+        ((run, "--baseline", base, "--tolerance", "100"), "bad_tolerance", "(got 100.0)"),
+        ((run, "--baseline", base, "--tolerance", "nan"), "bad_tolerance", "(got nan)"),
+        ((run, "--baseline", base, "--tolerance", "five"), "bad_argument", "--tolerance"),
+        ((run,), "bad_argument", "--baseline"),
     ]
-    for args, said in cases:
+    for args, code, said in cases:
         r = cli_in_process("check", *args, "--out", tmp_path / "out")
-        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.returncode == 2 and r.code == code, (args, r.code, r.stdout, r.stderr)
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
         assert not (tmp_path / "out").exists()
     for inside in (run / "check", base, base / "x" / "y"):      # never into either run folder
         r = cli_in_process("check", run, "--baseline", base, "--out", inside)
-        assert r.returncode == 2 and "lies in the" in r.stderr and "check writes beside nothing" in r.stderr
+        assert r.returncode == 2 and r.code == "out_inside"
     assert sorted(p.name for p in run.iterdir()) == ["measurements.csv", "roofs.json", "run.json", "samples.jsonl"]
     r = cli_in_process("check", run, "--baseline", tmp_path / "h100", "--other-device", "--out", tmp_path / "o")
     assert r.returncode == 0 and "warning: different device models" in r.stdout
@@ -440,5 +440,5 @@ def test_a_derived_folder_is_a_baseline_and_its_run_is_never_written(measured, t
     assert r.returncode == 0 and {v["verdict"] for v in json.loads(
         (tmp_path / "o2" / "check.json").read_text())["verdicts"]} == {"SAME"}
     r = cli_in_process("check", measured["0.85"], "--baseline", derived, "--out", run / "checks")
-    assert r.returncode == 2 and f"lies in the baseline folder {run.resolve()}" in r.stderr
+    assert r.returncode == 2 and r.code == "out_inside" and str(run.resolve()) in r.stderr
     assert not (run / "checks").exists()

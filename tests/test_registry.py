@@ -9,12 +9,15 @@ from bench.ops.stream import KINDS as STREAM_KINDS
 
 def test_duplicate_op_and_impl_ids_are_errors():
     reg = toy_registry()
-    with pytest.raises(RegistryError, match="already registered"):
+    with pytest.raises(RegistryError) as e:
         reg.add_op(reg.ops["toy.double"])
-    with pytest.raises(RegistryError, match="already registered"):
+    assert e.value.code == "op_registered"
+    with pytest.raises(RegistryError) as e:
         reg.add_impl(Impl("toy.double", "torch", "torch", lambda x, ctx: None))
-    with pytest.raises(RegistryError, match="not registered"):
+    assert e.value.code == "impl_registered"
+    with pytest.raises(RegistryError) as e:
         reg.add_impl(Impl("toy.nothing", "torch", "torch", lambda x, ctx: None))
+    assert e.value.code == "op_unregistered"
 
 
 def test_points_are_the_product_of_axes_and_quick_values_apply():

@@ -257,10 +257,10 @@ def baseline_side(run, base_dir, mixed_methods: bool = False, other_device: bool
     dirs = [Path(d) for d in ([base_dir] if isinstance(base_dir, (str, Path)) else base_dir)]
     for d in dirs:
         if not d.exists():
-            raise CheckError(f"the baseline {d} does not exist: give a run folder or a fleet folder.")
+            raise CheckError(f"the baseline {d} does not exist: give a run folder or a fleet folder.", "no_baseline")
         if not (d / "fleet.json").exists() and not (d / "run.json").exists():
             raise CheckError(f"the baseline {d} is neither a run folder (run.json) nor a fleet folder (fleet.json): "
-                             "give one of them.")
+                             "give one of them.", "not_a_baseline")
     if len(dirs) > 1:
         return load_history_side(dirs, run, mixed_methods, other_device)
     if (dirs[0] / "fleet.json").exists():
@@ -284,7 +284,7 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
     t = number(tolerance_pct)
     if t is None or not (0 <= t < MAX_TOLERANCE_PCT):
         raise CheckError(f"--tolerance takes a percentage from 0 up to (not including) {MAX_TOLERANCE_PCT:g}, like "
-                         f"{DEFAULT_TOLERANCE_PCT:g} (got {tolerance_pct!r}).")
+                         f"{DEFAULT_TOLERANCE_PCT:g} (got {tolerance_pct!r}).", "bad_tolerance")
     run = load_run_side(run_dir)
     base, warnings = baseline_side(run, base_dir, mixed_methods, other_device)
     if base.model != run.model:
@@ -354,7 +354,7 @@ def refuse_out(out, result: dict) -> None:
         d = Path(d).resolve()
         if out == d or d in out.parents:
             raise CheckError(f"--out {out} lies in the {who} folder {d}: check writes beside nothing that was "
-                             "measured; give another folder (default results/check-<UTC timestamp>).")
+                             "measured; give another folder (default results/check-<UTC timestamp>).", "out_inside")
 
 
 def _band(side: dict, unit: str) -> str:

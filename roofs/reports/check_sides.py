@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, STEAL_PREFIX, ResultsError, load_run, load_small, text_column
-from bench.util import fmt_bytes, fmt_num, number, plural
+from bench.util import Refusal, fmt_bytes, fmt_num, number, plural
 from roofs.analysis.checks import others_load
 from roofs.reports import fleet as fl
 
@@ -21,14 +21,11 @@ ROOF_KINDS = ("bandwidth", "compute", "latency")
 LOWER_IS_BETTER = ("latency",)
 
 
-class CheckError(ValueError):
+class CheckError(Refusal):
     """A check that cannot be made as asked: one sentence saying what was wrong and what would work,
-    and where a caller may act on it, a code ("other_device", "mixed_methods", "itself", "repeated",
-    "fleet_in_history")."""
-
-    def __init__(self, message: str, code: str | None = None):
-        super().__init__(message)
-        self.code = code
+    and its code ("other_device", "mixed_methods", "itself", "repeated", "fleet_in_history",
+    "missing", "not_device_run", "no_baseline", "not_a_baseline", "bad_tolerance", "out_inside";
+    a run folder that cannot be read keeps bench.paths.ResultsError's, a fleet folder FleetError's)."""
 
 
 def interval_of(r: dict):
@@ -66,15 +63,16 @@ def load_run_side(path) -> Side:
     sentence when it is missing, not a run, corrupt, or not a device run."""
     path = Path(path)
     if not path.exists():
-        raise CheckError(f"{path} does not exist: give a run folder (results/<device>-<time>/).")
+        raise CheckError(f"{path} does not exist: give a run folder (results/<device>-<time>/).", "missing")
     try:
         meta, roofs = load_small(path)
         run = load_run(path)
     except ResultsError as e:
-        raise CheckError(str(e)) from None
+        raise CheckError(str(e), e.code) from None
     kind = meta.get("run_kind", "device")
     if kind != "device":
-        raise CheckError(f"{path} is a {kind} run: check compares device runs, whose roofs it measured.")
+        raise CheckError(f"{path} is a {kind} run: check compares device runs, whose roofs it measured.",
+                         "not_device_run")
     measured = {(r.get("kind"), r.get("name")): r for r in roofs
                 if r.get("source") == "measured" and r.get("kind") in ROOF_KINDS and (number(r.get("value")) or 0) > 0}
     flags = text_column(run.measurements, "flag")
