@@ -299,10 +299,9 @@ def test_the_dry_run_counts_the_replays(capsys):
     assert "with --counters 2: about 60 s more after the timing (2 replays under ncu" in capsys.readouterr().out
 
 
-def test_counters_do_not_go_with_several_ranks(capsys):
-    assert run_bench.main(["--counters", "--comm"]) == 2
-    err = capsys.readouterr().err
-    assert "--counters replays points of a single-device run" in err and "Traceback" not in err
+def test_counters_do_not_go_with_several_ranks(cli_in_process):
+    r = cli_in_process("--counters", "--comm")
+    assert r.returncode == 2 and r.code == "counters_multi" and "Traceback" not in r.stderr
 
 
 @pytest.mark.slow

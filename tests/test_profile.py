@@ -12,7 +12,6 @@ import torch
 from conftest import session_run
 from torch import nn
 
-import run_bench
 from bench import api
 from bench.examples import profile_transformer as tf
 from bench.results import load_run
@@ -149,19 +148,18 @@ def test_cli_profiles_the_example_into_its_own_folder(profiled_example):
                                                                        "--prompt", "16"]
 
 
-@pytest.mark.parametrize("body, args, says", [
-    ("raise RuntimeError('boom')\n", ["--roofs", DATA / "run_a"], "raised RuntimeError: boom"),
-    ("x = 1 + 1\n", ["--roofs", DATA / "run_a"], "ran no torch op"),
-    ("import torch\ntorch.ones(3).sum()\n", ["--roofs", "{tmp}"], "is not a run folder"),
-    ("import torch\ntorch.ones(3).sum()\n", ["--roofs", DATA / "run_a", "--steps", "0"], "captures nothing"),
+@pytest.mark.parametrize("body, args, code, says", [
+    ("raise RuntimeError('boom')\n", ["--roofs", DATA / "run_a"], "step_raised", "RuntimeError: boom"),
+    ("x = 1 + 1\n", ["--roofs", DATA / "run_a"], "no_op", "prog.py"),
+    ("import torch\ntorch.ones(3).sum()\n", ["--roofs", "{tmp}"], "roofs_unreadable", "{tmp}"),
+    ("import torch\ntorch.ones(3).sum()\n", ["--roofs", DATA / "run_a", "--steps", "0"], "bad_steps", "steps=0"),
 ])
-def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, body, args, says):
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, cli_in_process, body, args, code, says):
     script = tmp_path / "prog.py"
     script.write_text(body)
-    rc = run_bench.main(["profile", str(script), *[str(a).format(tmp=tmp_path) for a in args],
-                         "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert rc == 2 and says in err and "Traceback" not in err
+    r = cli_in_process("profile", script, *[str(a).format(tmp=tmp_path) for a in args], "--out", tmp_path / "out")
+    err = r.stderr
+    assert r.returncode == 2 and r.code == code and says.format(tmp=tmp_path) in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1
 
 
