@@ -13,7 +13,10 @@ of the same ceiling, each the best of its kind among the roof's candidates (cand
 
 A check agrees when its rate, widened by Policy.agree_tol, meets the roof's interval. Status:
 confirmed (a check agrees; `independent` false when only a same-library kernel does),
-disputed (every check falls outside), unconfirmed (no other measurement). The sustained
+disputed (a check reads above the interval, or the counters count other bytes than the
+formula: the roof may read low or high), unconfirmed (no other
+measurement, or only slower ones: noise only slows, so a slower kernel is a floor of the
+ceiling too, and says nothing against it). The sustained
 phase's best window among the candidates is the roof's extra "sustained" (rule 14), its burst
 figure extra "burst"; a window is named, never a confirmation (the same kernel run longer).
 A window faster than the roof's interval raises its top to it: the same ceiling measured at
@@ -145,9 +148,17 @@ def _status(roof: Roof, checks: list) -> dict:
         finding = "" if by["independent"] else (f"{label}: confirmed only by {by['op']} of the same library, which "
                                                 "may run at the same limit: not independent")
         return {"status": "confirmed", "by": by, "independent": by["independent"], "checks": checks, "finding": finding}
-    if checks:
+    # a faster measurement of the same ceiling says the roof may read low; counters that count
+    # other bytes than the formula say its rate is off either way
+    above = [c for c in checks if not c["agrees"] and (c["kind"] == "counters" or c["value"] > roof.interval[1])]
+    if above:
         return {"status": "disputed", "by": None, "independent": False, "checks": checks,
-                "finding": f"{label}: no other measurement meets its band ({'; '.join(c['cause'] for c in checks)})"}
+                "finding": f"{label}: another measurement reads above its band "
+                           f"({'; '.join(c['cause'] for c in above)})"}
+    if checks:  # slower ones are floors of the ceiling too: they do not contradict it, nor confirm it
+        return {"status": "unconfirmed", "by": None, "independent": False, "checks": checks,
+                "finding": f"{label}: every other measurement reads below its band "
+                           f"({'; '.join(c['cause'] for c in checks)})"}
     return {"status": "unconfirmed", "by": None, "independent": False, "checks": [],
             "finding": f"{label}: rests on one kernel and impl alone ({roof.op})"}
 
