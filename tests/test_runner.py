@@ -7,9 +7,12 @@ import torch
 from helpers import toy_registry
 
 from bench.hw import detect
+from bench.measure.memory import SKIP_PREFIX
 from bench.measure.registry import load_all
-from bench.measure.runner import Runner, make_plan
+from bench.measure.runner import INTERPRETED_PREFIX, Runner, make_plan
+from bench.measure.skip import CUT_PREFIX
 from bench.measure.timing import TimerConfig
+from bench.results import BUSY_PREFIX
 
 CPU = detect.resolve("cpu")
 FAST = TimerConfig(budget_s=0.02, warmup_s=0.001, min_samples=3)
@@ -52,7 +55,7 @@ def test_impl_that_raises_is_recorded_and_the_run_goes_on():
 def test_point_that_does_not_fit_is_skipped_before_allocation():
     reg = toy_registry(working_set=lambda p: 2**60)
     ms = run(reg, quick=True)  # the default budget: half the memory available (rule 16)
-    assert ms[0].status == "skipped" and "does not fit the memory budget" in ms[0].reason
+    assert ms[0].status == "skipped" and ms[0].reason.startswith(SKIP_PREFIX)
     from bench.measure.memory import Budget
     unlimited = Runner(CPU, FAST, budget=Budget(None)).run(make_plan(reg, CPU, quick=True))
     assert unlimited[0].status == "skipped" and "is free on cpu" in unlimited[0].reason
@@ -71,7 +74,7 @@ def test_slow_path_is_cut_short_from_its_smaller_point():
     reg = toy_registry({"slow": slow})
     ms = Runner(CPU, TimerConfig(budget_s=0.03, warmup_s=0.001), sink=lambda m: None).run(make_plan(reg, CPU))
     assert ms[0].status == "ok"
-    assert ms[1].status == "skipped" and ms[1].reason.startswith("cut short: predicted")
+    assert ms[1].status == "skipped" and ms[1].reason.startswith(CUT_PREFIX + ": predicted")
 
 
 def test_a_calls_estimate_on_hand_worked_calls():
@@ -100,7 +103,7 @@ def test_a_path_slow_in_flops_alone_is_cut_from_its_two_smaller_points():
         return lambda: (time.sleep(0.01 * (x["a"].numel() / 1000) ** 2), torch.mul(x["a"], 2, out=x["b"]))[1]
     reg = toy_registry({"slow": slow}, flops=lambda p: p["n"] ** 2, sizes=(1000, 2000, 4000))
     ms = Runner(CPU, TimerConfig(budget_s=0.1, warmup_s=0.001), sink=lambda m: None).run(make_plan(reg, CPU))
-    assert [m.status for m in ms] == ["ok", "ok", "skipped"] and ms[2].reason.startswith("cut short: predicted")
+    assert [m.status for m in ms] == ["ok", "ok", "skipped"] and ms[2].reason.startswith(CUT_PREFIX + ": predicted")
 
 
 def test_triton_under_interpreter_is_checked_but_never_timed():
@@ -110,7 +113,7 @@ def test_triton_under_interpreter_is_checked_but_never_timed():
     ms = Runner(CPU, FAST).run(plan)
     f32 = [m for m in ms if m.dtype == "float32"]
     assert f32 and all(m.status == "skipped" and m.samples_s == () for m in ms)
-    assert all("correct under Triton's interpreter" in m.reason and m.error <= m.tolerance for m in f32)
+    assert all(m.reason.startswith(INTERPRETED_PREFIX) and m.error <= m.tolerance for m in f32)
     assert all("11584" in m.reason for m in ms if m.dtype == "bfloat16")
 
 
@@ -128,7 +131,7 @@ def test_busy_machine_flags_cpu_points_only():
     gpu = type(CPU)(**{**CPU.__dict__, "kind": "cuda"})
     assert busy_flag({"others_cpu": 0.1, "load1": 0.5}, CPU) == ""
     flag = busy_flag({"others_cpu": 0.95, "load1": 3.9}, CPU)
-    assert flag.startswith("measured while the machine was busy: other processes used 95% of its")
+    assert flag.startswith(BUSY_PREFIX) and "95%" in flag
     assert "(load average 3.9)" in flag
     assert busy_flag({"others_cpu": 0.95}, gpu) == "" and busy_flag({}, CPU) == ""
 
@@ -193,6 +196,6 @@ def test_a_short_point_on_a_loaded_machine_is_judged_by_the_load_average():
     from bench.measure.runner import busy_flag
     # 20 ms is too short for /proc/stat's ticks: the load average against the cores decides
     two = dataclasses.replace(CPU, compute_units=2)  # the verdict is load against cores: fix the cores
-    assert busy_flag({"others_cpu": None, "load1": 4.0, "others_cpu_from_loadavg": True}, two).startswith(
-        "measured while the machine was busy: load average 4.0")
+    flag = busy_flag({"others_cpu": None, "load1": 4.0, "others_cpu_from_loadavg": True}, two)
+    assert flag.startswith(BUSY_PREFIX) and "load average 4.0" in flag
     assert busy_flag({"others_cpu": None, "load1": 1.0, "others_cpu_from_loadavg": False}, two) == ""

@@ -360,7 +360,7 @@ class Runner:
             return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
         if impl.backend == "triton" and triton_interpreting():
             return [mk(m, status="skipped", error=err, tolerance=tol,
-                       reason=f"correct under Triton's interpreter (error {err:.2g}); "
+                       reason=f"{INTERPRETED_PREFIX} (error {err:.2g}); "
                               "interpreter timings are never reported")
                     for m in modes]
         results = []
@@ -447,6 +447,8 @@ class Runner:
                   columns=dict(getattr(fn, "level_bytes", None) or {}))
 
 
+# a Triton point that passed its gate under the interpreter, whose timing is never reported: its reason starts so
+INTERPRETED_PREFIX = "correct under Triton's interpreter"
 JUMP_FACTOR = 10
 def pools_used_later(plan: Plan, torch_device: str, stops: dict | None = None) -> list[set]:
     """Return, per task of plan, the pool keys that a later task uses (bench/measure/memory.py): a

@@ -155,10 +155,13 @@ def call_estimate(seen: list, flops: int, nbytes: int) -> tuple[float, float] | 
     return predicted, t1
 
 
+CUT_PREFIX = "cut short"  # a row cut short (time_reason's, the runner's): its reason starts so
+
+
 def time_reason(predicted_s: float, budget_s: float, basis_s: float | None = None) -> str | None:
     """Return why a point is cut short before it runs (rule 7): one call predicted to take
     longer than the whole point budget; basis_s, the time per call it was scaled from."""
     if predicted_s <= budget_s:
         return None
     basis = f" (from {basis_s:.3g} s at a smaller size)" if basis_s is not None else ""
-    return f"cut short: predicted {predicted_s:.3g} s per call{basis} exceeds the {budget_s:g} s point budget"
+    return f"{CUT_PREFIX}: predicted {predicted_s:.3g} s per call{basis} exceeds the {budget_s:g} s point budget"
