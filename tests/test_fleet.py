@@ -50,7 +50,7 @@ def test_a_thousand_devices_name_the_slow_one_and_why(thousands, tmp_path, cli_i
     hbm = doc["groups"]["NVIDIA H200"]["roofs"]["hbm"]
     assert hbm["n"] == 1000 and hbm["median"] == pytest.approx(4000, rel=0.002)
     assert 0.98 * 4000 < hbm["p5"] < hbm["median"] < hbm["p95"] < 1.02 * 4000
-    assert any("clock held down (1,600 MHz" in c for o in doc["outliers"] for c in o["causes"])
+    assert all(o["cause_codes"][0] == "clock" and "1,600 MHz" in o["causes"][0] for o in doc["outliers"])
     table = pd.read_csv(tmp_path / "fleet" / "fleet.csv")
     assert len(table) == 1000 and {"host", "id", "model", "hbm", "hbm.sustained", "power_limit_w", "ecc",
                                    "method_version", "commit"} <= set(table.columns)
@@ -91,10 +91,11 @@ def test_a_slow_device_with_a_lower_power_limit_is_named_with_it(tmp_path):
         write_run(tmp_path / f"r{i}", "h", f"GPU-{i}", 0.9 if i == 3 else 1.0, power=500.0 if i == 3 else 700.0,
                   driver="550.1" if i == 3 else "560.35")
     _, doc = fl.write_fleet(fl.gather([tmp_path]), tmp_path / "out")
-    causes = {c for o in doc["outliers"] for c in o["causes"]}
     assert {o["id"] for o in doc["outliers"]} == {"GPU-3"}
-    assert "a lower power limit (500 W vs the fleet's 700 W)" in causes
-    assert "driver 550.1 where most of the fleet runs 560.35" in causes
+    coded = {code: text for o in doc["outliers"] for code, text in zip(o["cause_codes"], o["causes"])}
+    assert set(coded) == {"power_limit", "version"}   # its power cap and its driver, each with both values
+    assert "500 W" in coded["power_limit"] and "700 W" in coded["power_limit"]
+    assert "550.1" in coded["version"] and "560.35" in coded["version"]
 
 
 def test_mixed_method_versions_are_refused_unless_asked(tmp_path, cli_in_process):

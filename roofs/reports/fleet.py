@@ -360,10 +360,11 @@ def analyse(fleet: Fleet) -> dict:
             slow = values < min(st["median"] - OUTLIER_MADS * st["mad"], (1 - OUTLIER_PCT / 100) * st["median"])
             for _, row in devices[slow.fillna(False)].iterrows():  # is_outlier, for the whole column at once
                 v = float(row[col])
+                coded = coded_causes(row, rows, col.split(".sustained")[0])
                 outliers.append({"group": g, "roof": col, "host": row["host"], "id": row["id"],
                                  "run": row["run"], "value": v, "interval": _interval(row, col), "median": st["median"],
                                  "below_pct": 100 * (1 - v / st["median"]) if st["median"] else None,
-                                 "causes": causes(row, rows, col.split(".sustained")[0])})
+                                 "causes": [text for _, text in coded], "cause_codes": [code for code, _ in coded]})
         groups[g] = {"devices": n, "runs": int(len(rows)), "roofs": per}
         if n < MIN_DEVICES:
             groups[g]["no_outliers"] = (f"{n} device{'' if n == 1 else 's'} of {g}: an outlier needs at least "
