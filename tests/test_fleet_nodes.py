@@ -1,7 +1,7 @@
 """Faults across nodes: two torchrun launchers on this machine stand in for
 two nodes (c10d rendezvous on loopback, gloo, two ranks on one and one on the other); the test's
-own fixture kills the measuring process of a rank that shares its node (two_nodes, which starts
-with the session, beside the other tests), and the fleet report names it and keeps the two others."""
+own fixture kills the measuring process of a rank that shares its node (two_nodes, a session
+fixture), and the fleet report names it and keeps the two others."""
 import json
 import multiprocessing
 import os

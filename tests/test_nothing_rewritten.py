@@ -5,7 +5,7 @@ tracked file modified: what was measured, and the files derived from it, stay as
 
 The copy, the examples' runs and the reports are conftest.py's repo_copy and copy_runs (through
 doc_examples, custom_kernel_example and committed_reports; tests/test_readme.py and
-tests/test_api.py read the same runs), in a process of their own beside the tests."""
+tests/test_api.py read the same runs), in a process of their own, once per session."""
 import subprocess
 
 import pytest

@@ -63,9 +63,9 @@ def _intersecting(fig) -> tuple[int, list[tuple[str, str]]]:
     return len(texts), out
 
 
-# the committed-size runs draw seconds of charts each: slow; run_a and the synthetic run stay in the quick tier
-@pytest.mark.parametrize("name", ["run_a", "synthetic", *(pytest.param(n, marks=pytest.mark.slow)
-                                                          for n in ("run_b", "reference", "h200"))])
+# each run's charts cost seconds of drawing: slow but for run_a, which the quick tier keeps
+@pytest.mark.parametrize("name", ["run_a", *(pytest.param(n, marks=pytest.mark.slow)
+                                             for n in ("run_b", "reference", "h200", "synthetic"))])
 def test_charts_of_a_run_and_no_two_texts_overprint(name, banded_synthetic, run_figures):
     """Every chart the table gives the run is drawn (roofs/charts/registry.py: a family chart only
     for the families the run has; tests/test_chart_table.py the other side); on every chart no two

@@ -357,7 +357,7 @@ def _a_run_busy_for(folder: str, seconds: float) -> dict:
 
 def test_a_run_records_its_own_share_of_the_load(tmp_path):
     # in a forked process of its own: its own share counts the processes it waited for, and
-    # this one reaps the suite's background processes at any moment
+    # this one reaps the processes the suite's fixtures start
     with multiprocessing.get_context("fork").Pool(1) as pool:
         load = pool.apply(_a_run_busy_for, (str(tmp_path / "run"), 0.2))
     assert 0 < load["own"] <= (os.cpu_count() or 1) + 0.5
