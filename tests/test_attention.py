@@ -56,7 +56,8 @@ def test_reference_matches_the_textbook_formula_across_chunks(causal, monkeypatc
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads,seq,d", [((1, 2, 2), 128, 64), ((1, 4, 2), 100, 64), ((2, 4, 1), 70, 32)])
-@pytest.mark.parametrize("tma", [False, True])
+# the TMA grid: the plain grid again through host descriptors, seconds of interpreter CPU: slow (the full suite)
+@pytest.mark.parametrize("tma", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_triton_prefill_matches_float64(dtype, causal, heads, seq, d, tma, dev):
     # (1, 4, 2) and (2, 4, 1) are grouped-query; 100 and 70 are not multiples of the block:
     # the unmasked main loop stops at the last whole block (causal: left of the diagonal)
