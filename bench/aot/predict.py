@@ -51,6 +51,7 @@ from bench.hw.device import CacheLevel, DeviceInfo
 from bench.measure import skip
 from bench.measure.timing import default_window
 from bench.ops._tune import FULL_CANDIDATES, QUICK_CANDIDATES, TUNE_TIMER, shape_class
+from bench.util import Refusal
 from roofs.analysis import specs
 from roofs.analysis.confirm import per_roof
 
@@ -80,7 +81,7 @@ MODULE_FAMILY = {"kernels.gemm": "gemm", "kernels.gemv": "gemv", "kernels.attent
 
 def spec_device(name: str) -> DeviceInfo:
     """Return a DeviceInfo for a datasheet part named like name ("h200", "H100 PCIe"), or
-    raise ValueError listing the parts."""
+    raise a Refusal (a ValueError, code unknown_part) listing the parts."""
     parts = specs.load_parts()
     words = name.lower().split()
     hits = [p for p in parts if all(w in p.part.lower() for w in words)]
@@ -88,8 +89,8 @@ def spec_device(name: str) -> DeviceInfo:
         whole = [p for p in hits if all(w in re.split(r"[^a-z0-9]+", p.part.lower()) for w in words)]
         hits = whole or hits
     if len(hits) != 1:
-        raise ValueError(f"--device-spec '{name}' matches {len(hits)} datasheet parts; "
-                         f"choose one of: {', '.join(p.part for p in parts)}.")
+        raise Refusal(f"--device-spec '{name}' matches {len(hits)} datasheet parts; "
+                      f"choose one of: {', '.join(p.part for p in parts)}.", "unknown_part")
     p = hits[0]
     amd = p.part.startswith("AMD")
     # an AMD part's gfx target from the compute capability ROCm torch reports (9.4: gfx942)
