@@ -75,7 +75,7 @@ class APIError(Refusal):
     """Bad input to the API: one sentence, naming what was wrong and what would work, and its code
     (count_raised, bad_count, unknown_direction, bytes_mismatch, no_bytes, roofs_unreadable,
     not_a_roof, unknown_precision, no_compute_roof, kernel_raised, input_raised, bad_steps,
-    bad_counters; a profile's refusal keeps bench.run.profile's code)."""
+    bad_counters, finish_failed; a profile's refusal keeps bench.run.profile's code)."""
 
 
 @dataclass(frozen=True)
@@ -470,7 +470,7 @@ def add_to_run(run_dir, results: Iterable[Result], out=None, in_place: bool = Fa
     rewrite_measurements(target, df)
     problems = finish_run(target, charts)
     if problems:
-        raise APIError(problems[0])
+        raise APIError(problems[0], "finish_failed")
     return target
 
 
