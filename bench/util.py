@@ -155,6 +155,16 @@ class Refusal(ValueError):
         self.code = code
 
 
+class Reason(str):
+    """A sentence saying why something was not done (a str, read and written as one) that also
+    carries `code`, a short name of the cause that callers and tests read."""
+
+    def __new__(cls, sentence: str, code: str):
+        out = super().__new__(cls, sentence)
+        out.code = code
+        return out
+
+
 def first_line(e: BaseException, limit: int = 200) -> str:
     """Return "ExceptionType: first line of its message", cut to limit characters."""
     text = str(e).strip().splitlines()

@@ -158,15 +158,15 @@ def test_a_faked_ncu_that_fails_says_why_in_one_sentence(tmp_path, printed, rc, 
 
 
 def test_a_cpu_or_a_machine_without_ncu_says_why(tmp_path, monkeypatch):
-    assert hw.unavailable(cpu_info()).startswith("hardware counters need an NVIDIA GPU, and this run is on cpu")
+    assert hw.unavailable(cpu_info()).code == "no_gpu" and "cpu" in hw.unavailable(cpu_info())
     monkeypatch.delenv(hw.NCU_ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(hw.glob, "glob", lambda pattern: [])
-    assert hw.unavailable(GPU).startswith("no profiler: Nsight Compute's ncu is not on PATH")
+    assert hw.unavailable(GPU).code == "no_ncu" and hw.NCU_ENV in hw.unavailable(GPU)
     fake_ncu(tmp_path, "exit 0")
     assert hw.find_ncu() == str(tmp_path / "ncu") and hw.unavailable(GPU) == ""
     amd = dataclasses.replace(fake_device("gfx942"), torch_device="cuda:0")
-    assert "is an amd GPU" in hw.unavailable(amd)
+    assert hw.unavailable(amd).code == "not_nvidia" and "amd" in hw.unavailable(amd)
 
 
 def measurement(op, family, impl, point, flops, nbytes, gbps_s, **columns):

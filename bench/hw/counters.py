@@ -45,6 +45,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from bench.util import Reason
+
 REPLAY_RANGE = "roofbench-counted"   # the NVTX push/pop range the replay calls its point in
 FLAG_FRACTION = 0.10                 # DRAM bytes this far from the formula's flag the point
 NCU_ENV = "ROOFBENCH_NCU"            # an ncu to use instead of the one on PATH
@@ -104,19 +106,22 @@ def cupti_installed() -> bool:
 
 def unavailable(device) -> str:
     """Return "" when this device's counters can be read by ncu, else one sentence saying
-    why not: not an NVIDIA GPU, or no ncu. Without ncu there is no fallback yet: CUPTI's
-    Python binding (cupti-python 13.x) wraps the activity, callback, PM sampling and profiler
-    host APIs but not the range profiler, and PM sampling (device-wide counters sampled over
-    time) is not driven by this suite; the sentence says whether the binding is installed."""
+    why not (a bench.util.Reason, its code no_gpu, not_nvidia or no_ncu): not an NVIDIA GPU,
+    or no ncu. Without ncu there is no fallback yet: CUPTI's Python binding (cupti-python 13.x)
+    wraps the activity, callback, PM sampling and profiler host APIs but not the range profiler,
+    and PM sampling (device-wide counters sampled over time) is not driven by this suite; the
+    sentence says whether the binding is installed."""
     if getattr(device, "kind", "cpu") != "cuda":
-        return (f"hardware counters need an NVIDIA GPU, and this run is on {getattr(device, 'torch_device', 'the CPU')}"
-                f" ({getattr(device, 'name', 'a CPU')})")
+        return Reason(f"hardware counters need an NVIDIA GPU, and this run is on "
+                      f"{getattr(device, 'torch_device', 'the CPU')} ({getattr(device, 'name', 'a CPU')})", "no_gpu")
     if getattr(device, "vendor", "nvidia") not in ("nvidia", None):
-        return f"hardware counters are read with NVIDIA's Nsight Compute, and {device.name} is an {device.vendor} GPU"
+        return Reason(f"hardware counters are read with NVIDIA's Nsight Compute, and {device.name} is an "
+                      f"{device.vendor} GPU", "not_nvidia")
     if find_ncu() is None:
         extra = ("; CUPTI's Python binding is installed, but it has no range profiler and its PM sampling is not "
                  "driven by this suite" if cupti_installed() else "")
-        return f"no profiler: Nsight Compute's ncu is not on PATH nor under /usr/local/cuda/bin (set {NCU_ENV})" + extra
+        return Reason(f"no profiler: Nsight Compute's ncu is not on PATH nor under /usr/local/cuda/bin "
+                      f"(set {NCU_ENV})" + extra, "no_ncu")
     return ""
 
 
