@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 from conftest import session_run
 
+from bench.run.distributed import DIED, PAST_DEADLINE
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -85,18 +87,18 @@ def test_two_nodes_lose_only_the_killed_rank(two_nodes):
     assert two_nodes.returncodes == [0, 0], outs
     ranks = json.loads((run_dir / "ranks.json").read_text())
     assert ranks["world"] == 3 and [m["rank"] for m in ranks["missing"]] == [killed]
-    assert ranks["missing"][0]["why"] == "failed: its measuring process died (signal 9)"
+    assert ranks["missing"][0]["why"] == f"{DIED} (signal 9)"
     dead = json.loads(next(run_dir.glob(f"rank{killed}-*/run.json")).read_text())
-    assert dead["status"] == "failed: its measuring process died (signal 9)"
+    assert dead["status"] == f"{DIED} (signal 9)"
     fleet = pd.read_csv(run_dir / "fleet.csv")
     survivors = sorted(f"rank{r}" for r in {0, 1, 2} - {killed})
     assert sorted(fleet["run"].map(lambda r: Path(r).name.split("-")[0])) == survivors
     assert (fleet["status"] == "complete").all() and fleet["id"].nunique() == 1   # one CPU, measured twice
     md = (run_dir / "fleet.md").read_text()
     left = md.split("## Left out")[1]
-    assert f"rank{killed}-" in left and "not complete (failed: its measuring process died (signal 9))" in left
+    assert f"rank{killed}-" in left and f"{DIED} (signal 9)" in left
     said = "".join(outs)
-    assert f"roofbench: rank {killed} (" in said and "is missing: failed: its measuring process died" in said
+    assert f"roofbench: rank {killed} (" in said and DIED in said
 
 
 def quick_args(**kw):
@@ -166,5 +168,5 @@ def test_a_hung_measurement_is_stopped_at_its_deadline_and_marked(tmp_path, monk
     assert stopped, "the measurement ended before the test could hang it"
     status, code = got["r"]
     print(f"\nhung at {time.monotonic() - t0:.1f} s in, stopped: {status} (exit {code})")
-    assert status == "failed: past its deadline of 600 s (hung, or far slower than predicted)" and code == -9
+    assert status.startswith(f"{PAST_DEADLINE} of 600 s") and code == -9
     assert status_of(tmp_path / "rank0-cpu" / "run.json")["status"] == status

@@ -55,6 +55,10 @@ DEADLINE_SLACK_S = 600.0  # ... plus this (start, compiles the dry run missed, f
 KILL_GRACE_S = 60.0      # a measurement stopped at its deadline has this long to keep its points
 STORE_TIMEOUT_S = 300.0
 KEY = "roofbench"        # the keys this job sets in torchrun's store: KEY/start/<rank>, KEY/done/<rank>
+# how a rank's run.json status starts when it did not finish (what callers and tests read, the rest says how)
+DIED = "failed: its measuring process died"            # + " (signal 9)" or " (exit 1)"
+PAST_DEADLINE = "failed: past its deadline"            # + " of 600 s (...)"
+STOPPED = "failed: its rank was stopped before it could finish"  # + " (torchrun exited with 1)"
 
 
 class LaunchError(Refusal):
@@ -138,7 +142,7 @@ def _mark_unfinished(run_dir: Path, rc: int) -> None:
     SIGKILL to a rank that has not ended 30 s later, which a loaded machine can make it miss)."""
     for meta in run_dir.glob("*/run.json"):
         if _status(meta.parent) == "running":
-            mark_failed(meta.parent, f"its rank was stopped before it could finish (torchrun exited with {rc})")
+            mark_failed(meta.parent, f"{STOPPED} (torchrun exited with {rc})".removeprefix("failed: "))
 
 
 def _recorded_missing(run_dir: Path) -> list[dict]:
@@ -212,11 +216,11 @@ def supervise(run_dir: Path, args, device: str, limit_s: float, say=print,
             proc.join()
     status = _status(run_dir)
     if late and status != "complete":  # stopped while measuring or finishing: the deadline is why
-        status = f"failed: past its deadline of {limit_s:.0f} s (hung, or far slower than predicted)"
+        status = f"{PAST_DEADLINE} of {limit_s:.0f} s (hung, or far slower than predicted)"
     elif status in ("running", None):
         code = proc.exitcode
         died = "signal " + str(-code) if code and code < 0 else f"exit {code}"
-        status = f"failed: its measuring process died ({died})"
+        status = f"{DIED} ({died})"
     if (run_dir / "run.json").exists() and status != _status(run_dir):
         mark_failed(run_dir, status.removeprefix("failed: "))
     return status, proc.exitcode
