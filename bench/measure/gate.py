@@ -43,7 +43,7 @@ class Snapshot:
     """Copies of a point's in-out arrays, taken once; restore() writes them back in place."""
 
     def __init__(self, inputs: dict | None, names=()):
-        self.inputs = inputs or {}
+        self.inputs = inputs if isinstance(inputs, dict) else {}   # a launcher's lone tensor has no in-outs
         self.saved = {n: self.inputs[n].clone() for n in names if isinstance(self.inputs.get(n), torch.Tensor)}
 
     def restore(self) -> None:
