@@ -168,19 +168,25 @@ def _shape(pt):
     return pt["shape"]
 
 
-OP = REGISTRY.add_op(Op(
-    name="gemm.fp4", family="gemm",
-    doc="block-scaled fp4 (mxfp4, nvfp4) square GEMMs; flops = 2 M N K, bytes = (M + N) K / 2 + (M + N) K / G + 2 M N",
-    axes=(Axis("dtype", FORMATS, doc="fp4 format: mxfp4 (e8m0 scales per 32), nvfp4 (e4m3 scales per 16)"),
-          Axis("shape", sweep=square_sweep, doc="(M, N, K)")),
-    make_inputs=make_inputs, reference=reference,
-    flops=lambda pt: fp4_flops(*_shape(pt)),
-    bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
-    working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
-    describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
-    tolerance=lambda pt: tolerance(pt["dtype"]), outputs=("c",), precision=lambda pt: pt["dtype"], skip=point_skip,
-    memory_factor=40.0,  # the float64 dequantized copies: 16 bytes per half-byte value
-))
+def scaled_op(name: str, doc: str, dtype_axis: Axis, skip, memory_factor: float) -> Op:
+    """Return a block-scaled square GEMM op (fp4's or fp6's): its formats on dtype_axis, the
+    one byte and FLOP formula, its own skip rule and reference memory factor."""
+    return REGISTRY.add_op(Op(
+        name=name, family="gemm", doc=doc, axes=(dtype_axis, Axis("shape", sweep=square_sweep, doc="(M, N, K)")),
+        make_inputs=make_inputs, reference=reference,
+        flops=lambda pt: fp4_flops(*_shape(pt)),
+        bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+        working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
+        describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
+        tolerance=lambda pt: tolerance(pt["dtype"]), outputs=("c",), precision=lambda pt: pt["dtype"], skip=skip,
+        memory_factor=memory_factor))
+
+
+OP = scaled_op(
+    "gemm.fp4", "block-scaled fp4 (mxfp4, nvfp4) square GEMMs; flops = 2 M N K, bytes = (M + N) K / 2 + "
+    "(M + N) K / G + 2 M N", Axis("dtype", FORMATS, doc="fp4 format: mxfp4 (e8m0 scales per 32), nvfp4 (e4m3 "
+                                  "scales per 16)"),
+    point_skip, 40.0)   # the float64 dequantized copies: 16 bytes per half-byte value
 REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,
                        doc="kernels/gemm_fp4.py: tl.dot_scaled, tiles autotuned on a GPU"))
 
@@ -206,19 +212,10 @@ def fp6_triton_skip(point, device):
     return triton_skip(point, device)
 
 
-OP6 = REGISTRY.add_op(Op(
-    name="gemm.fp6", family="gemm",
-    doc="block-scaled fp6 (e2m3, e3m2; e8m0 scales per 32) square GEMMs on sm_100; flops = 2 M N K, "
-        "bytes = (M + N) K + (M + N) K / 32 + 2 M N",
-    axes=(Axis("dtype", FP6_FORMATS, doc="fp6 format: fp6e2m3, fp6e3m2 (MXFP6, e8m0 scales per 32)"),
-          Axis("shape", sweep=square_sweep, doc="(M, N, K)")),
-    make_inputs=make_inputs, reference=reference,
-    flops=lambda pt: fp4_flops(*_shape(pt)),
-    bytes=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
-    working_set=lambda pt: fp4_bytes(*_shape(pt), pt["dtype"]),
-    describe=lambda pt: (max(_shape(pt)), "x".join(map(str, _shape(pt)))),
-    tolerance=lambda pt: tolerance(pt["dtype"]), outputs=("c",), precision=lambda pt: pt["dtype"], skip=fp6_skip,
-    memory_factor=20.0,  # the float64 dequantized copies: 8 bytes per one-byte value, twice
-))
+OP6 = scaled_op(
+    "gemm.fp6", "block-scaled fp6 (e2m3, e3m2; e8m0 scales per 32) square GEMMs on sm_100; flops = 2 M N K, "
+    "bytes = (M + N) K + (M + N) K / 32 + 2 M N",
+    Axis("dtype", FP6_FORMATS, doc="fp6 format: fp6e2m3, fp6e3m2 (MXFP6, e8m0 scales per 32)"),
+    fp6_skip, 20.0)   # the float64 dequantized copies: 8 bytes per one-byte value, twice
 REGISTRY.add_impl(Impl(OP6.name, "triton", "triton", _launcher, skip=fp6_triton_skip, tuning=_tuning,
                        doc="kernels/gemm_fp4.py: tl.dot_scaled on e2m3 or e3m2, sm_100 only"))
