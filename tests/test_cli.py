@@ -1,5 +1,6 @@
 """The CLI end to end on the CPU: a quick run into a temporary folder, bad input, Ctrl-C."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -211,6 +212,21 @@ def test_ctrl_c_keeps_a_readable_partial_run(interrupted_run):
     assert run.meta["status"] == "interrupted" and len(run.measurements) >= 3
     assert run.meta["point_count"] == len(run.points) == len(run.measurements)
     assert (csv.parent / "bandwidth.png").exists()
+
+
+def test_sigterm_stops_the_measuring_as_ctrl_c_does():
+    """A full run killed by a timeout's SIGTERM kept its rows but wrote no roofs.json: SIGTERM
+    now raises KeyboardInterrupt while a run measures, and the old handler comes back after."""
+    from bench.run.session import terminate_as_interrupt
+    before = signal.getsignal(signal.SIGTERM)
+    old = terminate_as_interrupt()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert old == before and signal.getsignal(signal.SIGTERM) == before
 
 
 @pytest.mark.slow

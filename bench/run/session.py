@@ -15,7 +15,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -118,6 +120,7 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
                     revisits=revisit_passes(device, quick))
     status, sustained = "complete", {"window_s": 0.0}
     t0 = time.perf_counter()
+    term = terminate_as_interrupt()
     jit = precompile.JitCounter()
     phases = {}  # wall seconds of the sweeps and of the sustained phase
     try:
@@ -149,6 +152,8 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
         status = f"failed: {first_line(e)}"
         raise
     finally:
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
         wall = time.perf_counter() - t0 - phases.get("counters", 0.0)  # measuring only: counters are not measuring
         if pre is not None and jit.available:  # did the run's launches load what was precompiled?
             writer.meta["precompile"] = dict(pre, jit=jit.record())
@@ -157,6 +162,19 @@ def execute(run_dir: Path, meta: dict, device: devmod.DeviceInfo, plan: Plan, ti
                       memory=budget.record())  # the predicted peak beside the measured one (rule 16)
     say(spent_line(writer.meta["time_spent"]))
     return status, writer.measurements
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def terminate_as_interrupt():
+    """Make SIGTERM (a timeout, a scheduler ending a job) stop the measuring as Ctrl-C does, so
+    the points measured so far are kept and derived; return the handler it replaced (None off
+    the main thread, where Python cannot set one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
 
 
 def time_spent(runner: Runner, wall: float) -> dict:
