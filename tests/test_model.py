@@ -223,3 +223,17 @@ def test_a_sustained_window_faster_than_the_interval_raises_its_top():
     assert dram.value == 40.0 and dram.interval == pytest.approx((40.0, 60.0))
     assert dram.extra["sustained"]["value"] == 60.0 and dram.extra["burst"] == 40.0
     assert any(n.startswith("dram: its sustained window") for n in notes)
+
+
+def test_plateaus_past_every_reported_cache_are_one_off_chip_level():
+    """A full run on a 2-core Zen 5 VM (32 MiB L3) whose L1 and L2 read within a level step of
+    each other: its memory read 78-74 GB/s at 256-512 MiB and 48 GB/s at 724 MiB, a slower
+    minute. The segmentation gave four plateaus, and the three inner ones took the caches'
+    names in order: the L3 plateau was named l2 and the memory's first minute l3. Every plateau
+    that starts past the largest reported cache is off chip: one level, dram, whose roof is the
+    second best of its outer half (512 MiB at 76, 724 MiB at 48): 48, a floor of the ceiling."""
+    rows = pd.DataFrame(_stair([(16 * KIB, 1 * MIB, 480), (4 * MIB, 32 * MIB, 240), (256 * MIB, 512 * MIB, 76)])
+                        + [row("stream.reread", 724 * MIB, 48)])
+    roofs, _ = derive_roofs(rows, CPU)
+    got = {r.name: r.value for r in roofs if r.kind == "bandwidth" and "." not in r.name}
+    assert got == {"l2": 480, "l3": 240, "dram": 48}

@@ -271,6 +271,20 @@ def _without_transitions(plats: list, policy: Policy) -> list:
     return [p for i, p in enumerate(plats) if i in (0, len(plats) - 1) or not transition(p)]
 
 
+def _offchip_merged(plats: list, caches) -> list:
+    """Return plats with every plateau that starts past the largest reported cache merged into
+    one, the last: no cache holds such a set, so they are one level, off chip (a VM's memory
+    read at two speeds in two minutes splits its sizes in two, and naming the first a cache
+    would shift every name inward)."""
+    if not caches or len(plats) < 2:
+        return plats
+    largest = max(size for _, size in caches)
+    past = [i for i, p in enumerate(plats) if float(p["working_set_bytes"].min()) > largest]
+    if len(past) < 2 or past != list(range(past[0], len(plats))):
+        return plats
+    return plats[:past[0]] + [pd.concat(plats[past[0]:])]
+
+
 def _names(plats: list, caches, memory: str) -> list[str]:
     """Return each plateau's level. The last is off chip where the sweep reached past every
     reported cache (a level ends where its plateau does, but no sweep that stops inside the
@@ -306,7 +320,7 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
         notes.append(f"{len(cut)} size(s) from {fmt_bytes(cut['working_set_bytes'].min())} to "
                      f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: their "
                      "kernels' own limit (or per-call cost), left out of the levels (a finding)")
-    plats = plateaus(env[~limited], max(len(caches), 1) + 1, policy)  # no cache reported: one unnamed one may be
+    plats = _offchip_merged(plateaus(env[~limited], max(len(caches), 1) + 1, policy), caches)
     names = _names(plats, caches, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
