@@ -30,8 +30,9 @@ class Policy:
     shape_tol: float = 0.10         # a precision's plateau: its shapes within this share of its best
     # --- an interval: [roof, best x (best / typical) ** interval_reach], at least min_halfwidth wide ---
     interval_reach: float = 3.0     # how far the top reaches past the best, in a row's or the groups' log spreads
-    pass_reach: float = 5.0         # ... in the passes' log spread: three passes each slowed as a whole by an
-                                    # independent uniform share leave the truth past it 1 in (1 + 5)^2 runs
+    pass_miss: float = 0.015        # ... in the passes' log spread, as far as leaves the truth past it this
+                                    # often: n passes each slowed as a whole by an independent uniform share
+                                    # (pass_reach(n): 7.2 for three, 66 for two)
     min_halfwidth: float = 0.01     # timer and clock resolution: no interval is narrower
     target_halfwidth: float = 0.05  # revisit passes continue while a roof's interval is wider than this
     # --- confirmation by a second measurement ---
@@ -53,6 +54,13 @@ class Policy:
     quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
     band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level
     launch_factor: float = 2.0      # a call under this x the launch floor is launch-bound
+
+    def pass_reach(self, n: int) -> float:
+        """Return c, the reach past the best in n passes' log spread (ln max / min): the fastest of
+        n passes, each slowed as a whole by an independent uniform share, lies more than c spreads
+        below the truth with probability (1 + c)^-(n - 1), so c = pass_miss^(-1 / (n - 1)) - 1
+        (0 for one pass: no spread to reach from)."""
+        return self.pass_miss ** (-1.0 / (n - 1)) - 1.0 if n >= 2 else 0.0
 
     def passes(self, quick: bool) -> tuple[int, int]:
         """Return (fewest, most) revisit passes of a CPU run."""

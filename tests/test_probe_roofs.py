@@ -123,7 +123,7 @@ def test_l1_probe_counts_its_noisy_spans_and_a_revisit_widens_the_top():
     l1 = next(r for r in derive_roofs(pd.concat([sweep, again], ignore_index=True), cpu)[0] if r.name == "l1")
     assert l1.value == pytest.approx(128 / 0.94) and l1.point_id == sweep["point_id"].iloc[1]
     assert l1.extra["pass_count"] == 2
-    assert l1.interval == pytest.approx((128 / 0.94, 150 / 0.985 * math.exp(DEFAULT.pass_reach
+    assert l1.interval == pytest.approx((128 / 0.94, 150 / 0.985 * math.exp(DEFAULT.pass_reach(2)
                                                                           * math.log(150 / 130))))
 
 

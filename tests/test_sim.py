@@ -206,6 +206,24 @@ def test_a_full_sweep_reads_dram_past_a_fading_last_cache():
         assert lo <= dram <= hi
 
 
+def test_a_slower_truth_reads_slower_off_chip_past_a_fading_last_cache():
+    """zen5_vm's L3 fades slowly, so its quick sweep's off-chip window (256 and 512 MiB) reads
+    82 and 78 GB/s under quiet noise (seed 0): the smaller set still hits in the cache. The top
+    reached 3x that gap past 82 (93.7: +20%), so a truth 15% slower was never apart from it and
+    the DRAM roofs read UNCLEAR, not SLOWER (79% of the table's SLOWER verdicts). Off chip the top
+    now reaches from the sets at or past the roof's own (rule 17): each interval covers the truth
+    and reaches at most twice the policy's target past it, and the slower truth reads SLOWER on
+    every DRAM roof."""
+    tru = truth("zen5_vm")["roofs"]
+    base = {r.name: r for r in score.derive(*simulate("zen5_vm", "quiet", 0))[0]}
+    slow = score.derive(*simulate("zen5_vm", "quiet", 0, scale=score.SLOW_SCALE))[0]
+    for name in ("dram", "dram.read", "dram.write", "dram.copy"):
+        lo, hi = base[name].interval
+        assert lo <= tru[name] <= hi <= (1 + 2 * DEFAULT.target_halfwidth) * tru[name]
+    verdicts = {v["name"]: v["verdict"] for v in score.compare(slow, list(base.values()))}
+    assert [verdicts[n] for n in ("dram", "dram.read", "dram.write", "dram.copy")] == ["SLOWER"] * 4
+
+
 @pytest.mark.parametrize("seed", [17, 33])
 def test_a_pass_measures_the_rows_the_runner_flagged_again(seed):
     """zen4_vm under busy noise, seeds 17 and 33: the runner flagged the fastest rows of some

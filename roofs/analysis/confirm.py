@@ -198,6 +198,9 @@ def confirm(roofs: list, rows: pd.DataFrame, rates: pd.DataFrame, device: dict, 
             continue
         base = _level_bounds(roof, roofs)
         cands = candidate_rows(warm, roof.kind, roof.name, device, replace(base, name=roof.name))
+        if roof.kind == "bandwidth" and roof.name.split(".")[0] == memory and not cands.empty:
+            # off chip a smaller set than the roof's may still hit in the last cache (rule 17)
+            cands = cands[cands["working_set_bytes"] * 2 ** (0.5 / policy.bins_per_octave) >= base.working_set_bytes]
         conf = _status(roof, _checks(roof, cands, counters, memory, policy))
         extra = {**roof.extra, **_sustained(replace(base, name=roof.name, value=roof.value, op=roof.op,
                                                     dtype=roof.dtype), sus, device, policy)}

@@ -20,8 +20,8 @@ the runner flagged (a busy machine, a time jump) and rows with too few samples s
     its interval   [roof, best x exp(R)]: the ceiling is at least the roof (every measurement
                    is a floor of it) and below the top unless every measurement was slowed more
                    than the roof's own spread shows (R: the larger of interval_reach x the log
-                   of best/roof or of the best row's median/low, and pass_reach x the passes'
-                   median log max/min)
+                   of best/roof or of the best row's median/low, and the median over sizes of
+                   Policy.pass_reach(n) x their n passes' log max/min)
 
 Confirmation and the sustained figures are roofs/analysis/confirm.py's; this module builds
 the roofs and their intervals only.
@@ -157,18 +157,23 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
     ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
-    roof = float(rates[min(policy.roof_rank, len(rates)) - 1])
-    best = float(rates[0])
-    drift = [math.log(g.max() / g.min()) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
-    spread = {"best_over_roof": math.log(best / roof), "passes": float(np.median(drift)) if drift else 0.0,
+    at = ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
+    roof = float(at["rate"])
+    # off chip a smaller set still hits in a fading cache now and then (its faster read is that
+    # cache's, not the memory's): the top reaches from the sets at or past the roof's
+    best = float(ordered.loc[ordered["_group"] >= at["_group"], "rate"].max()) if offchip else float(rates[0])
+    drift = [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
+    spread = {"best_over_roof": math.log(best / roof),
+              "passes": float(np.median([d for d, _ in drift])) if drift else 0.0,
+              "pass_reach": float(np.median([policy.pass_reach(n) * d for d, n in drift])) if drift else 0.0,
               "row": float(ordered["jitter"].iloc[0] or 0.0)}
-    s = max(policy.interval_reach * max(spread["best_over_roof"], spread["row"]), policy.pass_reach * spread["passes"])
+    s = max(policy.interval_reach * max(spread["best_over_roof"], spread["row"]), spread["pass_reach"])
     high = max(best * math.exp(s), roof * (1 + 2 * policy.min_halfwidth))
     sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
     fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(meas), "groups": len(rates),
              "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
-    return roof, (roof * fall, float(high)), basis, ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
+    return roof, (roof * fall, float(high)), basis, at
 
 
 def _roof(kind: str, name: str, meas: pd.DataFrame, policy: Policy, note: str, extra: dict, offchip: bool = False,
@@ -537,7 +542,7 @@ def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy)
         own = timed[timed["point_id"] == roof.point_id].iloc[0]
         same = timed[(timed["impl"] == own["impl"]) & (timed["timer"] == own["timer"])]["median_ms"] * 1e3
         s = max(policy.interval_reach * float(own["jitter"]),
-                policy.pass_reach * math.log(same.max() / same.min()) if len(same) >= 2 else 0.0)
+                policy.pass_reach(len(same)) * math.log(same.max() / same.min()))
         low = roof.value / max(math.exp(s), 1 + 2 * policy.min_halfwidth)
         out.append(replace(roof, interval=(low, roof.value),
                            extra={**roof.extra, "pass_count": len(same),
