@@ -17,6 +17,7 @@ from bench.measure.registry import load_all
 from bench.measure.revisit import (
     group_of,
     halfwidth,
+    ladder_rows,
     needs_another_pass,
     pass_bests,
     revisit_groups,
@@ -97,6 +98,29 @@ def test_a_pass_measures_the_declared_rows_again():
     assert revisit_selection(sweep(), dataclasses.replace(DEFAULT, revisit_top=1)) == \
         ["s2", "s4", "s5", "s6", "s7", "l1b", "l1c", "g2", "g4", "f2", "f4", "lb", "lc"]
     assert revisit_selection(pd.DataFrame()) == []
+
+
+def test_a_kernels_larger_call_read_slower_than_a_smaller_one_is_measured_again():
+    """fp32 FMA chains of 10, 40, 160, 2,560 and 10,240 MFLOP per call read 10, 20, 40, 25.6
+    and 39.4 GFLOP/s: the 2,560 one is 36% below the 160 one, past Policy.shape_tol (10%), so a
+    pass measures it again; 39.4 is within 10% of 40 and stays. bf16's ladder is its own: its
+    1,000 MFLOP call reads 50, half its 100 MFLOP call's 100, so it is measured again too. Stream
+    rows are no ladder (a larger set may leave a cache)."""
+    rows = pd.DataFrame([
+        r("c1", "fma.chains", flops=10e6, p20=1.0, dtype="fp32"),
+        r("c2", "fma.chains", flops=40e6, p20=2.0, dtype="fp32"),
+        r("c3", "fma.chains", flops=160e6, p20=4.0, dtype="fp32"),
+        r("c4", "fma.chains", flops=2560e6, p20=100.0, dtype="fp32"),
+        r("c5", "fma.chains", flops=10240e6, p20=260.0, dtype="fp32"),
+        r("b1", "fma.chains", flops=100e6, p20=1.0, dtype="bf16"),
+        r("b2", "fma.chains", flops=1000e6, p20=20.0, dtype="bf16"),
+        r("s1", "stream.read", 2**20, 90e6), r("s2", "stream.read", 2**28, 9e6),
+    ])
+    assert ladder_rows(rows) == ["c4", "b2"]
+    assert "c4" in revisit_selection(rows) and "b2" in revisit_selection(rows)
+    # a row a pass measured (pass 2) is no pick, and a slower 2,560 within 10% stays
+    assert ladder_rows(rows.assign(**{"pass": 2})) == []
+    assert ladder_rows(rows.assign(p20_ms=[1.0, 2.0, 4.0, 66.0, 260.0, 1.0, 2.0, 1.0, 1.0])) == []
 
 
 def test_a_rows_rate_is_its_work_over_a_low_quantile_of_its_samples():

@@ -224,6 +224,20 @@ def test_a_slower_truth_reads_slower_off_chip_past_a_fading_last_cache():
     assert [verdicts[n] for n in ("dram", "dram.read", "dram.write", "dram.copy")] == ["SLOWER"] * 4
 
 
+def test_a_kernels_shapes_slowed_in_the_sweep_are_measured_again():
+    """avx2_vm under the two-state switch, seed 2: the sweep's FMA chains of 256 and 1,024 per
+    element (the ladder's top, 17.9 GFLOP/s in truth) ran inside one slow stretch and read 9.3;
+    a pass measured only the sweep's two fastest rows (the 16 and 4 chains, 15.0 and 10.0), so
+    fp32.elementwise read 15.0 in all three passes, 17% low with an interval of +/-3%, and
+    `check` against another run said SLOWER. A pass now also measures a kernel's larger call
+    that read slower than a smaller one (bench.measure.revisit.ladder_rows)."""
+    tru = truth("avx2_vm")["roofs"]
+    got = score.scored(score.derive(*simulate("avx2_vm", "switch", 2))[0])
+    for name in ("fp32.elementwise", "fp64.elementwise"):
+        assert abs(got[name].value / tru[name] - 1) <= DEFAULT.target_halfwidth
+        assert got[name].interval[0] <= tru[name] <= got[name].interval[1]
+
+
 @pytest.mark.parametrize("seed", [17, 33])
 def test_a_pass_measures_the_rows_the_runner_flagged_again(seed):
     """zen4_vm under busy noise, seeds 17 and 33: the runner flagged the fastest rows of some

@@ -7,6 +7,7 @@ systems", SC15: repetitions follow the variability, not the cost).
     revisit_passes(device, quick)   -> the fewest passes (Policy.passes(quick)[0] on a CPU; none on a GPU)
     revisit_stops(plan, passes)     -> {task index: [pass numbers]}: after which tasks those run
     revisit_groups(rows)            -> {group: [point_id]}: the declared selection, group by group
+    ladder_rows(rows)               -> [point_id]: GEMM and FMA rows slower than a smaller call of their kernel
     revisit_selection(rows)         -> [point_id]: the sweep's rows a pass measures again
     revisit_picks(rows, device)     -> [(op, impl, point, mode)] of a pass, for the runner
     pass_bests(rows)                -> {group: [its best rate in each pass]}
@@ -140,6 +141,30 @@ def flagged_rows(rows: pd.DataFrame) -> list[str]:
     return [str(r["point_id"]) for _, r in first.iterrows() if is_runner_flag(r["flag"]) and group_of(r)]
 
 
+def ladder_rows(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> list[str]:
+    """Return the point_ids of the sweep's usable GEMM and FMA rows (pass 1) that read more than
+    Policy.shape_tol below a row of the same op, impl and dtype doing less work per call: a
+    larger call of one kernel amortizes its fixed cost and runs at least as fast, so such a row
+    was slowed (a host's slow minute over a run of rows), and a pass measures it again rather
+    than leave its shape off its precision's plateau for good."""
+    if rows.empty:
+        return []
+    first = rows[usable(rows, policy)]
+    if "pass" in first:
+        first = first[pd.to_numeric(first["pass"], errors="coerce").fillna(1) == 1]
+    first = first[first["family"].isin(("gemm", "fma"))] if "family" in first else first.iloc[:0]
+    samples = samples or {}
+    out = []
+    for _, g in first.groupby(["op", "impl", "dtype"], sort=False):
+        ladder = sorted(((_number(r["flops"]), row_rate(r, samples.get(str(r["point_id"])), policy),
+                          str(r["point_id"])) for _, r in g.iterrows()), key=lambda x: x[0])
+        for flops, rate, pid in ladder:   # against the calls doing strictly less work
+            fastest = max((x for f, x, _ in ladder if f < flops and x == x), default=0.0)
+            if rate == rate and rate < (1 - policy.shape_tol) * fastest:
+                out.append(pid)
+    return out
+
+
 def revisit_selection(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> list[str]:
     """Return the point_ids of the sweep's rows (pass 1) a revisit pass measures again, each
     once, in the order they ran: every declared group's picks (revisit_groups). rows holds the
@@ -147,7 +172,7 @@ def revisit_selection(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dic
     flops, p20_ms or median_ms, status, samples, flag, pass); samples ({point_id: [seconds]},
     optional) gives each row's rate its low quantile, else its p20_ms stands for it."""
     chosen = {pid for pids in revisit_groups(rows, policy, samples).values() for pid in pids}
-    chosen |= set(flagged_rows(rows))
+    chosen |= set(flagged_rows(rows)) | set(ladder_rows(rows, policy, samples))
     out, seen = [], set()
     for pid in rows["point_id"].astype(str) if not rows.empty else ():
         if pid in chosen and pid not in seen:
