@@ -238,6 +238,30 @@ def test_a_kernels_shapes_slowed_in_the_sweep_are_measured_again():
         assert got[name].interval[0] <= tru[name] <= got[name].interval[1]
 
 
+def test_a_memory_that_switches_speed_for_stretches_of_rows_only_slows_its_off_chip_rows():
+    """The minutes model (a neighbour's memory traffic, minute to minute) slows only the share of
+    a call spent off chip: a cache-resident row keeps its true time, a 512 MiB read is up to
+    1.9x slower, and every level of zen5_vm's quick run is still found with its DRAM interval
+    covering the truth (the revisit passes meet the fast state)."""
+    from roofs.sim.generate import offchip_share
+    m = MACHINES["zen5_vm"]
+    rows = [r for r in plan("zen5_vm") if r.family == "stream" and r.mode == "warm"]
+    small = min(rows, key=lambda r: r.ws)
+    large = max(rows, key=lambda r: r.ws)
+    assert offchip_share(m, small) == 0.0 and 0.9 < offchip_share(m, large) <= 1.0
+    rng = np.random.default_rng(0)
+    got, _ = draw(NOISES["minutes"], rng, [1e-3] * 400, [10] * 400, [1] * 400, memory=[0.0, 1.0] * 200)
+    cached, memory = np.array([min(s) for s in got[0::2]]), np.array([min(s) for s in got[1::2]])
+    assert cached.max() < 1.2e-3 and memory.max() > 1.8e-3
+    tru = truth("zen5_vm")["roofs"]
+    for seed in range(3):
+        roofs = score.derive(*simulate("zen5_vm", "minutes", seed))[0]
+        t = score.score_roofs(roofs, truth("zen5_vm"))
+        assert t.levels_ok == t.levels
+        lo, hi = score.scored(roofs)["dram"].interval
+        assert lo <= tru["dram"] <= hi
+
+
 @pytest.mark.parametrize("seed", [17, 33])
 def test_a_pass_measures_the_rows_the_runner_flagged_again(seed):
     """zen4_vm under busy noise, seeds 17 and 33: the runner flagged the fastest rows of some

@@ -63,6 +63,7 @@ from roofs.sim.machines import (
     device_fields,
     kernel_class,
     level_of,
+    served,
     unit_of,
 )
 from roofs.sim.noise import NOISES, Noise, draw, sample_count
@@ -210,10 +211,22 @@ def _rng(m: Machine, noise: Noise, seed: int, scale: float) -> np.random.Generat
                                   int(round(scale * 1e6))])
 
 
-def _measure(rows: list[Planned], noise: Noise, rng, scale: float, pass_no: list[int], cores: int) -> list:
+def offchip_share(m: Machine, r: Planned) -> float:
+    """Return the share of stream row r's true time spent reading and writing off chip (0 for
+    the other families)."""
+    if r.family != "stream" or r.seconds <= 0:
+        return 0.0
+    share = dict((lv.name, s) for lv, s in served(m, r.ws)).get(m.offchip.name, 0.0)
+    rate = m.class_rate(m.offchip, kernel_class(r.op), r.impl) * 1e9
+    return min(1.0, r.nbytes * share / rate / r.seconds)
+
+
+def _measure(m: Machine, rows: list[Planned], noise: Noise, rng, scale: float, pass_no: list[int],
+             cores: int) -> list:
     seconds = np.array([r.seconds for r in rows]) / scale
     counts = sample_count(seconds)
-    samples, flags = draw(noise, rng, seconds, counts, pass_no, cores)
+    memory = [offchip_share(m, r) for r in rows] if noise.memory_slow != 1.0 else None
+    samples, flags = draw(noise, rng, seconds, counts, pass_no, cores, memory)
     out = []
     for r, s, flag, p, t in zip(rows, samples, flags, pass_no, seconds):
         out.append(_Measured(
@@ -278,7 +291,7 @@ def simulated(machine, noise, seed: int, scale: float = 1.0, passes: int | None 
     m, nz = as_machine(machine), (noise if isinstance(noise, Noise) else NOISES[noise])
     rng = _rng(m, nz, seed, scale)
     planned = plan(m.key, quick, tuple(families))
-    first = _measure(list(planned), nz, rng, scale, [1] * len(planned), m.cores)
+    first = _measure(m, list(planned), nz, rng, scale, [1] * len(planned), m.cores)
     total = (3 if passes is None else passes) if m.kind == "cpu" else 1
     if total > 1:
         rows = pd.DataFrame([x.row() for x in first])
@@ -287,7 +300,7 @@ def simulated(machine, noise, seed: int, scale: float = 1.0, passes: int | None 
         if again:
             seq = [r for _ in range(2, total + 1) for r in again]
             nums = [p for p in range(2, total + 1) for _ in again]
-            return first + _measure(seq, nz, rng, scale, nums, m.cores)
+            return first + _measure(m, seq, nz, rng, scale, nums, m.cores)
     return first
 
 

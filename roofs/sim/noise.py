@@ -13,9 +13,13 @@ sample lists and the runner's flags:
     busy     drift, and busy stretches of a few rows each read 2-8x slow; the runner flags half
              of those stretches (its flag text starts with bench.results.BUSY_PREFIX), the
              other half pass unflagged
+    minutes  a host whose memory switches between a fast state and a ~1.9x slow one for
+             stretches of rows (a neighbour's memory traffic minute to minute): the slow state
+             slows the share of a call's time spent off chip, jitter 0.02 on top (a seed's
+             model, not a table row)
 
-draw(noise, rng, seconds, counts, passes, cores) -> (samples per row, flag per row). Every
-sample is >= its row's true time.
+draw(noise, rng, seconds, counts, passes, cores, memory) -> (samples per row, flag per row).
+Every sample is >= its row's true time.
 """
 from __future__ import annotations
 
@@ -40,6 +44,8 @@ class Noise:
     busy_factor: tuple = (2.0, 8.0)      # a busy stretch's rows x U(low, high)
     busy_stretch: tuple = (2, 6)         # rows per busy stretch (inclusive)
     busy_flagged: float = 0.5            # share of busy stretches the runner flags
+    memory_slow: float = 1.0             # the memory's slow state: its share of a call x this (1: none)
+    memory_stay: tuple = (30.0, 15.0)    # mean rows spent in the memory's fast and slow state
 
 
 NOISES = {n.name: n for n in (
@@ -48,6 +54,7 @@ NOISES = {n.name: n for n in (
     Noise("switch", jitter=0.02, switch_slow=1.9),
     Noise("drift", jitter=0.03, drift=0.25),
     Noise("busy", jitter=0.03, drift=0.25, busy_rows=0.08),
+    Noise("minutes", jitter=0.02, memory_slow=1.9),
 )}
 
 
@@ -57,20 +64,19 @@ def sample_count(seconds) -> np.ndarray:
     return np.clip(np.round(40 - 10 * np.log10(t / 1e-4)), MIN_SAMPLES, MAX_SAMPLES).astype(int)
 
 
-def _switch_factors(noise: Noise, rng: np.random.Generator, total: int) -> np.ndarray:
-    """Return a factor per sample of a two-state host: stretches of fast (1) and slow
-    (switch_slow) samples, geometric lengths with switch_stay's means, starting in the
-    stationary state."""
+def _two_state(rng: np.random.Generator, total: int, factor: float, stay: tuple) -> np.ndarray:
+    """Return a factor per item of a two-state host: stretches of fast (1) and slow (factor)
+    items, geometric lengths with stay's (fast, slow) means, starting in the stationary state."""
     out = np.ones(total)
-    if noise.switch_slow == 1.0 or total == 0:
+    if factor == 1.0 or total == 0:
         return out
-    fast, slow = noise.switch_stay
+    fast, slow = stay
     state = rng.random() < slow / (fast + slow)
     i = 0
     while i < total:
         n = int(rng.geometric(1.0 / (slow if state else fast)))
         if state:
-            out[i:i + n] = noise.switch_slow
+            out[i:i + n] = factor
         i += n
         state = not state
     return out
@@ -101,16 +107,18 @@ def _busy(noise: Noise, rng: np.random.Generator, rows: int, cores: int) -> tupl
     return factor, flags
 
 
-def draw(noise: Noise, rng: np.random.Generator, seconds, counts, passes, cores: int = 2) -> tuple[list, list]:
+def draw(noise: Noise, rng: np.random.Generator, seconds, counts, passes, cores: int = 2,
+         memory=None) -> tuple[list, list]:
     """Return ([samples in seconds per row], [the runner's flag per row, "" for none]) for rows
     measured in this order: seconds their true times per call, counts their sample counts,
-    passes their pass numbers (drift draws one slowdown per pass)."""
+    passes their pass numbers (drift draws one slowdown per pass), memory the share of each
+    row's time spent off chip (None: 0; the minutes model slows that share)."""
     seconds = np.asarray(seconds, float)
     counts = np.asarray(counts, int)
     passes = np.asarray(passes, int)
     total = int(counts.sum())
     factor = np.exp(np.abs(rng.normal(0.0, noise.jitter, total))) if noise.jitter > 0 else np.ones(total)
-    factor *= _switch_factors(noise, rng, total)
+    factor *= _two_state(rng, total, noise.switch_slow, noise.switch_stay)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)
     if noise.first_slow and total:
         factor[starts] *= rng.uniform(*noise.first_slow, len(starts))
@@ -119,6 +127,9 @@ def draw(noise: Noise, rng: np.random.Generator, seconds, counts, passes, cores:
         uniq = np.unique(passes)
         per_pass = dict(zip(uniq.tolist(), (1 + noise.drift * rng.random(len(uniq))).tolist()))
         row_factor *= np.array([per_pass[p] for p in passes.tolist()])
+    if noise.memory_slow != 1.0:
+        share = np.zeros(len(seconds)) if memory is None else np.asarray(memory, float)
+        row_factor *= 1 + share * (_two_state(rng, len(seconds), noise.memory_slow, noise.memory_stay) - 1)
     busy, flags = _busy(noise, rng, len(seconds), cores)
     row_factor *= busy
     per_sample = np.repeat(seconds * row_factor, counts) * factor
