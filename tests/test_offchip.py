@@ -62,6 +62,22 @@ def test_a_quiet_revisit_pass_lifts_the_roof_and_no_lucky_one_sets_it():
     assert roof.interval == pytest.approx((56, 56 * math.exp(r)))
 
 
+def test_a_cpu_roof_measured_in_one_pass_says_its_interval_holds_one_minute():
+    """The same four sizes measured once (no revisit pass): the dram roof's interval rests on one
+    minute's spread, so the notes name it among the roofs measured in one pass; with the revisit
+    pass it is in no such note, and a GPU (no passes by design: its clock does not drift between
+    minutes) never gets one."""
+    sweep = {256: 28, 512: 50, 1024: 52, 2048: 51}
+    rows = [row("stream.read", s * MiB, v) for s, v in sweep.items()]
+    roofs, notes = derive_roofs(pd.DataFrame(rows), CPU)
+    one = [n for n in notes if "one pass" in n]
+    assert len(one) == 1 and "dram" in one[0].split(":")[0].split(", ")
+    again = rows + [row("stream.read", s * MiB, v, pass_no=2) for s, v in sweep.items()]
+    assert not [n for n in derive_roofs(pd.DataFrame(again), CPU)[1] if "one pass" in n]
+    gpu = {"kind": "cuda", "caches": [{"name": "l2", "total_bytes": 32 * MiB}]}
+    assert not [n for n in derive_roofs(pd.DataFrame(rows), gpu)[1] if "one pass" in n]
+
+
 def test_noisy_rows_count_toward_the_off_chip_ceiling_a_host_that_speeds_up_late_is_not_lost():
     """The run of 2026-12-01 T195133Z: the host's memory doubled for the last revisit pass,
     whose rows spread 10-30% (the budget stopped them, not converged), while the sweep ran

@@ -17,10 +17,15 @@ This module reads rows and roofs only; it imports nothing from roofs.analysis.mo
 """
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
+import numpy as np
 import pandas as pd
 
-from bench.results import text_column
-from bench.util import missing, number
+from bench.policy import Policy
+from bench.results import text_column, usable
+from bench.util import low_time, missing, number
 from roofs.analysis.roofline import Roof
 
 LAUNCH_OP = "probe.launch"
@@ -111,3 +116,25 @@ def is_launch_bound(rows: pd.DataFrame) -> pd.Series:
     if "bound_note" not in rows:
         return pd.Series(False, index=rows.index)
     return text_column(rows, "bound_note").str.contains(LAUNCH_PREFIX)
+
+
+def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy) -> list[Roof]:
+    """Return the launch floors (rule 5): each (backend, form)'s lowest low-quantile time per
+    call, its interval reaching down by the same spread S a rate's reaches up."""
+    empty = rows[(rows["op"] == LAUNCH_OP) & usable(rows, policy)] if not rows.empty else rows
+    if empty.empty:
+        return []
+    low = [low_time((samples or {}).get(str(p)), policy.rate_quantile) for p in empty["point_id"]]
+    low_ms = [min(t * 1e3, m) if t else m for t, m in zip(low, empty["median_ms"].astype(float))]
+    timed = empty.assign(median_ms=low_ms, jitter=np.log(empty["median_ms"].astype(float) / low_ms))
+    out = []
+    for roof in launch_roofs(timed):
+        own = timed[timed["point_id"] == roof.point_id].iloc[0]
+        same = timed[(timed["impl"] == own["impl"]) & (timed["timer"] == own["timer"])]["median_ms"] * 1e3
+        s = max(policy.interval_reach * float(own["jitter"]),
+                policy.pass_reach(len(same)) * math.log(same.max() / same.min()))
+        low = roof.value / max(math.exp(s), 1 + 2 * policy.min_halfwidth)
+        out.append(replace(roof, interval=(low, roof.value),
+                           extra={**roof.extra, "pass_count": len(same),
+                                  **({"passes": [float(same.min()), float(same.max())]} if len(same) >= 2 else {})}))
+    return out

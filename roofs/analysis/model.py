@@ -39,7 +39,7 @@ from bench import precisions
 from bench.policy import DEFAULT, Policy
 from bench.results import first_pass_id, is_runner_flag, text_column, usable
 from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
-from roofs.analysis.launch_floor import LAUNCH_OP, launch_roofs
+from roofs.analysis.launch_floor import launch_floor_roofs
 from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import (
     DIRECTIONS,
@@ -528,28 +528,6 @@ def physical_order(roofs: list, caches, memory: str) -> tuple[list, list[str]]:
     return [r for r in roofs if not (r.kind == "bandwidth" and (r.name in gone or r.name.split(".")[0] in gone))], notes
 
 
-def launch_floor_roofs(rows: pd.DataFrame, samples: dict | None, policy: Policy) -> list[Roof]:
-    """Return the launch floors (rule 5): each (backend, form)'s lowest low-quantile time per
-    call, its interval reaching down by the same spread S a rate's reaches up."""
-    empty = rows[(rows["op"] == LAUNCH_OP) & usable(rows, policy)] if not rows.empty else rows
-    if empty.empty:
-        return []
-    low = [low_time((samples or {}).get(str(p)), policy.rate_quantile) for p in empty["point_id"]]
-    low_ms = [min(t * 1e3, m) if t else m for t, m in zip(low, empty["median_ms"].astype(float))]
-    timed = empty.assign(median_ms=low_ms, jitter=np.log(empty["median_ms"].astype(float) / low_ms))
-    out = []
-    for roof in launch_roofs(timed):
-        own = timed[timed["point_id"] == roof.point_id].iloc[0]
-        same = timed[(timed["impl"] == own["impl"]) & (timed["timer"] == own["timer"])]["median_ms"] * 1e3
-        s = max(policy.interval_reach * float(own["jitter"]),
-                policy.pass_reach(len(same)) * math.log(same.max() / same.min()))
-        low = roof.value / max(math.exp(s), 1 + 2 * policy.min_halfwidth)
-        out.append(replace(roof, interval=(low, roof.value),
-                           extra={**roof.extra, "pass_count": len(same),
-                                  **({"passes": [float(same.min()), float(same.max())]} if len(same) >= 2 else {})}))
-    return out
-
-
 def _uncounted(sweep: pd.DataFrame, rates: pd.DataFrame, levels: list, policy: Policy) -> list[str]:
     """Return a note for each level whose stream rows ran but none could count, and each
     precision whose GEMM or FMA rows ran but none could count, with how many and why."""
@@ -597,4 +575,8 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     notes += [f"{r.name}: its interval is +/-{(r.interval[1] / r.interval[0] - 1) / 2:.0%} after "
               f"{r.extra.get('pass_count', 1)} pass(es), wider than the {policy.target_halfwidth:.0%} target: "
               "the host's noise outran the passes the run had time for" for r in wide]
+    one = [r.name for r in roofs if (device or {}).get("kind") == "cpu" and r.interval and r.kind != "latency"
+           and r.extra.get("pass_count") == 1 and not r.extra.get("line_of")]
+    notes += [f"{', '.join(one)}: measured in one pass, so each interval holds one minute's spread; a host that "
+              "moves between minutes can put the ceiling past it (revisit passes bound that, rule 17)"] if one else []
     return roofs, notes, rates
