@@ -9,7 +9,8 @@ of the same ceiling, each the best of its kind among the roof's candidates (cand
     kernel     another op of the same backend (copy and triad; read and reread; another GEMM
                sweep): it runs in the same library, maybe at the same limit, so it is not
                independent, and the confirmation says so
-    counters   the counters' DRAM bytes for the roof's own point (NVIDIA, counters.csv)
+    counters   the counters' DRAM bytes for the roof's own point, else for the point the counters
+               phase replayed for the roof (its best candidate, counters.csv's chosen_as; NVIDIA)
 
 A check agrees when its rate, widened by Policy.agree_tol, meets the roof's interval. Status:
 confirmed (a check agrees; `independent` false when only a same-library kernel does),
@@ -129,15 +130,26 @@ def _checks(roof: Roof, cands: pd.DataFrame, counters, memory: str, policy: Poli
                                  "that kernel's own limit" if kind == "kernel" else "that impl's own limit"))
         out.append(check)
     if counters is not None and not counters.empty and roof.kind == "bandwidth" and roof.name.split(".")[0] == memory:
-        mine = counters[(counters["point_id"] == roof.point_id) & (counters["status"] == "ok")]
+        counted = counters[counters["status"] == "ok"]
+        mine = counted[counted["point_id"] == roof.point_id]
+        if mine.empty and "chosen_as" in counted:  # the point the counters phase replayed for this roof
+            mine = counted[counted["chosen_as"].map(lambda why: roof.name in counted_for(why))]
         ratio = number(mine["dram_ratio"].iloc[0]) if not mine.empty else None
         if ratio is not None:
             ok = abs(ratio - 1) <= FLAG_FRACTION + 1e-12
-            out.append({"kind": "counters", "independent": True, "point_id": roof.point_id, "op": roof.op,
-                        "impl": roof.impl, "dtype": roof.dtype, "value": roof.value * ratio, "ratio": ratio,
+            at = mine.iloc[0]
+            out.append({"kind": "counters", "independent": True, "point_id": str(at["point_id"]), "op": str(at["op"]),
+                        "impl": str(at["impl"]), "dtype": roof.dtype, "value": roof.value * ratio, "ratio": ratio,
                         "interval": [roof.value * ratio] * 2, "agrees": ok,
                         **({} if ok else {"cause": f"the counters read {ratio:.2f}x the formula's DRAM bytes"})})
     return out
+
+
+def counted_for(chosen_as) -> set:
+    """Return the roofs a counters.csv row was replayed for, from its chosen_as ("l2+hbm roof,
+    stream's fastest point": {"l2", "hbm"}; bench/run/counters_phase.py's labels)."""
+    parts = str(chosen_as or "").split(", ")
+    return {name for p in parts if p.endswith(" roof") for name in p[:-len(" roof")].split("+")}
 
 
 def _status(roof: Roof, checks: list) -> dict:

@@ -24,6 +24,15 @@ committed Zen 4 runs' L3 fades into DRAM over two or three octaves); a GPU's L2 
 
 call_seconds(machine, row) is a row's true time per call: the rate its kernel would read with
 no noise at all. Noise only ever adds to it (roofs.sim.noise).
+
+A GPU model also has what the opt-in extras (roofs.sim.extras) read, which the default plan never
+touches:
+    link        its host link (Link): GB/s per (direction, host memory kind) and a latency per
+                copy, so a host-device copy (family transfer) takes latency + bytes / rate
+    board       its board (Board): idle and static power, energy per byte served at each level
+                and per FLOP of each dtype, the SM clock a busy sustained window settles at, the
+                share of the off-chip rate such a window keeps, its telemetry (NVML or amdsmi)
+                and whether hardware counters can be read
 """
 from __future__ import annotations
 
@@ -92,6 +101,33 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class Link:
+    name: str                  # "PCIe 5.0 x16"
+    rate: dict                 # (direction "h2d"/"d2h", host memory "pinned"/"pageable") -> GB/s
+    latency_us: float          # per copy, beside its bytes
+
+    def seconds(self, direction: str, memory: str, nbytes: float) -> float:
+        return self.latency_us * 1e-6 + nbytes / (self.rate[(direction, memory)] * 1e9)
+
+
+@dataclass(frozen=True)
+class Board:
+    telemetry: str             # the runner's telemetry source: "nvml" or "amdsmi"
+    power_kind: str            # NVML's "instant" field; "" where the source says nothing (amdsmi)
+    sensor_period_s: float     # a window shorter than this carries no energy (bench.hw.telemetry)
+    idle_w: float              # drawn with nothing running
+    static_w: float            # drawn by a busy device beside its work (P0 of roofs.analysis.energy)
+    power_limit_w: float
+    e_byte_pj: dict            # level name (and "link") -> pJ per byte that level serves
+    e_flop_pj: dict            # dtype -> pJ per FLOP (per op for int8)
+    sustain_clock_mhz: float   # the SM clock a window that keeps the SMs busy settles at
+    offchip_sustain: float     # the share of the burst off-chip rate a sustained window keeps
+    mem_clock_mhz: float
+    temp_c: float              # the hottest reading of a busy window
+    counters: bool             # Nsight Compute can read its counters (NVIDIA)
+
+
+@dataclass(frozen=True)
 class Machine:
     key: str
     kind: str                  # "cpu" or "cuda" (a ROCm GPU is "cuda" too, as torch has it)
@@ -114,6 +150,8 @@ class Machine:
     overhead_s: dict = field(default_factory=dict)   # backend -> seconds per call
     op_overhead_s: dict = field(default_factory=dict)  # op -> seconds per call beyond its backend's
     launch_us: dict = field(default_factory=dict)    # (backend, form) -> the empty call, microseconds
+    link: Link | None = None                         # a GPU's host link (the extras' transfer rows)
+    board: Board | None = None                       # a GPU's power, clocks and counters (the extras)
 
     @property
     def offchip(self) -> Level:
@@ -202,6 +240,10 @@ def call_seconds(m: Machine, op: str, family: str, impl: str, backend: str, poin
     """Return one call's true time in seconds (`only`: as if one level served all its bytes)."""
     if op == "probe.launch":
         return m.launch_us[(backend, point["form"])] * 1e-6
+    if family == "transfer":
+        if m.link is None:
+            raise ValueError(f"{m.key} has no host link model: only a GPU model's link times a host-device copy.")
+        return m.link.seconds(op.split(".", 1)[1], str(point["memory"]), nbytes)
     extra = overhead(m, backend, op)
     if family in ("stream", "probe"):
         return memory_seconds(m, nbytes, ws, kernel_class(op), impl, only) + extra
@@ -316,7 +358,14 @@ H200 = Machine(
     impl_cap={"stream.reread/torch": 2800.0, "probe.l1/torch": 2800.0},
     overhead_s=GPU_OVERHEAD,
     launch_us={("torch", "launch"): 4.5, ("torch", "graph"): 1.2, ("triton", "launch"): 6.5,
-               ("triton", "graph"): 1.4})
+               ("triton", "graph"): 1.4},
+    link=Link("PCIe 5.0 x16", {("h2d", "pinned"): 53.0, ("d2h", "pinned"): 54.0, ("h2d", "pageable"): 24.0,
+                                ("d2h", "pageable"): 19.0}, latency_us=8.0),
+    board=Board("nvml", "instant", 1.0, idle_w=75.0, static_w=160.0, power_limit_w=700.0,
+                e_byte_pj={"l1": 1.5, "l2": 6.0, "hbm": 45.0, "link": 30.0},
+                e_flop_pj={"bf16": 0.3, "fp16": 0.3, "tf32": 0.6, "fp8e4m3": 0.18, "int8": 0.18, "fp32": 3.0,
+                           "fp64": 4.5},
+                sustain_clock_mhz=1935.0, offchip_sustain=0.99, mem_clock_mhz=3201.0, temp_c=68.0, counters=True))
 
 MI300X = Machine(
     key="mi300x", kind="cuda", name="AMD Instinct MI300X", cores=304, unit_kind="CUs", vendor="amd",
@@ -331,6 +380,13 @@ MI300X = Machine(
     impl_cap={"stream.reread/torch": 3000.0, "probe.l1/torch": 3000.0},
     overhead_s={"torch": 1.5e-6, "triton": 2.0e-6},
     launch_us={("torch", "launch"): 6.0, ("torch", "graph"): 1.8, ("triton", "launch"): 8.0,
-               ("triton", "graph"): 2.0})
+               ("triton", "graph"): 2.0},
+    link=Link("PCIe 5.0 x16", {("h2d", "pinned"): 55.0, ("d2h", "pinned"): 56.0, ("h2d", "pageable"): 18.0,
+                                ("d2h", "pageable"): 16.0}, latency_us=10.0),
+    board=Board("amdsmi", "", 0.0, idle_w=140.0, static_w=230.0, power_limit_w=750.0,
+                e_byte_pj={"l1": 1.5, "l2": 5.0, "l3": 12.0, "hbm": 50.0, "link": 30.0},
+                e_flop_pj={"bf16": 0.28, "fp16": 0.28, "tf32": 0.8, "fp8e4m3": 0.15, "int8": 0.15, "fp32": 1.8,
+                           "fp64": 2.5},
+                sustain_clock_mhz=2040.0, offchip_sustain=0.985, mem_clock_mhz=1300.0, temp_c=74.0, counters=False))
 
 MACHINES = {m.key: m for m in (ZEN4_VM, ZEN5_VM, INTEL_AMX_VM, AVX2_VM, H200, MI300X)}
