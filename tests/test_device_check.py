@@ -1,19 +1,23 @@
 """The device check (.ci/device-check, bench/devcheck): its plan fits one 6-minute call with
 20% to spare, a step's limit leaves the later steps their predicted time, the watchdog stops a
 step that ignores SIGINT, and a rehearsal on the CPU with a hung kernel writes per-case
-verdicts and a partial run that `report` derives."""
+verdicts and a partial run that `report` derives; every CUDA-only test of the suite is run by
+the kernels step or left out with a reason (bench/devcheck/cuda_tests.py)."""
 import json
+import os
 import re
 import subprocess
 import sys
 import tarfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import test_gpu_paths
 
 from bench.aot.predict import spec_device
+from bench.devcheck import cuda_tests as ct
 from bench.devcheck import main as dc
 from bench.devcheck import plan as dp
 from bench.devcheck.watchdog import ENDED, INTERRUPTED, KILLED, run_bounded
@@ -38,14 +42,20 @@ def gpu_planning(monkeypatch):
 
 def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning):
     plan = dp.steps(H200, "sm_90", Path("/nonexistent"))
-    assert [s.name for s in plan] == ["env", "precompile", "gates", "roofs-memory", "roofs-compute", "quick"]
-    assert [s.name for s in plan if not s.required] == ["quick"]
+    assert [s.name for s in plan] == ["env", "precompile", "gates", "kernels", "roofs-memory", "roofs-compute",
+                                      "quick"]
+    assert [s.name for s in plan if not s.required] == ["kernels", "quick"]
     # the device tool's call is 6 minutes at most; the check's own deadline is inside it
     assert dp.CHECK_S < dp.CALL_S <= 360
     need = dp.required_s(plan)
     assert need <= (1 - dp.SLACK) * dp.CHECK_S, dp.plan_text(plan)
+    # the kernels step, after the gates and before the runs, fits in what the required steps leave
+    kernels = plan[3]
+    assert kernels.predicted_s == ct.predicted_s() and need + kernels.predicted_s <= dp.CHECK_S
+    assert dp.optional_s(plan) == kernels.predicted_s and dp.fits(plan)
+    assert kernels.kind == "gates" and kernels.argv[-len(ct.RUN):] == ct.selectors() and "gpu" not in kernels.argv
     # the run steps run what the issue asks of this GPU, and each is predicted from the dry run's model
-    memory, compute = plan[3], plan[4]
+    memory, compute = plan[4], plan[5]
     assert set(memory.only) == {"probe.l1/torch", "probe.l1/triton", "stream.reread/torch", "stream.reread/triton",
                                 "stream.read/torch", "stream.read/triton"}
     assert {"gemm.square/triton_tma", "gemm.square/torch", "fma.chains/triton", "attention.prefill/triton"} \
@@ -88,6 +98,75 @@ def test_a_steps_limit_leaves_the_later_required_steps_their_prediction(tmp_path
     assert dc.limit_of(check, plan, 3) == pytest.approx(40, abs=0.1)
 
 
+def test_an_optional_step_before_a_required_one_leaves_it_its_prediction(tmp_path):
+    plan = [dp.Step("a", "cmd", [], 20, 1), dp.Step("k", "gates", [], 30, 1, required=False),
+            dp.Step("c", "cmd", [], 50, 1), dp.Step("q", "run", [], 80, 1, required=False)]
+    check = dc.Check(tmp_path, 200, t0=time.monotonic())
+    # k: its cap 2 x 30 = 60 s; 200 - 10 (packing) - 50 (c) = 140 s would be left
+    assert dc.limit_of(check, plan, 1) == 60
+    # as if 120 s had passed: 80 - 10 - 50 = 20 s for k; q, with no required step after it, all 70 s
+    check.deadline -= 120
+    assert dc.limit_of(check, plan, 1) == pytest.approx(20, abs=0.1)
+    assert dc.limit_of(check, plan, 3) == pytest.approx(70, abs=0.1)
+    # the budget: 20 + 50 + 10 = 80 s required of 80% of 200 s, and k's 30 s in the 120 s left
+    assert dp.required_s(plan) == 80 and dp.optional_s(plan) == 30 and dp.fits(plan, 200)
+    assert not dp.fits(plan, 105)   # 80 <= 84, but 80 + 30 > 105
+
+
+def test_the_kernels_steps_prediction_counts_compiles_and_cases():
+    # 8 s of pytest's start, 3 GEMM compiles of 1.6 s, 2 stream compiles of 0.35 s, 5 cases of 0.15 s
+    entries = [ct.Entry("tests/a.py::t", 2, 3, "gemm"), ct.Entry("tests/a.py::u[x]", 3, 2, "stream")]
+    assert ct.predicted_s(entries) == pytest.approx(8 + 3 * 1.6 + 2 * 0.35 + 5 * 0.15)
+
+
+def test_a_case_takes_its_most_specific_selector():
+    run = [ct.Entry("tests/a.py::t[1]", 1, 1, "gemm"), ct.Entry("tests/b.py::v", 2, 1, "gemm")]
+    left_out = {"tests/a.py::t": "budget", "tests/c.py": "no kernel"}
+    assert ct.placed("tests/a.py::t[1]", run, left_out) == ("run", "tests/a.py::t[1]")
+    assert ct.placed("tests/a.py::t[2]", run, left_out) == ("left out", "tests/a.py::t")
+    assert ct.placed("tests/b.py::v[fp16]", run, left_out) == ("run", "tests/b.py::v")
+    assert ct.placed("tests/c.py::w", run, left_out) == ("left out", "tests/c.py")
+    assert ct.placed("tests/d.py::x", run, left_out) is None
+
+
+def _item(keywords=(), fixtures=(), skipifs=()):
+    marks = [SimpleNamespace(args=(cond,), kwargs={"reason": why}) for cond, why in skipifs]
+    return SimpleNamespace(keywords=set(keywords), fixturenames=list(fixtures), iter_markers=lambda name: marks)
+
+
+def test_a_test_is_cuda_only_by_its_marker_fixture_or_skip():
+    assert ct.cuda_only(_item(keywords={"gpu"})) and ct.cuda_only(_item(fixtures={"dev", "tmp_path"}))
+    assert ct.cuda_only(_item(skipifs=[(True, "bf16 is silently wrong in Triton's interpreter")]))
+    assert ct.cuda_only(_item(skipifs=[(True, "needs a CUDA GPU")]))
+    assert not ct.cuda_only(_item(skipifs=[(True, "needs gcc")]))            # skipped here for another reason
+    assert not ct.cuda_only(_item(skipifs=[(False, "checks a machine without CUDA")]))   # runs here
+    assert not ct.cuda_only(_item(keywords={"slow"}, fixtures={"tmp_path"}))
+
+
+@pytest.mark.slow
+def test_every_cuda_only_test_is_run_by_the_kernels_step_or_left_out_with_a_reason(tmp_path):
+    # the suite collected on this CPU, with cuda_tests as a plugin listing the CUDA-only cases
+    listing = tmp_path / "cuda_only.json"
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-p", "bench.devcheck.cuda_tests", "tests"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, ct.LIST_ENV: str(listing)})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    cases = json.loads(listing.read_text())
+    gates = [c for c in cases if c.startswith(dp.GATES_FILE + "::")]
+    assert gates and {c.split("[")[0].split("::")[1] for c in gates} >= set(test_gpu_paths.IMPL_OF)
+    others = [c for c in cases if c not in gates]
+    unplaced = [c for c in others if ct.placed(c) is None]
+    assert not unplaced, "CUDA-only tests neither run by the kernels step nor left out (cuda_tests.py): " \
+                         + ", ".join(unplaced)
+    by = {}
+    for c in others:
+        by.setdefault(ct.placed(c), []).append(c)
+    # each entry selects the cases it says, and every selector (run or left out) names some case
+    assert {e.selector: e.cases for e in ct.RUN} == {sel: len(cs) for (how, sel), cs in by.items() if how == "run"}
+    assert {sel for how, sel in by if how == "left out"} == set(ct.LEFT_OUT)
+    assert all(why.strip() for why in ct.LEFT_OUT.values())
+
+
 def test_an_impl_is_run_only_when_every_case_of_it_passed():
     state = {"cases": {"a1": "x/triton", "a2": "x/triton", "b": "y/triton", "c": "z/triton", "d": "w/triton",
                        "e": None},
@@ -126,6 +205,24 @@ def test_the_watchdog_interrupts_then_kills_at_the_limit(tmp_path, code, how, rc
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(raw) for raw in path.read_text().splitlines()]
+
+
+def test_two_test_steps_share_the_verdicts_file_and_each_counts_its_own(tmp_path):
+    # the gates and then the kernels step, both under the verdicts plugin into gates.jsonl
+    case = "tests/devcheck_cases.py::test_gate[{}]"
+    pytest_argv = [sys.executable, "-m", "pytest", "--noconftest", "-p", "tests.gate_verdicts", "-p",
+                   "no:cacheprovider", "-q"]
+    gates = dp.Step("gates", "gates", pytest_argv + [case.format("stream.copy-torch-pass"),
+                                                     case.format("stream.triad-torch-fail")], 10, 1, case_s=20)
+    kernels = dp.Step("kernels", "gates", pytest_argv + [case.format("stream.write-torch-pass")], 25, 1,
+                      required=False, case_s=20)
+    out = tmp_path / "out"
+    dc.run_check([gates, kernels, dp.Step("last", "cmd", ["true"], 1, 1)], out, check_s=120, say=lambda s: None)
+    ends = {e["step"]: e for e in _lines(out / "steps.jsonl") if e["event"] == "end"}
+    assert ends["gates"]["cases"] == {"passed": 1, "failed": 1} and ends["kernels"]["cases"] == {"passed": 1}
+    assert ends["kernels"]["how"] == ENDED
+    verdicts = [v["outcome"] for v in _lines(out / "gates.jsonl") if v["event"] == "verdict"]
+    assert verdicts == ["passed", "failed", "passed"]
 
 
 @pytest.mark.slow

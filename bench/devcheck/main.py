@@ -7,8 +7,9 @@ Under OUT (at most 8 files come back from the device tool, at most two folders d
     steps.jsonl           one line per step as it starts and as it ends (limit, predicted and wall
                           seconds, exit code, how it stopped), then the summary
     console.log           every step's own output, in order
-    gates.jsonl           the gate cases: collected, started, each verdict as it is reached
-                          (tests/gate_verdicts.py); a case a kill stopped is written "hung"
+    gates.jsonl           the gates' and the kernels step's cases: collected, started, each
+                          verdict as it is reached (tests/gate_verdicts.py); a case a kill
+                          stopped is written "hung"
     live/<run folder>/    the run step in progress: its rows appended as each point ends
     <step>.tar.gz         a run step's folder once it ends (however it ended), then removed from live/
 A run step's folder, killed or not, is derived later, on any machine:
@@ -69,13 +70,14 @@ class Check:
 
 def limit_of(check: Check, plan: list[plan_mod.Step], i: int) -> float:
     """Return the seconds step i may take: its cap, within what the deadline leaves after the
-    later required steps' predictions and the packing reserve (all that is left, for a step
-    that is not required)."""
+    later required steps' predictions and the packing reserve (all that is left, for an
+    optional step with no required step after it)."""
     step = plan[i]
     room = check.left() - plan_mod.PACK_RESERVE_S
-    if not step.required:
+    later = sum(s.predicted_s for s in plan[i + 1:] if s.required)
+    if not step.required and not any(s.required for s in plan[i + 1:]):
         return room
-    return min(step.cap_s, room - sum(s.predicted_s for s in plan[i + 1:] if s.required))
+    return min(step.cap_s, room - later)
 
 
 def read_verdicts(path: Path) -> dict:
@@ -140,18 +142,19 @@ def no_new_row(live: Path, since: float, stall_s: float):
     return stuck
 
 
-def run_gates(check: Check, step: plan_mod.Step, limit: float) -> Outcome:
+def run_gates(check: Check, step: plan_mod.Step, limit: float, before=frozenset()) -> Outcome:
     """Run the gate cases under the verdicts plugin. A case past step.case_s is stopped (its
     kernel may be hung); when pytest had to be killed, the case it was in is written "hung"
     (one that answered SIGINT: "cut") and pytest runs again on the cases not yet decided,
-    while the step's limit leaves MIN_STEP_S."""
+    while the step's limit leaves MIN_STEP_S. before: the cases an earlier step wrote to the
+    same file (not this step's to deselect)."""
     t0 = time.monotonic()
     end = t0 + limit
     env = dict(os.environ, **{VERDICTS_ENV: str(check.verdicts)})
     killed = False
     while True:
         state = read_verdicts(check.verdicts)
-        done = [c for c in state["cases"] if c in state["verdicts"]]
+        done = [c for c in state["cases"] if c in state["verdicts"] and c not in before]
         argv = step.argv + [f"--deselect={c}" for c in done]
         outcome = run_bounded(argv, end - time.monotonic(), step.grace_s, check.console, env, str(ROOT),
                               stalled=stuck_case(check.verdicts, step.case_s))
@@ -199,11 +202,12 @@ def run_step(check: Check, step: plan_mod.Step, limit: float, python: str) -> di
     check.header(f"{step.name}: limit {limit:.0f} s, predicted {step.predicted_s:.0f} s")
     env = dict(os.environ, **step.env)
     if step.kind == "gates":
-        outcome = run_gates(check, step, limit)
+        before = frozenset(read_verdicts(check.verdicts)["cases"])   # an earlier gates-kind step's
+        outcome = run_gates(check, step, limit, before)
         state = read_verdicts(check.verdicts)
         check.excluded.update(excluded_impls(state))
         counts = {}
-        for case in state["cases"]:
+        for case in (c for c in state["cases"] if c not in before):
             v = state["verdicts"].get(case, "not reached")
             counts[v] = counts.get(v, 0) + 1
         return {"outcome": outcome, "cases": counts}
@@ -309,7 +313,7 @@ def main(argv=None) -> int:
         steps = [s for s in steps if s.name in names]
     if args.dry:
         print(plan_mod.plan_text(steps, args.check_s))
-        return 0 if plan_mod.required_s(steps) <= (1 - plan_mod.SLACK) * args.check_s else 1
+        return 0 if plan_mod.fits(steps, args.check_s) else 1
     exclude = {i: "--exclude" for i in args.exclude.split(",") if i}
     run_check(steps, args.out, args.check_s, exclude=exclude, t0=t0)
     return 0

@@ -10,6 +10,10 @@ bounds itself at CHECK_S, under the call's limit. Its steps, in order:
     gates          tests/test_gpu_paths.py: every (kernel, dtype) of the quick plan once through
                    the gate, then the TMA GEMM's and the TMA prefill's every configuration; a
                    verdict per case as it is reached (tests/gate_verdicts.py)
+    kernels        the suite's other CUDA-only tests that this check runs (bench/devcheck/cuda_tests.py
+                   RUN: the TMA GEMM's ragged edges and C splits, the prefill's edge blocks, the
+                   probes, the FMA chains...), under the same plugin into the same file: only in
+                   the time the required steps leave (required=False), never in theirs
     roofs-memory   run_bench.py --only MEMORY_ROOFS: L1 from probe.l1, L2 from stream.reread's
                    probe, HBM read from stream.read (full sweeps)
     roofs-compute  run_bench.py --only COMPUTE_ROOFS: fp32 and fp64 vector through the FMA
@@ -17,13 +21,16 @@ bounds itself at CHECK_S, under the call's limit. Its steps, in order:
     quick          run_bench.py --quick over every impl that passed: only in the time the
                    required steps leave (required=False)
 
-The run steps keep only the impls whose gate cases all passed. A step's predicted seconds
+The run steps keep only the impls whose gate cases all passed (the kernels step's cases gate
+no impl: its verdicts are read, not acted on). A step's predicted seconds
 come from the dry run's model (bench.aot.predict, as `run_bench.py --dry-run --device-spec
 h200 --only ...` prints them; learned factors where this machine has any) plus what the model
-leaves out: a process's start (STEP_START_S) and, for the gates, a start and a time per case.
-The required steps' predictions must leave SLACK of CHECK_S unspent
-(tests/test_device_check.py); a step may run to CAP_FACTOR times its prediction where the
-deadline leaves room after the later required steps' predictions."""
+leaves out: a process's start (STEP_START_S) and, for the gates, a start and a time per case;
+the kernels step's, from its compiles (bench/devcheck/cuda_tests.py). The required steps'
+predictions must leave SLACK of CHECK_S unspent, and an optional step before the last must fit
+in what the required steps leave of CHECK_S (tests/test_device_check.py); a step may run to
+CAP_FACTOR times its prediction where the deadline leaves room after the later required steps'
+predictions (the last optional step: all the time left)."""
 from __future__ import annotations
 
 import sys
@@ -32,6 +39,7 @@ from pathlib import Path
 
 from bench.aot import learned, predict
 from bench.aot.plan import build_plan
+from bench.devcheck import cuda_tests
 from bench.measure.memory import run_budget
 from bench.measure.registry import load_all
 from bench.measure.runner import make_plan
@@ -44,7 +52,7 @@ SLACK = 0.2              # the required steps' predictions leave this share of C
 PACK_RESERVE_S = 10      # kept back from every step's limit: the summary and the last archive
 CAP_FACTOR = 2.0         # a step may run to this multiple of its prediction when the deadline leaves room
 MIN_STEP_S = 10          # a required step left less than this is not started
-QUICK_MIN_S = 40         # the quick run starts only with this much left
+QUICK_MIN_S = 40         # an optional step (the kernels tests, the quick run) starts only with this much left
 RUN_GRACE_S = 20         # after SIGINT a run derives its roofs and writes its report (no charts)
 TEST_GRACE_S = 5         # after SIGINT pytest writes its summary
 RUN_STALL_S = 90         # a run that writes no row for this long is stopped as hung (its precompile, a
@@ -153,9 +161,11 @@ def steps(device, arch: str | None, scratch: Path, python: str = sys.executable)
         out.append(Step("precompile", "cmd", [python, "-m", "bench.aot.precompile", "--arch", arch, "--quick",
                                               "--json", str(record)], precompile_prediction(device), TEST_GRACE_S,
                         note=str(record)))
-    out.append(Step("gates", "gates", [python, "-m", "pytest", "-p", "tests.gate_verdicts", "-p",
-                                       "no:cacheprovider", "-m", "gpu", "-q", "-rfE", GATES_FILE],
-                    gates_prediction(), TEST_GRACE_S, case_s=CASE_S))
+    pytest = [python, "-m", "pytest", "-p", "tests.gate_verdicts", "-p", "no:cacheprovider", "-q", "-rfE"]
+    out.append(Step("gates", "gates", pytest + ["-m", "gpu", GATES_FILE], gates_prediction(), TEST_GRACE_S,
+                    case_s=CASE_S))
+    out.append(Step("kernels", "gates", pytest + cuda_tests.selectors(), cuda_tests.predicted_s(), TEST_GRACE_S,
+                    required=False, case_s=CASE_S))
     memory, compute, every = impl_ids(MEMORY_ROOFS), impl_ids(COMPUTE_ROOFS), impl_ids(())
     out.append(Step("roofs-memory", "run", ["--dtype", ",".join(MEMORY_DTYPES)],
                     STEP_START_S + run_prediction(device, memory, False, MEMORY_DTYPES), RUN_GRACE_S, only=memory,
@@ -175,6 +185,19 @@ def required_s(plan: list[Step]) -> float:
     return sum(s.predicted_s for s in plan if s.required) + PACK_RESERVE_S
 
 
+def optional_s(plan: list[Step]) -> float:
+    """Return the predicted seconds of the optional steps before the plan's last step (the last
+    takes whatever time is left)."""
+    return sum(s.predicted_s for s in plan[:-1] if not s.required)
+
+
+def fits(plan: list[Step], check_s: float = CHECK_S) -> bool:
+    """Whether the plan keeps its budget: the required steps' predictions with the packing leave
+    SLACK of check_s unspent, and the optional steps before the last fit in what they leave."""
+    need = required_s(plan)
+    return need <= (1 - SLACK) * check_s and need + optional_s(plan) <= check_s
+
+
 def plan_text(plan: list[Step], check_s: float = CHECK_S) -> str:
     """Return the dry mode's table: each step's prediction and cap, and the totals."""
     lines = [f"device check: one call of at most {CALL_S} s, its own deadline {check_s:.0f} s",
@@ -182,7 +205,8 @@ def plan_text(plan: list[Step], check_s: float = CHECK_S) -> str:
     for s in plan:
         lines.append(f"  {s.name:<14} {s.predicted_s:8.0f}s {s.cap_s:5.0f}s"
                      + ("" if s.required else "  (only in the time left)"))
-    need = required_s(plan)
+    need, extra = required_s(plan), optional_s(plan)
     lines.append(f"  required steps and packing: {need:.0f} s predicted of {(1 - SLACK) * check_s:.0f} s "
-                 f"({1 - SLACK:.0%} of {check_s:.0f} s); the quick run gets the {check_s - need:.0f} s left")
+                 f"({1 - SLACK:.0%} of {check_s:.0f} s); the optional steps get the {check_s - need:.0f} s left, "
+                 f"{extra:.0f} s predicted before the last, which gets the {check_s - need - extra:.0f} s after them")
     return "\n".join(lines)
