@@ -10,13 +10,15 @@ import pytest
 
 from bench.policy import DEFAULT
 from bench.results import load_counters, load_run
+from bench.run import counters_phase, sustain_phase
 from roofs.analysis.confirm import confirm, counted_for
 from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import Roof
 from roofs.reports.finish import finish_run
-from roofs.sim.extras import busy_share, sustained_seconds
+from roofs.sim import extras
+from roofs.sim.extras import busy_share, counted_points, roof_candidates, sustained_seconds
 from roofs.sim.folder import write_run
-from roofs.sim.generate import simulate, simulated
+from roofs.sim.generate import device_info, simulate, simulated
 from roofs.sim.machines import MACHINES, call_seconds
 
 
@@ -149,3 +151,17 @@ def test_counters_for_a_roof_read_its_own_point_else_the_point_replayed_for_it()
     check = next(c for c in out.confirmation["checks"] if c["kind"] == "counters")
     assert check["point_id"] == "other" and check["ratio"] == 1.25 and not check["agrees"]
     assert check["value"] == pytest.approx(125.0) and out.confirmation["status"] == "disputed"
+
+
+def test_the_extras_choose_the_windows_and_counted_points_by_the_runners_own_rules():
+    # roofs.sim sits above bench.run in the layers: its restatement of the two phases' choices
+    # must pick what bench.run.sustain_phase.candidates and counters_phase.choose pick
+    m = MACHINES["h200"]
+    sweep = simulated("h200", "gpu", 2)
+    dev = device_info(m)
+    assert roof_candidates(sweep, m, 2) == sustain_phase.candidates(sweep, dev, 2)
+    ours, theirs = counted_points(sweep, m, 6), counters_phase.choose(sweep, dev, 6)
+    assert ours == theirs and len(ours) == 6
+    assert [extras.formula_of(x, w) for w, x in ours] == [counters_phase.formula_of(x, w) for w, x in theirs]
+    assert (extras.DEFAULT_POINTS, extras.IDLE_MIN_S, extras.NO_KERNELS) == (
+        counters_phase.DEFAULT_POINTS, sustain_phase.IDLE_MIN_S, counters_phase.NO_KERNELS)

@@ -19,18 +19,18 @@ Each part as the real runner makes it:
                 (past which NVML reports sw_power_cap): each reading is that x (1 + N(0, 0.3%))
     transfers   the transfer family's quick plan (bench/ops/transfer.py) timed by the model's
                 link (Machine.link), measured after the sweep as the registry orders it
-    sustained   bench.run.sustain_phase.candidates picks each roof's best sweep rows (the
-                quick plan's QUICK_PER_ROOF); each runs warm for window_s, its samples drawn
-                under the run's noise from a time per call that is the burst one with the
-                on-chip share slowed by the sustained clock (max clock / sustain clock,
-                the clock dropping with the share of the call the SMs are busy) and the
-                off-chip share by offchip_sustain; mode "sustained", stop "window"
-    counters    where the board has counters (NVIDIA), bench.run.counters_phase.choose's points,
-                each replayed once: its DRAM bytes are its formula's read and write bytes x
-                dram_ratio x (1 + N(0, 0.5%)), its L2 bytes its formula's (l2_bytes, else its
-                bytes), its L1 bytes its formula's l1_bytes where it has one; tensor-pipe
-                instructions are not modelled (empty). Elsewhere counters.csv is not written
-                and run.json's "counters" says why (bench.hw.counters.unavailable)
+    sustained   each roof's best sweep rows, as bench.run.sustain_phase.candidates picks them
+                (roof_candidates; the quick plan's QUICK_PER_ROOF); each runs warm for
+                window_s, its samples drawn under the run's noise from a time per call that is
+                the burst one with the on-chip share slowed by the sustained clock (max clock /
+                sustain clock, the clock dropping with the share of the call the SMs are busy)
+                and the off-chip share by offchip_sustain; mode "sustained", stop "window"
+    counters    where the board has counters (NVIDIA), the points bench.run.counters_phase.choose
+                replays (counted_points), each once: its DRAM bytes are its formula's read and
+                write bytes x dram_ratio x (1 + N(0, 0.5%)), its L2 bytes its formula's
+                (l2_bytes, else its bytes), its L1 bytes its formula's l1_bytes where it has
+                one; tensor-pipe instructions are not modelled (empty). Elsewhere counters.csv
+                is not written and run.json's "counters" says why (bench.hw.counters.unavailable)
 """
 from __future__ import annotations
 
@@ -41,21 +41,27 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 
 from bench.hw import counters as hw
 from bench.hw.telemetry import MIN_INSTANT_READINGS, PERIOD_S, THROTTLE_BITS, summarize
 from bench.measure.timing import SUSTAIN_WINDOW_S
 from bench.policy import DEFAULT
 from bench.results import Measurement
-from bench.run.counters_phase import DEFAULT_POINTS, choose, formula_of
-from bench.run.sustain_phase import IDLE_MIN_S, candidates
-from roofs.analysis.confirm import per_roof
+from roofs.analysis.confirm import candidate_rows, derive_roofs, per_roof, pick, targets
 from roofs.analysis.model import SUSTAINED_MODE
-from roofs.sim.generate import _measure, as_machine, device_info, offchip_share, plan
+from roofs.sim.generate import _measure, as_machine, device_info, device_record, offchip_share, plan
 from roofs.sim.machines import Machine, call_seconds, served
 from roofs.sim.noise import NOISES, Noise, draw
 
 EXTRA_FAMILIES = ("transfer",)
+# the runner's phases live in bench.run, a layer below roofs.sim: their rules are restated here
+# (roof_candidates, counted_points, formula_of), each held to the runner's by tests/test_sim_extras.py
+DEFAULT_POINTS = 6            # bench.run.counters_phase's: --counters without a number
+IDLE_MIN_S = 0.25             # bench.run.sustain_phase's: the idle reading lasts at least this long
+NO_KERNELS = ("transfer",)    # families whose points launch no kernel: never counted
+FORMULA_KEYS = ("point_id", "op", "impl", "dtype", "shape", "flops", "bytes", "read_bytes", "write_bytes", "l2_bytes",
+                "l1_bytes")
 TARGET_SAMPLE_S = 5e-4        # a sustained sample's reps span about this (bench.measure.timing's target)
 MAX_WINDOW_SAMPLES = 2000     # a window of short calls keeps this many samples at most
 POWER_JITTER, COUNTER_JITTER = 0.003, 0.005
@@ -70,6 +76,46 @@ class Extras:
     sustain: dict              # run.json's "sustain"
     counters: dict             # run.json's "counters"
     counter_rows: list         # counters.csv's rows (bench.results.COUNTER_COLUMNS)
+
+
+def roof_candidates(measurements: list[Measurement], m: Machine, per_roof_n: int) -> list[tuple[str, Measurement]]:
+    """Return [(the roofs it stands for, "+"-joined; the sweep's row)] in run order: each level and
+    precision roof's best per_roof_n candidates (roofs.analysis.confirm), each point once, as
+    bench.run.sustain_phase.candidates chooses them."""
+    if not measurements:
+        return []
+    rows = pd.DataFrame([x.row() for x in measurements])
+    dev = device_record(m)
+    roofs, _ = derive_roofs(rows, dev, {x.point_id: list(x.samples_s) for x in measurements})
+    chosen: dict[int, str] = {}
+    for kind, name, roof in targets(roofs, rows, dev):
+        for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof_n).index:
+            chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
+    return [(label, measurements[i]) for i, label in sorted(chosen.items())]
+
+
+def counted_points(measurements: list[Measurement], m: Machine, most: int = DEFAULT_POINTS) -> list:
+    """Return [(why it was chosen, the sweep's row)] the counters phase replays, as
+    bench.run.counters_phase.choose does: each roof's best candidate, then each family's fastest
+    point (GFLOP/s, GB/s without FLOPs), each point once, at most `most`."""
+    sweep = [x for x in measurements if x.status == "ok" and x.mode != SUSTAINED_MODE and x.family not in NO_KERNELS]
+    out = {x.point_id: (f"{label} roof", x) for label, x in roof_candidates(sweep, m, 1)}   # each point once
+    best: dict[str, Measurement] = {}
+    rate = lambda x: x.gflops if x.flops else x.gbps  # noqa: E731
+    for x in sweep:
+        if x.family not in best or rate(x) > rate(best[x.family]):
+            best[x.family] = x
+    for fam, x in best.items():
+        label = f"{fam}'s fastest point"
+        out[x.point_id] = (out[x.point_id][0] + ", " + label, x) if x.point_id in out else (label, x)
+    return list(out.values())[:most]
+
+
+def formula_of(x: Measurement, why: str) -> dict:
+    """Return a counters.csv row's counted side: the point's identity and its formulas' FLOPs and
+    bytes from its row (bench.run.counters_phase.formula_of)."""
+    row = x.row()
+    return {**{k: row.get(k) for k in FORMULA_KEYS}, "chosen_as": why}
 
 
 def extras_rng(m: Machine, noise: Noise, seed: int, scale: float) -> np.random.Generator:
@@ -161,7 +207,7 @@ def windows(m: Machine, noise: Noise, rng, scale: float, sweep: list[Measurement
     """Return (the sustained windows' rows, run.json's "sustain"), as bench.run.sustain_phase
     runs them: each roof's best candidates, each point once, warm, for window_s."""
     b = _board(m)
-    chosen = candidates(sweep, device_info(m), per_roof(quick))
+    chosen = roof_candidates(sweep, m, per_roof(quick))
     info = {"window_s": window_s, "per_roof": per_roof(quick), "candidates": len(chosen),
             "power_kind": b.power_kind, "power_limit_w": b.power_limit_w, "sensor_period_s": b.sensor_period_s,
             "idle_w": b.idle_w, "idle_window_s": max(b.sensor_period_s, IDLE_MIN_S),
@@ -193,7 +239,7 @@ def counter_rows(m: Machine, sweep: list[Measurement], rng, most: int, dram_rati
         return [], info
     info["tool"] = "ncu (simulated)"
     rows = []
-    for label, x in choose(sweep, dev, most):
+    for label, x in counted_points(sweep, m, most):
         formula = formula_of(x, label)
         read = formula.get("read_bytes")
         read, write = (x.bytes, 0) if read is None or read != read else (read, formula.get("write_bytes") or 0)
