@@ -26,6 +26,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from bench.aot.predict import COMPILE_S
+
 PYTEST_START_S = 8.0   # pytest, torch, conftest.py and the test modules, CUDA's context (no aot plan: a guess)
 CASE_S = 0.15          # a case past its compiles: small inputs, a float64 reference, a check (a guess)
 LIST_ENV = "ROOFBENCH_CUDA_ONLY_LIST"   # the plugin below writes the collected CUDA-only cases' ids here
@@ -122,7 +124,6 @@ LEFT_OUT = {
 
 def predicted_s(entries=RUN) -> float:
     """Return the kernels step's predicted seconds (the rule in the module's docstring)."""
-    from bench.aot.predict import COMPILE_S
     return PYTEST_START_S + sum(e.compiles * COMPILE_S[e.family] + e.cases * CASE_S for e in entries)
 
 
