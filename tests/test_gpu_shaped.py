@@ -259,9 +259,9 @@ def test_check_of_two_runs_with_extras_compares_at_the_sustained_clocks_and_the_
     verdicts = {v["roof"]: v for v in doc["verdicts"]}
     sustain = MODELS[key].board.sustain_clock_mhz
     assert verdicts["bf16"]["clock_mhz"] == {"run": sustain, "baseline": sustain}
-    # a link's roof is its best row, with no interval (rule 10): unclear, and within 1% of the other run's
+    # a link's roof is its large messages' statistic with an interval (rule 10): SAME, within 1%
     links = [v for n, v in verdicts.items() if n.startswith("host.")]
-    assert len(links) == 4 and all(v["reason"] == "no_interval" and abs(v["change_pct"]) < 1 for v in links)
+    assert len(links) == 4 and all(v["verdict"] == "SAME" and abs(v["change_pct"]) < 1 for v in links)
     out = cli_in_process("fleet", extra_runs[key]["top"], "--out", tmp_path / "fleet")
     assert out.returncode == 0, out.stderr
     fleet = pd.read_csv(tmp_path / "fleet" / "fleet.csv")

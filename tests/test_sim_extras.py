@@ -13,6 +13,7 @@ from bench.results import load_counters, load_run
 from bench.run import counters_phase, sustain_phase
 from roofs.analysis.confirm import confirm, counted_for
 from roofs.analysis.links import link_roofs
+from roofs.analysis.model import rated
 from roofs.analysis.roofline import Roof
 from roofs.reports.finish import finish_run
 from roofs.sim import extras
@@ -60,8 +61,9 @@ def test_a_host_copy_takes_the_links_latency_and_bytes_at_its_rate_and_sets_the_
     t = call_seconds(m, "transfer.h2d", "transfer", "transfer.h2d/torch", "torch", {"memory": "pinned"}, 2**30,
                      2**30, 0, "warm")
     assert t == pytest.approx(8e-6 + 2**30 / 53e9, rel=1e-12)
-    rows = load_run(h200).measurements
-    links = {r.name: r.value for r in link_roofs(rows)}
+    run = load_run(h200)
+    samples = {str(p.get("point_id")): p.get("samples_s") or [] for p in (run.points or [])}
+    links = {r.name: r.value for r in link_roofs(rated(run.measurements, samples))}
     assert set(links) == {f"host.{d}.{k}" for d in ("h2d", "d2h") for k in ("pinned", "pageable")}
     for name, value in links.items():
         _, d, kind = name.split(".")

@@ -1,0 +1,49 @@
+"""One statistic of a ceiling and its interval (ARCHITECTURE.md, rules 10 and 17): per group
+(a working-set size, a shape, a message size) and pass the best usable row; the roof the
+Policy.roof_rank-th highest group's best; its one-sided interval [roof, best x exp(R)].
+roofs.analysis.model builds every level, direction and compute roof with it, and
+roofs.analysis.links every link roof; this module imports neither."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.policy import Policy
+
+
+def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
+    """Return, per (group, pass), the best row of rows: the measurements a roof is a statistic of."""
+    passes = rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)
+    idx = rows.groupby([group.values, passes.values])["rate"].idxmax()
+    return rows.loc[idx.values].assign(_group=group.loc[idx.values].values, _pass=passes.loc[idx.values].values)
+
+
+def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[float, tuple, dict, pd.Series]:
+    """Return (roof, interval, basis, the row at the top) of a plateau's measurements (module
+    docstring): the roof_rank-th highest; its interval [roof, best x exp(reach x S)]. offchip
+    (groups are working-set sizes past the last cache): a plateau still falling at its largest
+    size may sit above the memory's own speed (a set that size still hits in the cache now and
+    then), so the low end is at most its largest size's best, the set least served by any cache.
+    (A cache's plateau falls at its largest sizes because it is filling up.)"""
+    # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
+    ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
+    rates = ordered["rate"].to_numpy(float)
+    at = ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
+    roof = float(at["rate"])
+    # off chip a smaller set still hits in a fading cache now and then (its faster read is that
+    # cache's, not the memory's): the top reaches from the sets at or past the roof's
+    best = float(ordered.loc[ordered["_group"] >= at["_group"], "rate"].max()) if offchip else float(rates[0])
+    drift = [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
+    spread = {"best_over_roof": math.log(best / roof),
+              "passes": float(np.median([d for d, _ in drift])) if drift else 0.0,
+              "pass_reach": float(np.median([policy.pass_reach(n) * d for d, n in drift])) if drift else 0.0,
+              "row": float(ordered["jitter"].iloc[0] or 0.0)}
+    s = max(policy.interval_reach * max(spread["best_over_roof"], spread["row"]), spread["pass_reach"])
+    high = max(best * math.exp(s), roof * (1 + 2 * policy.min_halfwidth))
+    sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
+    fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
+    basis = {"measurements": len(meas), "groups": len(rates),
+             "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
+    return roof, (roof * fall, float(high)), basis, at
