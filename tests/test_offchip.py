@@ -130,9 +130,9 @@ def test_revisit_passes_spread_over_the_families_after_stream():
 
 
 def test_revisits_run_on_a_cpu_only():
-    """A CPU run has the Policy's fewest passes at its planned stops (2, quick 1); a GPU none."""
+    """A CPU run has the Policy's fewest passes at its planned stops (2, quick 2); a GPU none."""
     cpu = DeviceInfo("cpu", "cpu", "cpu", 2**34, 2, "cores", (CacheLevel("l3", 32 * MiB),))
     gpu = DeviceInfo("cuda", "cuda:0", "gpu", 2**37, 132, "SMs", (CacheLevel("l2", 50 * MiB),))
     assert (revisit_passes(cpu, False), revisit_passes(cpu, True)) == (DEFAULT.passes(False)[0],
-                                                                       DEFAULT.passes(True)[0]) == (2, 1)
+                                                                       DEFAULT.passes(True)[0]) == (2, 2)
     assert (revisit_passes(gpu, False), revisit_passes(gpu, True)) == (0, 0)

@@ -277,7 +277,8 @@ def simulate(machine, noise, seed: int, scale: float = 1.0, passes: int | None =
     """Return one simulated run of machine (a Machine or its key) under noise (a Noise or its
     name) for seed: (rows in bench.results.COLUMNS, run.json's device, {point_id: samples in
     seconds}). scale multiplies every true rate (0.85: a truth 15% slower). passes: a CPU
-    run's passes, sweep included (default 3); a GPU run has one. quick, families: the plan
+    run's passes, sweep included (default: the sweep and the policy's fewest revisit passes,
+    Policy.passes(quick)[0]); a GPU run has one. quick, families: the plan
     (the table's is the quick plan of every family)."""
     measured = simulated(machine, noise, seed, scale, passes, policy, quick, families)
     samples = {x.point_id: list(x.samples_s) for x in measured}
@@ -292,7 +293,7 @@ def simulated(machine, noise, seed: int, scale: float = 1.0, passes: int | None 
     rng = _rng(m, nz, seed, scale)
     planned = plan(m.key, quick, tuple(families))
     first = _measure(m, list(planned), nz, rng, scale, [1] * len(planned), m.cores)
-    total = (3 if passes is None else passes) if m.kind == "cpu" else 1
+    total = (1 + policy.passes(quick)[0] if passes is None else passes) if m.kind == "cpu" else 1
     if total > 1:
         rows = pd.DataFrame([x.row() for x in first])
         ids = set(revisit_ids(rows, policy, {x.point_id: list(x.samples_s) for x in first}))
