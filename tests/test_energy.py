@@ -24,7 +24,9 @@ def test_fit_recovers_known_coefficients():
 def test_no_energy_says_why():
     df = pd.DataFrame({"status": ["ok"], "flops": [1], "bytes": [1], "median_ms": [1.0], "joules": [None]})
     model, why = fit_energy(df)
-    assert model is None and "0 measurements carry energy" in why
+    assert model is None and why.code == "too_few_energy_rows"
+    model, why = fit_energy(df.drop(columns="joules"))
+    assert model is None and why.code == "no_energy_column"
 
 
 def test_fit_recovers_a_static_power_beside_huge_flop_counts():
@@ -87,13 +89,17 @@ def test_physical_checks_report_what_fails():
     # the H200's first fit: 1.42 pJ/FLOP x 797 TFLOP/s = 1,132 W against a 700 W cap
     fit = {"e_pj": 1.42, "static_w": 60.0}
     failed = checks(fit, 797e12, 700.0, 90.0)
-    assert any("e x roof = 1,132 W exceeds the 700 W power limit" in f for f in failed)
-    assert any("static power 60.0 W is below the idle power 90.0 W" in f for f in failed)
+    got = [(f["code"], f["value"], f["against"]) for f in failed]
+    assert got == [("dynamic_over_limit", pytest.approx(1.42 * 797), 700.0), ("static_below_idle", 60.0, 90.0)]
+    assert all(f["text"] for f in failed)  # each with its sentence for the report
     # under the cap alone, but not with its static power: 0.5 pJ x 797e12 = 398.5 W + 400 W > 700 W
-    assert checks({"e_pj": 0.5, "static_w": 400.0}, 797e12, 700.0, 90.0) == [
-        "static + e x roof = 798 W exceeds the 700 W power limit"]
-    assert checks({"e_pj": -0.1, "static_w": 800.0}, None, 700.0, None) == [
-        "energy per operation -0.1 pJ is not positive", "static power 800 W exceeds the 700 W power limit"]
+    got = checks({"e_pj": 0.5, "static_w": 400.0}, 797e12, 700.0, 90.0)
+    assert [(f["code"], f["value"], f["against"]) for f in got] == [
+        ("total_over_limit", pytest.approx(798.5), 700.0)]
+    got = checks({"e_pj": -0.1, "static_w": 800.0}, None, 700.0, None)
+    assert [(f["code"], f["value"], f["against"]) for f in got] == [
+        ("energy_not_positive", -0.1, None), ("static_over_limit", 800.0, 700.0)]
+    assert [f["code"] for f in checks({"e_pj": 1.0, "static_w": -5.0}, None, None, None)] == ["static_negative"]
     assert checks({"points": 2, "why": "too few"}, 1e12, 700.0, 90.0) == []   # no fit: nothing to check
 
 
@@ -102,6 +108,6 @@ def test_a_group_at_one_rate_gives_its_all_in_energy_not_a_fit():
     t = np.array([0.01, 0.02, 0.04])
     d = pd.DataFrame({"flops": 5e14 * t, "median_ms": t * 1e3, "joules": 600.0 * t})
     f = fit_group(d, "flops")
-    assert "e_pj" not in f and "cannot be told apart" in f["why"] and f["rate_span"] < MIN_RATE_SPAN
+    assert "e_pj" not in f and f["reason"] == "narrow_rate_span" and f["rate_span"] < MIN_RATE_SPAN
     assert f["all_in_pj"] == pytest.approx(1.2)
-    assert "a fit needs 3" in fit_group(d.head(2), "flops")["why"]
+    assert fit_group(d.head(2), "flops")["reason"] == "too_few_windows"

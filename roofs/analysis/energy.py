@@ -24,16 +24,18 @@ import numpy as np
 import pandas as pd
 
 from bench.results import text_column
+from bench.util import Reason
 
 
 def fit_energy(rows: pd.DataFrame) -> tuple[dict | None, str]:
-    """Return ({e_flop_pj, e_byte_pj, static_w, points, r2}, "") or (None, why not)."""
+    """Return ({e_flop_pj, e_byte_pj, static_w, points, r2}, "") or (None, why not): a
+    bench.util.Reason whose code is "no_energy_column" or "too_few_energy_rows"."""
     if "joules" not in rows:
-        return None, "no energy column in this run"
+        return None, Reason("no energy column in this run", "no_energy_column")
     d = rows[(rows["status"] == "ok") & rows["joules"].notna() & (rows["joules"] > 0)]
     if len(d) < 3:
-        return None, (f"{len(d)} measurements carry energy (an energy counter or power readings are needed: "
-                      "NVML on NVIDIA GPUs, RAPL on CPUs)")
+        return None, Reason(f"{len(d)} measurements carry energy (an energy counter or power readings are needed: "
+                            "NVML on NVIDIA GPUs, RAPL on CPUs)", "too_few_energy_rows")
     a = np.column_stack([d["flops"].astype(float), d["bytes"].astype(float), d["median_ms"].astype(float) * 1e-3])
     e = d["joules"].astype(float).to_numpy()
     # columns span 15 orders of magnitude (FLOPs ~1e12, seconds ~1e-5): scale each to 1
@@ -82,7 +84,8 @@ def energy_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def fit_group(d: pd.DataFrame, work: str) -> dict:
     """Return the fit of one group's rows (work: "flops" or "bytes"): {points, all_in_pj,
-    rate_span, and e_pj, static_w, r2 when the rates span enough} or with `why` when not."""
+    rate_span, and e_pj, static_w, r2 when the rates span enough} or with `why` when not, and
+    `reason`, its code: "too_few_windows" or "narrow_rate_span"."""
     w = d[work].astype(float).to_numpy()
     t = d["median_ms"].astype(float).to_numpy() * 1e-3
     e = d["joules"].astype(float).to_numpy()
@@ -90,42 +93,51 @@ def fit_group(d: pd.DataFrame, work: str) -> dict:
     out = {"points": int(len(d)), "all_in_pj": float(np.median(e / w)) * 1e12 if len(d) else None,
            "rate_span": float(rate.max() / rate.min() - 1) if len(d) else 0.0}
     if len(d) < MIN_FIT_ROWS:
-        return dict(out, why=f"{len(d)} sustained windows carry energy; a fit needs {MIN_FIT_ROWS}")
+        return dict(out, why=f"{len(d)} sustained windows carry energy; a fit needs {MIN_FIT_ROWS}",
+                    reason="too_few_windows")
     if out["rate_span"] < MIN_RATE_SPAN:
         return dict(out, why=f"its rates span only {out['rate_span']:.0%} (under {MIN_RATE_SPAN:.0%}): static power "
-                             "and energy per operation cannot be told apart; the all-in figure stands")
+                             "and energy per operation cannot be told apart; the all-in figure stands",
+                    reason="narrow_rate_span")
     e_op, p0, r2 = _lstsq(w, t, e)
     return dict(out, e_pj=e_op * 1e12, static_w=p0, r2=r2)
 
 
-def checks(fit: dict, roof_rate: float | None, limit_w: float | None, idle_w: float | None) -> list[str]:
-    """Return the physical checks a fit fails (module docstring), each one sentence; roof_rate
+def checks(fit: dict, roof_rate: float | None, limit_w: float | None, idle_w: float | None) -> list[dict]:
+    """Return the physical checks a fit fails (module docstring), each {"code", "value", "against",
+    "text"}: value the figure that fails (pJ for "energy_not_positive", else W), against the one it
+    is held to (the power limit or the idle power; None for a sign), text one sentence; roof_rate
     in operations per second (FLOP/s or bytes/s)."""
     if "e_pj" not in fit:
         return []
     failed = []
+
+    def fail(code, value, against, text):
+        failed.append({"code": code, "value": value, "against": against, "text": text})
     e, p0 = fit["e_pj"] * 1e-12, fit["static_w"]
     if e <= 0:
-        failed.append(f"energy per operation {fit['e_pj']:.3g} pJ is not positive")
+        fail("energy_not_positive", fit["e_pj"], None, f"energy per operation {fit['e_pj']:.3g} pJ is not positive")
     if roof_rate and limit_w:
         dyn = e * roof_rate
         if dyn > limit_w:
-            failed.append(f"e x roof = {dyn:,.0f} W exceeds the {limit_w:,.0f} W power limit")
+            fail("dynamic_over_limit", dyn, limit_w,
+                 f"e x roof = {dyn:,.0f} W exceeds the {limit_w:,.0f} W power limit")
         elif dyn + p0 > limit_w:
-            failed.append(f"static + e x roof = {dyn + p0:,.0f} W exceeds the {limit_w:,.0f} W power limit")
+            fail("total_over_limit", dyn + p0, limit_w,
+                 f"static + e x roof = {dyn + p0:,.0f} W exceeds the {limit_w:,.0f} W power limit")
     if idle_w is not None and p0 < idle_w:
-        failed.append(f"static power {p0:,.1f} W is below the idle power {idle_w:,.1f} W")
+        fail("static_below_idle", p0, idle_w, f"static power {p0:,.1f} W is below the idle power {idle_w:,.1f} W")
     elif idle_w is None and p0 < 0:
-        failed.append(f"static power {p0:,.1f} W is negative")
+        fail("static_negative", p0, None, f"static power {p0:,.1f} W is negative")
     if limit_w and p0 > limit_w:
-        failed.append(f"static power {p0:,.0f} W exceeds the {limit_w:,.0f} W power limit")
+        fail("static_over_limit", p0, limit_w, f"static power {p0:,.0f} W exceeds the {limit_w:,.0f} W power limit")
     return failed
 
 
 def fit_groups(rows: pd.DataFrame, roof_rates: dict, limit_w: float | None = None,
                idle_w: float | None = None) -> list[dict]:
     """Return one fit per precision and per memory level (module docstring), each with
-    `group` ("fp32", "dram", ...), `per` ("FLOP" or "byte"), and `failed`, its failed checks.
+    `group` ("fp32", "dram", ...), `per` ("FLOP" or "byte"), and `failed`, its failed checks (checks()).
 
     rows: the run's rows (the sustained ones carry energy); a stream row's level is its
     `boundary` column; roof_rates: group -> its roof's rate in operations per second (the

@@ -115,8 +115,9 @@ def energy_fits(run) -> tuple[pd.DataFrame, list[str]]:
     fits = fit_groups(run.measurements, rates, limit, sustain.get("idle_w"))
     rows = [{"group": f["group"], "per": f["per"], "e pJ": f.get("e_pj"), "static W": f.get("static_w"),
              "R^2": f.get("r2"), "all-in pJ": f["all_in_pj"], "windows": f["points"],
-             "checks": "; ".join(f["failed"]) or ("passed" if "e_pj" in f else f.get("why", ""))} for f in fits]
-    lines = [f"{f['group']} energy fit fails a physical check: {x}." for f in fits for x in f["failed"]]
+             "checks": "; ".join(x["text"] for x in f["failed"])
+             or ("passed" if "e_pj" in f else f.get("why", ""))} for f in fits]
+    lines = [f"{f['group']} energy fit fails a physical check: {x['text']}." for f in fits for x in f["failed"]]
     return pd.DataFrame(rows), lines
 
 
