@@ -184,25 +184,32 @@ def best_times(measurements) -> dict:
     return best
 
 
-def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from: str) -> str:
+def beats_bound(lo: LayerOp, working_set: int, llc_bytes: int | None, roofs_from: str) -> tuple[list[str], str]:
     """Return the likely causes of an op measured faster than its roofline bound even at its
-    slow end (the p80 time): a cache-resident working set, roofs lower than this machine
-    reaches now, or a count that is too high (as roofs/bounds.above_roof_causes does for a run)."""
+    slow end (the p80 time), as (codes, flag): a cache-resident working set ("cache_resident"),
+    roofs lower than this machine reaches now ("roofs_low"), or a count that is too high
+    ("count_high"), as roofs/bounds.above_roof_causes does for a run; flag is their sentence."""
     causes = []
     if llc_bytes and working_set <= 2 * llc_bytes and lo.phase == "prefill":
-        causes.append(f"its working set ({fmt_bytes(working_set)}) fits beside the {fmt_bytes(llc_bytes)} "
-                      "last-level cache and prefill is timed warm, so the memory roof does not bound it")
-    causes.append(f"the roofs {roofs_from or 'given'} are lower than this machine reached now "
-                  "(measured under other load, at another clock, or on another machine)")
-    causes.append("a FLOP or byte count that is too high")
-    return "faster than its roofline bound even at p80: " + "; ".join(causes)
+        causes.append(("cache_resident", f"its working set ({fmt_bytes(working_set)}) fits beside the "
+                       f"{fmt_bytes(llc_bytes)} last-level cache and prefill is timed warm, so the memory roof does "
+                       "not bound it"))
+    causes.append(("roofs_low", f"the roofs {roofs_from or 'given'} are lower than this machine reached now "
+                   "(measured under other load, at another clock, or on another machine)"))
+    causes.append(("count_high", "a FLOP or byte count that is too high"))
+    return [c for c, _ in causes], "faster than its roofline bound even at p80: " + "; ".join(t for _, t in causes)
+
+
+LAYER_SUMS = ("complete", "incomplete", "none")  # how many per-layer ops a phase's measured sum holds
 
 
 def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | None = None, roofs_from: str = "",
             caches=(), memory_level: str = "dram") -> dict:
     """Return per phase: each op's bound and measured time (flagged when it beats the bound
-    even at its p80 time) and the totals per layer, per step and in tokens per second,
-    flagged when the measured rate beats the bound. rows: LayerOp -> best_times() entry.
+    even at its p80 time, with its `causes`' codes, beats_bound) and the totals per layer, per
+    step and in tokens per second, flagged when the measured rate beats the bound (`flag_code`
+    "faster_than_roofs", else ""); `layer_sum` says which of LAYER_SUMS the measured per-layer
+    sum is. rows: LayerOp -> best_times() entry.
     Each op is bounded by the roof of the memory level its bytes cross (ARCHITECTURE.md,
     rule 12: prefill is timed warm, decode cold), given the device's caches
     ([(name, total bytes)], innermost first); without caches, by the off-chip roof."""
@@ -238,8 +245,8 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
                 counts["measured"] += measured is not None
                 counts["bounded"] += bound is not None
             size, shape = op.describe(lo.point)
-            flag = (beats_bound(lo, op.working_set(lo.point), llc_bytes, roofs_from)
-                    if bound and slow_end and slow_end < bound_top else "")
+            causes, flag = (beats_bound(lo, op.working_set(lo.point), llc_bytes, roofs_from)
+                            if bound and slow_end and slow_end < bound_top else ([], ""))
             lines.append({"op": lo.name, "shape": shape, "count": lo.count, "gflop": flops / 1e9,
                           "mbytes": nbytes / 1e6, "intensity": flops / nbytes,
                           "bound_us": bound * 1e6 if bound else None,
@@ -247,7 +254,7 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
                           "pct_of_attainable": 100 * bound / measured if bound and measured else None,
                           "impl": r["impl"] if r else "",
                           "note": (r["reason"] if r and not measured else "") or note,  # a missing roof, named
-                          "flag": flag})
+                          "flag": flag, "causes": causes})
         # a sum that leaves out an op is no bound on the step: say which roof is missing instead
         step_bound = None if unbounded else layers * totals["bound_layer_s"] + totals["bound_head_s"]
         step_measured = layers * totals["measured_layer_s"] + totals["measured_head_s"]
@@ -256,7 +263,8 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
         rate = tokens / step_measured if step_measured and not missing else None
         fast = [line["op"] for line in lines if line["flag"]]
         flag = ""
-        if rate and rate_bound and rate > rate_bound:
+        faster = bool(rate and rate_bound and rate > rate_bound)
+        if faster:
             flag = (f"measured {rate / rate_bound - 1:.1%} faster than the roofs allow"
                     + (f": {', '.join(fast)} beat their bounds even at p80 (causes in the op table's flag)" if fast
                        else ", within the ops' own spread (no op beats its bound at p80)"))
@@ -265,9 +273,12 @@ def place_model(ops: list[LayerOp], rows, roofs, layers: int, llc_bytes: int | N
         out[phase] = {"ops": lines, **totals, "step_bound_s": step_bound, "step_bound_partial_s": partial or None,
                       "layer_ops": counts["ops"], "layer_measured": counts["measured"],
                       "layer_bounded": counts["bounded"],
+                      "layer_sum": ("none" if counts["measured"] == 0 else
+                                    "incomplete" if counts["measured"] < counts["ops"] else "complete"),
                       "step_measured_s": step_measured if not missing else None,
                       "tokens_per_step": tokens, "tokens_per_s_bound": rate_bound, "tokens_per_s_measured": rate,
-                      "missing": missing, "unbounded": unbounded, "flag": flag}
+                      "missing": missing, "unbounded": unbounded, "flag": flag,
+                      "flag_code": "faster_than_roofs" if faster else ""}
     return out
 
 
@@ -294,9 +305,9 @@ def _totals_text(cfg: ModelConfig, r: dict) -> str:
     do bound, as a lower bound on the step; then tokens per second."""
     n, got, bounded = r.get("layer_ops", 0), r.get("layer_measured", 0), r.get("layer_bounded", 0)
     missing = r["missing"]
-    if got == 0:
+    if r["layer_sum"] == "none":
         measured_layer = f"no layer op measured (none of {n})"
-    elif got < n:
+    elif r["layer_sum"] == "incomplete":
         measured_layer = f"measured {_ms(r['measured_layer_s'])} for {got} of {n} layer ops (incomplete: no time for " \
                          f"{', '.join(missing)})"
     else:

@@ -328,6 +328,9 @@ def html_table(df: pd.DataFrame) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+NO_ROOF_LEVELS = "Levels without a roof"  # the section of a sweep's levels that set no roof (none in a model run)
+
+
 def sections(run, drawn: bool = True) -> list[tuple[str, object]]:
     """Return the report as (title, content) pairs; content is text, a list of lines, a
     DataFrame or a Path to a picture; a title starting with "###" is a sub-section.
@@ -380,7 +383,7 @@ def sections(run, drawn: bool = True) -> list[tuple[str, object]]:
             *flagged_sections(df), *counters_section(run)]
     if kind != "model":
         missing, about = split_notes(run)
-        out.append(("Levels without a roof", missing or ["every level of the sweep produced a roof"]))
+        out.append((NO_ROOF_LEVELS, missing or ["every level of the sweep produced a roof"]))
         if about:
             out.append(("Notes on the roofs", about))
     return out
