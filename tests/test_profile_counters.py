@@ -3,7 +3,9 @@ and a complete profile; the ncu command line over a script's replay; a synthetic
 synthetic ops by the kernel names each launched, in order, with the sums and ratios worked by hand (directly and
 through a faked ncu); the replay entry point; the report's counter columns from a hand-made ops.csv. On a lent
 GPU with ncu: one real profile."""
+import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,12 +25,11 @@ from bench.run import profile as profile_mod
 from bench.run import profile_counters as pc
 from bench.run.counters_phase import replay_env
 from roofs.analysis.roofline import Roof
-from roofs.reports.profile import finish_profile
+from roofs.reports.profile import COUNTERS_TITLE, RANKED_HEAD, counters_lines, finish_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "tests" / "data" / "run_a"
 ROOFS = [Roof("bandwidth", "dram", 50.0, "GB/s"), Roof("compute", "fp32", 200.0, "GFLOP/s")]
-NO_GPU = "hardware counters need an NVIDIA GPU, and this run is on cpu"
 
 # the kernel names as torch.profiler (CUPTI) spells them, and as ncu's raw CSV does: the same function apart
 # from how their templates and parameters are printed
@@ -181,7 +182,8 @@ def test_a_refusing_machine_leaves_the_rows_and_says_why(tmp_path, monkeypatch):
     assert list(cap.rows.columns) == profile_mod.COLUMNS
     assert pc.attach(_capture([]), 2, GPU, pc.script_target(tmp_path / "p.py"), print)["why"] == \
         "no op of the captured step launched a kernel for ncu to profile"
-    assert pc.attach(_capture(), 2, cpu_info(), pc.script_target(tmp_path / "p.py"), print)["why"].startswith(NO_GPU)
+    assert pc.attach(_capture(), 2, cpu_info(), pc.script_target(tmp_path / "p.py"), print)["why"] == \
+        hw.unavailable(cpu_info())
 
 
 def test_a_callable_that_cannot_be_sent_says_why(tmp_path):
@@ -217,7 +219,8 @@ def test_the_replay_entry_point_runs_a_script_and_refuses_in_one_sentence(tmp_pa
     err = capsys.readouterr().err
     assert err == f"roofbench-replay: script {bad} raised RuntimeError: boom; nothing was profiled.\n"
     assert pc.main(["--device", "cpu"]) == 2
-    assert "give --script PATH or --call DIR" in capsys.readouterr().err
+    err = capsys.readouterr().err  # one sentence naming the two ways to give the program
+    assert err.count("\n") == 1 and "--script" in err and "--call" in err
 
 
 @pytest.mark.parametrize("value, got", [("0", "0"), ("-1", "-1"), ("x", "'x'")])
@@ -249,17 +252,20 @@ def test_on_the_cpu_the_profile_completes_with_one_sentence_why(tmp_path, capsys
     assert run_bench.main(["profile", str(script), "--roofs", str(RUN), "--steps", "1", "--counters", "--out",
                            str(out)]) == 0
     said = capsys.readouterr()
-    assert f"roofbench: --counters: no counters will be collected: {NO_GPU}" in said.err
-    assert said.err.count("no counters will be collected") == 1 and "; the profile runs as usual." in said.err
-    assert f"counters: none collected: {NO_GPU}" in said.out and "ranked by the share of the step" in said.out
+    why = hw.unavailable(cpu_info())
+    assert why.code == "no_gpu"
+    [note] = [line for line in said.err.splitlines() if "--counters" in line]  # said once, up front
+    assert why in note
     record = json.loads((out / "profile.json").read_text())
-    assert record["counters"]["requested"] == pc.DEFAULT_OPS and record["counters"]["why"].startswith(NO_GPU)
-    assert f"- counters: none collected: {NO_GPU}" in (out / "profile.md").read_text()
-    assert f"<li>counters: none collected: {NO_GPU}" in (out / "profile.html").read_text()
+    assert record["counters"]["requested"] == pc.DEFAULT_OPS and record["counters"]["why"] == why
+    [line] = counters_lines(record)  # the record's one line of why no counters were read
+    assert why in line and line in said.out.splitlines() and RANKED_HEAD in said.out.splitlines()
+    assert f"- {line}\n" in (out / "profile.md").read_text()
+    assert f"<li>{html.escape(line)}</li>" in (out / "profile.html").read_text()
     assert not set(pc.COLUMNS) & set(pd.read_csv(out / "ops.csv").columns)
     p = api.profile(scaled_sum, torch.ones(64), 2.0, roofs=ROOFS, steps=1, out=tmp_path / "api", device="cpu",
                     counters=2)
-    assert f"counters: none collected: {NO_GPU}" in p.text and p.record["counters"]["requested"] == 2
+    assert counters_lines(p.record) == [line] and line in p.text.splitlines() and p.record["counters"]["requested"] == 2
     assert "aten::mul" in set(p.ops["op"])
 
 
@@ -275,26 +281,31 @@ def test_the_report_shows_the_counter_columns_of_a_hand_made_ops_csv(tmp_path):
         "device": {"name": "NVIDIA H200"}, "roofs": [r.to_dict() for r in ROOFS], "program": "prog.py",
         "roofs_from": "given", "counters": info}))
     text, _ = finish_profile(tmp_path)
-    assert ("counters: DRAM bytes of the top 2 ops read under /opt/ncu over one replayed step (6 kernels, caches "
-            "flushed before each), 1 flagged beyond 10% of their counted bytes") in text
-    assert "counters: 1 kernel of the replay matched no kernel of the captured step" in text
+    [summary, unmatched] = counters_lines({"counters": info})
+    assert {summary, unmatched} <= set(text.splitlines()) and "/opt/ncu" in summary
+    assert re.findall(r"\d+", summary) == ["2", "6", "1", "10"]  # top 2 ops, 6 kernels, 1 flagged beyond 10%
+    assert re.findall(r"\d+", unmatched) == ["1"]                 # 1 kernel of the replay matched none
     lines = {line.split("aten::", 1)[1].split(" [")[0]: line for line in text.splitlines() if " aten::" in line}
     assert lines["mm"].endswith("; DRAM 0.94x its counted bytes")                # ranked (a FLOP formula)
     assert lines["add"].endswith("; DRAM 1.20x its counted bytes (flagged)")     # a bandwidth point
     assert "; DRAM" not in lines["relu"] and "; DRAM" not in lines["sum"]
     md = (tmp_path / "profile.md").read_text()
-    section = md.split("## Hardware counters: DRAM bytes beside the counted bytes (one replayed step)\n\n")[1]
+    section = md.split(f"## {COUNTERS_TITLE}\n\n")[1]
     lines = section.split("\n\n")[0].splitlines()
     assert lines[0] == ("| op | in | shapes | read | written | DRAM read | DRAM written | DRAM ratio | read ratio | "
                         "write ratio | kernels | flag |")
     assert len(lines) == 4                                                   # the two counted ops
-    mm = next(line for line in lines if line.startswith("| aten::mm"))
-    assert "| 0.9375 | 0.8333 | 1.2500 | 2 |" in mm
-    add = next(line for line in lines if line.startswith("| aten::add"))
-    assert "| 1.2000 | 1.1571 | 1.3000 | 2 | DRAM bytes 1.20x the formula's (20% more, beyond 10%) |" in add
-    html = (tmp_path / "profile.html").read_text()
-    assert "<h2>Hardware counters: DRAM bytes beside the counted bytes (one replayed step)</h2><table>" in html
-    assert "<td>0.9375</td>" in html
+    def cells(line):
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+    rows = {row["op"]: row for row in (dict(zip(cells(lines[0]), cells(line))) for line in lines[2:])}
+    ratios = ["DRAM ratio", "read ratio", "write ratio", "kernels"]
+    assert [rows["aten::mm"][c] for c in ratios] == ["0.9375", "0.8333", "1.2500", "2"]
+    assert rows["aten::mm"]["flag"] == ""
+    assert [rows["aten::add"][c] for c in ratios] == ["1.2000", "1.1571", "1.3000", "2"]
+    assert rows["aten::add"]["flag"] == hw.dram_flag(1.2) != ""                # 20% more than counted: flagged
+    page = (tmp_path / "profile.html").read_text()
+    assert f"<h2>{html.escape(COUNTERS_TITLE)}</h2><table>" in page
+    assert "<td>0.9375</td>" in page
     placed = pd.read_csv(tmp_path / "ops.csv").set_index("op")      # ops.csv rewritten placed, counters kept
     assert placed.loc["aten::add", "hw_dram_bytes"] == 1200 and pd.isna(placed.loc["aten::relu", "hw_dram_bytes"])
 

@@ -21,6 +21,10 @@ from roofs.charts.profile import plot_profile
 from roofs.reports.report import html_table, md_table
 
 TOP = 15  # ranked lines printed; profile.md lists every op
+COUNTERS_TITLE = "Hardware counters: DRAM bytes beside the counted bytes (one replayed step)"
+# the printed text's head of the ranked ops (finish_profile)
+RANKED_HEAD = ("ranked by the share of the step to win at its roof (an op with FLOPs at its attainable, one with "
+               "bytes alone at its bandwidth):")
 WHY = {UNCOUNTED: "neither bytes nor FLOPs counted", NO_ROOF: "no measured roof at its level or precision",
        NO_TIME: "the profiler gave it no time"}
 
@@ -157,7 +161,6 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
     ranked = [rank_line(r) for r in ranked_ops.itertuples()]
     apart = [rank_line(r) for r in rest.itertuples()]
     counted = counters_table(placed)
-    c_title = "Hardware counters: DRAM bytes beside the counted bytes (one replayed step)"
     title = f"roofbench profile: {meta.get('program', 'program')} on {meta['device'].get('name', '?')}"
     roofs_line = f"roofs: {meta.get('roofs_from', '?')}"
     md = [f"# {title}\n", f"\n{roofs_line}\n\n", "".join(f"- {s}\n" for s in summary),
@@ -165,7 +168,7 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
           "".join(f"{i}. {s}\n" for i, s in enumerate(ranked, 1)) or "none\n",
           "\n## Ops not ranked (nothing counted, no roof, or no time)\n\n",
           "".join(f"- {s}\n" for s in apart) or "none\n",
-          f"\n## {c_title}\n\n" + md_table(counted) if len(counted) else "",
+          f"\n## {COUNTERS_TITLE}\n\n" + md_table(counted) if len(counted) else "",
           "\n## Roofline\n\n![roofline](roofline.svg)\n\n## Every op\n\n",
           md_table(_table(placed))]
     (folder / "profile.md").write_text("".join(md))
@@ -176,15 +179,14 @@ def finish_profile(folder) -> tuple[str, list[Path]]:
             + "</ul><h2>Ops ranked by the share of the step they would win at their roof</h2><ol>"
             + "".join(f"<li>{esc(s)}</li>" for s in ranked) + "</ol><h2>Ops not ranked (nothing counted, no roof, "
             "or no time)</h2><ul>" + "".join(f"<li>{esc(s)}</li>" for s in apart) + "</ul>"
-            + (f"<h2>{esc(c_title)}</h2>" + html_table(counted) if len(counted) else "") + "<h2>Roofline</h2>"
+            + (f"<h2>{esc(COUNTERS_TITLE)}</h2>" + html_table(counted) if len(counted) else "") + "<h2>Roofline</h2>"
             "<p>Rest the pointer on a point to see its op.</p>" + svg + "<h2>Every op</h2>"
             + html_table(_table(placed)))
     style = ("body{font-family:sans-serif;max-width:1400px;margin:2em auto}table{border-collapse:collapse;"
              "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px}svg{max-width:100%;height:auto}")
     (folder / "profile.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}"
                                          f"</title><style>{style}</style></head><body>{body}</body></html>")
-    text = "\n".join(summary + ["", "ranked by the share of the step to win at its roof (an op with FLOPs at its "
-                                 "attainable, one with bytes alone at its bandwidth):"]
+    text = "\n".join(summary + ["", RANKED_HEAD]
                      + [f"{i:2}. {s}" for i, s in enumerate(ranked[:TOP], 1)]
                      + ([f"    ... {len(ranked) - TOP} more in profile.md"] if len(ranked) > TOP else [])
                      + (["", f"not ranked ({len(apart)}):"] + [f"  - {s}" for s in apart[:8]] if apart else [])
