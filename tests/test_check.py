@@ -101,6 +101,13 @@ def test_a_roofs_passes_widen_no_band(tmp_path, passes, cli_in_process):
     assert not hasattr(chk, "host_ratio") and not hasattr(chk, "widened") and not hasattr(chk, "moves_with")
 
 
+def warned(out, r) -> list[str]:
+    """Return the codes of check.json's warnings in out, each warning's sentence printed on r's stdout."""
+    warnings = json.loads((out / "check.json").read_text())["warnings"]
+    assert all(w["text"] in r.stdout for w in warnings), r.stdout
+    return [w["code"] for w in warnings]
+
+
 def runs(tmp_path, scale, interval=0.01, **kw):
     """Return (run, baseline): two run folders of ROOFS, the run at scale x the baseline's values."""
     write_run(tmp_path / "base", "node1", "GPU-1", 1.0, interval=interval,
@@ -128,12 +135,15 @@ def test_a_run_15_percent_slow_is_slower_on_every_roof_with_what_differs(tmp_pat
     assert hbm["clock_mhz"] == {"run": 1600.0, "baseline": 1980.0}  # +5.2% per cycle: past 5%, no clock change
     assert doc["rule"]["tolerance"] == 0.05 and doc["baseline"]["kind"] == "run"
     assert doc["only_in_run"] == [] and doc["only_in_baseline"] == []  # the datasheet fp32 is not compared
-    assert "SLOWER" in r.stdout and "4 roofs compared: 0 SAME, 4 SLOWER, 0 FASTER, 0 UNCLEAR" in r.stdout
-    assert "3,400 GB/s, 3,366-3,434" in r.stdout and "-15.0%" in r.stdout
+    # the terminal and check.md show the counts and each roof's figures as check.json holds them
+    assert chk.headline(doc) in r.stdout and chk.terminal_text(doc) in r.stdout and "-15.0%" in r.stdout
     md = (tmp_path / "out" / "check.md").read_text()
-    assert "# roofbench check: 4 roofs compared" in md
-    assert f"**SLOWER hbm -15.0%, l2 -15.0%, fp32 -15.0%, bf16 -15.0%**: {hbm['causes'][0]['text']}" in md
-    assert r.stdout.count(hbm["causes"][0]["text"]) == 1                     # said once for the four
+    assert md.splitlines()[0].endswith(chk.headline(doc)) and chk.markdown(doc) == md
+    # the four roofs' causes are one group, said once in each
+    [group] = chk.change_groups(doc)
+    assert group["verdict"] == "SLOWER" and [r["roof"] for r in group["roofs"]] == list(ROOFS)
+    assert group["causes"] == hbm["causes"]
+    assert r.stdout.count(hbm["causes"][0]["text"]) == 1 and md.count(hbm["causes"][0]["text"]) == 1
 
 
 def test_an_identical_copy_is_same_and_a_3_percent_shift_never_slower(tmp_path, cli_in_process):
@@ -172,11 +182,18 @@ def test_roofs_one_side_has_are_listed_and_roofs_without_intervals_unclear(tmp_p
     assert result["only_in_baseline"] == [{"kind": "bandwidth", "roof": "l1"}]
     assert result["only_in_run"] == [{"kind": "compute", "roof": "fp16 via fp32"}]
     bf16 = next(v for v in result["verdicts"] if v["roof"] == "bf16")
-    assert bf16["verdict"] == "UNCLEAR" and "no interval on the run" in bf16["why"]
+    assert (bf16["verdict"], bf16["reason"], bf16["decide"]["side"]) == ("UNCLEAR", "no_interval", "run")
     assert result["without_interval"] == 1 and result["exit_code"] == 0
-    md = chk.markdown(result)
-    assert "- bandwidth l1: only in the baseline" in md and "- compute fp16 via fp32: only in the run" in md
-    assert "1 roof of the run have no interval" in md
+    # check.md gains a list item per roof one side alone has, naming it and its side (and the headline
+    # counts them), and one counting the roofs without an interval
+    md = set(chk.markdown(result).splitlines())
+    one_side = {line for line in md - set(chk.markdown(dict(result, only_in_run=[], only_in_baseline=[])).splitlines())
+                if line.startswith("- ")}
+    named = {who: f"{r['kind']} {r['roof']}" for who in ("run", "baseline") for r in result[f"only_in_{who}"]}
+    assert {(named["baseline"] in line, "baseline" in line, named["run"] in line) for line in one_side} == {
+        (True, True, False), (False, False, True)}
+    [count] = md - set(chk.markdown(dict(result, without_interval=0)).splitlines())
+    assert "1 roof" in count
 
 
 def test_roof_labels_name_the_extra_lines():
@@ -216,7 +233,7 @@ def test_a_node_against_a_fleet_of_a_thousand(fleet_of_a_thousand, cli_in_proces
     assert r.returncode == 0, r.stderr
     doc = json.loads((top / "c-ok" / "check.json").read_text())
     assert {(v["roof"], v["verdict"]) for v in doc["verdicts"]} == {(n, "SAME") for n in ROOFS}
-    assert "group NVIDIA H200, 1,000 devices" in r.stdout
+    assert doc["baseline"]["devices"] == 1000 and chk.baseline_text(doc["baseline"]) in r.stdout
 
 
 def test_a_fleet_of_one_devices_runs_is_a_band_of_its_runs_not_of_its_latest(tmp_path, cli_in_process):
@@ -247,7 +264,7 @@ def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand
     r = cli_in_process("check", tmp_path / "h100", "--baseline", top / "fleet", "--out", tmp_path / "o",
                        "--other-device")
     assert r.returncode == 1, r.stderr               # 0.6x an H200: SLOWER, with the models named
-    assert "warning: different device models (allowed by --other-device)" in r.stdout
+    assert warned(tmp_path / "o", r) == ["other_device"]
     write_run(tmp_path / "old", "x", "GPU-old", 1.0, interval=0.01, method=METHOD_VERSION - 1)
     r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2")
     assert r.returncode == 2 and r.code == "mixed_methods" and f"method {METHOD_VERSION - 1}" in r.stderr
@@ -255,7 +272,7 @@ def test_a_fleet_without_the_runs_model_or_method_is_refused(fleet_of_a_thousand
     r = cli_in_process("check", tmp_path / "old", "--baseline", top / "fleet", "--out", tmp_path / "o2",
                        "--mixed-methods")
     assert r.returncode == 0, r.stderr
-    assert "warning: different method versions (allowed by --mixed-methods)" in r.stdout
+    assert warned(tmp_path / "o2", r) == ["mixed_methods"]
     for name, text, code in (("fleet.json", '{"groups": [1, ', "corrupt"), ("fleet.csv", None, "no_fleet_file")):
         broken = tmp_path / f"broken-{name}"
         shutil.copytree(top / "fleet", broken)
@@ -300,10 +317,10 @@ def test_the_refusals_are_one_sentence_and_write_nothing(tmp_path, cli_in_proces
         r = cli_in_process("check", run, "--baseline", base, "--out", inside)
         assert r.returncode == 2 and r.code == "out_inside"
     assert sorted(p.name for p in run.iterdir()) == ["measurements.csv", "roofs.json", "run.json", "samples.jsonl"]
-    r = cli_in_process("check", run, "--baseline", tmp_path / "h100", "--other-device", "--out", tmp_path / "o")
-    assert r.returncode == 0 and "warning: different device models" in r.stdout
-    r = cli_in_process("check", run, "--baseline", tmp_path / "old", "--mixed-methods", "--out", tmp_path / "o")
-    assert r.returncode == 0 and "warning: different method versions" in r.stdout
+    r = cli_in_process("check", run, "--baseline", tmp_path / "h100", "--other-device", "--out", tmp_path / "o1")
+    assert r.returncode == 0 and warned(tmp_path / "o1", r) == ["other_device"]
+    r = cli_in_process("check", run, "--baseline", tmp_path / "old", "--mixed-methods", "--out", tmp_path / "o2")
+    assert r.returncode == 0 and warned(tmp_path / "o2", r) == ["mixed_methods"]
 
 
 def test_the_default_out_is_a_check_folder_under_results(tmp_path, cli_in_process, monkeypatch):
@@ -315,7 +332,7 @@ def test_the_default_out_is_a_check_folder_under_results(tmp_path, cli_in_proces
     assert r.returncode == 0, r.stderr
     out = tmp_path / "results" / "check-20270101T000000Z"
     assert sorted(p.name for p in out.iterdir()) == ["check.json", "check.md"]
-    assert f"check: {out / 'check.md'} and check.json" in r.stdout
+    assert str(out / "check.md") in r.stdout
     assert not math.isnan(json.loads((out / "check.json").read_text())["verdicts"][0]["change_pct"])
 
 

@@ -43,6 +43,7 @@ from roofs.reports.check_sides import (
     load_fleet_side,
     load_history_side,
     load_run_side,
+    warning,
 )
 from roofs.reports.report import md_table
 
@@ -292,8 +293,8 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
             raise CheckError(f"the run is of {run.model} and the baseline of {base.model}: another model's roofs are "
                              "other ceilings; give --other-device to check one against the other anyway.",
                              "other_device")
-        warnings.append(f"different device models (allowed by --other-device): the run's {run.model}, "
-                        f"the baseline's {base.model}")
+        warnings.append(warning("other_device", f"different device models (allowed by --other-device): the run's "
+                                                f"{run.model}, the baseline's {base.model}"))
     if base.kind != "fleet" and base.method != run.method:
         if not mixed_methods:
             raise CheckError(f"the run's roofs were derived by method {run.method} and the baseline's by method "
@@ -301,11 +302,12 @@ def check(run_dir, base_dir, tolerance_pct: float | None = None, mixed_methods: 
                              "(`python run_bench.py report DIR`, then give its derived folder), or give "
                              "--mixed-methods to check anyway.", "mixed_methods")
     if base.method != run.method:
-        warnings.append(f"different method versions (allowed by --mixed-methods): the run's roofs derived by "
-                        f"method {run.method}, the baseline's by {base.method}; part of a change may be the method's")
+        warnings.append(warning("mixed_methods", f"different method versions (allowed by --mixed-methods): the run's "
+                                                 f"roofs derived by method {run.method}, the baseline's by "
+                                                 f"{base.method}; part of a change may be the method's"))
     status = run.meta.get("status")
     if status != "complete":
-        warnings.append(f"the run's status is {status!r}, not complete")
+        warnings.append(warning("not_complete", f"the run's status is {status!r}, not complete"))
     tol, fleet = t / 100, base.kind == "fleet"
     as_roof = lambda key, r: Roof.from_dict({**r, "kind": key[0], "name": key[1], "interval": interval_of(r)})  # noqa: E731
     record_clock = lambda side: number(side.row.get("app_sm_clock_mhz"))  # noqa: E731  (a roof's own window's first)
@@ -376,17 +378,23 @@ def headline(result: dict) -> str:
             + (f"; {plural(one, 'roof')} on one side only" if one else ""))
 
 
-def changes(result: dict, nothing: str) -> list[tuple[str, str]]:
-    """Return, per set of SLOWER and FASTER roofs whose records say the same, ("SLOWER hbm -15.0%,
-    l2 -15.1%", the causes joined, or nothing when none is recorded): a cause every roof shares
-    is said once."""
-    said: dict = {}
+def change_groups(result: dict) -> list[dict]:
+    """Return the SLOWER and FASTER roofs grouped by what their records say differs, in the
+    verdicts' order: [{"verdict", "roofs": [their check.json rows], "causes": [{"code", "text"}]}],
+    so that a cause every roof of a group shares is said once."""
+    groups: dict = {}
     for r in result["verdicts"]:
         if r.get("causes") is not None:
-            said.setdefault((r["verdict"], tuple(c["text"] for c in r["causes"])), []).append(
-                f"{r['roof']} {r['change_pct']:+.1f}%")
-    return [(f"{verdict} {', '.join(roofs)}", "; ".join(causes) or nothing)
-            for (verdict, causes), roofs in said.items()]
+            key = (r["verdict"], tuple(c["text"] for c in r["causes"]))
+            groups.setdefault(key, {"verdict": r["verdict"], "roofs": [], "causes": r["causes"]})["roofs"].append(r)
+    return list(groups.values())
+
+
+def changes(result: dict, nothing: str) -> list[tuple[str, str]]:
+    """Return, per change_groups' group, ("SLOWER hbm -15.0%, l2 -15.1%", the causes joined, or
+    nothing when none is recorded)."""
+    return [(f"{g['verdict']} " + ", ".join(f"{r['roof']} {r['change_pct']:+.1f}%" for r in g["roofs"]),
+             "; ".join(c["text"] for c in g["causes"]) or nothing) for g in change_groups(result)]
 
 
 def baseline_text(b: dict) -> str:
@@ -402,7 +410,7 @@ def terminal_text(result: dict) -> str:
     """Return the check for a terminal: what was compared, the table, the causes of each change."""
     lines = [f"check {result['run']}", f"   vs {baseline_text(result['baseline'])}",
              f"tolerance {result['tolerance_pct']:g}% (ARCHITECTURE.md rule 18)"]
-    lines += [f"warning: {w}" for w in result["warnings"]]
+    lines += [f"warning: {w['text']}" for w in result["warnings"]]
     t = table(result)
     lines += ["", t.to_string(index=False) if not t.empty else "(no roof both sides have)", "", headline(result)]
     lines += [f"  {head}: {said}" for head, said in changes(result, "nothing recorded differs")]
@@ -425,7 +433,7 @@ def markdown(result: dict) -> str:
            "intervals apart or narrow enough to have shown such a change; UNCLEAR otherwise, and for a roof "
            "without an interval, its why saying which interval is too wide and about how many passes would "
            "decide it (roofbench's ARCHITECTURE.md, rule 18).\n"]
-    out += [f"- warning: {w}\n" for w in result["warnings"]]
+    out += [f"- warning: {w['text']}\n" for w in result["warnings"]]
     if result["without_interval"]:
         out.append(f"- {plural(result['without_interval'], 'roof')} of the run have no interval (derived before "
                    "method 8): `python run_bench.py report RUN` re-derives them into its derived folder.\n")

@@ -28,6 +28,13 @@ class CheckError(Refusal):
     a run folder that cannot be read keeps bench.paths.ResultsError's, a fleet folder FleetError's)."""
 
 
+def warning(code: str, text: str) -> dict:
+    """Return a check's warning as check.json holds it: {"code", "text"} (a check made anyway
+    by the user's leave: "other_device", "mixed_methods"; a run that did not complete:
+    "not_complete"). Callers read the code; the sentence is free to change."""
+    return {"code": code, "text": text}
+
+
 def interval_of(r: dict):
     """Return a roof dict's interval as (low, high), or None when it has none or a broken one."""
     iv = r.get("interval")
@@ -120,7 +127,7 @@ def hull(kind: str, roofs: list[dict]) -> dict:
                                                                    "history_runs": len(roofs)}}
 
 
-def load_history_side(paths, run: Side, mixed_methods: bool, other_device: bool) -> tuple[Side, list[str]]:
+def load_history_side(paths, run: Side, mixed_methods: bool, other_device: bool) -> tuple[Side, list[dict]]:
     """Return (the baseline, warnings) for several run folders of one node: per roof any of them
     has, hull()'s figure and interval; the newest run's (by start time) records for the causes.
     Raise CheckError (one sentence, a code) for a fleet folder among them ("fleet_in_history"),
@@ -145,7 +152,8 @@ def load_history_side(paths, run: Side, mixed_methods: bool, other_device: bool)
         if not other_device:
             raise CheckError(f"{said}: a node's history is one device's runs (`fleet` makes a baseline of many "
                              "devices); give --other-device to take their span anyway.", "other_device")
-        warnings.append(f"{said}, allowed by --other-device: their span holds the devices' differences too")
+        warnings.append(warning("other_device", f"{said}, allowed by --other-device: their span holds the "
+                                                "devices' differences too"))
     methods = sorted({s.method for s in sides})
     if len(methods) > 1:
         said = f"the baseline runs' roofs were derived by methods {', '.join(map(str, methods))}"
@@ -153,7 +161,8 @@ def load_history_side(paths, run: Side, mixed_methods: bool, other_device: bool)
             raise CheckError(f"{said}, whose roofs are not comparable: re-derive the older ones (`python run_bench.py "
                              "report DIR`, then give their derived folders), or give --mixed-methods to check "
                              "anyway.", "mixed_methods")
-        warnings.append(f"{said} (allowed by --mixed-methods); part of their span may be the methods'")
+        warnings.append(warning("mixed_methods", f"{said} (allowed by --mixed-methods); part of their span may be "
+                                                 "the methods'"))
     newest = sides[-1]
     keys = list(dict.fromkeys(k for s in sides for k in s.roofs))
     roofs = {k: hull(k[0], [s.roofs[k] for s in sides if k in s.roofs]) for k in keys}
