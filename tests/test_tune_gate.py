@@ -67,9 +67,10 @@ def test_the_fastest_candidate_that_passes_is_kept_and_the_rejected_named(fake_t
     assert (cfg, t) == ("right", 3.0)
     # each candidate ran once before timing, then the checks in time order up to the first that passes
     assert calls == ["racy", "crashy", "right", "slow", "racy", "crashy", "right"]
-    assert "2 rejected by the gate" in failures
-    assert "racy: wrong result: error 0.25 exceeds tolerance 1e-06" in failures
-    assert "crashy: crashed when checked: RuntimeError: unsupported layout in the epilogue" in failures
+    # the two faster candidates rejected, each with its code; "slow" was never checked
+    assert [(c, why.code) for c, why in failures.rejected] == [("racy", "wrong_result"), ("crashy", "crashed")]
+    assert "0.25" in failures.rejected[0][1]                      # racy's error: |2.5a - 2a| / |2a|
+    assert "RuntimeError" in failures.rejected[1][1] and failures.failed == []
     assert "slow" not in failures
 
 
@@ -90,27 +91,30 @@ def test_a_class_winner_wrong_at_another_size_is_dropped_there(fake_timer, monke
     ok = type("Ctx", (), {"verify": staticmethod(verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))),
                           "mode": "warm", "quick": False})
     fn, cfg = _tune.tuned(FakeCuda(), ("toy", "fp32", 4096), ["racy", "right", "slow"], None, make_fn_for(x, calls), ok)
-    assert cfg == "right" and "1 rejected by the gate (racy: wrong result" in fn.tuning
+    assert cfg == "right" and [(c, why.code) for c, why in fn.rejected] == [("racy", "wrong_result")]
     # at 5000 (the same octave) "right" is wrong (a stand-in for a tile that fails at that size)
     monkeypatch.setitem(CANDIDATES, "right", (3.0, lambda a, b: torch.mul(a, 3, out=b)))
     fn, cfg = _tune.tuned(FakeCuda(), ("toy", "fp32", 5000), ["racy", "right", "slow"], None, make_fn_for(x, calls), ok)
     assert cfg == "slow"
-    assert "the shape class's best right rejected by the gate here (wrong result" in fn.tuning
-    assert "racy: wrong result" in fn.tuning
+    # the class's best (right) rejected here first, then racy when this size was tuned on its own
+    assert [(c, why.code) for c, why in fn.rejected] == [("right", "wrong_result"), ("racy", "wrong_result")]
 
 
 def test_the_runner_hands_the_gate_to_a_tuning_launcher(fake_timer):
     # an impl that tunes over the candidates through the launch context's verify: the row
     # is measured with the right candidate, and its detail names the rejected ones
-    calls = []
+    calls, tuned = [], []
 
     def launcher(x, ctx):
         cfg, _, failures = _tune.autotune(("toy.double", x["a"].numel()), list(CANDIDATES), make_fn_for(x, calls),
                                           "cpu", verify=ctx.verify)
         fn = make_fn_for(x, calls)(cfg)
         fn.tuning = failures
+        tuned.append(failures)
         return fn
     ms = Runner(CPU, FAST).run(make_plan(toy_registry({"tuned": launcher}), CPU, quick=True))
     assert [m.status for m in ms] == ["ok"]
     assert ms[0].error == 0.0
-    assert "racy: wrong result: error 0.25" in ms[0].detail and "crashy: crashed when checked" in ms[0].detail
+    [failures] = tuned  # the gate (ctx.verify) rejected the two faster ones, and the row's detail says so
+    assert [(c, why.code) for c, why in failures.rejected] == [("racy", "wrong_result"), ("crashy", "crashed")]
+    assert failures in ms[0].detail

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.measure.registry import relative_norm_error
+from bench.util import Reason
 
 
 def sync(device) -> None:
@@ -120,10 +121,11 @@ def check(launch: Callable[[], Callable], reference, tolerance: float | None, de
 def verifier(reference, tolerance: float | None, device, inputs: dict | None = None, outputs=(),
              error: Callable = relative_norm_error, inouts=()) -> Callable | None:
     """Return verify(fn) -> None when fn's result passes the gate, else the reason (one
-    sentence): the outputs poisoned, the in-outs restored from their snapshot (names, taken
-    now, or a Snapshot), fn called once, the device synchronized, the output compared with
-    reference as check() does, and the in-outs restored again. None when there is no reference
-    to compare with (a tuner then keeps its fastest candidate unchecked, and check() still runs)."""
+    sentence, a bench.util.Reason whose code is wrong_result): the outputs poisoned, the in-outs
+    restored from their snapshot (names, taken now, or a Snapshot), fn called once, the device
+    synchronized, the output compared with reference as check() does, and the in-outs restored
+    again. None when there is no reference to compare with (a tuner then keeps its fastest
+    candidate unchecked, and check() still runs)."""
     if reference is None or tolerance is None:
         return None
     saved = snapshot(inputs, inouts)
@@ -135,5 +137,6 @@ def verifier(reference, tolerance: float | None, device, inputs: dict | None = N
         sync(device)
         got = Checked(fn, out, float(error(out, reference, inputs)), tolerance)
         saved.restore()
-        return None if got.passed else f"wrong result: error {got.error:.3g} exceeds tolerance {tolerance:g}"
+        return None if got.passed else Reason(f"wrong result: error {got.error:.3g} exceeds tolerance {tolerance:g}",
+                                              "wrong_result")
     return verify

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from bench.measure.timing import TimerConfig, time_fn
-from bench.util import DeviceLost, first_line, is_fatal
+from bench.util import DeviceLost, Reason, first_line, is_fatal
 
 TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_target_sample_s=2e-4)
 QUICK_CANDIDATES = 3
@@ -158,7 +158,7 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mo
             except Exception as e:
                 if is_fatal(e):
                     raise DeviceLost(f"{first_line(e)} (while tuning {key[0]} with {cfg})") from e
-                failed.append(f"{cfg}: {first_line(e, 120)}")
+                failed.append((cfg, first_line(e, 120)))
                 continue
             timed.append((t, len(timed), cfg, fn))
         best, rejected = None, []
@@ -167,37 +167,44 @@ def autotune(key, candidates: Iterable, make_fn: Callable, torch_device: str, mo
             if why is None:
                 best = (cfg, t)
                 break
-            rejected.append(f"{cfg}: {why}")
+            rejected.append((cfg, why))
         if best is None:
             raise RuntimeError(f"no candidate configuration runs and passes the gate for {key[:2]} on {torch_device}: "
-                               + "; ".join((failed + rejected)[:3]))
-        _BEST[key] = (best[0], best[1], _failures(failed, rejected))
+                               + "; ".join(f"{cfg}: {why}" for cfg, why in (failed + rejected)[:3]))
+        _BEST[key] = (best[0], best[1], Failures(failed, rejected))
     return _BEST[key]
 
 
 def _rejected(fn, verify: Callable | None, key, cfg) -> str | None:
     """Return why fn (candidate cfg) fails verify (a wrong result, or the exception its
-    checked call raised), None when it passes or there is no verify; DeviceLost on a fatal
-    error."""
+    checked call raised), a bench.util.Reason whose code is wrong_result or crashed; None when it
+    passes or there is no verify; DeviceLost on a fatal error."""
     if verify is None:
         return None
     try:
-        return verify(fn)
+        why = verify(fn)
     except Exception as e:
         if is_fatal(e):
             raise DeviceLost(f"{first_line(e)} (while checking {key[0]} with {cfg})") from e
-        return f"crashed when checked: {first_line(e, 120)}"
+        return Reason(f"crashed when checked: {first_line(e, 120)}", "crashed")
+    return None if why is None else why if isinstance(why, Reason) else Reason(why, "wrong_result")
 
 
-def _failures(failed: list, rejected: list) -> str:
-    """Return the sentence on the candidates that failed to run and those the gate rejected
-    (every rejected one named with its error: the reason a faster tile was not kept)."""
-    parts = []
-    if failed:
-        parts.append(f"{len(failed)} failed ({failed[0]})")
-    if rejected:
-        parts.append(f"{len(rejected)} rejected by the gate ({'; '.join(rejected)})")
-    return ", ".join(parts)
+class Failures(str):
+    """The sentence on the candidates that failed to run and those the gate rejected (every
+    rejected one named with its error: the reason a faster tile was not kept), a str as a
+    launcher's detail carries it, with `failed` and `rejected`: [(config, why)] in the order
+    met, a rejection's why a bench.util.Reason (_rejected)."""
+
+    def __new__(cls, failed: list, rejected: list):
+        parts = []
+        if failed:
+            parts.append(f"{len(failed)} failed ({failed[0][0]}: {failed[0][1]})")
+        if rejected:
+            parts.append(f"{len(rejected)} rejected by the gate ({'; '.join(f'{c}: {w}' for c, w in rejected)})")
+        out = super().__new__(cls, ", ".join(parts))
+        out.failed, out.rejected = list(failed), list(rejected)
+        return out
 
 
 def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
@@ -206,10 +213,11 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     (at most QUICK_CANDIDATES of them in a quick run), tuned once per shape class of key in
     ctx's mode (see the module docstring); on a
     CPU (Triton's interpreter, where timing means nothing) interpreter_config. fn.tuning
-    says how many candidates were pruned, timed and failed."""
+    says how many candidates were pruned, timed and failed; fn.rejected is [(config, Reason)]
+    of those the gate rejected (the shape class's winner first where it failed here)."""
     if not tensor.is_cuda:
         fn = make_fn(interpreter_config)
-        fn.tuning = "interpreter configuration"
+        fn.tuning, fn.rejected = "interpreter configuration", []
         return fn, interpreter_config
     dev = str(tensor.device)
     mode = getattr(ctx, "mode", "warm")
@@ -224,7 +232,7 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
         fn = make_fn(hit[0])
         why = _rejected(fn, verify, key, hit[0])
         if why is None:
-            fn.tuning = f"the best of its shape class (tuned {mode} at another size)"
+            fn.tuning, fn.rejected = f"the best of its shape class (tuned {mode} at another size)", []
             return fn, hit[0]
         # wrong at this size: tuned on its own, without the class's winner
         note = f"the shape class's best {hit[0]} rejected by the gate here ({why})"
@@ -234,10 +242,11 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     if hit is not None:  # this size's candidates differ, or the class's winner fails here: tune it on its own
         cls = key + (dev, mode, len(fits))
     cfg, _, failures = autotune(cls, fits, make_fn, dev, mode, getattr(ctx, "flush", None), verify)
-    failures = ", ".join(p for p in (note, failures) if p)
+    said = ", ".join(p for p in (note, failures) if p)
     fn = make_fn(cfg)
     fn.tuning = f"best of {len(fits)} timed {mode}" + (f", {pruned} pruned by shared memory" if pruned else "") + (
-        f", {failures}" if failures else "")
+        f", {said}" if said else "")
+    fn.rejected = ([(hit[0], why)] if note else []) + failures.rejected  # [(config, Reason)]: the gate's
     return fn, cfg
 
 
