@@ -88,13 +88,19 @@ def comparison_warnings(runs) -> list[str]:
             f"run {i + 1}: " + (f"method {d.get('method_version')}, commit {d.get('commit')}" if d else "not recorded")
             for i, d in enumerate(derived)) + "): give each run's derived folder (report RUN_DIR) to compare "
             "roofs derived by one method.")
-    cpus = [(i, set(r.device.get("cpu_flags") or ())) for i, r in enumerate(runs) if r.device.get("kind") == "cpu"]
-    for (i, a), (j, b) in zip(cpus, cpus[1:]):
-        if a != b:
-            out.append(f"the CPUs differ in SIMD flags: run {i + 1} has {', '.join(sorted(a - b)) or 'none more'}, "
-                       f"run {j + 1} has {', '.join(sorted(b - a)) or 'none more'} that the other lacks; "
-                       "compute roofs follow the vector units (AVX-512, bf16, VNNI), so they may differ many-fold.")
+    for i, a, j, b in simd_differences(runs):
+        out.append(f"the CPUs differ in SIMD flags: run {i} has {', '.join(a) or 'none more'}, "
+                   f"run {j} has {', '.join(b) or 'none more'} that the other lacks; "
+                   "compute roofs follow the vector units (AVX-512, bf16, VNNI), so they may differ many-fold.")
     return out
+
+
+def simd_differences(runs) -> list[tuple[int, list[str], int, list[str]]]:
+    """Return, for each two CPU runs in a row whose flags differ, (run i, the flags only it
+    has, run j, the flags only that one has), runs numbered from 1 and flags sorted."""
+    cpus = [(i + 1, set(r.device.get("cpu_flags") or ())) for i, r in enumerate(runs)
+            if r.device.get("kind") == "cpu"]
+    return [(i, sorted(a - b), j, sorted(b - a)) for (i, a), (j, b) in zip(cpus, cpus[1:]) if a != b]
 
 
 def text_table(table: pd.DataFrame) -> str:

@@ -184,9 +184,14 @@ def above_reference(row: dict) -> str | None:
     return text + ": the clock ran above the one assumed, or the reference misses a unit."
 
 
-def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
-    """Return the report's headline findings, most important first."""
+def finding_records(run, table: pd.DataFrame, energy: dict | None) -> list[dict]:
+    """Return the report's headline findings, most important first, each {"code", "text"}
+    and, for a count, "count": the code names the kind of finding (FINDING_CODES, or a
+    below-reference finding's own code), the text is its sentence."""
     out = []
+
+    def add(code, text, **more):
+        out.append({"code": code, "text": text, **more})
     model = Roofline(run.roofs)
     df = run.measurements
     bw = model.bandwidth()
@@ -196,33 +201,52 @@ def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
         spread = (f" (its plateau spans {bw.plateau_values[0]:,.1f} to {bw.plateau_values[1]:,.1f} GB/s)"
                   if bw.plateau_values and bw.plateau_values[1] > 1.05 * bw.plateau_values[0] else "")
         figure = band_text(bw.value, bw.interval, "GB/s") if bw.interval else f"{bw.value:,.1f} GB/s"
-        out.append(f"{bw.name.upper()} bandwidth: {figure} by {bw.impl} {bw.dtype}"
-                   + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
-    out += [line for line in map(above_reference, table.to_dict("records")) if line]
-    out += [f["text"] for f in map(below_reference, table.to_dict("records")) if f]
-    out += confirmation_findings(model)  # a roof no second measurement reaches (rule 17)
-    out += precision_ratios(model, run.device)
+        add("bandwidth", f"{bw.name.upper()} bandwidth: {figure} by {bw.impl} {bw.dtype}"
+            + (f", {pct:.0f}% of the datasheet" if pct == pct and pct is not None else "") + spread + ".")
+    for line in filter(None, map(above_reference, table.to_dict("records"))):
+        add("above_reference", line)
+    for f in filter(None, map(below_reference, table.to_dict("records"))):
+        add(f["code"], f["text"])
+    for line in confirmation_findings(model):  # a roof no second measurement reaches (rule 17)
+        add("disputed", line)
+    for line in precision_ratios(model, run.device):
+        add("precision_ratio", line)
     for p in ("fp32", "bf16"):
         r, ridge = model.compute(p), model.ridge(p)
         if r and ridge:
-            out.append(f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
+            add("ridge", f"{p} ridge point: {ridge:.3g} FLOP/byte (a kernel needs that intensity to be compute-bound).")
     above = int(is_above(text_column(df, "flag")).sum())
     if above:
-        out.append(f"Points above their attainable roof beyond their own spread: {fmt_num(above)} "
-                   "(see 'Flagged points').")
+        add("above_bound", f"Points above their attainable roof beyond their own spread: {fmt_num(above)} "
+            "(see 'Flagged points').", count=above)
     held = throttled(df)
     if held.any():
-        out.append(f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).")
+        add("throttled", f"{plural(int(held.sum()), 'point')} measured while the clock was held down (throttled).",
+            count=int(held.sum()))
     if energy:
-        out.append(f"Energy model: {energy['e_flop_pj']:.3g} pJ/FLOP, {energy['e_byte_pj']:.3g} pJ/byte, "
-                   f"{energy['static_w']:.3g} W static (R^2 {energy['r2']:.3f} over {energy['points']} points).")
+        add("energy_model", f"Energy model: {energy['e_flop_pj']:.3g} pJ/FLOP, {energy['e_byte_pj']:.3g} pJ/byte, "
+            f"{energy['static_w']:.3g} W static (R^2 {energy['r2']:.3f} over {energy['points']} points).")
     errors = int((df["status"] == "error").sum())
     if errors:
-        out.append(f"{errors} points failed (wrong results or exceptions); they were not timed.")
+        add("failed_points", f"{errors} points failed (wrong results or exceptions); they were not timed.",
+            count=errors)
     caches, _ = device_levels(run.device)
-    out += triton_vs_library(df, DEFAULT.offchip_factor * caches[-1][1] if caches else None)
-    out += [w[0].upper() + w[1:] + "." for w in run_warnings(run)]
-    return out + [f"Analyst's note: {n}" for n in analyst_notes(run)]
+    for line in triton_vs_library(df, DEFAULT.offchip_factor * caches[-1][1] if caches else None):
+        add("triton_vs_library", line)
+    for w in run_warnings(run):
+        add("run_warning", w[0].upper() + w[1:] + ".")
+    for n in analyst_notes(run):
+        add("analyst_note", f"Analyst's note: {n}")
+    return out
+
+
+FINDING_CODES = ("bandwidth", "above_reference", "disputed", "precision_ratio", "ridge", "above_bound", "throttled",
+                 "energy_model", "failed_points", "triton_vs_library", "run_warning", "analyst_note")
+
+
+def findings(run, table: pd.DataFrame, energy: dict | None) -> list[str]:
+    """Return the report's headline findings' sentences, most important first (finding_records)."""
+    return [f["text"] for f in finding_records(run, table, energy)]
 
 
 def throttled(df: pd.DataFrame) -> pd.Series:
@@ -253,17 +277,23 @@ def best_rows(df: pd.DataFrame, columns=BEST_COLUMNS) -> pd.DataFrame:
     return best[[c for c in columns if c in best]].reset_index(drop=True)
 
 
-def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
-    """Return the "Flagged points" sections: the points above their attainable bound, how
-    many per op and then every one grouped by op (none left out: the findings count them
-    all); then the points the runner flagged as measured while the machine was busy or
-    whose time jumped (they set no roof; they need not be above anything)."""
+def flagged_points(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return (the points above their attainable bound beyond their spread, the points the
+    runner flagged as measured while the machine was busy or whose time jumped and that are
+    not above it), each bound with its range (rule 17)."""
     flags = text_column(df, "flag")
-    flagged, up = df[flags != ""], is_above(flags)
-    # each bound with its range (rule 17)
-    above, runner = with_ranges(df[up]), with_ranges(df[(flags != "") & ~up])
+    up = is_above(flags)
+    return with_ranges(df[up]), with_ranges(df[(flags != "") & ~up])
+
+
+def flagged_sections(df: pd.DataFrame) -> list[tuple[str, object]]:
+    """Return the "Flagged points" sections (flagged_points): the points above their attainable
+    bound, how many per op and then every one grouped by op (none left out: the findings count
+    them all); then the points the runner flagged as measured while the machine was busy or
+    whose time jumped (they set no roof; they need not be above anything)."""
+    above, runner = flagged_points(df)
     title = "Flagged points"
-    if flagged.empty:
+    if above.empty and runner.empty:
         return [(title, ["none: every measured point is under its attainable bound within its own spread, "
                          "and none was measured while the machine was busy"])]
     groups = above.groupby("op", sort=False)
