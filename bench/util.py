@@ -164,6 +164,9 @@ class Reason(str):
         out.code = code
         return out
 
+    def __reduce__(self):  # pickled (a worker's result) with its code
+        return (Reason, (str(self), self.code))
+
 
 def first_line(e: BaseException, limit: int = 200) -> str:
     """Return "ExceptionType: first line of its message", cut to limit characters."""

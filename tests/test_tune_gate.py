@@ -118,3 +118,12 @@ def test_the_runner_hands_the_gate_to_a_tuning_launcher(fake_timer):
     [failures] = tuned  # the gate (ctx.verify) rejected the two faster ones, and the row's detail says so
     assert [(c, why.code) for c, why in failures.rejected] == [("racy", "wrong_result"), ("crashy", "crashed")]
     assert failures in ms[0].detail
+
+
+def test_a_rejection_keeps_its_code_across_processes():
+    # a worker's result is pickled: the gate's Reason arrives with its code
+    import pickle
+    x = inputs()
+    why = verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))(lambda: torch.mul(x["a"], 2.5, out=x["b"]))
+    back = pickle.loads(pickle.dumps(why))
+    assert back == why and back.code == "wrong_result"

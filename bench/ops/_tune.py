@@ -206,6 +206,9 @@ class Failures(str):
         out.failed, out.rejected = list(failed), list(rejected)
         return out
 
+    def __reduce__(self):  # pickled as its sentence: a config need not pickle
+        return (str, (str(self),))
+
 
 def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn: Callable, ctx=None,
           smem: Callable | None = None, fallback: Iterable = ()):
