@@ -46,7 +46,7 @@ from bench.measure.registry import (
 )
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
-from bench.util import first_line, itemsize
+from bench.util import Reason, first_line, itemsize
 
 # the precisions gemm.square, gemm.skinny and gemm.search measure: their rows of bench/precisions.py
 # (storage and output dtypes, tolerance, the compute capability each needs, why a CPU lacks one)
@@ -221,8 +221,8 @@ def point_skip(point, device):
     if device.kind == "cuda" and p.min_cc:
         cc = tuple(int(v) for v in device.compute_capability.split("."))
         if cc < p.min_cc:
-            return (f"{p.name} needs compute capability {p.min_cc[0]}.{p.min_cc[1]}+; "
-                    f"this GPU is {device.compute_capability}")
+            return Reason(f"{p.name} needs compute capability {p.min_cc[0]}.{p.min_cc[1]}+; "
+                          f"this GPU is {device.compute_capability}", "below_min_cc")
     return None
 
 
@@ -422,33 +422,37 @@ TMA_SIZES = (4096, 16384)  # the range of max(M, N, K) a GPU run times the TMA G
 
 
 def tma_skip(point, device):
-    """Why the TMA GEMM does not run a point: precisions it lacks, GPUs before Hopper,
-    rows TMA cannot address, a Triton without device-side descriptors, bf16 under the
-    interpreter."""
+    """Why the TMA GEMM does not run a point (a bench.util.Reason, its code in parentheses): precisions
+    it lacks (tma_precision), an AMD GPU (tma_amd), GPUs before Hopper (tma_before_hopper), rows TMA
+    cannot address (tma_stride), a Triton without device-side descriptors (tma_no_descriptor), on a
+    GPU a size outside TMA_SIZES (tma_size) or a precision timed as another (tma_same_as); bf16 under
+    the interpreter is bench/measure/skip.py's rule."""
     from kernels import gemm_tma as kt  # deferred: kernels/ imports Triton, which is optional (Linux only)
     p = PRECISIONS[point["dtype"]]
     if p.name not in kt.PRECISIONS:
-        return "the TMA GEMM covers fp16, bf16, fp8 and int8 (kernels/gemm.py runs the rest)"
+        return Reason("the TMA GEMM covers fp16, bf16, fp8 and int8 (kernels/gemm.py runs the rest)", "tma_precision")
     if device.kind == "cuda" and getattr(device, "vendor", None) == "amd":
-        return "TMA is NVIDIA hardware (Hopper and later): on an AMD GPU kernels/gemm.py's GEMM runs"
+        return Reason("TMA is NVIDIA hardware (Hopper and later): on an AMD GPU kernels/gemm.py's GEMM runs", "tma_amd")
     if device.kind == "cuda":
         major = int(str(device.compute_capability or "0").split(".")[0])
         if major < 9:
-            return (f"TMA tensor descriptors need compute capability 9.0+ (Hopper); this GPU is "
-                    f"{device.compute_capability}: kernels/gemm.py's pointer-load GEMM runs here")
+            return Reason(f"TMA tensor descriptors need compute capability 9.0+ (Hopper); this GPU is "
+                          f"{device.compute_capability}: kernels/gemm.py's pointer-load GEMM runs here",
+                          "tma_before_hopper")
     m, n, k = _mnk(point)
     if (k * itemsize(p.storage)) % 16 or (n * itemsize(p.out)) % 16:
-        return (f"TMA needs 16-byte row strides: K x {itemsize(p.storage)} B and N x {itemsize(p.out)} B must be "
-                f"multiples of 16 (K = {k}, N = {n})")
+        return Reason(f"TMA needs 16-byte row strides: K x {itemsize(p.storage)} B and N x {itemsize(p.out)} B must "
+                      f"be multiples of 16 (K = {k}, N = {n})", "tma_stride")
     import triton.language as tl  # deferred: Triton is optional (Linux only)
     if not hasattr(tl, "make_tensor_descriptor"):
-        return "this Triton has no tl.make_tensor_descriptor (Triton 3.6 or newer has)"
+        return Reason("this Triton has no tl.make_tensor_descriptor (Triton 3.6 or newer has)", "tma_no_descriptor")
     if device.kind == "cuda" and not TMA_SIZES[0] <= max(m, n, k) <= TMA_SIZES[1]:
-        return (f"a GPU run times the TMA GEMM on squares from {TMA_SIZES[0]} to {TMA_SIZES[1]} (its compute roof; "
-                f"kernels/gemm.py times the other shapes)")
+        return Reason(f"a GPU run times the TMA GEMM on squares from {TMA_SIZES[0]} to {TMA_SIZES[1]} (its compute "
+                      f"roof; kernels/gemm.py times the other shapes)", "tma_size")
     if device.kind == "cuda" and p.name in TMA_SAME_AS:
-        return (f"{p.name} runs the same tensor-core MMAs as {TMA_SAME_AS[p.name]} at its rate: a GPU run times the "
-                f"TMA GEMM at bf16, fp8e4m3 and int8 (tests/test_gemm_tma.py checks {p.name} too)")
+        return Reason(f"{p.name} runs the same tensor-core MMAs as {TMA_SAME_AS[p.name]} at its rate: a GPU run times "
+                      f"the TMA GEMM at bf16, fp8e4m3 and int8 (tests/test_gemm_tma.py checks {p.name} too)",
+                      "tma_same_as")
     return None
 
 
