@@ -8,6 +8,7 @@ run (conftest.py's banded_synthetic) with an "interval" (LOW to HIGH times each 
 value: one-sided, as a shared host's noise is) and a "confirmation" added to their roofs, one roof
 (L3) left without either, as a run derived before rule 17 is."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from roofs.analysis.roofline import Roof, Roofline, band_text  # noqa: E402
 from roofs.charts import plot  # noqa: E402
 from roofs.charts.ceilings import BAND_LABEL, draw_roofs  # noqa: E402
 from roofs.charts.labels import LabelPlacer  # noqa: E402
+from roofs.reports.bands import CHECK_WHAT, confirmation_counts, confirmation_findings, judged  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -233,8 +235,13 @@ def test_summary_prints_each_roof_with_its_interval_and_counts_the_confirmations
         iv = None if name in UNBANDED else (LOW * r["value"], HIGH * r["value"])
         assert rows[name] == band_text(r["value"], iv, r["unit"])
     assert rows["l3"] == f"{fmt_num(_measured(run)['l3']['value'])} GB/s"   # the figure alone
-    text = summary(run)
-    assert "confirmation (rule 17): 1 of 3 roofs confirmed, 1 disputed (bf16), 1 unconfirmed" in text
+    model = Roofline(run.roofs)
+    assert {r.name: r.confirmation["status"] for r in judged(model)} == {
+        "dram": "confirmed", "bf16": "disputed", "fp32": "unconfirmed"}
+    # the summary prints the line counting them: 1 of 3 confirmed, 1 disputed (naming bf16), 1 unconfirmed
+    counts = confirmation_counts(model, prefix="")
+    assert counts in summary(run) and "(bf16)" in counts
+    assert [int(n) for n in re.findall(r"\b\d+\b", counts)] == [1, 3, 1, 1]
 
 
 def test_report_lists_each_roofs_confirmation_and_each_disputed_one_as_a_finding(run_a):
@@ -242,15 +249,21 @@ def test_report_lists_each_roofs_confirmation_and_each_disputed_one_as_a_finding
     run = load_run(run_a)
     parts = dict(sections(run))
     conf = next(v for k, v in parts.items() if k.startswith("Confirmation"))
-    assert ("dram: confirmed by stream.triad/torch (another kernel of the same direction), 41.2 GB/s, 39-42.1"
-            in conf)
-    assert f"bf16: disputed: no independent measurement agrees with its band ({CAUSE})." in conf
-    assert "fp32: unconfirmed: rests on one kernel and impl alone (gemm.square, gemm.square/numpy)." in conf
+    # a line per judged roof: its name, its status, and the check that confirms it or the finding and causes
+    lines = {line.split(":")[0]: line for line in conf[1:-1]}
+    assert {name: next(s for s in ("unconfirmed", "disputed", "confirmed") if s in line)
+            for name, line in lines.items()} == {"dram": "confirmed", "bf16": "disputed", "fp32": "unconfirmed"}
+    by = CONFIRMATIONS["dram"]["by"]
+    assert by["impl"] in lines["dram"] and CHECK_WHAT[by["kind"]] in lines["dram"]
+    assert band_text(by["value"], tuple(by["interval"]), "GB/s") in lines["dram"]
+    assert CAUSE in lines["bf16"]
+    assert CONFIRMATIONS["fp32"]["finding"].split(": ", 1)[1] in lines["fp32"]
     assert conf[-1].startswith("Not judged") and "l3" in conf[-1] and "l1" in conf[-1]
+    # one finding per disputed roof, with its impl and the cause of its failing check
     found = parts["Findings"]
-    assert f"bf16 (gemm.square/torch) is disputed: no independent measurement agrees with its band ({CAUSE})." \
-        in found
-    assert not any("fp32 is disputed" in f or "dram is disputed" in f for f in found)
+    [disputed] = [f for f in found if "disputed" in f]
+    assert confirmation_findings(Roofline(run.roofs)) == [disputed]
+    assert disputed.split()[:2] == ["bf16", "(gemm.square/torch)"] and CAUSE in disputed
     dram = _measured(run)["dram"]
     figure = band_text(dram["value"], (LOW * dram["value"], HIGH * dram["value"]), "GB/s")
     assert found[0].startswith(f"DRAM bandwidth: {figure} by")
@@ -262,7 +275,6 @@ def test_report_lists_each_roofs_confirmation_and_each_disputed_one_as_a_finding
 
 
 def test_a_run_derived_before_rule_17_says_so_once_and_counts_nothing():
-    from roofs.reports.bands import confirmation_counts
     from roofs.reports.report import sections
     run = load_run(DATA / "run_a")
     parts = dict(sections(run))
