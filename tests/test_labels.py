@@ -15,7 +15,7 @@ import pytest
 
 from roofs.analysis.bounds import boundary_level
 from roofs.analysis.roofline import Roof, Roofline
-from roofs.charts.ceilings import CHAIN, RoofStyle, draw_roofs
+from roofs.charts.ceilings import CHAIN, RoofStyle, chain_label, draw_roofs
 from roofs.charts.kit import LEVEL_COLORS, level_color
 from roofs.charts.labels import KEY_ROWS, LabelPlacer
 
@@ -192,7 +192,9 @@ def test_elementwise_ceilings_are_dash_dotted_and_named_so_and_levels_keep_their
         assert chain.get_linestyle()[0][1] is not None  # dashed (a solid line has no dash pattern)
         assert tuple(chain.get_linestyle()[0][1]) != tuple(gids["flat:fp32"].get_linestyle()[0][1] or ())
         texts = [r.text for r in placer.requests]
-        assert "fp32 elementwise ceiling 34 GFLOP/s" in texts
+        roof = next(r for r in crowded_model().roofs if r.name == "fp32.elementwise")
+        named = [t for t in texts if t.startswith(chain_label(roof) + " ")]  # its name as the charts write it
+        assert roof.value == 33.6 and len(named) == 1 and named[0].endswith(" 34 GFLOP/s")  # at 2 digits
         assert not any(t.startswith("fp32.elementwise") for t in texts)
         for level in ("l1", "l2", "l3", "dram"):
             assert matplotlib.colors.same_color(gids[f"slope:{level}"].get_color(), LEVEL_COLORS[level])
