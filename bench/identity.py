@@ -10,6 +10,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from bench.util import Reason
+
 
 def machine_key(device: dict, with_machine_id: bool = True) -> str:
     """Return 12 hex digits that tell one machine from another, hashed from run.json's device:
@@ -53,33 +55,45 @@ def device_identity(device: dict, run_dir) -> dict:
     return {"host": host, "id": uid, "pci_bus_id": device.get("pci_bus_id")}
 
 
+# the codes of other_machine's sentences: measured on another machine; or it cannot be told from this one
+OTHER_MACHINE = "other_machine"
+UNKNOWN_MACHINE = "unknown_machine"
+
+
+def differing_parts(recorded: dict, here: dict) -> list[str]:
+    """Return the parts in which device record `recorded` differs from `here` (both
+    DeviceInfo.to_dict records), as other_machine names them: ["GPU UUID"] when both have a UUID
+    and they differ, else those of host name, machine id, model, CPU signature, flags, caches
+    and memory (whole GiB) that differ; a part one side did not record (older runs) is not a
+    difference."""
+    if recorded.get("uuid") and here.get("uuid"):
+        return [] if recorded["uuid"] == here["uuid"] else ["GPU UUID"]
+    caches = lambda d: [(c.get("name"), c.get("size_bytes"), c.get("instances"))  # noqa: E731
+                        for c in d.get("caches") or []]
+    gib = lambda d: round(d["memory_bytes"] / 2**30) if d.get("memory_bytes") else None  # noqa: E731
+    checks = [("host name", lambda d: d.get("host")), ("machine id", lambda d: d.get("machine_id")),
+              ("model", lambda d: d.get("name")), ("CPU signature", lambda d: d.get("cpu_signature")),
+              ("flags", lambda d: sorted(d.get("cpu_flags") or [])), ("caches", caches), ("memory", gib)]
+    return [what for what, get in checks if get(recorded) not in (None, []) and get(here) not in (None, [])
+            and get(recorded) != get(here)]
+
+
 def other_machine(recorded: dict, here: dict) -> str:
     """Return one sentence when the roofs of a run whose device is `recorded` were measured on
-    another machine than `here` (both DeviceInfo.to_dict records), else "". Compared: a GPU's
-    UUID, the host, the machine id, the model and CPU signature, flags, caches, memory (the
-    parts of machine_key); a run that recorded no machine id and matches in every other part
-    cannot be told from this machine, and the sentence says so."""
-    if recorded.get("uuid") and here.get("uuid"):
-        if recorded["uuid"] == here["uuid"]:
-            return ""
-        differ = ["GPU UUID"]
-    else:
-        caches = lambda d: [(c.get("name"), c.get("size_bytes"), c.get("instances"))  # noqa: E731
-                            for c in d.get("caches") or []]
-        gib = lambda d: round(d["memory_bytes"] / 2**30) if d.get("memory_bytes") else None  # noqa: E731
-        checks = [("host name", lambda d: d.get("host")), ("machine id", lambda d: d.get("machine_id")),
-                  ("model", lambda d: d.get("name")), ("CPU signature", lambda d: d.get("cpu_signature")),
-                  ("flags", lambda d: sorted(d.get("cpu_flags") or [])), ("caches", caches), ("memory", gib)]
-        # a part one side did not record (older runs) is not a difference
-        differ = [what for what, get in checks if get(recorded) not in (None, []) and get(here) not in (None, [])
-                  and get(recorded) != get(here)]
-        if not differ and not recorded.get("machine_id"):
-            return ("the roofs' run recorded no machine id, so it cannot be told from this machine (the same model, "
-                    "flags and caches): if it ran on another machine, its bounds describe that one; re-measure here "
-                    "(python run_bench.py --quick) to be sure")
+    another machine than `here` (both DeviceInfo.to_dict records), else "": a bench.util.Reason
+    with code OTHER_MACHINE naming the parts that differ (differing_parts); a run that recorded
+    no machine id and matches in every other part cannot be told from this machine, and the
+    sentence (code UNKNOWN_MACHINE) says so."""
+    differ = differing_parts(recorded, here)
+    both_uuids = recorded.get("uuid") and here.get("uuid")
+    if not differ and not both_uuids and not recorded.get("machine_id"):
+        return Reason("the roofs' run recorded no machine id, so it cannot be told from this machine (the same model, "
+                      "flags and caches): if it ran on another machine, its bounds describe that one; re-measure here "
+                      "(python run_bench.py --quick) to be sure", UNKNOWN_MACHINE)
     if not differ:
         return ""
-    return (f"the roofs were measured on another machine ({recorded.get('name', '?')} on "
-            f"{recorded.get('host') or 'an unrecorded host'}; {', '.join(differ)} differ from this "
-            f"{here.get('name', '?')} on {here.get('host', '?')}): its bounds describe that machine, so a percentage "
-            "of them says little here; measure this one (python run_bench.py --quick) and use its run")
+    return Reason(f"the roofs were measured on another machine ({recorded.get('name', '?')} on "
+                  f"{recorded.get('host') or 'an unrecorded host'}; {', '.join(differ)} differ from this "
+                  f"{here.get('name', '?')} on {here.get('host', '?')}): its bounds describe that machine, so a "
+                  "percentage of them says little here; measure this one (python run_bench.py --quick) and use its "
+                  "run", OTHER_MACHINE)

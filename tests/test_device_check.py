@@ -30,7 +30,10 @@ H200 = spec_device("h200")
 
 def test_the_script_parses_and_runs_the_check_module():
     assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
-    assert 'exec "${PYTHON:-python3}" -m bench.devcheck "$@"' in SCRIPT.read_text()
+    # run with `echo` as its interpreter, the script says what it would run: the check module, with its arguments
+    shown = subprocess.run(["bash", str(SCRIPT), "--dry", "--steps", "env"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHON": "echo"})
+    assert shown.returncode == 0 and shown.stdout.split() == ["-m", "bench.devcheck", "--dry", "--steps", "env"]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from bench import api
 from bench.hw.device import CacheLevel, DeviceInfo, cpu_info, pci_of
 from bench.hw.nvidia import _pci_text
-from bench.identity import device_identity, machine_key, other_machine
+from bench.identity import OTHER_MACHINE, UNKNOWN_MACHINE, device_identity, differing_parts, machine_key, other_machine
 
 DATA = Path(__file__).parent / "data"
 
@@ -42,7 +42,8 @@ def test_two_vms_named_alike_are_two_devices(change, what):
     other = dataclasses.replace(VM, **change)
     assert other.id != VM.id and other.id.startswith("vm:cpu:")
     w = other_machine(other.to_dict(), VM.to_dict())
-    assert f"; {what} differ from this AMD EPYC on vm)" in w and "\n" not in w
+    assert differing_parts(other.to_dict(), VM.to_dict()) == [what]
+    assert w.code == OTHER_MACHINE and what in w and "\n" not in w
     # MemTotal moves by a few KiB between boots: the same machine still
     same = dataclasses.replace(VM, memory_bytes=VM.memory_bytes - 8192)
     assert same.id == VM.id and other_machine(same.to_dict(), VM.to_dict()) == ""
@@ -75,7 +76,7 @@ def test_old_runs_get_an_identity_derived_from_what_they_recorded():
     assert i4.startswith("vm:cpu:") and i5.startswith("vm:cpu:") and i4 != i5
     assert device_identity(dict(zen4), "/r/c")["id"] == i4   # two runs of one old machine: one device
     # it recorded no machine id: one that matches in everything else cannot be told from this machine
-    assert "recorded no machine id, so it cannot be told from this machine" in other_machine(zen4, VM.to_dict())
+    assert other_machine(zen4, VM.to_dict()).code == UNKNOWN_MACHINE and differing_parts(zen4, VM.to_dict()) == []
 
 
 def test_roofs_from_another_machines_run_warn_in_one_sentence():
