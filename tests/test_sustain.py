@@ -67,12 +67,13 @@ def test_burst_roofs_ignore_the_sustained_rows_and_carry_both_figures():
     # a window that stepped down halfway is still the sustained figure, marked unsteady
     assert bf16.extra["sustained"]["value"] == 640e3 and bf16.extra["sustained"]["steady"] is False
     # a roof with no window says why
-    assert l2.extra["sustained"] is None and "none of its candidates" in l2.extra["sustained_why"]
+    assert l2.extra["sustained"] is None and l2.extra["sustained_code"] == "no_window"
 
 
 def test_a_run_without_the_phase_says_so():
     roofs, _ = merged(gpu_rows(sustained=False), GPU)
     assert roofs[("bandwidth", "hbm")].extra["sustained"] is None
+    assert roofs[("bandwidth", "hbm")].extra["sustained_code"] == "no_phase"
     assert "--sustain 0" in roofs[("bandwidth", "hbm")].extra["sustained_why"]
 
 

@@ -176,14 +176,15 @@ def _status(roof: Roof, checks: list) -> dict:
 
 
 def _sustained(roof: Roof, sus: pd.DataFrame, device: dict, policy: Policy) -> dict:
-    """Return the extra keys "burst", "sustained" (or "sustained_why") of one roof (rule 14)."""
+    """Return the extra keys "burst", "sustained" (or "sustained_why" and its "sustained_code":
+    no_phase, no_window) of one roof (rule 14)."""
     if sus.empty:
-        return {"burst": roof.value, "sustained": None,
+        return {"burst": roof.value, "sustained": None, "sustained_code": "no_phase",
                 "sustained_why": "no sustained phase in this run (--sustain 0, or a run before it)"}
     rows = candidate_rows(sus, roof.kind, roof.name, device, roof)
     rows = rows[usable(rows, policy)] if not rows.empty else rows  # a busy window is no sustained figure
     if rows.empty:
-        return {"burst": roof.value, "sustained": None,
+        return {"burst": roof.value, "sustained": None, "sustained_code": "no_window",
                 "sustained_why": "none of its candidates ran a sustained window (failed or skipped)"}
     rate = "gflops" if roof.kind == "compute" else "gbps"
     best = rows.loc[rows[rate].astype(float).idxmax()]

@@ -38,7 +38,7 @@ import pandas as pd
 from bench import precisions
 from bench.policy import DEFAULT, Policy
 from bench.results import first_pass_id, is_runner_flag, text_column, usable
-from bench.util import fmt_bytes, fmt_num, low_time, number, offchip_level
+from bench.util import Reason, fmt_bytes, fmt_num, low_time, number, offchip_level
 from roofs.analysis.launch_floor import launch_floor_roofs
 from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import (
@@ -54,6 +54,7 @@ from roofs.analysis.statistic import ceiling, measurements
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
+KERNEL_LIMIT = "kernel_limit"  # a note's code: sizes or a level read slower than an outer one (a finding)
 COMPUTE_FAMILIES = ("gemm", "fma")
 # why a precision's own rows run below its roof (extra.own_reason): no unit of its own, so every
 # call converts its inputs to the wider precision whose path is its roof (rule 10)
@@ -285,9 +286,10 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
     notes = []
     if limited.any():
         cut = env[limited]
-        notes.append(f"{len(cut)} size(s) from {fmt_bytes(cut['working_set_bytes'].min())} to "
-                     f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: their "
-                     "kernels' own limit (or per-call cost), left out of the levels (a finding)")
+        notes.append(Reason(f"{len(cut)} size(s) from {fmt_bytes(cut['working_set_bytes'].min())} to "
+                            f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: "
+                            "their kernels' own limit (or per-call cost), left out of the levels (a finding)",
+                            KERNEL_LIMIT))
     plats = _offchip_merged(plateaus(env[~limited], max(len(caches), 1) + 1, policy), caches)
     names = _names(plats, caches, memory)
     kinds = directions(rows)
@@ -486,8 +488,9 @@ def physical_order(roofs: list, caches, memory: str) -> tuple[list, list[str]]:
                 continue
             gone |= {name} if not suffix else set()
             gone.add(name + suffix)
-            notes.append(f"{mine.name}: {fmt_num(mine.value)} GB/s ({mine.op}) reads slower than {outer.name}'s "
-                         f"{fmt_num(outer.value)}: its kernel's own limit, not the cache (a finding)")
+            notes.append(Reason(f"{mine.name}: {fmt_num(mine.value)} GB/s ({mine.op}) reads slower than "
+                                f"{outer.name}'s {fmt_num(outer.value)}: its kernel's own limit, not the cache "
+                                "(a finding)", KERNEL_LIMIT))
     return [r for r in roofs if not (r.kind == "bandwidth" and (r.name in gone or r.name.split(".")[0] in gone))], notes
 
 
