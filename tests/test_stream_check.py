@@ -26,7 +26,8 @@ def test_the_copy_compiles_checks_itself_and_says_what_it_counted(tmp_path):
     assert out.returncode == 0, out.stderr
     words = out.stdout.split()
     assert words[:2] == ["copy", "best"] and float(words[2]) > 0 and float(words[5]) <= float(words[2])
-    assert f"(2 x {1 << 20} bytes, 2 trials," in out.stdout
+    # what it counted: 2 x the size in bytes a trial, over the 2 trials asked for
+    assert words[7:13] == ["(2", "x", str(1 << 20), "bytes,", "2", "trials,"]
 
 
 def _run_folder(path, roofs, measure_wall_s=40.0, timed_s=24.0, predicted_s=50.0):
