@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.util import CLOCK_TICKS, machine_cpu_seconds, others_cores
+from bench.util import CLOCK_TICKS, Reason, machine_cpu_seconds, others_cores
 
 PERIOD_S = 0.01
 # NVML clock-event reasons that mean the clock was held down, by bit
@@ -50,6 +50,9 @@ NVML_SUCCESS = 0
 NVML_PERIOD_S = 1.0   # nvmlDeviceGetPowerUsage averages over 1 s (Ampere and later); the counter moves as slowly
 RAPL_PERIOD_S = 0.05  # RAPL counters update about every millisecond; read only at a window's ends
 MIN_INSTANT_READINGS = 10  # instant power x window needs at least this many readings
+# the codes of energy_note, why a window has no energy: a sweep's window (energy is read over the
+# sustained windows only), a window shorter than the sensor's period, nothing read
+NOT_SUSTAINED, SHORTER_THAN_PERIOD, NOTHING_READ = "not_sustained", "shorter_than_period", "nothing_read"
 
 
 def _mean(xs):
@@ -239,7 +242,8 @@ class Sampler:
         out = summarize(inside, t1 - t0, e0, e1, self.source.name, self.source.note, self.source.power_kind,
                         self.source.energy_period_s)
         if not self.energy:
-            out.update(energy_j=None, energy_from="", energy_note="energy is measured over sustained windows only")
+            note = Reason("energy is measured over sustained windows only", NOT_SUSTAINED)
+            out.update(energy_j=None, energy_from="", energy_note=note)
         return out
 
 
@@ -255,7 +259,8 @@ def summarize(samples, window_s, e0, e1, source="none", note="", power_kind="", 
     held = [n for n in names if n not in BENIGN]
     energy, energy_from, energy_note = None, "", ""
     if window_s < energy_period_s:
-        energy_note = f"a {window_s:.3g} s window is shorter than the sensor's {energy_period_s:g} s period: no energy"
+        energy_note = Reason(f"a {window_s:.3g} s window is shorter than the sensor's {energy_period_s:g} s period: "
+                             "no energy", SHORTER_THAN_PERIOD)
     elif power_kind == "instant" and len(power) >= MIN_INSTANT_READINGS and window_s > 0:
         energy, energy_from = _mean(power) * window_s, "instant power x window"
     elif e0 is not None and e1 is not None and e1 > e0:
@@ -263,7 +268,7 @@ def summarize(samples, window_s, e0, e1, source="none", note="", power_kind="", 
     elif power and window_s > 0:
         energy, energy_from = _mean(power) * window_s, "mean power x window"
     else:  # a counter that did not move measured nothing, not 0 J
-        energy_note = "the energy counter did not move and no power was read"
+        energy_note = Reason("the energy counter did not move and no power was read", NOTHING_READ)
     clocks = col("clock_mhz")
     return {"source": source, "note": note, "window_s": window_s, "samples": len(samples),
             "clock_mhz": _mean(clocks), "clock_min_mhz": min(clocks) if clocks else None,
