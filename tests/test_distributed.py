@@ -11,6 +11,7 @@ import pytest
 from conftest import session_run
 
 from bench.run.comm import bus_factor
+from roofs.reports.report import NO_ROOF_LEVELS
 
 ROOT = Path(__file__).parent.parent
 # three ranks: a count that is no power of two, so that no bus factor or pair count holds by
@@ -77,7 +78,7 @@ def test_collectives_with_gloo(gloo_runs, procs):
     assert meta["command"].endswith(f"--comm --procs {procs} --quick --max-ws 64KiB --out {tmp_path}")
     assert meta["options"]["procs"] == procs and meta["run_kind"] == "comm" and meta["ranks"] == procs
     md = (node / "comm" / "report.md").read_text()
-    assert "## Link roofs" in md and "Levels without a roof" not in md and "dram" not in md
+    assert "## Link roofs" in md and NO_ROOF_LEVELS not in md and "dram" not in md
     assert "roofline.png" not in md and "bandwidth.png" not in md
     assert r.stdout.count("processes (gloo)") == 1 and "OMP_NUM_THREADS" not in r.stdout + r.stderr
 
@@ -117,7 +118,11 @@ def test_all_devices_side_by_side(all_devices_run):
                              "estimator writes no note on any level when no stream row counts (reported to the lead)")
         assert said, doc["notes"]
     rank0 = json.loads(next(node.glob("rank0-*/run.json")).read_text())
-    assert "run_bench.py --all-devices --procs 2" in rank0["command"] and rank0["options"]["all_devices"] is True
+    # each rank's run.json records the command that started it, with its options
+    words = rank0["command"].split()
+    assert any(w.endswith("run_bench.py") for w in words) and "--all-devices" in words
+    assert words[words.index("--procs") + 1] == "2"
+    assert rank0["options"]["all_devices"] is True and rank0["options"]["procs"] == 2
 
 
 def test_no_gpu_and_too_few_ranks_are_one_sentence(tmp_path, cli_in_process):
