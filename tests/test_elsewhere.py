@@ -66,7 +66,7 @@ def _run_folder(d: Path) -> Path:
     (lambda d: (d / "run.json").unlink(), "not_a_run"),
     (lambda d: (d / "measurements.csv").unlink(), "not_a_run"),
     (lambda d: (d / "run.json").write_text("{"), "corrupt"),
-    (lambda d: (d / "measurements.csv").write_text("op,family\nx,"), "corrupt"),
+    (lambda d: (d / "measurements.csv").write_text("op,family\nx,"), "cut_row"),
     (lambda d: (d / "run.json").write_text('{"schema_version": 99}'), "schema"),
     (lambda d: (d / "measurements.csv").write_text("op,family\nx,y\n"), "schema"),
 ])

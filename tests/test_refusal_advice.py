@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import run_bench
+from bench.results import load_run
+from bench.run import options
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -76,13 +78,15 @@ def test_a_cut_last_row_deleted_as_advised_keeps_the_rows_before_it(capsys, tmp_
     csv = run / "measurements.csv"
     rows = csv.read_bytes().count(b"\n") - 1
     csv.write_bytes(csv.read_bytes()[:-40])       # the process died inside the last row
-    err = refusal(["report", str(run), "--no-charts"], capsys)  # the pictures: tests/test_report.py
-    assert "delete that partial last line to keep the rows before it" in err
+    refused = len(options.REFUSED)
+    refusal(["report", str(run), "--no-charts"], capsys)  # the pictures: tests/test_report.py
+    assert options.REFUSED[refused:] == ["cut_row"]
     raw = csv.read_bytes()
-    csv.write_bytes(raw[:raw.rindex(b"\n") + 1])  # done exactly as it says
+    csv.write_bytes(raw[:raw.rindex(b"\n") + 1])  # delete the partial last line, as it says
     out = works(["report", str(run), "--no-charts"], capsys)
-    assert f"holds {rows - 1} of the {rows} points run.json records: the last 1 point (cut off its end) is lost" in out
-    assert "report:" in out
+    kept = load_run(run)
+    assert (len(kept.measurements), kept.lost_points) == (rows - 1, 1)
+    assert kept.lost_note in out and "report:" in out
 
 
 @pytest.mark.parametrize("argv,meant", [

@@ -459,7 +459,8 @@ def load_measurements(path: Path) -> pd.DataFrame:
     raw = path.read_bytes() if path.exists() else b""
     if raw and not raw.endswith(b"\n"):  # before parsing: a cut inside a quoted field fails the parser first
         raise ResultsError(f"{path} ends in the middle of a row (cut at byte {len(raw)}): restore the file, or delete "
-                           "that partial last line to keep the rows before it; nothing was read or rewritten.")
+                           "that partial last line to keep the rows before it; nothing was read or rewritten.",
+                           code="cut_row")
     try:
         df = pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS})
     except FileNotFoundError:
