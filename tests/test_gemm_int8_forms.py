@@ -32,7 +32,7 @@ def test_cpu_launcher_uses_the_tn_form():
     point = {"dtype": "int8", "shape": (32, 48, 64)}
     x = g.make_inputs(point, "cpu")
     fn = g._torch_launcher(x, LaunchContext(point))
-    assert fn.detail.startswith("torch._int_mm, TN")
+    assert fn.detail.startswith("torch._int_mm, TN") and fn.form == "TN" and not hasattr(fn, "compared")
     fn()
     assert torch.equal(x["c"].double(), g.reference(x))
 
@@ -42,7 +42,7 @@ def test_gpu_launcher_times_both_forms_and_keeps_one():
     point = {"dtype": "int8", "shape": (1024, 1024, 1024)}
     x = g.make_inputs(point, "cuda")
     fn = g._torch_launcher(x, LaunchContext(point))
-    assert "the faster of TN, NN" in fn.detail
+    assert fn.compared == ("TN", "NN") and fn.form in fn.compared and fn.detail.startswith(f"torch._int_mm, {fn.form}")
     fn()
     torch.cuda.synchronize()
     assert torch.equal(x["c"].double(), g.reference(x))
