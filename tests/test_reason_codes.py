@@ -66,3 +66,42 @@ def test_refuse_records_the_code_and_prints_the_sentence(capsys):
     assert options.REFUSED[before:] == ["some_code", "other_code"]
     assert capsys.readouterr().err == "roofbench: a sentence.\nroofbench: another sentence.\n"
     del options.REFUSED[before:]
+
+
+# the tests whose subject is a document's text: they check what a reader is told, by design
+DOC_TESTS = {"test_docs.py", "test_readme.py", "test_readme_figures.py"}
+PROSE_CHARS = 20
+
+
+def prose_asserts(trees) -> list[str]:
+    """Return "file:line" of each assert that tests whether a phrase of PROSE_CHARS characters or
+    more (a string literal, or an f-string's literal parts) is in or not in something."""
+    out = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Assert):
+                continue
+            for sub in ast.walk(node.test):
+                if not (isinstance(sub, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in sub.ops)):
+                    continue
+                left = sub.left
+                text = left.value if isinstance(left, ast.Constant) and isinstance(left.value, str) else \
+                    "".join(v.value for v in left.values if isinstance(v, ast.Constant)) \
+                    if isinstance(left, ast.JoinedStr) else ""
+                if len(text) >= PROSE_CHARS:
+                    out.append(f"{path.name}:{node.lineno}")
+                    break
+    return out
+
+
+def test_no_test_asserts_on_a_prose_phrase():
+    """Tests assert on reason codes and numbers; a message's wording is free to change."""
+    tests = sorted(p for p in (ROOT / "tests").glob("*.py") if p.name not in DOC_TESTS)
+    assert prose_asserts({p: ast.parse(p.read_text()) for p in tests}) == []
+
+
+def test_the_scan_finds_a_prose_assert():
+    src = ("def test_x(out):\n    assert 'a sentence of some length' in out\n    assert 'short' in out\n"
+           "    assert out == 1, 'a message after the assert is no test of prose'\n"
+           "    assert f'{out} and a phrase long enough' not in out\n")
+    assert prose_asserts({ROOT / "tests" / "test_x.py": ast.parse(src)}) == ["test_x.py:2", "test_x.py:5"]
