@@ -22,8 +22,9 @@ def test_the_device_check_runs_the_gates_first(device_check_dry):
     out = device_check_dry  # conftest.py: `bash .ci/device-check --dry`, once per session
     assert out.returncode == 0, out.stderr
     steps = [line.split()[0] for line in out.stdout.splitlines()[2:] if line.startswith("  ") and "s " in line]
-    # the gates (tests/test_gpu_paths.py) after the precompile, before any run step
-    assert steps[:5] == ["env", "precompile", "gates", "roofs-memory", "roofs-compute"], out.stdout
+    # the gates (tests/test_gpu_paths.py) after the precompile, then the other CUDA-only tests
+    # (bench/devcheck/cuda_tests.py), before any run step
+    assert steps[:6] == ["env", "precompile", "gates", "kernels", "roofs-memory", "roofs-compute"], out.stdout
 
 
 def test_the_gpu_path_tests_cover_every_tma_configuration_of_the_quick_plan():
