@@ -158,6 +158,7 @@ def test_fp6_bytes_hand_worked():
     assert f.fp4_bytes(256, 256, 256, "mxfp4") == 65536 + 4096 + 131072
 
 
+@pytest.mark.slow   # it compiles Triton's dot_scaled for sm_100 to learn what this Triton takes (seconds)
 def test_fp6_runs_on_sm100_only_through_a_triton_that_takes_it():
     point = {"dtype": "fp6e2m3", "shape": (1024, 1024, 1024)}
     code = lambda why: (why or "").split(":")[0]  # noqa: E731
