@@ -24,6 +24,7 @@ from bench.hw import counters as hw
 from bench.hw.device import cpu_info
 from bench.results import COUNTER_COLUMNS, COUNTERS, Measurement, load_counters, load_run
 from bench.run import counters_phase, replay
+from roofs.analysis import confirm as confirm_mod
 from roofs.reports.brief import brief
 from roofs.reports.report import counter_lines, counters_section
 
@@ -188,13 +189,13 @@ COPY_H2D = measurement("transfer.h2d", "transfer", "transfer.h2d/torch", {"bytes
 
 
 def test_the_chosen_points_are_each_roofs_best_then_each_familys_fastest(monkeypatch):
-    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [("hbm", SLOW_COPY)])
+    monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [("hbm", SLOW_COPY)])
     chosen = counters_phase.choose([SLOW_COPY, COPY_M, GEMM_M, COPY_H2D], GPU)
     assert [(why, m.impl) for why, m in chosen] == [("hbm roof", "stream.copy/torch"),
                                                      ("stream's fastest point", "stream.copy/triton"),
                                                      ("gemm's fastest point", "gemm.square/torch")]
     assert len(counters_phase.choose([SLOW_COPY, COPY_M, GEMM_M], GPU, most=2)) == 2
-    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [("hbm", COPY_M)])
+    monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [("hbm", COPY_M)])
     assert counters_phase.choose([COPY_M], GPU)[0][0] == "hbm roof, stream's fastest point"
 
 
@@ -205,7 +206,7 @@ def test_the_phase_replays_under_a_faked_ncu_into_counters_csv_and_the_report(tm
 cat "{DATA}/$f.csv"
 echo 'roofbench-replay: {{"op": "x", "impl": "y", "detail": "BLOCK_SIZE=1024"}}' >&2""")
     monkeypatch.setenv(hw.NCU_ENV, str(ncu))
-    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [])
+    monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [])
     said = []
     info = counters_phase.run_phase([COPY_M, GEMM_M], GPU, 6, True, run, said.append)
     assert info["tool"] == str(ncu) and info["points"] == 2 and info["flagged"] == 1 and info["why"] == ""
@@ -246,7 +247,7 @@ def test_the_replay_finds_the_checkout_from_any_folder(tmp_path, monkeypatch):
 def test_a_refusing_machine_stops_the_phase_after_one_point(tmp_path, monkeypatch):
     ncu = fake_ncu(tmp_path, "echo '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'\nexit 1")
     monkeypatch.setenv(hw.NCU_ENV, str(ncu))
-    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [])
+    monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [])
     info = counters_phase.run_phase([COPY_M, GEMM_M], GPU, 6, False, tmp_path, lambda line: None)
     assert info["points"] == 1 and "ERR_NVGPUCTRPERM" in info["why"]
     df = load_counters(tmp_path)
@@ -255,7 +256,7 @@ def test_a_refusing_machine_stops_the_phase_after_one_point(tmp_path, monkeypatc
 
 def test_a_point_the_replay_cannot_carry_is_an_error_row(tmp_path, monkeypatch):
     monkeypatch.setenv(hw.NCU_ENV, str(fake_ncu(tmp_path, f"cat '{DATA / 'copy.csv'}'")))
-    monkeypatch.setattr(counters_phase, "candidates", lambda rows, device, per_roof: [])
+    monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [])
     odd = dataclasses.replace(COPY_M, point={"dtype": "float32", "ws_bytes": object()})
     info = counters_phase.run_phase([odd], GPU, 6, False, tmp_path, lambda line: None)
     df = load_counters(tmp_path)

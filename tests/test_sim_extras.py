@@ -165,5 +165,4 @@ def test_the_extras_choose_the_windows_and_counted_points_by_the_runners_own_rul
     ours, theirs = counted_points(sweep, m, 6), counters_phase.choose(sweep, dev, 6)
     assert ours == theirs and len(ours) == 6
     assert [extras.formula_of(x, w) for w, x in ours] == [counters_phase.formula_of(x, w) for w, x in theirs]
-    assert (extras.DEFAULT_POINTS, extras.IDLE_MIN_S, extras.NO_KERNELS) == (
-        counters_phase.DEFAULT_POINTS, sustain_phase.IDLE_MIN_S, counters_phase.NO_KERNELS)
+    assert (extras.DEFAULT_POINTS, extras.IDLE_MIN_S) == (counters_phase.DEFAULT_POINTS, sustain_phase.IDLE_MIN_S)

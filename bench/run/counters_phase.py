@@ -27,40 +27,21 @@ from pathlib import Path
 from bench.hw import counters as hw
 from bench.hw import device as devmod
 from bench.results import Measurement, append_counters
-from bench.run.sustain_phase import candidates
 from bench.util import first_line
+from roofs.analysis.confirm import counted_choice
 
 DEFAULT_POINTS = 6        # --counters without a number
 REPLAY_TIMEOUT_S = 240.0  # one point's replay under ncu (its import, setup, tuning and kernel replays)
-NO_KERNELS = ("transfer",)  # families whose points launch no kernel (copies between host and device)
 # failures of the machine, not of a point: every later replay would fail alike
 MACHINE_FAILURES = tuple(why for needle, why in hw.FAILURES if needle != "No kernels were profiled")
-
-
-def _rate(m: Measurement) -> float:
-    return m.gflops if m.flops else m.gbps
 
 
 def choose(measurements: list[Measurement], device: devmod.DeviceInfo, most: int = DEFAULT_POINTS
            ) -> list[tuple[str, Measurement]]:
     """Return [(why it was chosen, the sweep's measurement)]: each roof's best candidate, then
-    each family's fastest point, each point once, at most `most` (module docstring)."""
-    sweep = [m for m in measurements if m.status == "ok" and m.mode != "sustained" and m.family not in NO_KERNELS]
-    out: dict[str, tuple[str, Measurement]] = {}
-    try:
-        roofs = candidates(sweep, device, per_roof=1)
-    except Exception:  # noqa: BLE001 -- rows no roof can be derived from: each family's fastest still stands
-        roofs = []
-    for label, m in roofs:
-        out.setdefault(m.point_id, (f"{label} roof", m))
-    best: dict[str, Measurement] = {}
-    for m in sweep:
-        if m.family not in best or _rate(m) > _rate(best[m.family]):
-            best[m.family] = m
-    for fam, m in best.items():
-        label = f"{fam}'s fastest point"
-        out[m.point_id] = (out[m.point_id][0] + ", " + label, m) if m.point_id in out else (label, m)
-    return list(out.values())[:most]
+    each family's fastest point, each point once, at most `most` (module docstring;
+    roofs.analysis.confirm.counted_choice)."""
+    return counted_choice(measurements, device.to_dict(), most)
 
 
 def formula_of(m: Measurement, why: str) -> dict:

@@ -18,8 +18,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-import pandas as pd
-
 from bench.hw import device as devmod
 from bench.hw.detect import make_source
 from bench.hw.telemetry import Sampler
@@ -28,7 +26,7 @@ from bench.measure.runner import Plan, Runner, Task, progress_line
 from bench.measure.timing import TimerConfig
 from bench.policy import DEFAULT
 from bench.results import Measurement
-from roofs.analysis.confirm import PER_ROOF, candidate_rows, derive_roofs, pick, targets
+from roofs.analysis.confirm import PER_ROOF, phase_candidates
 from roofs.analysis.model import SUSTAINED_MODE
 
 TRUST_MIN_SAMPLES = DEFAULT.min_samples
@@ -52,18 +50,8 @@ def sustained_timer(window_s: float, base: TimerConfig | None = None) -> TimerCo
 def candidates(measurements: list[Measurement], device: devmod.DeviceInfo,
                per_roof: int = PER_ROOF) -> list[tuple[str, Measurement]]:
     """Return [(the roof it stands for, the sweep's measurement)] in run order: each roof's
-    best per_roof candidates (roofs.analysis.confirm), each point once."""
-    if not measurements:
-        return []
-    rows = pd.DataFrame([m.row() for m in measurements])
-    dev = device.to_dict()
-    roofs, _ = derive_roofs(rows, dev, {m.point_id: list(m.samples_s) for m in measurements})
-    chosen: dict[int, str] = {}
-    for kind, name, roof in targets(roofs, rows, dev):
-        for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof).index:
-            chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
-    return [(label, measurements[i]) for i, label in sorted(chosen.items())]
-
+    best per_roof candidates, each point once (roofs.analysis.confirm.phase_candidates)."""
+    return phase_candidates(measurements, device.to_dict(), per_roof)
 
 def idle_power(source, seconds: float) -> dict:
     """Return {idle_w, idle_window_s, idle_from}: the power drawn with nothing running, read

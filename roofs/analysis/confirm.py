@@ -235,3 +235,47 @@ def derive_roofs(rows: pd.DataFrame, device: dict, samples: dict | None = None, 
     roofs, notes, rates = estimate(rows, device, samples, policy)
     roofs, more = confirm(roofs, rows, rates, device, counters, policy)
     return roofs, notes + more
+
+
+NO_KERNEL_FAMILIES = ("transfer",)   # families whose points launch no kernel (host-device copies)
+
+
+def phase_candidates(measurements: list, device: dict, per_roof_n: int) -> list[tuple]:
+    """Return [(the roofs it stands for, "+"-joined; the measurement)] in run order: each level and
+    precision roof's best per_roof_n candidates among measurements (objects with row(),
+    point_id, samples_s: bench.results.Measurement), each point once. The sustained phase runs
+    these (bench/run/sustain_phase.py), and the simulator's extras as it does."""
+    if not measurements:
+        return []
+    rows = pd.DataFrame([m.row() for m in measurements])
+    roofs, _ = derive_roofs(rows, device, {m.point_id: list(m.samples_s) for m in measurements})
+    chosen: dict[int, str] = {}
+    for kind, name, roof in targets(roofs, rows, device):
+        for i in pick(candidate_rows(rows, kind, name, device, roof), kind, per_roof_n).index:
+            chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
+    return [(label, measurements[i]) for i, label in sorted(chosen.items())]
+
+
+def counted_choice(measurements: list, device: dict, most: int) -> list[tuple]:
+    """Return [(why it was chosen, the measurement)] the counters phase replays
+    (bench/run/counters_phase.py): each roof's best candidate, then each family's fastest point
+    (GFLOP/s, GB/s without FLOPs), each point once, at most `most`; sustained windows and
+    families that launch no kernel are never counted."""
+    sweep = [m for m in measurements if m.status == "ok" and m.mode != SUSTAINED_MODE
+             and m.family not in NO_KERNEL_FAMILIES]
+    try:
+        roofs = phase_candidates(sweep, device, 1)
+    except Exception:  # noqa: BLE001 -- rows no roof can be derived from: each family's fastest still stands
+        roofs = []
+    out = {}
+    for label, m in roofs:
+        out.setdefault(m.point_id, (f"{label} roof", m))
+    best = {}
+    rate = lambda m: m.gflops if m.flops else m.gbps  # noqa: E731
+    for m in sweep:
+        if m.family not in best or rate(m) > rate(best[m.family]):
+            best[m.family] = m
+    for fam, m in best.items():
+        label = f"{fam}'s fastest point"
+        out[m.point_id] = (out[m.point_id][0] + ", " + label, m) if m.point_id in out else (label, m)
+    return list(out.values())[:most]

@@ -41,25 +41,24 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 
 from bench.hw import counters as hw
 from bench.hw.telemetry import MIN_INSTANT_READINGS, PERIOD_S, THROTTLE_BITS, summarize
 from bench.measure.timing import SUSTAIN_WINDOW_S
 from bench.policy import DEFAULT
 from bench.results import Measurement
-from roofs.analysis.confirm import candidate_rows, derive_roofs, per_roof, pick, targets
+from roofs.analysis.confirm import counted_choice, per_roof, phase_candidates
 from roofs.analysis.model import SUSTAINED_MODE
 from roofs.sim.generate import _measure, as_machine, device_info, device_record, offchip_share, plan
 from roofs.sim.machines import Machine, call_seconds, served
 from roofs.sim.noise import NOISES, Noise, draw
 
 EXTRA_FAMILIES = ("transfer",)
-# the runner's phases live in bench.run, a layer below roofs.sim: their rules are restated here
-# (roof_candidates, counted_points, formula_of), each held to the runner's by tests/test_sim_extras.py
+# the runner's phases live in bench.run, a layer above roofs.sim: their choices are
+# roofs.analysis.confirm's, shared; their constants and formula_of are restated here, each held to
+# the runner's by tests/test_sim_extras.py
 DEFAULT_POINTS = 6            # bench.run.counters_phase's: --counters without a number
 IDLE_MIN_S = 0.25             # bench.run.sustain_phase's: the idle reading lasts at least this long
-NO_KERNELS = ("transfer",)    # families whose points launch no kernel: never counted
 FORMULA_KEYS = ("point_id", "op", "impl", "dtype", "shape", "flops", "bytes", "read_bytes", "write_bytes", "l2_bytes",
                 "l1_bytes")
 TARGET_SAMPLE_S = 5e-4        # a sustained sample's reps span about this (bench.measure.timing's target)
@@ -79,36 +78,15 @@ class Extras:
 
 
 def roof_candidates(measurements: list[Measurement], m: Machine, per_roof_n: int) -> list[tuple[str, Measurement]]:
-    """Return [(the roofs it stands for, "+"-joined; the sweep's row)] in run order: each level and
-    precision roof's best per_roof_n candidates (roofs.analysis.confirm), each point once, as
-    bench.run.sustain_phase.candidates chooses them."""
-    if not measurements:
-        return []
-    rows = pd.DataFrame([x.row() for x in measurements])
-    dev = device_record(m)
-    roofs, _ = derive_roofs(rows, dev, {x.point_id: list(x.samples_s) for x in measurements})
-    chosen: dict[int, str] = {}
-    for kind, name, roof in targets(roofs, rows, dev):
-        for i in pick(candidate_rows(rows, kind, name, dev, roof), kind, per_roof_n).index:
-            chosen[int(i)] = chosen.get(int(i), "") + ("+" if i in chosen else "") + name
-    return [(label, measurements[i]) for i, label in sorted(chosen.items())]
+    """Return [(the roofs it stands for, the sweep's row)]: the sustained phase's own choice
+    (roofs.analysis.confirm.phase_candidates) on machine m's device record."""
+    return phase_candidates(measurements, device_record(m), per_roof_n)
 
 
 def counted_points(measurements: list[Measurement], m: Machine, most: int = DEFAULT_POINTS) -> list:
-    """Return [(why it was chosen, the sweep's row)] the counters phase replays, as
-    bench.run.counters_phase.choose does: each roof's best candidate, then each family's fastest
-    point (GFLOP/s, GB/s without FLOPs), each point once, at most `most`."""
-    sweep = [x for x in measurements if x.status == "ok" and x.mode != SUSTAINED_MODE and x.family not in NO_KERNELS]
-    out = {x.point_id: (f"{label} roof", x) for label, x in roof_candidates(sweep, m, 1)}   # each point once
-    best: dict[str, Measurement] = {}
-    rate = lambda x: x.gflops if x.flops else x.gbps  # noqa: E731
-    for x in sweep:
-        if x.family not in best or rate(x) > rate(best[x.family]):
-            best[x.family] = x
-    for fam, x in best.items():
-        label = f"{fam}'s fastest point"
-        out[x.point_id] = (out[x.point_id][0] + ", " + label, x) if x.point_id in out else (label, x)
-    return list(out.values())[:most]
+    """Return [(why it was chosen, the sweep's row)] the counters phase replays: its own choice
+    (roofs.analysis.confirm.counted_choice) on machine m's device record."""
+    return counted_choice(measurements, device_record(m), most)
 
 
 def formula_of(x: Measurement, why: str) -> dict:
