@@ -124,6 +124,13 @@ def option_size(n: float, up: bool = False) -> str:
     return fmt_bytes(n).replace(" ", "")
 
 
+def fmt_halfwidth(half: float, digits: int = 0) -> str:
+    """Return an interval's half-width as people read it: "+/-12%" (digits after the point),
+    or "over +/-999%" past that (a top many times its roof is no bound a reader can use,
+    whatever its digits)."""
+    return f"+/-{half:.{digits}%}" if half < 9.995 else "over +/-999%"
+
+
 def fmt_num(v, digits: int = 4) -> str:
     """Return a number as people write it: thousands separated and whole from 1,000 up
     ("21,890", not "2.189e+04"), else digits significant digits ("12.35", "0.09375");

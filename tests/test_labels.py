@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.util import fmt_halfwidth
 from roofs.analysis.bounds import boundary_level
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.charts.ceilings import CHAIN, RoofStyle, chain_label, draw_roofs
@@ -228,3 +229,9 @@ def test_a_points_level_follows_its_boundary_column_or_rule_12():
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+def test_a_halfwidth_reads_as_a_percentage_up_to_999_and_as_over_that_past_it():
+    assert fmt_halfwidth(0.123) == "+/-12%" and fmt_halfwidth(0.1234, 1) == "+/-12.3%"
+    assert fmt_halfwidth(9.99) == "+/-999%"
+    assert fmt_halfwidth(10.0) == fmt_halfwidth(3.2e23) == "over +/-999%"

@@ -11,7 +11,7 @@ import pandas as pd
 
 from bench.policy import DEFAULT
 from bench.results import BUSY_PREFIX, JUMP_PREFIX, STEAL_PREFIX, text_column
-from bench.util import fmt_bytes, fmt_num, plural
+from bench.util import fmt_bytes, fmt_halfwidth, fmt_num, plural
 from roofs.analysis.model import device_levels
 from roofs.analysis.roofline import Roofline
 
@@ -63,7 +63,7 @@ def run_warnings(run) -> list[str]:
             out.append(f"the {r.name} roof rests on a single working-set size")
         half = (r.interval[1] / r.interval[0] - 1) / 2 if r.interval and r.interval[0] else None
         if half is not None and half > DEFAULT.target_halfwidth and r.kind != "latency":
-            out.append(f"the {r.name} roof's interval is +/-{half:.0%}, wider than the "
+            out.append(f"the {r.name} roof's interval is {fmt_halfwidth(half)}, wider than the "
                        f"{DEFAULT.target_halfwidth:.0%} target: the host's noise outran the run's passes")
         via, own = (r.extra or {}).get("via"), (r.extra or {}).get("own_gflops")
         if via and r.extra.get("line_of"):  # the extra line "fp16 via fp32" (rule 10): the roof stays its own unit's

@@ -38,7 +38,7 @@ import pandas as pd
 from bench import precisions
 from bench.policy import DEFAULT, Policy
 from bench.results import first_pass_id, is_runner_flag, text_column, usable
-from bench.util import Reason, fmt_bytes, fmt_num, low_time, number, offchip_level
+from bench.util import Reason, fmt_bytes, fmt_halfwidth, fmt_num, low_time, number, offchip_level
 from roofs.analysis.launch_floor import launch_floor_roofs
 from roofs.analysis.links import link_roofs
 from roofs.analysis.roofline import (
@@ -538,7 +538,7 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     notes += comp_notes
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
             and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
-    notes += [f"{r.name}: its interval is +/-{(r.interval[1] / r.interval[0] - 1) / 2:.0%} after "
+    notes += [f"{r.name}: its interval is {fmt_halfwidth((r.interval[1] / r.interval[0] - 1) / 2)} after "
               f"{r.extra.get('pass_count', 1)} pass(es), wider than the {policy.target_halfwidth:.0%} target: "
               "the host's noise outran the passes the run had time for" for r in wide]
     one = [r.name for r in roofs if (device or {}).get("kind") == "cpu" and r.interval and r.kind != "latency"

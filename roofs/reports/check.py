@@ -31,7 +31,7 @@ import pandas as pd
 
 from bench.policy import DEFAULT, Policy
 from bench.results import measured_home
-from bench.util import fmt_num, number, plural
+from bench.util import fmt_halfwidth, fmt_num, number, plural
 from roofs.analysis.roofline import Roof, band_text, is_pass_ceiling
 from roofs.reports import fleet as fl
 from roofs.reports.check_sides import (
@@ -141,7 +141,7 @@ def verdict(v: float, interval, base: float, base_interval, tolerance: float, fl
             return done("SAME", "narrow" if within else f"inside_{band}",
                         f"the intervals overlap and are narrow enough to have shown a {t:.1%} change"
                         + (f" (inside {SPAN[band]})" if fleet else ""))
-        named = " and ".join(f"the {s}'s (+/-{h:.1%})" for s, h in wide.items())
+        named = " and ".join(f"the {s}'s ({fmt_halfwidth(h, 1)})" for s, h in wide.items())
         decide, todo = _decide({s: passes_needed(n[s], h, t, policy) for s, h in wide.items()})
         return {**done("UNCLEAR", "too_wide", f"the intervals overlap and {named} {'is' if len(wide) == 1 else 'are'} "
                                               f"too wide to show a {t:.1%} change: {todo}"), "decide": decide}
