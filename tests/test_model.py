@@ -2,6 +2,8 @@
 figure it must give worked out in the test. The estimator against machines whose truth is
 known is tests/test_sim.py."""
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -256,3 +258,15 @@ def test_plateaus_past_every_reported_cache_are_one_off_chip_level():
     roofs, _ = derive_roofs(rows, CPU)
     got = {r.name: r.value for r in roofs if r.kind == "bandwidth" and "." not in r.name}
     assert got == {"l2": 480, "l3": 240, "dram": 48}
+
+
+def test_the_pass_reach_figures_the_docs_quote_are_the_policys():
+    """ARCHITECTURE.md and the policy's comments (REFERENCE.md's thresholds table) quote the reach
+    of three and two passes: each figure is Policy.pass_reach's, as rounded there."""
+    root = Path(__file__).resolve().parent.parent
+    for text in ((root / "ARCHITECTURE.md").read_text(), (root / "bench" / "policy.py").read_text()):
+        three = re.findall(r"(\d+(?:\.\d+)?) for three", text)
+        two = re.findall(r"(\d+) for two", text)
+        assert three and two
+        assert {float(x) for x in three} == {round(DEFAULT.pass_reach(3), 1)}
+        assert {int(x) for x in two} == {round(DEFAULT.pass_reach(2))}
