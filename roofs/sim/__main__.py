@@ -17,6 +17,7 @@ from bench.util import fmt_bytes
 from roofs.sim import score
 from roofs.sim.generate import plan, truth
 from roofs.sim.machines import MACHINES
+from roofs.sim.noise import NOISES
 
 NOISES_OF = {"cpu": ("quiet", "switch", "drift", "busy"), "cuda": ("gpu", "quiet")}
 CHUNK = 25   # seeds per task: its runs pair with each other for the same-truth checks
@@ -37,6 +38,7 @@ def _mark(value: float, target: float, at_most: bool = False) -> str:
 def table(results: dict, seeds: int) -> str:
     """Return the markdown report of results {(machine, noise): Tally}."""
     t = score.TARGETS
+    drift, passes = NOISES["drift"].drift, 1 + DEFAULT.passes(True)[0]   # the table's runs: quick plans
     lines = [f"# The roof derivation against the simulator's truth ({seeds} seeds per row)", "",
              "Each row: one machine model (roofs/sim/machines.py) under one noise model (roofs/sim/noise.py); "
              "`python -m roofs.sim --seeds N` rewrites it. A share is over (seed, level) or (seed, roof) pairs; "
@@ -45,8 +47,9 @@ def table(results: dict, seeds: int) -> str:
              f"{score.SLOW_SCALE:g}x (its target holds under {', '.join(score.SLOWER_NOISES)}). Named wide: a roof "
              "whose interval is wider than the policy's target (the run notes it as unresolved) and covers the "
              "truth; a run cannot read a ceiling closer than its fastest pass, so under drift and busy noise "
-             "within the target takes more passes than a run has (three passes each slowed by up to 25% leave "
-             "the best past 5% in half the runs).", "",
+             f"within the target takes more passes than a run has ({passes} passes each slowed by up to "
+             f"{drift:.0%} leave the best past {DEFAULT.target_halfwidth:.0%} in about "
+             f"{(1 - DEFAULT.target_halfwidth / drift) ** passes:.0%} of runs).", "",
              f"| model | noise | levels found, edge within 2x (>= {t['levels']:.0%}) | within "
              f"{DEFAULT.target_halfwidth:.0%} (>= {t['within']:.0%}) | within {2 * DEFAULT.target_halfwidth:.0%} "
              f"| within {DEFAULT.target_halfwidth:.0%} or named wide (>= {t['named']:.0%}) "
