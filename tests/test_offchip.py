@@ -56,9 +56,11 @@ def test_a_quiet_revisit_pass_lifts_the_roof_and_no_lucky_one_sets_it():
     # smaller set may still hit in the last cache), here the 2 GiB size alone, so the gap term
     # ln(best / roof) is 0 and the passes' reach is all: pass_reach(2) x their median ln(max/min)
     # over its four sizes (ln 57/28, ln 50/30, ln 52/30, ln 56/51: the mean of the middle two; its
-    # rows' p20 is their median: no jitter); its top is 56 x exp(that). Its largest size's best is
-    # the roof (56), so the low end is the roof itself.
-    r = DEFAULT.pass_reach(2) * (math.log(50 / 30) + math.log(52 / 30)) / 2
+    # rows' p20 is their median: no jitter). The run's reach is one more of the same spread (each
+    # size is a point of the run measured twice: any one of its passes may sit that far below the
+    # truth), the larger, so its top is 56 x exp((1 + pass_reach(2)) x that). Its largest size's
+    # best is the roof (56), so the low end is the roof itself.
+    r = (1 + DEFAULT.pass_reach(2)) * (math.log(50 / 30) + math.log(52 / 30)) / 2
     assert roof.interval == pytest.approx((56, 56 * math.exp(r)))
 
 

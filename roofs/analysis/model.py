@@ -50,7 +50,7 @@ from roofs.analysis.roofline import (
     write_share,
 )
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.statistic import ceiling, measurements
+from roofs.analysis.statistic import ceiling, measurements, one_pass_reach, run_reach
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
@@ -199,11 +199,12 @@ def _order_limited(logs: np.ndarray, step: float) -> np.ndarray:
     return logs < later - math.log(1 + step)
 
 
-def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFrame]:
+def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy, caches=()) -> list[pd.DataFrame]:
     """Return the sweep's plateaus (env: one best row per size, sorted by size), inner first:
     the most segments (at most n_levels plus one transition per boundary between them) whose neighbours differ by
-    Policy.level_step, less the transitions; past n_levels, the two neighbours nearest in level
-    merge until n_levels remain (a slow fade split in two is one level)."""
+    Policy.level_step, less the transitions, with those off chip one (_offchip_merged); past
+    n_levels, the two neighbours nearest in level merge until n_levels remain (a slow fade split
+    in two is one level)."""
     logs = np.log(env["rate"].to_numpy(float))
     if len(logs) == 0:
         return []
@@ -213,7 +214,7 @@ def plateaus(env: pd.DataFrame, n_levels: int, policy: Policy) -> list[pd.DataFr
             continue
         tops = [np.sort(logs[i:j])[::-1][min(policy.roof_rank, j - i) - 1] for i, j in cuts]
         if all(abs(a - b) >= step for a, b in zip(tops, tops[1:])):
-            plats = _without_transitions([env.iloc[i:j] for i, j in cuts], policy)
+            plats = _offchip_merged(_without_transitions([env.iloc[i:j] for i, j in cuts], policy), caches)
             while len(plats) > n_levels:
                 level = [math.log(_top(p, policy)) for p in plats]
                 i = min(range(len(plats) - 1), key=lambda k: abs(level[k] - level[k + 1]))
@@ -241,14 +242,15 @@ def _without_transitions(plats: list, policy: Policy) -> list:
 
 
 def _offchip_merged(plats: list, caches) -> list:
-    """Return plats with every plateau that starts past the largest reported cache merged into
-    one, the last: no cache holds such a set, so they are one level, off chip (a VM's memory
-    read at two speeds in two minutes splits its sizes in two, and naming the first a cache
-    would shift every name inward)."""
+    """Return plats with every plateau that starts at or past the largest reported cache's size
+    merged into one, the last: no cache holds such a set (streamed whole, a set the cache's size
+    evicts itself before its reuse), so they are one level, off chip (a VM's memory read at two
+    speeds in two minutes splits its sizes in two; merged as two of the caches' levels instead,
+    they would shift every name inward)."""
     if not caches or len(plats) < 2:
         return plats
     largest = max(size for _, size in caches)
-    past = [i for i, p in enumerate(plats) if float(p["working_set_bytes"].min()) > largest]
+    past = [i for i, p in enumerate(plats) if float(p["working_set_bytes"].min()) >= largest]
     if len(past) < 2 or past != list(range(past[0], len(plats))):
         return plats
     return plats[:past[0]] + [pd.concat(plats[past[0]:])]
@@ -290,7 +292,7 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                             f"{fmt_bytes(cut['working_set_bytes'].max())} read slower than a larger working set: "
                             "their kernels' own limit (or per-call cost), left out of the levels (a finding)",
                             KERNEL_LIMIT))
-    plats = _offchip_merged(plateaus(env[~limited], max(len(caches), 1) + 1, policy), caches)
+    plats = plateaus(env[~limited], max(len(caches), 1) + 1, policy, caches)
     names = _names(plats, caches, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
@@ -536,6 +538,8 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     comp, comp_notes = compute_roofs(rates, sweep, cpu_missing_units(device), policy)
     roofs += comp + launch_floor_roofs(sweep, samples, policy) + link_roofs(rates, policy)
     notes += comp_notes
+    reach = run_reach(rates, policy)
+    roofs = [one_pass_reach(r, reach) for r in roofs]
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
             and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
     notes += [f"{r.name}: its interval is {fmt_halfwidth((r.interval[1] / r.interval[0] - 1) / 2)} after "
@@ -543,6 +547,8 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
               "the host's noise outran the passes the run had time for" for r in wide]
     one = [r.name for r in roofs if (device or {}).get("kind") == "cpu" and r.interval and r.kind != "latency"
            and r.extra.get("pass_count") == 1 and not r.extra.get("line_of")]
-    notes += [f"{', '.join(one)}: measured in one pass, so each interval holds one minute's spread; a host that "
+    notes += [f"{', '.join(one)}: measured in one pass, so each interval reaches only as far as one pass of the "
+              f"run's other points may read low (up to {math.exp(reach) - 1:.0%} past its best)" if reach else
+              f"{', '.join(one)}: measured in one pass, so each interval holds one minute's spread; a host that "
               "moves between minutes can put the ceiling past it (revisit passes bound that, rule 17)"] if one else []
     return roofs, notes, rates

@@ -1,16 +1,19 @@
 """One statistic of a ceiling and its interval (ARCHITECTURE.md, rules 10 and 17): per group
 (a working-set size, a shape, a message size) and pass the best usable row; the roof the
-Policy.roof_rank-th highest group's best; its one-sided interval [roof, best x exp(R)].
-roofs.analysis.model builds every level, direction and compute roof with it, and
-roofs.analysis.links every link roof; this module imports neither."""
+Policy.roof_rank-th highest group's best; its one-sided interval [roof, best x exp(R)], where
+a roof all of whose rows ran in one pass reaches at least as far as one pass of the run may
+read low (run_reach, one_pass_reach). roofs.analysis.model builds every level, direction and
+compute roof with it, and roofs.analysis.links every link roof; this module imports neither."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from bench.policy import Policy
+from roofs.analysis.roofline import Roof
 
 
 def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
@@ -44,6 +47,38 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     high = max(best * math.exp(s), roof * (1 + 2 * policy.min_halfwidth))
     sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
     fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
-    basis = {"measurements": len(meas), "groups": len(rates),
-             "passes": int(meas["_pass"].nunique()), "spread": spread, "best": best, "fall": fall}
+    basis = {"measurements": len(meas), "groups": len(rates), "passes": int(meas["_pass"].nunique()),
+             "most_passes": int(meas.groupby("_group")["_pass"].nunique().max()), "spread": spread, "best": best,
+             "fall": fall}
     return roof, (roof * fall, float(high)), basis, at
+
+
+def run_reach(rates: pd.DataFrame, policy: Policy) -> float:
+    """Return how far below the truth one pass of a run may read (log): the median over the
+    run's points (rates' column "key") measured in n >= 2 passes of (1 + Policy.pass_reach(n)) x
+    their passes' log max / min; 0 for a run of one pass. Noise only slows: a point's fastest pass
+    is within pass_reach(n) x its spread of the truth but for Policy.pass_miss of runs, and any
+    one of its passes within one spread more. A roof whose every row ran in one pass has no
+    spread of its own, yet that pass was one of the run's: it reaches at least this far."""
+    if rates.empty or "pass" not in rates:
+        return 0.0
+    per = rates.assign(_p=rates["pass"].fillna(1).astype(int)).groupby("key").agg(
+        n=("_p", "nunique"), hi=("rate", "max"), lo=("rate", "min"))
+    per = per[per["n"] >= 2]
+    if per.empty:
+        return 0.0
+    return float(np.median([(1 + policy.pass_reach(int(n))) * math.log(hi / lo)
+                            for n, hi, lo in zip(per["n"], per["hi"], per["lo"])]))
+
+
+def one_pass_reach(roof: Roof, reach: float) -> Roof:
+    """Return roof with its interval reaching reach (run_reach) past its best (a latency roof:
+    down from its floor): its best pass was one of the run's, whatever its own passes show."""
+    basis, iv = roof.extra.get("interval_basis"), roof.interval
+    if not reach or not iv:
+        return roof
+    if roof.kind == "latency":
+        iv = (min(iv[0], roof.value / math.exp(reach)), iv[1])
+    else:
+        iv = (iv[0], max(iv[1], (basis or {}).get("best", roof.value) * math.exp(reach)))
+    return replace(roof, interval=iv, extra={**roof.extra, "run_reach": reach})
