@@ -114,8 +114,8 @@ def test_l1_probe_counts_its_noisy_spans_and_a_revisit_widens_the_top():
     pass (48 KiB: 152.3). The noisy spans count: the roof is the second highest of 135.9, 136.2
     and 152.3, the 32 KiB span's 128 / 0.94. Its top is 152.3 x exp(reach x S), S the largest of
     ln(152.3 / 136.2), the 48 KiB passes' ln(150 / 130) and the best row's ln(1 / 0.985):
-    ln(150 / 130), and at least the run's reach: its one point measured twice says any one pass
-    may read (1 + pass_reach(2)) x ln(150 / 130) low, the larger."""
+    ln(150 / 130). Its own point (32 KiB) was not measured again, so the run's reach, as far as
+    one pass may read low, does not apply: its passes are its own."""
     cpu = {"kind": "cpu", "caches": [{"name": "l1", "total_bytes": 64 * KiB}]}
     sweep = l1_rows([(24 * KiB, 125.0), (32 * KiB, 128.0), (48 * KiB, 130.0)]).assign(
         stop="budget", samples=[24, 24, 32], median_ms=1.0, p20_ms=[0.92, 0.94, 0.985], p80_ms=[1.08, 1.06, 1.015],
@@ -123,8 +123,8 @@ def test_l1_probe_counts_its_noisy_spans_and_a_revisit_widens_the_top():
     again = sweep.iloc[[2]].assign(gbps=150.0, point_id=lambda d: d["point_id"] + f"{PASS_MARK}2", **{"pass": 2})
     l1 = next(r for r in derive_roofs(pd.concat([sweep, again], ignore_index=True), cpu)[0] if r.name == "l1")
     assert l1.value == pytest.approx(128 / 0.94) and l1.point_id == sweep["point_id"].iloc[1]
-    assert l1.extra["pass_count"] == 2
-    assert l1.interval == pytest.approx((128 / 0.94, 150 / 0.985 * math.exp((1 + DEFAULT.pass_reach(2))
+    assert l1.extra["pass_count"] == 2 and "run_reach" not in l1.extra
+    assert l1.interval == pytest.approx((128 / 0.94, 150 / 0.985 * math.exp(DEFAULT.pass_reach(2)
                                                                           * math.log(150 / 130))))
 
 

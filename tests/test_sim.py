@@ -280,9 +280,9 @@ def test_a_roof_whose_rows_ran_in_one_pass_reaches_as_far_as_the_runs_passes(see
     437, 542), so all of them ran in the sweep's pass, which drift had slowed 13-21%. With no
     pass spread of its own its interval held only the rows' jitter ([19.2, 20.4] against a
     truth of 23.9 for seed 348's fp32.elementwise), and `check` called it SLOWER or FASTER
-    against the next seed's run: one of every two false pairs in 400 seeds. Such a roof now
-    reaches as far as one pass of the run's other points may read low
-    (roofs.analysis.statistic.run_reach)."""
+    against the next seed's run: one of every two false pairs in 400 seeds. A roof whose point a
+    revisit pass measured again now reaches at least as far as one pass of the run's points may
+    read low (roofs.analysis.statistic.run_reach)."""
     tru = truth("zen4_vm")["roofs"]
     rows, device, samples = simulate("zen4_vm", "busy", seed)
     got = score.scored(score.derive(rows, device, samples)[0])

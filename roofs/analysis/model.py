@@ -50,7 +50,7 @@ from roofs.analysis.roofline import (
     write_share,
 )
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.statistic import ceiling, measurements, one_pass_reach, run_reach
+from roofs.analysis.statistic import ceiling, measurements, with_run_reach, run_reach
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
@@ -515,6 +515,13 @@ def _uncounted(sweep: pd.DataFrame, rates: pd.DataFrame, levels: list, policy: P
     return notes
 
 
+def _measured_again(rows: pd.DataFrame) -> set:
+    """Return the points (first-pass ids) that a revisit pass measured again, usable or not."""
+    if rows.empty or "pass" not in rows:
+        return set()
+    return set(rows.loc[rows["pass"].fillna(1).astype(int) > 1, "point_id"].map(first_pass_id))
+
+
 def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
              policy: Policy = DEFAULT) -> tuple[list[Roof], list[str], pd.DataFrame]:
     """Return (every roof of a run, each measured one with its interval; notes; the rated sweep
@@ -538,8 +545,9 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     comp, comp_notes = compute_roofs(rates, sweep, cpu_missing_units(device), policy)
     roofs += comp + launch_floor_roofs(sweep, samples, policy) + link_roofs(rates, policy)
     notes += comp_notes
-    reach = run_reach(rates, policy)
-    roofs = [one_pass_reach(r, reach) for r in roofs]
+    # a roof whose point a revisit pass measured again: its best pass was one of the run's
+    reach, again = run_reach(rates, policy), _measured_again(sweep)
+    roofs = [with_run_reach(r, reach) if first_pass_id(r.point_id) in again else r for r in roofs]
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
             and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
     notes += [f"{r.name}: its interval is {fmt_halfwidth((r.interval[1] / r.interval[0] - 1) / 2)} after "

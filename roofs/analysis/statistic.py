@@ -1,8 +1,8 @@
 """One statistic of a ceiling and its interval (ARCHITECTURE.md, rules 10 and 17): per group
 (a working-set size, a shape, a message size) and pass the best usable row; the roof the
 Policy.roof_rank-th highest group's best; its one-sided interval [roof, best x exp(R)], where
-a roof all of whose rows ran in one pass reaches at least as far as one pass of the run may
-read low (run_reach, one_pass_reach). roofs.analysis.model builds every level, direction and
+a roof whose point a revisit pass measured again reaches at least as far as one pass of the
+run may read low (run_reach, with_run_reach). roofs.analysis.model builds every level, direction and
 compute roof with it, and roofs.analysis.links every link roof; this module imports neither."""
 from __future__ import annotations
 
@@ -71,9 +71,12 @@ def run_reach(rates: pd.DataFrame, policy: Policy) -> float:
                             for n, hi, lo in zip(per["n"], per["hi"], per["lo"])]))
 
 
-def one_pass_reach(roof: Roof, reach: float) -> Roof:
-    """Return roof with its interval reaching reach (run_reach) past its best (a latency roof:
-    down from its floor): its best pass was one of the run's, whatever its own passes show."""
+def with_run_reach(roof: Roof, reach: float) -> Roof:
+    """Return roof with its interval reaching at least reach (run_reach) past its best (a
+    latency roof: down from its floor). The caller passes a roof whose point a revisit pass
+    measured again: its best pass was one of the run's, however close its own passes read (a
+    busy row the runner missed, or flagged, leaves a roof fewer passes than the run made, and
+    their spread may be none)."""
     basis, iv = roof.extra.get("interval_basis"), roof.interval
     if not reach or not iv:
         return roof
