@@ -50,7 +50,7 @@ from roofs.analysis.roofline import (
     write_share,
 )
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.statistic import ceiling, measurements, with_run_reach, run_reach
+from roofs.analysis.statistic import ceiling, measurements, run_reach, with_run_reach
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
