@@ -196,8 +196,11 @@ IGNORES_SIGINT = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_I
                  "time.sleep(60)"
 
 
-@pytest.mark.parametrize("code,how,rc", [("pass", ENDED, 0), ("import time; time.sleep(60)", INTERRUPTED, -2),
-                                         (IGNORES_SIGINT, KILLED, -9)])
+# the interrupted and killed cases wait out a real process's limit and grace (seconds): slow
+@pytest.mark.parametrize("code,how,rc", [("pass", ENDED, 0),
+                                         pytest.param("import time; time.sleep(60)", INTERRUPTED, -2,
+                                                      marks=pytest.mark.slow),
+                                         pytest.param(IGNORES_SIGINT, KILLED, -9, marks=pytest.mark.slow)])
 def test_the_watchdog_interrupts_then_kills_at_the_limit(tmp_path, code, how, rc):
     # rc: Python ends on an uncaught KeyboardInterrupt by SIGINT itself (-2), and SIGKILL is -9
     with open(tmp_path / "log", "w") as log:

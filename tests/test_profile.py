@@ -34,6 +34,7 @@ DATA = Path(__file__).parent / "data"
 TICKS = 1e-6
 
 
+@pytest.mark.slow   # two whole profiles through the API, with their files (seconds)
 def test_transformer_prefill_and_decode_flops_match_the_hand_count(tmp_path):
     dim, layers, prompt, vocab = 128, 2, 64, 512
     _, prefill, decode = tf.build(dim, layers, prompt, vocab)

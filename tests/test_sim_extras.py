@@ -119,6 +119,7 @@ def test_energy_is_the_windows_power_times_its_time_and_only_past_the_sensors_pe
     assert "counters" not in json.loads((quick / "run.json").read_text())
 
 
+@pytest.mark.slow   # two more simulated runs written and derived whole (seconds)
 def test_counters_agreeing_confirm_the_hbm_roof_and_counting_other_bytes_dispute_it(h200, tmp_path):
     counted = load_counters(h200)
     assert len(counted) == 6 and (counted["status"] == "ok").all() and (counted["flag"] == "").all()
