@@ -11,7 +11,8 @@ Tiers, by plain markers (pyproject.toml names them):
 
 Shared here, so that each costly thing is made once per session and only when a selected test
 reads it: the end-to-end runs several tests read (`session_run` fixtures: `quick_stream_run`,
-`copy_runs`...), the pictures of a run (`run_figures`), the run without an off-chip roof
+`copy_runs`..., made in a background lane of one thread from the end of collection on, while the
+other tests run), the pictures of a run (`run_figures`), the run without an off-chip roof
 (`nodram`). `cli_in_process` runs the CLI's own entry point (run_bench.main) in this process,
 as a user's shell would start it, where a fresh interpreter adds nothing to what a test checks
 (a fresh interpreter costs seconds of CPU); the tests that need a real process (exit codes and
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,7 +74,9 @@ def pytest_addoption(parser):
 
 
 def pytest_unconfigure(config):
+    _LANE_POOL.shutdown(wait=True, cancel_futures=True)
     shutil.rmtree(_LEARNED, ignore_errors=True)
+    shutil.rmtree(_LANE_TMP, ignore_errors=True)
 
 
 def aot_needs(item) -> set:
@@ -99,6 +103,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_arches)
         elif "aot_outcomes" in getattr(item, "fixturenames", ()):
             _AOT_NEEDED.update(aot_needs(item))
+    _start_lane(config, items)
 
 
 @pytest.fixture(scope="session")
@@ -118,16 +123,30 @@ def user_env(**extra) -> dict:
     return env
 
 
+# The background lane: one thread that makes the session_run values the selected tests read, one
+# after another in the order the tests first read them, from the end of collection on. Each waits
+# on processes of its own, so the tests in this process run on the other core meanwhile; a test
+# that reads one waits for it. A fixed lane of one: no more processes at once on a 2-core machine.
+_SESSION_RUNS = {}   # name: (fn, its parameters), every session_run fixture
+_LANE = {}           # name: the Future of its value, the ones the lane makes
+_LANE_POOL = ThreadPoolExecutor(1, thread_name_prefix="session-run-lane")
+_LANE_TMP = tempfile.mkdtemp(prefix="roofbench-test-lane-")
+
+
 def session_run(fn):
-    """Return a session fixture named as fn whose value fn returns, made once, when a selected
-    test first reads it. fn's parameters: `tmp` (a new temporary folder), `env` (user_env(), for
-    the processes it starts: a test may change this process's) and the names of other fixtures
-    (their values)."""
+    """Return a session fixture named as fn whose value fn returns, made once: by the background
+    lane when a selected test reads it (_start_lane), else when a test first reads it. fn's
+    parameters: `tmp` (a new temporary folder), `env` (user_env(), for the processes it starts: a
+    test may change this process's) and the names of other fixtures (their values; in the lane,
+    only other session_run fixtures)."""
     name = fn.__name__
     params = list(inspect.signature(fn).parameters)
+    _SESSION_RUNS[name] = (fn, params)
 
     @pytest.fixture(scope="session", name=name)
     def value(request, tmp_path_factory):
+        if name in _LANE:
+            return _LANE[name].result()
         given = {p: request.getfixturevalue(p) for p in params if p not in ("tmp", "env")}
         if "tmp" in params:
             given["tmp"] = tmp_path_factory.mktemp(name)
@@ -136,6 +155,45 @@ def session_run(fn):
         return fn(**given)
     value.__doc__ = fn.__doc__
     return value
+
+
+def _lane_make(name: str, env: dict):
+    fn, params = _SESSION_RUNS[name]
+    given = {p: _LANE[p].result() for p in params if p not in ("tmp", "env")}
+    if "tmp" in params:
+        given["tmp"] = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_LANE_TMP))
+    if "env" in params:
+        given["env"] = env
+    return fn(**given)
+
+
+def _lane_submit(name: str, env: dict) -> None:
+    """Submit name to the lane after the session_run fixtures it reads (a session_run fixture
+    reading any other fixture is made in the test's own time)."""
+    if name in _LANE:
+        return
+    fn, params = _SESSION_RUNS[name]
+    deps = [p for p in params if p not in ("tmp", "env")]
+    if any(p not in _SESSION_RUNS for p in deps):
+        return
+    for p in deps:
+        _lane_submit(p, env)
+    _LANE[name] = _LANE_POOL.submit(_lane_make, name, env)
+
+
+def _start_lane(config, items) -> None:
+    """Submit to the lane every session_run fixture the tests that will run read, in the order
+    they first read them (none for --collect-only)."""
+    if config.option.collectonly:
+        return
+    env = user_env()
+    for item in items:
+        if item.get_closest_marker("skip") or any(
+                any(a is True for a in m.args) for m in item.iter_markers("skipif")):
+            continue
+        for name in getattr(item, "fixturenames", ()):
+            if name in _SESSION_RUNS:
+                _lane_submit(name, env)
 
 
 @pytest.fixture(scope="session")
