@@ -20,8 +20,20 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_the_key_names_the_machine_and_is_a_file_name():
+def test_the_key_names_the_machine_and_is_a_file_name(monkeypatch):
+    monkeypatch.setattr(learned, "affinity_cpus", lambda: 2)
+    monkeypatch.setattr(learned.torch, "get_num_threads", lambda: 2)
     assert learned.cache_key(CPU) == "cpu-amd-epyc-test-2-24g"
+
+
+@pytest.mark.parametrize("affinity,threads", [(1, 2), (2, 1), (None, 1)])
+def test_a_run_on_fewer_cores_learns_apart(monkeypatch, affinity, threads):
+    """`taskset -c 0` (an affinity of 1 CPU) or one torch thread on a 2-core VM: the quick run's
+    GEMMs took twice as long, and their ratio, written under the machine's own key, would have
+    made the next run on both cores predict 2x its time."""
+    monkeypatch.setattr(learned, "affinity_cpus", lambda: affinity)
+    monkeypatch.setattr(learned.torch, "get_num_threads", lambda: threads)
+    assert learned.cache_key(CPU) == "cpu-amd-epyc-test-2-24g-on-1"
 
 
 def test_a_run_writes_its_ratios_and_the_next_prediction_takes_the_median_of_the_last_three(cache):

@@ -8,9 +8,10 @@ the sustained phase and the finishing (roofs, charts, report) took. The next dry
 on the same machine scales the model's seconds by the median of the last LEARN_RUNS ratios.
 
 The cache is one small JSON file per kind of machine (cache_key: the device's name, its cores
-or SMs and memory; not bench.identity.machine_key, which tells two machines of one kind apart)
-under ROOFBENCH_CACHE, else $XDG_CACHE_HOME/roofbench, else ~/.cache/roofbench. A cache
-that cannot be read or written is ignored: a prediction never stops a measurement.
+or SMs and memory, and the cores a CPU run measures with where fewer; not
+bench.identity.machine_key, which tells two machines of one kind apart) under ROOFBENCH_CACHE,
+else $XDG_CACHE_HOME/roofbench, else ~/.cache/roofbench. A cache that cannot be read or
+written is ignored: a prediction never stops a measurement.
 """
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ import os
 import re
 import statistics
 from pathlib import Path
+
+import torch
+
+from bench.hw.device import affinity_cpus
 
 LEARN_RUNS = 3          # the ratios a prediction takes the median of, newest first
 FAMILY_RATIO = (0.05, 20.0)  # a ratio outside this range is a broken run, not a rate: not kept
@@ -33,9 +38,22 @@ def cache_dir() -> Path:
     return Path(base) / "roofbench"
 
 
+def cores_used(device) -> int | None:
+    """Return how many of a CPU's cores this process measures with, where fewer than it has:
+    the fewer of its affinity's CPUs (`taskset`, a cpuset) and torch's threads; else None."""
+    if device.kind != "cpu" or not device.compute_units:
+        return None
+    used = min(n for n in (affinity_cpus(), torch.get_num_threads(), device.compute_units) if n)
+    return used if used < device.compute_units else None
+
+
 def cache_key(device) -> str:
-    """Return a file-name-safe key for this machine: device name, compute units and memory."""
-    raw = f"{device.kind}-{device.name}-{device.compute_units}-{(device.memory_bytes or 0) >> 30}g"
+    """Return a file-name-safe key for this machine: device name, compute units and memory, and
+    the cores a CPU run measures with where fewer (cores_used): a run on half the cores takes
+    twice as long and teaches nothing about a run on all of them."""
+    used = cores_used(device)
+    raw = (f"{device.kind}-{device.name}-{device.compute_units}-{(device.memory_bytes or 0) >> 30}g"
+           + (f"-on-{used}" if used else ""))
     return re.sub(r"[^a-z0-9.]+", "-", raw.lower()).strip("-")
 
 
