@@ -98,12 +98,14 @@ def test_the_h200_l2_and_gemm_bands_are_within_the_policy_target(runs, seed):
     assert all(w <= DEFAULT.target_halfwidth for w in bands.values()), bands
 
 
-@pytest.mark.xfail(strict=True, reason="a precision set by the FMA chains on a GPU (H200 fp32, fp64) has two "
-                   "quick shapes at its plateau (k = 256, 1024) 2-3% apart: roofs.analysis.model.ceiling takes "
-                   "the lower (roof_rank 2), reads the gap as spread and reaches 3x it past the best, past 5%")
 def test_the_h200_vector_bands_are_within_the_policy_target(runs):
+    """The quick plan's FMA chains at k = 256 and 1024 both sat on the H200's fp32 and fp64
+    plateaus 2-3% apart (a 256-chain's call still pays its start): the roof, the second best
+    shape, was the 256's, and the gap read as spread put fp32's top 5.4% out, past the target.
+    The quick plan's plateau shapes are now k = 512 and 1024, a gap the per-call start leaves
+    under 1%."""
     roofs = _roofs(runs["h200"]["runs"][SEEDS.index(2)])
-    bands = {x["name"]: _halfwidth(x) for x in roofs if x["name"] in ("fp32", "fp64")}
+    bands = {x["name"]: _halfwidth(x) for x in roofs if x["name"] in ("fp32", "fp64") and x["source"] == "measured"}
     assert len(bands) == 2 and all(w <= DEFAULT.target_halfwidth for w in bands.values()), bands
 
 
@@ -179,7 +181,8 @@ def test_each_roof_has_its_sustained_figure_below_its_burst_by_the_models_clock_
         burst, sweep = _burst(run), {x.point_id: x for x in simulated(key, "gpu", seed)}
         for name, x in _measured(run).items():
             sus = (x.get("extra") or {}).get("sustained")
-            if "." in name or x["kind"] not in ("bandwidth", "compute") or name.startswith("host"):
+            # direction roofs, links and a "<p> via <w>" line (the wider precision's roof) have no window
+            if "." in name or " via " in name or x["kind"] not in ("bandwidth", "compute") or name.startswith("host"):
                 continue
             assert sus is not None and sus["steady"], name
             # the window's own ceiling: its point's warm call with the on-chip share at the sustained
@@ -201,8 +204,8 @@ def test_each_roof_has_its_sustained_figure_below_its_burst_by_the_models_clock_
 
 
 def test_a_window_faster_than_a_slowed_sweep_raises_its_roofs_top(tmp_path):
-    # drift slows a pass as a whole (1 + 0.25 U); seed 3's sweep was slower than its windows
-    run = write_run(tmp_path / "drift", "h200", "drift", 3, extras=True)
+    # drift slows a pass as a whole (1 + 0.25 U); seed 0's sweep was slower than its windows
+    run = write_run(tmp_path / "drift", "h200", "drift", 0, extras=True)
     assert finish_run(run, charts=False) == []
     burst = _burst(run)
     raised = {n for n, x in _measured(run).items() if (x.get("extra") or {}).get("sustained")

@@ -146,6 +146,23 @@ def test_plateaus_merge_neighbours_closer_than_the_level_step():
     assert [len(p) for p in plateaus(env, 3, DEFAULT)] == [6, 2]
 
 
+def test_sizes_from_the_last_caches_size_on_are_one_level_before_any_two_caches_merge():
+    """zen4_vm's quick run under busy noise (seed 279, when the quick FMA chains ran k = 256):
+    drift slowed every pass, so L2 read 175 GB/s and L3 144, and the sweep split off chip in two
+    (32-64 MiB at 41, 128-256 MiB at 33.5). Five plateaus for four levels: the two nearest in
+    level merged, L2 with L3 (a log gap of 0.195 against the off-chip pair's 0.202), so DRAM's
+    32-64 MiB was named l3. The plateaus that start at or past the largest reported cache's size
+    (a set that size evicts itself) are one level, off chip, before any other two merge."""
+    caches = [("l1", 64 * KIB), ("l2", 2 * MIB), ("l3", 32 * MIB)]
+    sizes = ([16 * KIB, 24 * KIB, 32 * KIB, 48 * KIB] + [64 * KIB * 2**i for i in range(5)]
+             + [2 * MIB * 2**i for i in range(4)] + [32 * MIB, 48 * MIB, 64 * MIB, 128 * MIB, 256 * MIB])
+    env = pd.DataFrame({"working_set_bytes": sizes,
+                        "rate": [260.0] * 4 + [175.0] * 5 + [144.0] * 4 + [41.0] * 3 + [33.5] * 2})
+    got = [(int(p["working_set_bytes"].min()), int(p["working_set_bytes"].max()))
+           for p in plateaus(env, len(caches) + 1, DEFAULT, caches)]
+    assert got == [(16 * KIB, 48 * KIB), (64 * KIB, 1 * MIB), (2 * MIB, 16 * MIB), (32 * MIB, 256 * MIB)]
+
+
 def test_physical_order_removes_a_level_slower_than_the_next():
     """l1 at 190 under l2's 208 is torch's sum, not the cache: no l1 roof, a note says why."""
     mk = lambda n, v: Roof("bandwidth", n, v, "GB/s", op="stream.reread")  # noqa: E731

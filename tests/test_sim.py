@@ -274,13 +274,14 @@ def test_a_pass_measures_the_rows_the_runner_flagged_again(seed):
     assert t.covered == t.roofs == len(tru["roofs"])
 
 
-@pytest.mark.parametrize("seed,name", [(348, "fp32.elementwise"), (437, "dram.write"), (542, "fp64")])
+@pytest.mark.parametrize("seed,name", [(50, "l3.write"), (82, "dram.read"), (341, "fp64.elementwise")])
 def test_a_roof_whose_rows_ran_in_one_pass_reaches_as_far_as_the_runs_passes(seed, name):
-    """zen4_vm under busy noise: the runner flagged name's rows in both revisit passes (seeds 348,
-    437, 542), so all of them ran in the sweep's pass, which drift had slowed 13-21%. With no
-    pass spread of its own its interval held only the rows' jitter ([19.2, 20.4] against a
-    truth of 23.9 for seed 348's fp32.elementwise), and `check` called it SLOWER or FASTER
-    against the next seed's run: one of every two false pairs in 400 seeds. A roof whose point a
+    """zen4_vm under busy noise: the runner flagged name's rows in both revisit passes (seeds 50,
+    82, 341), so all of them ran in the sweep's pass, which drift had slowed. With no pass
+    spread of its own its interval held only the rows' jitter and missed the truth (with the
+    quick FMA chains at k = 256, seed 348's fp32.elementwise read [19.2, 20.4] against 23.9),
+    and `check` called it SLOWER or FASTER against the next seed's run: one of every two false
+    pairs in 400 seeds. A roof whose point a
     revisit pass measured again now reaches at least as far as one pass of the run's points may
     read low (roofs.analysis.statistic.run_reach)."""
     tru = truth("zen4_vm")["roofs"]
@@ -290,23 +291,6 @@ def test_a_roof_whose_rows_ran_in_one_pass_reaches_as_far_as_the_runs_passes(see
     assert basis["most_passes"] == 1 and got[name].extra["run_reach"] > 0
     lo, hi = got[name].interval
     assert lo <= tru[name] <= hi
-
-
-def test_sizes_from_the_last_caches_size_on_are_one_level_before_any_two_caches_merge():
-    """zen4_vm under busy noise, seed 279: drift slowed every pass, so L2 read 175 GB/s and L3
-    144, and the sweep split off chip in two (32-64 MiB at 41, 128-256 MiB at 34). Five plateaus
-    for four levels: the two nearest in level merged, L2 with L3 (a log gap of 0.18 against the
-    off-chip pair's 0.19), so DRAM's 32-64 MiB was named l3 and l3 read 38 GB/s against a truth
-    of 165. The plateaus that start at or past the largest reported cache's size (32 MiB: a set
-    that size evicts itself) are one level, off chip, before any other two merge."""
-    tru = truth("zen4_vm")
-    roofs = score.derive(*simulate("zen4_vm", "busy", 279))[0]
-    t = score.score_roofs(roofs, tru)
-    assert t.levels_ok == t.levels
-    got = score.scored(roofs)
-    for name in ("l2", "l3", "dram"):
-        lo, hi = got[name].interval
-        assert lo <= tru["roofs"][name] <= hi
 
 
 @pytest.mark.parametrize("key", sorted(MACHINES))

@@ -8,7 +8,7 @@ result per element (kernels/fma.py gives the recurrence):
     bytes = (2 n + C + 1) w          (x read once, y written once, the C multipliers and b)
     intensity = 2 k C n / ((2 n + C + 1) w)  ~  k C / w FLOP/byte
 
-Sweeping k (1, 2, 4, ... 1024; quick 1, 4, 16, 256, 1024) walks the kernel from memory-bound (k = 1: 16 FLOP per
+Sweeping k (1, 2, 4, ... 1024; quick 1, 4, 16, 512, 1024) walks the kernel from memory-bound (k = 1: 16 FLOP per
 8 bytes of fp32) to bound by the FMA pipes of its precision; the plateau is the vector
 unit's roof, the sweep's knee the measured corner. Hand-worked: n = 1000, k = 3, fp32:
 flops = 2 x 3 x 8 x 1000 = 48,000; bytes = (2000 + 9) x 4 = 8,036.
@@ -39,7 +39,7 @@ B = 0.25
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
 QUICK_PRECISIONS = ("fp64", "fp32")
 K_VALUES = tuple(2 ** i for i in range(11))   # 1 ... 1024
-QUICK_K = (1, 4, 16, 256, 1024)   # memory-bound, around the knee (fp32 at HBM: k ~ 7), the unit's plateau
+QUICK_K = (1, 4, 16, 512, 1024)   # memory-bound, around the knee (fp32 at HBM: k ~ 7), the unit's plateau
 # k chained FMAs round k times in the storage type (seen: 1e-16, 1e-7, 4e-4, 3e-3 for fp64,
 # fp32, fp16, bf16 at k <= 64)
 FMA_FACTOR = 2
