@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import test_gpu_paths
+from conftest import session_run
 
 from bench.aot.predict import spec_device
 from bench.devcheck import cuda_tests as ct
@@ -146,13 +147,19 @@ def test_a_test_is_cuda_only_by_its_marker_fixture_or_skip():
     assert not ct.cuda_only(_item(keywords={"slow"}, fixtures={"tmp_path"}))
 
 
+@session_run
+def cuda_only_listing(tmp, env):
+    """(CompletedProcess, the listing's path): the suite collected on this CPU in a process of its
+    own, with cuda_tests as a plugin listing the CUDA-only cases."""
+    listing = tmp / "cuda_only.json"
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "-p", "bench.devcheck.cuda_tests", "tests"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**env, ct.LIST_ENV: str(listing)}), listing
+
+
 @pytest.mark.slow
-def test_every_cuda_only_test_is_run_by_the_kernels_step_or_left_out_with_a_reason(tmp_path):
-    # the suite collected on this CPU, with cuda_tests as a plugin listing the CUDA-only cases
-    listing = tmp_path / "cuda_only.json"
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                        "-p", "bench.devcheck.cuda_tests", "tests"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300, env={**os.environ, ct.LIST_ENV: str(listing)})
+def test_every_cuda_only_test_is_run_by_the_kernels_step_or_left_out_with_a_reason(cuda_only_listing):
+    r, listing = cuda_only_listing
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     cases = json.loads(listing.read_text())
     gates = [c for c in cases if c.startswith(dp.GATES_FILE + "::")]
@@ -231,16 +238,23 @@ def test_two_test_steps_share_the_verdicts_file_and_each_counts_its_own(tmp_path
     assert verdicts == ["passed", "failed", "passed"]
 
 
-@pytest.mark.slow
-def test_a_rehearsal_with_a_hung_kernel_leaves_verdicts_and_a_derivable_partial_run(tmp_path):
+@session_run
+def rehearsal(tmp):
+    """(its $OUT, the check): a rehearsal of the device check on this CPU, its processes under the
+    check's own watchdog: a gate case that hangs, and a run that hangs after 2 rows."""
     gates = dp.Step("gates", "gates", [sys.executable, "-m", "pytest", "--noconftest", "-p", "tests.gate_verdicts",
                                        "-p", "no:cacheprovider", "-q", "tests/devcheck_cases.py"], 10, 1,
                      case_s=3)
     run = dp.Step("roofs", "run", ["--quick", "--dtype", "float32", "--max-ws", "1MiB", "--budget", "0.03"], 20, 2,
                   only=("stream.copy/torch", "stream.triad/torch", "stream.read/torch"),
                   env={"ROOFBENCH_HANG_AFTER": "2"}, script="tests/hang_run.py", stall_s=6)
-    out = tmp_path / "out"
-    check = dc.run_check([gates, run], out, check_s=120, say=lambda s: None)
+    out = tmp / "out"
+    return out, dc.run_check([gates, run], out, check_s=120, say=lambda s: None)
+
+
+@pytest.mark.slow
+def test_a_rehearsal_with_a_hung_kernel_leaves_verdicts_and_a_derivable_partial_run(rehearsal, tmp_path):
+    out, check = rehearsal
 
     # the gate cases' verdicts, one line each as reached; the hung one written by the check,
     # and the case after it reached by a second pytest
