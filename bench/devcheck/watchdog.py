@@ -48,6 +48,10 @@ def _wait(proc, until: float, stalled, poll_s: float) -> int | None:
         time.sleep(min(poll_s, until - now))
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_bounded(argv: list[str], limit_s: float, grace_s: float, log=None, env: dict | None = None,
                 cwd: str | None = None, stalled=None, poll_s: float = 0.2) -> Outcome:
     """Run argv in a new session (its own process group), output to log (an open file, or
@@ -57,8 +61,12 @@ def run_bounded(argv: list[str], limit_s: float, grace_s: float, log=None, env: 
     so no compile worker or stray child holds the GPU into the next step."""
     t0 = time.monotonic()
     end = t0 + limit_s
+    # a process started in the background (`cmd &`, nohup) ignores SIGINT, and its children
+    # inherit that: the command gets SIGINT's default back, or the interrupt would never land
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT if log is not None else None,
-                            env=env, cwd=cwd, start_new_session=True)
+                            env=env, cwd=cwd, start_new_session=True,
+                            preexec_fn=_default_sigint if ignored else None)
     how = ENDED
     try:
         rc = _wait(proc, end - grace_s, stalled, poll_s)
