@@ -38,7 +38,7 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     # off chip a smaller set still hits in a fading cache now and then (its faster read is that
     # cache's, not the memory's): the top reaches from the sets at or past the roof's
     best = float(ordered.loc[ordered["_group"] >= at["_group"], "rate"].max()) if offchip else float(rates[0])
-    drift = [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
+    drift = _spreads(meas)
     spread = {"best_over_roof": math.log(best / roof),
               "passes": float(np.median([d for d, _ in drift])) if drift else 0.0,
               "pass_reach": float(np.median([policy.pass_reach(n) * d for d, n in drift])) if drift else 0.0,
@@ -60,15 +60,14 @@ def run_reach(rates: pd.DataFrame, policy: Policy) -> float:
     is within pass_reach(n) x its spread of the truth but for Policy.pass_miss of runs, and any
     one of its passes within one spread more. A roof whose every row ran in one pass has no
     spread of its own, yet that pass was one of the run's: it reaches at least this far."""
-    if rates.empty or "pass" not in rates:
-        return 0.0
-    per = rates.assign(_p=rates["pass"].fillna(1).astype(int)).groupby("key").agg(
-        n=("_p", "nunique"), hi=("rate", "max"), lo=("rate", "min"))
-    per = per[per["n"] >= 2]
-    if per.empty:
-        return 0.0
-    return float(np.median([(1 + policy.pass_reach(int(n))) * math.log(hi / lo)
-                            for n, hi, lo in zip(per["n"], per["hi"], per["lo"])]))
+    drift = _spreads(measurements(rates, rates["key"])) if not rates.empty else []
+    return float(np.median([(1 + policy.pass_reach(n)) * d for d, n in drift])) if drift else 0.0
+
+
+def _spreads(meas: pd.DataFrame) -> list[tuple[float, int]]:
+    """Return, per group of measurements (one per group and pass) measured in n >= 2 passes,
+    (its passes' log max / min, n)."""
+    return [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
 
 
 def with_run_reach(roof: Roof, reach: float) -> Roof:
