@@ -103,7 +103,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_arches)
         elif "aot_outcomes" in getattr(item, "fixturenames", ()):
             _AOT_NEEDED.update(aot_needs(item))
+    items[:] = lane_last(items)
     _start_lane(config, items)
+
+
+def reads_the_lane(item) -> bool:
+    """Return whether item will run and reads a session_run fixture (directly or through another)."""
+    if item.get_closest_marker("skip") or any(
+            any(a is True for a in m.args) for m in item.iter_markers("skipif")):
+        return False
+    return any(name in _SESSION_RUNS for name in getattr(item, "fixturenames", ()))
+
+
+def lane_last(items: list) -> list:
+    """Return items with the modules whose tests read the lane's values moved after the others,
+    each module's tests kept together and in order: the lane works from the end of collection
+    on while the others run, so a test that reads its value finds it made instead of waiting."""
+    late = {item.module.__name__ for item in items if getattr(item, "module", None) and reads_the_lane(item)}
+    key = lambda item: getattr(getattr(item, "module", None), "__name__", "") in late
+    return sorted(items, key=key)   # stable: the order within each group stays
 
 
 @pytest.fixture(scope="session")
@@ -188,8 +206,7 @@ def _start_lane(config, items) -> None:
         return
     env = user_env()
     for item in items:
-        if item.get_closest_marker("skip") or any(
-                any(a is True for a in m.args) for m in item.iter_markers("skipif")):
+        if not reads_the_lane(item):
             continue
         for name in getattr(item, "fixturenames", ()):
             if name in _SESSION_RUNS:
