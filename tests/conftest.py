@@ -120,8 +120,9 @@ def lane_last(items: list) -> list:
     each module's tests kept together and in order: the lane works from the end of collection
     on while the others run, so a test that reads its value finds it made instead of waiting."""
     late = {item.module.__name__ for item in items if getattr(item, "module", None) and reads_the_lane(item)}
-    key = lambda item: getattr(getattr(item, "module", None), "__name__", "") in late
-    return sorted(items, key=key)   # stable: the order within each group stays
+    def late_module(item) -> bool:
+        return getattr(getattr(item, "module", None), "__name__", "") in late
+    return sorted(items, key=late_module)   # stable: the order within each group stays
 
 
 @pytest.fixture(scope="session")
