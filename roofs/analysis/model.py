@@ -50,7 +50,7 @@ from roofs.analysis.roofline import (
     write_share,
 )
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.statistic import ceiling, measurements, run_reach, with_run_reach
+from roofs.analysis.statistic import ceiling, largest_move, measurements, run_reach, with_run_reach
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
@@ -515,6 +515,21 @@ def _uncounted(sweep: pd.DataFrame, rates: pd.DataFrame, levels: list, policy: P
     return notes
 
 
+def with_memory_reach(roofs: list, stream: pd.DataFrame, memory: str) -> list:
+    """Return roofs with the off-chip level's roof and its direction roofs reaching at least as far
+    past their best as any point of its window moved between passes (ln max / min): the memory is
+    shared with the host's other tenants, who slow it minute to minute for every kernel alike, and
+    noise only slows, so a point that read f x slower in one pass shows that any pass of any kernel
+    there may have; a kernel whose every pass met a slow minute shows no spread of its own."""
+    level = next((r for r in roofs if r.name == memory and r.extra.get("window_bytes")), None)
+    if level is None:
+        return roofs
+    lo, hi = level.extra["window_bytes"]
+    mine = stream[(stream["working_set_bytes"] >= lo) & (stream["working_set_bytes"] <= hi)]
+    reach = largest_move(mine)
+    return [with_run_reach(r, reach, "memory_reach") if r.name.split(".")[0] == memory else r for r in roofs]
+
+
 def _measured_again(rows: pd.DataFrame) -> set:
     """Return the points (first-pass ids) that a revisit pass measured again, usable or not."""
     if rows.empty or "pass" not in rows:
@@ -548,6 +563,7 @@ def estimate(rows: pd.DataFrame, device: dict, samples: dict | None = None,
     # a roof whose point a revisit pass measured again: its best pass was one of the run's
     reach, again = run_reach(rates, policy), _measured_again(sweep)
     roofs = [with_run_reach(r, reach) if first_pass_id(r.point_id) in again else r for r in roofs]
+    roofs = with_memory_reach(roofs, stream, memory)
     wide = [r for r in roofs if r.interval and r.kind != "latency" and r.value
             and (r.interval[1] / r.interval[0] - 1) / 2 > policy.target_halfwidth and not r.extra.get("line_of")]
     notes += [f"{r.name}: its interval is {fmt_halfwidth((r.interval[1] / r.interval[0] - 1) / 2)} after "

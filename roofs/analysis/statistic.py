@@ -64,18 +64,25 @@ def run_reach(rates: pd.DataFrame, policy: Policy) -> float:
     return float(np.median([(1 + policy.pass_reach(n)) * d for d, n in drift])) if drift else 0.0
 
 
+def largest_move(rates: pd.DataFrame) -> float:
+    """Return the largest log max / min of rates' points (column "key") between their passes, 0
+    for none measured twice: how much slower than another pass any one pass of them read."""
+    drift = _spreads(measurements(rates, rates["key"])) if not rates.empty else []
+    return max((d for d, _ in drift), default=0.0)
+
+
 def _spreads(meas: pd.DataFrame) -> list[tuple[float, int]]:
     """Return, per group of measurements (one per group and pass) measured in n >= 2 passes,
     (its passes' log max / min, n)."""
     return [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
 
 
-def with_run_reach(roof: Roof, reach: float) -> Roof:
+def with_run_reach(roof: Roof, reach: float, name: str = "run_reach") -> Roof:
     """Return roof with its interval reaching at least reach (run_reach) past its best (a
     latency roof: down from its floor). The caller passes a roof whose point a revisit pass
     measured again: its best pass was one of the run's, however close its own passes read (a
     busy row the runner missed, or flagged, leaves a roof fewer passes than the run made, and
-    their spread may be none)."""
+    their spread may be none). name: the extra key that records reach."""
     basis, iv = roof.extra.get("interval_basis"), roof.interval
     if not reach or not iv:
         return roof
@@ -83,4 +90,4 @@ def with_run_reach(roof: Roof, reach: float) -> Roof:
         iv = (min(iv[0], roof.value / math.exp(reach)), iv[1])
     else:
         iv = (iv[0], max(iv[1], (basis or {}).get("best", roof.value) * math.exp(reach)))
-    return replace(roof, interval=iv, extra={**roof.extra, "run_reach": reach})
+    return replace(roof, interval=iv, extra={**roof.extra, name: reach})
