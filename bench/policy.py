@@ -52,7 +52,8 @@ class Policy:
     offchip_factor: int = 4         # off-chip sizes from this x the last cache's measured edge; the sweep reaches it
     settle_tol: float = 0.10        # the sweep ends once its last octave (min_sizes or more) agrees within this share
     quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
-    band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level
+    band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level;
+                                    # a first plateau past this x a cache's reported size is not that cache's
     launch_factor: float = 2.0      # a call under this x the launch floor is launch-bound
 
     def pass_reach(self, n: int) -> float:

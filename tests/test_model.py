@@ -163,6 +163,28 @@ def test_sizes_from_the_last_caches_size_on_are_one_level_before_any_two_caches_
     assert got == [(16 * KIB, 48 * KIB), (64 * KIB, 1 * MIB), (2 * MIB, 16 * MIB), (32 * MIB, 256 * MIB)]
 
 
+def test_a_first_plateau_past_four_times_a_caches_size_leaves_that_cache_without_a_level():
+    """A 2-core Zen 5 VM's quick run (l1 96 KiB, l2 2 MiB, l3 32 MiB reported): torch's reread
+    read L1 and L2 at one speed, so one plateau ran from 24 KiB to 1.4 MiB, and a fast minute of
+    its memory split L3 in two (1.5-16 MiB at 237, 23-48 MiB at 204). Four plateaus for four
+    levels took l1, l2, l3 and dram in order: L2 was named l1, L3 l2, and its tail l3. A set 15x
+    L1's size is never L1's: the caches the first plateau runs past band_factor x their size have
+    no level of their own, so three levels remain, L3's halves merge, and the names are right."""
+    caches = [{"name": "l1", "total_bytes": 96 * KIB}, {"name": "l2", "total_bytes": 2 * MIB},
+              {"name": "l3", "total_bytes": 32 * MIB}]
+    sizes = [24 * KIB, 48 * KIB, 96 * KIB, 192 * KIB, 384 * KIB, 768 * KIB, 1448 * KIB,
+             2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 24 * MIB, 32 * MIB, 48 * MIB, 256 * MIB, 512 * MIB]
+    rates = [470.0] * 7 + [237.0] * 4 + [204.0] * 3 + [50.0] * 2
+    rows = pd.DataFrame([row("stream.reread", ws, r) for ws, r in zip(sizes, rates)])
+    roofs, notes = derive_roofs(rows, {"kind": "cpu", "caches": caches})
+    levels = {r.name: r for r in roofs if "." not in r.name}
+    assert sorted(levels) == ["dram", "l2", "l3"]
+    assert levels["l2"].value == 470.0 and levels["dram"].value == 50.0
+    # L3: its sizes from 2x L2's edge on (4-48 MiB), its roof the second best of their outer half (rule 11)
+    assert levels["l3"].plateau_bytes == (4 * MIB, 48 * MIB) and levels["l3"].value == 204.0
+    assert any(n.startswith("l1: no plateau of its own") for n in notes)
+
+
 def test_physical_order_removes_a_level_slower_than_the_next():
     """l1 at 190 under l2's 208 is torch's sum, not the cache: no l1 roof, a note says why."""
     mk = lambda n, v: Roof("bandwidth", n, v, "GB/s", op="stream.reread")  # noqa: E731

@@ -50,7 +50,7 @@ from roofs.analysis.roofline import (
     write_share,
 )
 from roofs.analysis.specs import cpu_missing_units
-from roofs.analysis.statistic import ceiling, largest_move, measurements, run_reach, with_run_reach
+from roofs.analysis.statistic import ceiling, measurements, run_reach, with_memory_reach, with_run_reach
 
 NOT_IT = 1e6     # the naming's cost of a cache whose reported size a plateau starts past
 SUSTAINED_MODE = "sustained"   # rows of the sustained phase (bench/run/sustain_phase.py)
@@ -256,6 +256,21 @@ def _offchip_merged(plats: list, caches) -> list:
     return plats[:past[0]] + [pd.concat(plats[past[0]:])]
 
 
+def _passed(plats: list, caches, policy: Policy) -> list:
+    """Return the inner caches the first of several plateaus runs past: its largest size more than
+    Policy.band_factor x their reported size (no cache serves a set that many times itself, so
+    the plateau is an outer level's and these caches have none of their own)."""
+    if len(plats) < 2:
+        return []
+    end = float(plats[0]["working_set_bytes"].max())
+    out = []
+    for name, size in caches[:-1]:
+        if end <= policy.band_factor * size:
+            break
+        out.append((name, size))
+    return out
+
+
 def _names(plats: list, caches, memory: str) -> list[str]:
     """Return each plateau's level. The last is off chip where the sweep reached past every
     reported cache (a level ends where its plateau does, but no sweep that stops inside the
@@ -293,7 +308,17 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                             "their kernels' own limit (or per-call cost), left out of the levels (a finding)",
                             KERNEL_LIMIT))
     plats = plateaus(env[~limited], max(len(caches), 1) + 1, policy, caches)
-    names = _names(plats, caches, memory)
+    passed = _passed(plats, caches, policy)
+    if passed:  # the levels the sweep can show are one fewer per cache the first plateau ran past
+        shown = caches[len(passed):]
+        plats = plateaus(env[~limited], len(shown) + 1, policy, caches)
+        top = fmt_bytes(plats[0]["working_set_bytes"].max())
+        notes += [f"{name}: no plateau of its own: the first runs to {top}, past {policy.band_factor}x its "
+                  f"reported {fmt_bytes(size)} (its kernels read it no faster than the next level)"
+                  for name, size in passed]
+    else:
+        shown = caches
+    names = _names(plats, shown, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
     for d in DIRECTIONS:
@@ -513,21 +538,6 @@ def _uncounted(sweep: pd.DataFrame, rates: pd.DataFrame, levels: list, policy: P
         if not g["point_id"].isin(counted).any():
             notes.append(f"{p}: no compute roof: of its {len(g)} rows, {untrusted_text(g, policy)}")
     return notes
-
-
-def with_memory_reach(roofs: list, stream: pd.DataFrame, memory: str) -> list:
-    """Return roofs with the off-chip level's roof and its direction roofs reaching at least as far
-    past their best as any point of its window moved between passes (ln max / min): the memory is
-    shared with the host's other tenants, who slow it minute to minute for every kernel alike, and
-    noise only slows, so a point that read f x slower in one pass shows that any pass of any kernel
-    there may have; a kernel whose every pass met a slow minute shows no spread of its own."""
-    level = next((r for r in roofs if r.name == memory and r.extra.get("window_bytes")), None)
-    if level is None:
-        return roofs
-    lo, hi = level.extra["window_bytes"]
-    mine = stream[(stream["working_set_bytes"] >= lo) & (stream["working_set_bytes"] <= hi)]
-    reach = largest_move(mine)
-    return [with_run_reach(r, reach, "memory_reach") if r.name.split(".")[0] == memory else r for r in roofs]
 
 
 def _measured_again(rows: pd.DataFrame) -> set:

@@ -2,7 +2,8 @@
 (a working-set size, a shape, a message size) and pass the best usable row; the roof the
 Policy.roof_rank-th highest group's best; its one-sided interval [roof, best x exp(R)], where
 a roof whose point a revisit pass measured again reaches at least as far as one pass of the
-run may read low (run_reach, with_run_reach). roofs.analysis.model builds every level, direction and
+run may read low (run_reach, with_run_reach), and the memory's roofs as far as any point of its
+window moved between passes (with_memory_reach). roofs.analysis.model builds every level, direction and
 compute roof with it, and roofs.analysis.links every link roof; this module imports neither."""
 from __future__ import annotations
 
@@ -91,3 +92,18 @@ def with_run_reach(roof: Roof, reach: float, name: str = "run_reach") -> Roof:
     else:
         iv = (iv[0], max(iv[1], (basis or {}).get("best", roof.value) * math.exp(reach)))
     return replace(roof, interval=iv, extra={**roof.extra, name: reach})
+
+
+def with_memory_reach(roofs: list, stream: pd.DataFrame, memory: str) -> list:
+    """Return roofs with the off-chip level's roof and its direction roofs reaching at least as far
+    past their best as any point of its window moved between passes (ln max / min): the memory is
+    shared with the host's other tenants, who slow it minute to minute for every kernel alike, and
+    noise only slows, so a point that read f x slower in one pass shows that any pass of any kernel
+    there may have; a kernel whose every pass met a slow minute shows no spread of its own."""
+    level = next((r for r in roofs if r.name == memory and r.extra.get("window_bytes")), None)
+    if level is None:
+        return roofs
+    lo, hi = level.extra["window_bytes"]
+    mine = stream[(stream["working_set_bytes"] >= lo) & (stream["working_set_bytes"] <= hi)]
+    reach = largest_move(mine)
+    return [with_run_reach(r, reach, "memory_reach") if r.name.split(".")[0] == memory else r for r in roofs]
