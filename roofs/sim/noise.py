@@ -15,8 +15,8 @@ sample lists and the runner's flags:
              other half pass unflagged
     minutes  a host whose memory switches between a fast state and a ~1.9x slow one for
              stretches of rows (a neighbour's memory traffic minute to minute): the slow state
-             slows the share of a call's time spent off chip, jitter 0.02 on top (a seed's
-             model, not a table row)
+             slows the share of a call's time spent off chip, jitter 0.02 on top (not a
+             row of the default table: `--noises minutes` writes its rows)
 
 draw(noise, rng, seconds, counts, passes, cores, memory) -> (samples per row, flag per row).
 Every sample is >= its row's true time.
