@@ -119,10 +119,8 @@ def lane_last(items: list) -> list:
     """Return items with the modules whose tests read the lane's values moved after the others,
     each module's tests kept together and in order: the lane works from the end of collection
     on while the others run, so a test that reads its value finds it made instead of waiting."""
-    late = {item.module.__name__ for item in items if getattr(item, "module", None) and reads_the_lane(item)}
-    def late_module(item) -> bool:
-        return getattr(getattr(item, "module", None), "__name__", "") in late
-    return sorted(items, key=late_module)   # stable: the order within each group stays
+    late = {item.path for item in items if reads_the_lane(item)}
+    return sorted(items, key=lambda item: item.path in late)   # stable: the order within each group stays
 
 
 @pytest.fixture(scope="session")

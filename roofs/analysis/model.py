@@ -309,15 +309,13 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
                             KERNEL_LIMIT))
     plats = plateaus(env[~limited], max(len(caches), 1) + 1, policy, caches)
     passed = _passed(plats, caches, policy)
-    if passed:  # the levels the sweep can show are one fewer per cache the first plateau ran past
-        shown = caches[len(passed):]
+    shown = caches[len(passed):]   # the levels the sweep can show: one fewer per cache the first plateau ran past
+    if passed:
         plats = plateaus(env[~limited], len(shown) + 1, policy, caches)
         top = fmt_bytes(plats[0]["working_set_bytes"].max())
         notes += [f"{name}: no plateau of its own: the first runs to {top}, past {policy.band_factor}x its "
                   f"reported {fmt_bytes(size)} (its kernels read it no faster than the next level)"
                   for name, size in passed]
-    else:
-        shown = caches
     names = _names(plats, shown, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran

@@ -61,15 +61,19 @@ def run_reach(rates: pd.DataFrame, policy: Policy) -> float:
     is within pass_reach(n) x its spread of the truth but for Policy.pass_miss of runs, and any
     one of its passes within one spread more. A roof whose every row ran in one pass has no
     spread of its own, yet that pass was one of the run's: it reaches at least this far."""
-    drift = _spreads(measurements(rates, rates["key"])) if not rates.empty else []
+    drift = _point_spreads(rates)
     return float(np.median([(1 + policy.pass_reach(n)) * d for d, n in drift])) if drift else 0.0
 
 
 def largest_move(rates: pd.DataFrame) -> float:
     """Return the largest log max / min of rates' points (column "key") between their passes, 0
     for none measured twice: how much slower than another pass any one pass of them read."""
-    drift = _spreads(measurements(rates, rates["key"])) if not rates.empty else []
-    return max((d for d, _ in drift), default=0.0)
+    return max((d for d, _ in _point_spreads(rates)), default=0.0)
+
+
+def _point_spreads(rates: pd.DataFrame) -> list[tuple[float, int]]:
+    """Return _spreads of rates' points (column "key"), each pass's best row a measurement."""
+    return _spreads(measurements(rates, rates["key"])) if not rates.empty else []
 
 
 def _spreads(meas: pd.DataFrame) -> list[tuple[float, int]]:
@@ -80,10 +84,10 @@ def _spreads(meas: pd.DataFrame) -> list[tuple[float, int]]:
 
 def with_run_reach(roof: Roof, reach: float, name: str = "run_reach") -> Roof:
     """Return roof with its interval reaching at least reach (run_reach) past its best (a
-    latency roof: down from its floor). The caller passes a roof whose point a revisit pass
-    measured again: its best pass was one of the run's, however close its own passes read (a
-    busy row the runner missed, or flagged, leaves a roof fewer passes than the run made, and
-    their spread may be none). name: the extra key that records reach."""
+    latency roof: down from its floor), recorded as extra[name]. estimate passes a roof whose
+    point a revisit pass measured again (its best pass was one of the run's, however close its
+    own passes read: a busy row the runner missed, or flagged, leaves a roof fewer passes than
+    the run made, and their spread may be none); with_memory_reach the memory's roofs."""
     basis, iv = roof.extra.get("interval_basis"), roof.interval
     if not reach or not iv:
         return roof
