@@ -50,7 +50,8 @@ class Policy:
     revisit_top: int = 2            # rows revisited per working-set window and per precision and unit
     # --- the stream sweep and the bounds ---
     offchip_factor: int = 4         # off-chip sizes from this x the last cache's measured edge; the sweep reaches it
-    settle_tol: float = 0.10        # the sweep ends once its last octave (min_sizes or more) agrees within this share
+    settle_tol: float = 0.10        # the sweep ends once its last octave (settle_sizes or more) agrees this close
+    settle_sizes: int = 3           # ... of at least this many sizes: two can agree because noise slowed the first
     quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
     band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level;
                                     # a first plateau past this x a cache's reported size is not that cache's

@@ -76,15 +76,17 @@ def offchip_floor(device) -> int:
 def offchip_settled(history, floor: int, policy: Policy = DEFAULT) -> str | None:
     """Return why a stream sweep need grow no further, or None: its tail is already the
     off-chip plateau the derivation will look for (ARCHITECTURE.md rule 5): the last sizes,
-    at least Policy.min_sizes of them spanning Policy.level_min_octaves or more, lie at or
+    at least Policy.settle_sizes of them spanning Policy.level_min_octaves or more, lie at or
     past floor, their rates agree within Policy.settle_tol (a tail falling by more is a set
     that still partly hits a fading last cache: a transition, or a roof read high), and a
-    smaller size of the sweep ran more than a level step faster (the knee is behind them). history: the sweep's
-    measured (ws_bytes, rate) in order of size."""
+    smaller size of the sweep ran more than a level step faster (the knee is behind them).
+    Noise only slows, so two sizes of a falling tail agree whenever the first was slowed; a
+    third shows whether it still falls (on one size per octave, a CPU's quick sweep, the
+    first stop is its planned end). history: the sweep's measured (ws_bytes, rate) in order of size."""
     tail = []
     for ws, r in reversed(history):
         tail.insert(0, (ws, r))
-        if len(tail) >= policy.min_sizes and math.log2(tail[-1][0] / tail[0][0]) >= policy.level_min_octaves - 1e-9:
+        if len(tail) >= policy.settle_sizes and math.log2(tail[-1][0] / tail[0][0]) >= policy.level_min_octaves - 1e-9:
             break
     else:
         return None
