@@ -207,8 +207,9 @@ def test_a_full_sweep_reads_dram_past_a_fading_last_cache():
 
 
 def test_a_slower_truth_reads_slower_off_chip_past_a_fading_last_cache():
-    """zen5_vm's L3 fades slowly, so its quick sweep's off-chip window (256 and 512 MiB) reads
-    82 and 78 GB/s under quiet noise (seed 0): the smaller set still hits in the cache. The top
+    """zen5_vm's L3 fades slowly, so its quick sweep's off-chip window (256 and 512 MiB) read
+    82 and 78 GB/s under quiet noise (seed 0, the model's L3 then ending at 32 MiB): the smaller
+    set still hits in the cache. The top
     reached 3x that gap past 82 (93.7: +20%), so a truth 15% slower was never apart from it and
     the DRAM roofs read UNCLEAR, not SLOWER (79% of the table's SLOWER verdicts). Off chip the top
     now reaches from the sets at or past the roof's own (rule 17): each interval covers the truth
