@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from bench.hw.counters import FLAG_FRACTION
@@ -63,23 +64,23 @@ def candidate_rows(rows: pd.DataFrame, kind: str, name: str, device: dict, roof:
     """Return the ok rows that measure the same ceiling as roof: a precision's rows of the
     family and dtype that set it; a level's stream rows (probe.l1 for a probe roof) on its
     plateau's sizes, in the roof's direction for a direction roof."""
-    ok = rows[rows["status"] == "ok"] if not rows.empty else rows
-    if roof is None or ok.empty:
-        return ok.iloc[0:0]
+    ok = (rows["status"] == "ok").to_numpy() if not rows.empty else np.zeros(0, bool)
+    if roof is None or not ok.any():
+        return rows.iloc[0:0]
+    ops, family = rows["op"].to_numpy(), rows["family"].to_numpy()
     if kind == "compute":
-        family = ok.loc[ok["op"] == roof.op, "family"]
-        family = family.iloc[0] if len(family) else "gemm"
-        return ok[(ok["family"] == family) & (ok["dtype"] == roof.dtype)]
+        mine = family[ok & (ops == roof.op)]
+        return rows[ok & (family == (mine[0] if len(mine) else "gemm")) & (rows["dtype"] == roof.dtype).to_numpy()]
     if (roof.extra or {}).get("probe"):
-        return ok[ok["op"] == "probe.l1"]
+        return rows[ok & (ops == "probe.l1")]
     lo = (roof.extra or {}).get("from_bytes") or (roof.plateau_bytes or (0, 0))[0]
     hi = (roof.plateau_bytes or (0, float("inf")))[1]
     _, memory = device_levels(device)
     if name.split(".")[0] == memory:
         hi = float("inf")
-    ws = ok["working_set_bytes"]
+    ws = rows["working_set_bytes"].to_numpy(float)
     half_bin = 2 ** (0.5 / DEFAULT.bins_per_octave)  # a size within half a size bin is that size
-    sel = ok[(ok["family"] == "stream") & (ws >= lo / half_bin) & (ws <= hi * half_bin)]
+    sel = rows[ok & (family == "stream") & (ws >= lo / half_bin) & (ws <= hi * half_bin)]
     _, _, d = name.partition(".")
     return sel[directions(sel) == d] if d in DIRECTIONS and not sel.empty else sel
 
@@ -105,20 +106,19 @@ def _level_bounds(roof: Roof, roofs: list) -> Roof:
 
 
 def _checks(roof: Roof, cands: pd.DataFrame, counters, memory: str, policy: Policy) -> list[dict]:
-    own = cands[cands["point_id"] == roof.point_id]
-    if "backend" not in cands:
-        cands = cands.assign(backend=cands["impl"].astype(str).str.split("/").str[-1])
-        own = cands[cands["point_id"] == roof.point_id]
-    backend = own["backend"].iloc[0] if not own.empty else ""
-    others = cands[cands["point_id"] != roof.point_id]
+    backends = (cands["backend"] if "backend" in cands else cands["impl"].astype(str).str.split("/").str[-1]).to_numpy()
+    own = cands["point_id"].to_numpy() == roof.point_id
+    backend = backends[own][0] if own.any() else ""
+    rates, ops = cands["rate"].to_numpy(float), cands["op"].to_numpy()
     out = []
-    for kind, sel in (("impl", others["backend"] != backend),
-                      ("kernel", (others["backend"] == backend) & (others["op"] != roof.op))):
-        pool = others[sel]
-        if pool.empty:
+    others = ~own & ~np.isnan(rates)
+    for kind, sel in (("impl", others & (backends != backend)),
+                      ("kernel", others & (backends == backend) & (ops != roof.op))):
+        if not sel.any():
             continue
-        best = pool.loc[pool["rate"].idxmax()]
-        rate = float(best["rate"])
+        at = np.flatnonzero(sel)[np.argmax(rates[sel])]   # the fastest, the first of a tie
+        best = cands.iloc[at]
+        rate = float(rates[at])
         agrees = _agrees(rate, roof.interval, policy.agree_tol)
         check = {"kind": kind, "independent": kind == "impl", "point_id": str(best["point_id"]), "op": str(best["op"]),
                  "impl": str(best["impl"]), "dtype": str(best["dtype"]), "value": rate, "interval": [rate, rate],

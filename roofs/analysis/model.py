@@ -418,7 +418,7 @@ def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(
     comp = rows[rows["family"].isin(COMPUTE_FAMILIES)] if not rows.empty else rows
     if comp.empty:
         return [], []
-    units = pd.Series([unit_of(r) for _, r in comp[["family", "impl"]].iterrows()], index=comp.index)
+    units = [unit_of({"family": f, "impl": i}) for f, i in zip(comp["family"], comp["impl"])]
     comp = comp.assign(_unit=units)
     own, roofs = {}, []
     for (p, unit), g in comp.groupby(["dtype", "_unit"], sort=False):
@@ -427,8 +427,9 @@ def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(
             roofs.append(replace(roof, name=f"{p}.elementwise", extra={**roof.extra, "line_of": str(p)}))
         elif str(p) not in own or roof.value > own[str(p)].value:
             own[str(p)] = roof
+    groups = list(comp.groupby(["dtype", "_unit"]))
     for p, roof in list(own.items()):
-        vec = [r for (q, u), g in comp.groupby(["dtype", "_unit"]) if q == p and u == "vector" and roof.extra["unit"]
+        vec = [r for (q, u), g in groups if q == p and u == "vector" and roof.extra["unit"]
                == "gemm" for r in [_precision(p, "vector", g, policy)]]
         roofs += [replace(v, name=f"{p}.vector", extra={**v.extra, "line_of": p}) for v in vec]
     for p in sorted(set(own) & set(no_unit)):

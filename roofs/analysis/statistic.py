@@ -18,10 +18,18 @@ from roofs.analysis.roofline import Roof
 
 
 def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
-    """Return, per (group, pass), the best row of rows: the measurements a roof is a statistic of."""
-    passes = rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)
-    idx = rows.groupby([group.values, passes.values])["rate"].idxmax()
-    return rows.loc[idx.values].assign(_group=group.loc[idx.values].values, _pass=passes.loc[idx.values].values)
+    """Return, per (group, pass), the best row of rows (group: one value per row, in rows' order):
+    the measurements a roof is a statistic of, in order of group, then pass; a tie goes to the
+    row first in rows, and a row without a group is none."""
+    passes = (rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)).to_numpy()
+    groups = group.to_numpy()
+    codes, _ = pd.factorize(groups, sort=True)
+    order = np.lexsort((np.arange(len(rows)), -rows["rate"].to_numpy(float), passes, codes))  # last key first
+    order = order[codes[order] >= 0]
+    first = np.ones(len(order), bool)
+    first[1:] = (codes[order][1:] != codes[order][:-1]) | (passes[order][1:] != passes[order][:-1])
+    pick = order[first]
+    return rows.iloc[pick].assign(_group=groups[pick], _pass=passes[pick])
 
 
 def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[float, tuple, dict, pd.Series]:
@@ -32,25 +40,25 @@ def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[
     then), so the low end is at most its largest size's best, the set least served by any cache.
     (A cache's plateau falls at its largest sizes because it is filling up.)"""
     # each size's (or shape's) best pass: noise only slows, so a pass faster than another is not luck
-    ordered = meas.loc[meas.groupby("_group")["rate"].idxmax()].sort_values("rate", ascending=False)
+    per = _per_group(meas)
+    ordered = meas.iloc[per["best_at"]].sort_values("rate", ascending=False)
     rates = ordered["rate"].to_numpy(float)
     at = ordered.iloc[min(policy.roof_rank, len(rates)) - 1]
     roof = float(at["rate"])
     # off chip a smaller set still hits in a fading cache now and then (its faster read is that
     # cache's, not the memory's): the top reaches from the sets at or past the roof's
     best = float(ordered.loc[ordered["_group"] >= at["_group"], "rate"].max()) if offchip else float(rates[0])
-    drift = _spreads(meas)
+    drift = _spreads(meas, per)
     spread = {"best_over_roof": math.log(best / roof),
               "passes": float(np.median([d for d, _ in drift])) if drift else 0.0,
               "pass_reach": float(np.median([policy.pass_reach(n) * d for d, n in drift])) if drift else 0.0,
               "row": float(ordered["jitter"].iloc[0] or 0.0)}
     s = max(policy.interval_reach * max(spread["best_over_roof"], spread["row"]), spread["pass_reach"])
     high = max(best * math.exp(s), roof * (1 + 2 * policy.min_halfwidth))
-    sizes = meas.groupby("_group")["rate"].max().sort_index().to_numpy(float) if offchip else []
+    sizes = per["max"] if offchip else []
     fall = min(1.0, sizes[-1] / roof) if len(sizes) >= 2 else 1.0
     basis = {"measurements": len(meas), "groups": len(rates), "passes": int(meas["_pass"].nunique()),
-             "most_passes": int(meas.groupby("_group")["_pass"].nunique().max()), "spread": spread, "best": best,
-             "fall": fall}
+             "most_passes": int(per["passes"].max()), "spread": spread, "best": best, "fall": fall}
     return roof, (roof * fall, float(high)), basis, at
 
 
@@ -76,10 +84,28 @@ def _point_spreads(rates: pd.DataFrame) -> list[tuple[float, int]]:
     return _spreads(measurements(rates, rates["key"])) if not rates.empty else []
 
 
-def _spreads(meas: pd.DataFrame) -> list[tuple[float, int]]:
+def _per_group(meas: pd.DataFrame) -> dict:
+    """Return, per group of measurements (column "_group", in sorted order; a row without a group
+    in none): "best_at", the position of its fastest row (the first of a tie); "max" and "min",
+    its fastest and slowest rate; "rows" and "passes", how many rows and distinct passes it holds."""
+    codes, uniques = pd.factorize(meas["_group"].to_numpy(), sort=True)
+    rate, k = meas["rate"].to_numpy(float), len(uniques)
+    order = np.lexsort((np.arange(len(meas)), -rate, codes))   # by group, then fastest, then first
+    order = order[codes[order] >= 0]
+    first = np.ones(len(order), bool)
+    first[1:] = codes[order][1:] != codes[order][:-1]
+    low = np.full(k, np.inf)
+    np.minimum.at(low, codes[codes >= 0], rate[codes >= 0])
+    pairs = np.unique(np.column_stack([codes, meas["_pass"].to_numpy()])[codes >= 0], axis=0)
+    return {"best_at": order[first], "max": rate[order[first]], "min": low,
+            "rows": np.bincount(codes[codes >= 0], minlength=k), "passes": np.bincount(pairs[:, 0], minlength=k)}
+
+
+def _spreads(meas: pd.DataFrame, per: dict | None = None) -> list[tuple[float, int]]:
     """Return, per group of measurements (one per group and pass) measured in n >= 2 passes,
-    (its passes' log max / min, n)."""
-    return [(math.log(g.max() / g.min()), len(g)) for _, g in meas.groupby("_group")["rate"] if len(g) >= 2]
+    (its passes' log max / min, n). per: _per_group(meas), where the caller has it."""
+    per = _per_group(meas) if per is None else per
+    return [(math.log(hi / lo), int(n)) for hi, lo, n in zip(per["max"], per["min"], per["rows"]) if n >= 2]
 
 
 def with_run_reach(roof: Roof, reach: float, name: str = "run_reach") -> Roof:
