@@ -88,6 +88,16 @@ def group_of(row) -> tuple | None:
     return None
 
 
+# the columns group_of and row_rate read, with the point's id, the runner's flag and the pass
+ROW_COLUMNS = ("point_id", "family", "op", "mode", "impl", "dtype", "timer", "working_set_bytes", "read_bytes",
+               "write_bytes", "bytes", "flops", "p20_ms", "median_ms", "flag", "pass")
+
+
+def _records(rows: pd.DataFrame) -> list[dict]:
+    """Return rows as dicts of the columns of ROW_COLUMNS they have (the selection reads no other)."""
+    return rows[[c for c in ROW_COLUMNS if c in rows]].to_dict("records")
+
+
 def row_rate(row, samples=None, policy: Policy = DEFAULT) -> float:
     """Return a row's rate for the selection: its work over the Policy.rate_quantile low
     quantile of its sample times (samples, seconds; without them its p20_ms, else its
@@ -117,7 +127,7 @@ def revisit_groups(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict |
         first = first[pd.to_numeric(first["pass"], errors="coerce").fillna(1) == 1]
     samples = samples or {}
     found: dict = {}
-    for _, row in first.iterrows():
+    for row in _records(first):
         group = group_of(row)
         rate = row_rate(row, samples.get(str(row["point_id"])), policy) if group else math.nan
         if rate == rate:
@@ -138,7 +148,7 @@ def flagged_rows(rows: pd.DataFrame) -> list[str]:
     first = rows[rows["status"] == "ok"] if "status" in rows else rows
     if "pass" in first:
         first = first[pd.to_numeric(first["pass"], errors="coerce").fillna(1) == 1]
-    return [str(r["point_id"]) for _, r in first.iterrows() if is_runner_flag(r["flag"]) and group_of(r)]
+    return [str(r["point_id"]) for r in _records(first) if is_runner_flag(r["flag"]) and group_of(r)]
 
 
 def ladder_rows(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | None = None) -> list[str]:
@@ -157,7 +167,7 @@ def ladder_rows(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | No
     out = []
     for _, g in first.groupby(["op", "impl", "dtype"], sort=False):
         ladder = sorted(((_number(r["flops"]), row_rate(r, samples.get(str(r["point_id"])), policy),
-                          str(r["point_id"])) for _, r in g.iterrows()), key=lambda x: x[0])
+                          str(r["point_id"])) for r in _records(g)), key=lambda x: x[0])
         for flops, rate, pid in ladder:   # against the calls doing strictly less work
             fastest = max((x for f, x, _ in ladder if f < flops and x == x), default=0.0)
             if rate == rate and rate < (1 - policy.shape_tol) * fastest:
@@ -207,7 +217,7 @@ def pass_bests(rows: pd.DataFrame, policy: Policy = DEFAULT, samples: dict | Non
         return {}
     samples = samples or {}
     best: dict = {}
-    for _, row in rows[usable(rows, policy)].iterrows():
+    for row in _records(rows[usable(rows, policy)]):
         group = owner.get(first_pass_id(row["point_id"]))
         if group is None:
             continue
