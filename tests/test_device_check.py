@@ -210,7 +210,7 @@ IGNORES_SIGINT = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_I
                                          pytest.param(IGNORES_SIGINT, KILLED, -9, marks=pytest.mark.slow)])
 def test_the_watchdog_interrupts_then_kills_at_the_limit(tmp_path, code, how, rc):
     """rc: Python ends on an uncaught KeyboardInterrupt by SIGINT itself (-2), and SIGKILL is -9."""
-    limit, grace = 3.0, 1.5
+    limit, grace = 2.0, 1.0   # a second for the child to start and take its signals' settings
     with open(tmp_path / "log", "w") as log:
         got = run_bounded([sys.executable, "-c", code], limit, grace, log)
     assert got.how == how and got.rc == rc
@@ -225,7 +225,7 @@ def test_the_interrupt_lands_when_the_checks_own_process_ignores_it(tmp_path):
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with open(tmp_path / "log", "w") as log:
-            got = run_bounded([sys.executable, "-c", "import time; time.sleep(60)"], 6.0, 3.0, log)
+            got = run_bounded([sys.executable, "-c", "import time; time.sleep(60)"], 2.0, 1.0, log)
     finally:
         signal.signal(signal.SIGINT, before)
     assert got.how == INTERRUPTED and got.rc == -2
