@@ -420,18 +420,16 @@ def compute_roofs(rows: pd.DataFrame, all_rows: pd.DataFrame, no_unit=frozenset(
         return [], []
     units = [unit_of({"family": f, "impl": i}) for f, i in zip(comp["family"], comp["impl"])]
     comp = comp.assign(_unit=units)
-    own, roofs = {}, []
+    own, roofs, by_unit = {}, [], {}
     for (p, unit), g in comp.groupby(["dtype", "_unit"], sort=False):
-        roof = _precision(str(p), unit, g, policy)
+        roof = by_unit[(str(p), unit)] = _precision(str(p), unit, g, policy)
         if unit == "elementwise":
             roofs.append(replace(roof, name=f"{p}.elementwise", extra={**roof.extra, "line_of": str(p)}))
         elif str(p) not in own or roof.value > own[str(p)].value:
             own[str(p)] = roof
-    groups = list(comp.groupby(["dtype", "_unit"]))
     for p, roof in list(own.items()):
-        vec = [r for (q, u), g in groups if q == p and u == "vector" and roof.extra["unit"]
-               == "gemm" for r in [_precision(p, "vector", g, policy)]]
-        roofs += [replace(v, name=f"{p}.vector", extra={**v.extra, "line_of": p}) for v in vec]
+        vec = by_unit.get((p, "vector")) if roof.extra["unit"] == "gemm" else None
+        roofs += [replace(vec, name=f"{p}.vector", extra={**vec.extra, "line_of": p})] if vec else []
     for p in sorted(set(own) & set(no_unit)):
         mine = own.pop(p)
         wider = _wider(p, own)

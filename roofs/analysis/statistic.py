@@ -23,13 +23,19 @@ def measurements(rows: pd.DataFrame, group: pd.Series) -> pd.DataFrame:
     row first in rows, and a row without a group is none."""
     passes = (rows["pass"].fillna(1).astype(int) if "pass" in rows else pd.Series(1, index=rows.index)).to_numpy()
     groups = group.to_numpy()
-    codes, _ = pd.factorize(groups, sort=True)
-    order = np.lexsort((np.arange(len(rows)), -rows["rate"].to_numpy(float), passes, codes))  # last key first
-    order = order[codes[order] >= 0]
-    first = np.ones(len(order), bool)
-    first[1:] = (codes[order][1:] != codes[order][:-1]) | (passes[order][1:] != passes[order][:-1])
-    pick = order[first]
+    pick = _fastest(rows["rate"].to_numpy(float), pd.factorize(groups, sort=True)[0], passes)
     return rows.iloc[pick].assign(_group=groups[pick], _pass=passes[pick])
+
+
+def _fastest(rate: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """Return the position of the fastest row of each distinct key tuple, in order of the keys
+    (the first key sorts first); a tie goes to the row first in order, and a row whose first
+    key is negative (pd.factorize's code for none) is in no tuple."""
+    order = np.lexsort((np.arange(len(rate)), -rate, *reversed(keys)))   # lexsort sorts by its last key first
+    order = order[keys[0][order] >= 0]
+    first = np.ones(len(order), bool)
+    first[1:] = np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)
+    return order[first]
 
 
 def ceiling(meas: pd.DataFrame, policy: Policy, offchip: bool = False) -> tuple[float, tuple, dict, pd.Series]:
@@ -89,16 +95,13 @@ def _per_group(meas: pd.DataFrame) -> dict:
     in none): "best_at", the position of its fastest row (the first of a tie); "max" and "min",
     its fastest and slowest rate; "rows" and "passes", how many rows and distinct passes it holds."""
     codes, uniques = pd.factorize(meas["_group"].to_numpy(), sort=True)
-    rate, k = meas["rate"].to_numpy(float), len(uniques)
-    order = np.lexsort((np.arange(len(meas)), -rate, codes))   # by group, then fastest, then first
-    order = order[codes[order] >= 0]
-    first = np.ones(len(order), bool)
-    first[1:] = codes[order][1:] != codes[order][:-1]
+    rate, k, mine = meas["rate"].to_numpy(float), len(uniques), codes >= 0
+    best = _fastest(rate, codes)
     low = np.full(k, np.inf)
-    np.minimum.at(low, codes[codes >= 0], rate[codes >= 0])
-    pairs = np.unique(np.column_stack([codes, meas["_pass"].to_numpy()])[codes >= 0], axis=0)
-    return {"best_at": order[first], "max": rate[order[first]], "min": low,
-            "rows": np.bincount(codes[codes >= 0], minlength=k), "passes": np.bincount(pairs[:, 0], minlength=k)}
+    np.minimum.at(low, codes[mine], rate[mine])
+    pairs = np.unique(np.column_stack([codes, meas["_pass"].to_numpy()])[mine], axis=0)
+    return {"best_at": best, "max": rate[best], "min": low,
+            "rows": np.bincount(codes[mine], minlength=k), "passes": np.bincount(pairs[:, 0], minlength=k)}
 
 
 def _spreads(meas: pd.DataFrame, per: dict | None = None) -> list[tuple[float, int]]:
