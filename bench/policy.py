@@ -1,9 +1,10 @@
 """Every threshold behind a roof, in one frozen object (ARCHITECTURE.md, "How a roof is made").
 
 The derivation (roofs/analysis/model.py), the revisit passes (bench/measure/revisit.py), the
-stream sweep's end (bench/ops/stream_sizes.py), the bounds and `check` read their numbers from a
-Policy and hold no bare threshold of their own. `PRESETS` names the variants a user may pick
-(`--policy`); DEFAULT is what every run and re-derivation uses unless told otherwise.
+stream sweep's end (bench/ops/stream_sizes.py), the GEMM search's (bench/ops/gemm.py), the
+bounds and `check` read their numbers from a Policy and hold no bare threshold of their own.
+`PRESETS` names the variants a user may pick (`--policy`); DEFAULT is what every run and
+re-derivation uses unless told otherwise.
 
 A leaf module: it imports nothing of the project, so measuring and deriving both read it.
 """
@@ -53,6 +54,10 @@ class Policy:
     settle_tol: float = 0.10        # the sweep ends once its last octave (settle_sizes or more) agrees this close
     settle_sizes: int = 3           # ... of at least this many sizes: two can agree because noise slowed the first
     quick_past_floor: int = 4       # a CPU's quick sweep ends at this x the off-chip floor
+    # --- the GEMM search ---
+    search_gain: float = 0.03       # a size gains when it beats the best size before it by more than this share
+    search_patience: int = 2        # the search stops after this many sizes in a row without a gain
+    quick_search_sizes: int = 4     # a quick run's search measures at most this many sizes, whatever its noise
     band_factor: int = 4            # a warm working set up to this x a level's edge is bounded by that level;
                                     # a first plateau past this x a cache's reported size is not that cache's
     launch_factor: float = 2.0      # a call under this x the launch floor is launch-bound

@@ -354,10 +354,12 @@ def test_the_gemm_search_runs_where_the_docs_say():
     ends = {}
     for name, device in (("CPU", cpu), ("GPU", gpu)):
         full, quick = gemm.search_sweep(device, False), gemm.search_sweep(device, True)
-        ends[name] = f"from {full[0][0]} ({quick[0][0]} quick) to {full[-1][0]} on a {name}"
+        ends[name] = f"from {full[0][0]} ({quick[0][0]}-{quick[-1][0]} quick) to {full[-1][0]} on a {name}"
     assert f"{ends['CPU']} and {ends['GPU']}" in row, ends
-    patience = ("one", "two", "three", "four")[gemm.SEARCH_PATIENCE - 1]
-    assert f"after {patience} sizes in a row that gain under {gemm.SEARCH_GAIN:.0%} over its best" in row
+    words = ("one", "two", "three", "four", "five")
+    assert f"after {words[DEFAULT.search_patience - 1]} sizes in a row that gain under {DEFAULT.search_gain:.0%} " \
+           "over its best" in row
+    assert f"a quick run's at most {words[DEFAULT.quick_search_sizes - 1]} sizes" in row
     assert f"at least {gemm.SEARCH_MIN_BUDGET_S:g} s here" in row
 
 

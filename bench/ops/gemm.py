@@ -8,7 +8,8 @@
                  takes the best over all three): squares growing by ~sqrt(2) in each layout
                  of B (SEARCH_LAYOUTS), until the rate stops rising (search_verdict: two sizes
                  in a row without a 3% gain over the best before them), the point budget
-                 (rule 7) or the memory budget (rule 16) ends the sweep
+                 (rule 7) or the memory budget (rule 16) ends the sweep; a quick run's search
+                 measures at most four sizes (Policy.quick_search_sizes)
 
 Counts, for A (M, K), B (K, N) and C (M, N) at their stored widths:
 
@@ -46,6 +47,7 @@ from bench.measure.registry import (
 )
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
+from bench.policy import DEFAULT, Policy
 from bench.util import Reason, first_line, itemsize
 
 # the precisions gemm.square, gemm.skinny and gemm.search measure: their rows of bench/precisions.py
@@ -89,8 +91,6 @@ SKINNY_NK = {"cpu": (1024, 2048), "cuda": (8192, 8192)}
 SEARCH_SIZES = {"cpu": (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192),
                 "cuda": (1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384)}
 SEARCH_LAYOUTS = ("nt", "nn")   # B stored (N, K) and used transposed; B stored (K, N)
-SEARCH_GAIN = 0.03              # a size "gains" when it beats the best before it by 3%
-SEARCH_PATIENCE = 2             # the search stops after this many sizes in a row without a gain
 SEARCH_MIN_BUDGET_S = 0.5       # a search point may take this long (rule 4's samples of a large
                                 # GEMM do not fit 0.1 s); a quick run's search point, QUICK_SEARCH_BUDGET_S
 QUICK_SEARCH_BUDGET_S = 0.25
@@ -126,14 +126,19 @@ def search_layouts(device, quick):
     return ("nt",) if device.kind == "cuda" and quick else SEARCH_LAYOUTS
 
 
-def search_sweep(device, quick):
+def search_sweep(device, quick, policy: Policy = DEFAULT):
     """Return the squares the search may grow through, smallest first (it stops early:
-    search_verdict); quick runs start higher (SEARCH_QUICK_FROM)."""
-    lo = SEARCH_QUICK_FROM[device.kind] if quick else 0
-    return [(n, n, n) for n in SEARCH_SIZES[device.kind] if n >= lo]
+    search_verdict); quick runs start higher (SEARCH_QUICK_FROM) and hold at most
+    policy.quick_search_sizes: a flat curve's noise reads as a gain now and then, and each
+    size past the plan costs about 2.8x the last."""
+    if not quick:
+        return [(n, n, n) for n in SEARCH_SIZES[device.kind]]
+    lo = SEARCH_QUICK_FROM[device.kind]
+    return [(n, n, n) for n in SEARCH_SIZES[device.kind] if n >= lo][:policy.quick_search_sizes]
 
 
-def search_verdict(rates, gain: float = SEARCH_GAIN, patience: int = SEARCH_PATIENCE) -> tuple[bool, int]:
+def search_verdict(rates, gain: float = DEFAULT.search_gain,
+                   patience: int = DEFAULT.search_patience) -> tuple[bool, int]:
     """Return (stop, best) for a search's rates in order of size: best is the index of the
     highest rate (-1 for none); stop is True once the last `patience` rates each failed to
     beat the best rate before them by more than `gain` (the curve has flattened or fallen)."""
@@ -154,8 +159,8 @@ def search_stop(history, device) -> str | None:
     if not stop:
         return None
     point, rate = history[best]
-    return (f"the rate stopped rising: {SEARCH_PATIENCE} sizes without a {SEARCH_GAIN:.0%} gain over the best, "
-            f"{rate / 1e9:.4g} GFLOP/s at {'x'.join(map(str, point['shape']))}")
+    return (f"the rate stopped rising: {DEFAULT.search_patience} sizes without a {DEFAULT.search_gain:.0%} gain "
+            f"over the best, {rate / 1e9:.4g} GFLOP/s at {'x'.join(map(str, point['shape']))}")
 
 
 # ---- inputs and reference --------------------------------------------------------------

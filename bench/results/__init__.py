@@ -57,7 +57,7 @@ SCHEMA_VERSION = 1
 # to how points are counted, checked or timed or how roofs are derived, so that two runs
 # made by different rules can be told apart: run.json records it (with the roofbench
 # commit) and `compare` warns when runs differ in it. Runs that do not record it are 1.
-METHOD_VERSION = 21
+METHOD_VERSION = 22
 UNITS = {"gbps": "1e9 bytes/s", "gflops": "1e9 FLOP/s", "times": "ms in CSV, s in JSON"}  # run.json's "units"
 # The flags the runner sets while measuring (the `flag` column; roof flags are added later).
 BUSY_PREFIX = "measured while the machine was busy"
