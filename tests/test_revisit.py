@@ -243,6 +243,25 @@ def test_a_runners_pass_measures_the_picks_again_uncut_by_a_predicted_time(monke
     assert max(m.pass_no for m in out) == 2 and runner.revisit_s > 0
 
 
+def test_a_revisit_makes_no_reference_and_carries_its_sweeps_error(monkeypatch):
+    """A revisit re-times a point its sweep checked, on the same seeded inputs: each point's
+    float64 reference is made once, in the sweep, and the revisit's row carries its error."""
+    monkeypatch.setattr(runner_mod, "busy_flag", lambda tel, device: "")
+    reg = load_all()
+    made = []
+    for name in ("stream.copy", "gemm.square"):
+        op = reg.ops[name]
+        reg.ops[name] = dataclasses.replace(op, reference=lambda x, ref=op.reference, name=name: (made.append(name),
+                                                                                                   ref(x))[1])
+    one = dataclasses.replace(DEFAULT, quick_min_passes=1, quick_max_passes=1)
+    out = Runner(detect.resolve("cpu"), quick=True, revisits=1, policy=one).run(_plan(reg))
+    assert sorted(made) == ["gemm.square", "stream.copy"]   # one reference each, for two passes
+    for name in ("stream.copy", "gemm.square"):
+        sweep, again = ([m for m in out if m.op == name and m.pass_no == p] for p in (1, 2))
+        assert len(sweep) == len(again) == 1 and again[0].status == "ok"
+        assert sweep[0].error is not None and again[0].error == sweep[0].error
+
+
 def test_the_plans_end_adds_passes_while_a_group_is_wide_up_to_the_most(monkeypatch):
     monkeypatch.setattr(runner_mod, "busy_flag", lambda tel, device: "")
     cpu, plan = detect.resolve("cpu"), _plan(load_all())

@@ -108,6 +108,7 @@ class Runner:
     _sampler: Sampler | None = None
     budget: memory.Budget | None = None             # the memory budget (rule 16); None: half the memory available
     _sweeps: dict = field(default_factory=dict)     # sweep_key -> [(point, rate)] of its measured sizes
+    _checked: dict = field(default_factory=dict)    # (impl, point) -> the error its sweep's gate measured
     _family: str = ""                               # the family of the task running now
     revisits: int = 0                               # revisit passes at the planned stops (rule 11; revisit_stops);
                                                     # with any, more at the plan's end while the noise asks
@@ -253,7 +254,9 @@ class Runner:
 
     def run_task(self, task: Task, modes) -> list[Measurement]:
         """Return one Measurement per (impl, mode) of task: skipped, failed, or timed after
-        passing the correctness gate. Inputs and the float64 reference are made once per point."""
+        passing the correctness gate. Inputs and the float64 reference are made once per point; a
+        revisit pass makes no reference (it re-times what its sweep checked, on the same seeded
+        inputs, and its rows carry the sweep's error)."""
         op, point = task.op, task.point
         reason = skip.point_reason(op, point, self.device)
         if reason:
@@ -286,7 +289,8 @@ class Runner:
         t0 = time.perf_counter()
         try:
             inputs = op.make_inputs(point, self.device.torch_device)
-            ref = op.reference(inputs)
+            # a revisit re-times what its sweep checked, on the same seeded inputs: no reference
+            ref = op.reference(inputs) if first else None
         except Exception as e:  # out of memory, unsupported dtype on this device...
             if is_fatal(e):
                 raise DeviceLost(f"{_first_line(e)} while making the inputs of {op.name} {point}") from e
@@ -356,6 +360,11 @@ class Runner:
             saved.release()
             self._spend("gate", t0)
         fn, err = gate.fn, gate.error
+        key = (impl.id, repr(point))
+        if ref is None:   # a revisit: its row carries the error its sweep's gate measured
+            err = self._checked.get(key)
+        else:
+            self._checked[key] = err
         if not gate.passed:  # also a NaN error: an output that was never written
             return [mk(m, status="error", error=err, tolerance=tol, reason=gate.reason) for m in modes]
         if impl.backend == "triton" and triton_interpreting():
