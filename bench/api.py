@@ -65,7 +65,7 @@ from bench.run.given_roofs import RoofWarning as RoofWarning
 from bench.run.given_roofs import foreign_note as foreign_note
 from bench.run.given_roofs import quick_roofs, roofs_from
 from bench.run.options import Parser, refuse
-from bench.util import Refusal, first_line, offchip_level, precision_name, triton_interpreting
+from bench.util import Reason, Refusal, first_line, offchip_level, precision_name, triton_interpreting
 from roofs.analysis.bounds import bound_at, point_bound
 from roofs.analysis.roofline import Roof, Roofline
 from roofs.reports.finish import finish_run
@@ -140,9 +140,10 @@ class Result:
 
     @property
     def bound_note(self) -> str:
-        """Return why this point has no bound among the roofs given ("dram: no measured roof
-        for this level, so no bound"), or "" when it has one."""
-        return self._bound()[1] if self.roofs else "no roofs given"
+        """Return why this point has no bound among the roofs given, or why its bound is not
+        its own level's or direction's roof ("dram: no measured roof for this level, so no bound":
+        a Reason with its code, roofs.analysis.bounds.point_bound's), or "" when neither."""
+        return self._bound()[1] if self.roofs else Reason("no roofs given", "no_roofs")
 
     @property
     def pct_of_attainable(self) -> float | None:
@@ -181,9 +182,9 @@ class Result:
         slow = self.flops / stats(self.samples_s).p80_s / 1e9
         if slow <= att:
             return ""
-        return (f"{slow / att - 1:.0%} above its attainable bound of {att:,.1f} GFLOP/s even at p80: its working set "
-                "may sit in a cache its bound does not credit, a count may be too high, or a roof was measured low "
-                "(on a busy machine: measure the roofs again)")
+        return Reason(f"{slow / att - 1:.0%} above its attainable bound of {att:,.1f} GFLOP/s even at p80: its "
+                      "working set may sit in a cache its bound does not credit, a count may be too high, or a roof "
+                      "was measured low (on a busy machine: measure the roofs again)", "above_bound")
 
     @property
     def bound(self) -> str:

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from roofs.analysis.bounds import annotate, boundary_level, point_bound
+from roofs.analysis.checks import ABOVE_PREFIX
 from roofs.analysis.confirm import derive_roofs as derive
 from roofs.analysis.model import directions, level_roofs, level_sizes, rated
 from roofs.analysis.roofline import Roof, Roofline, direction_of
@@ -84,12 +85,14 @@ def test_point_bandwidth_by_direction_hand_worked():
     # with no read or write roof, the copy roof is the only mix measured
     assert Roofline([model.roofs[0], model.roofs[3]]).point_bandwidth("hbm", 1000, 1)[:2] == (4208, "hbm.copy")
     # unknown direction, or no roof of that direction: the level's best, with a label
-    assert model.point_bandwidth("hbm", None, None) == (4669, "hbm",
-                                                        "read and write bytes unknown: bounded by the level's best")
+    value, label, note = model.point_bandwidth("hbm", None, None)
+    assert (value, label, note.code) == (4669, "hbm", "direction_unknown")
     only_best = Roofline([Roof("bandwidth", "hbm", 4669, "GB/s")])
-    assert only_best.point_bandwidth("hbm", 10, 0) == (4669, "hbm", "no hbm.read roof: bounded by the level's best")
+    value, label, note = only_best.point_bandwidth("hbm", 10, 0)
+    assert (value, label, note.code) == (4669, "hbm", "no_direction_roof") and "hbm.read" in note
     # read and write bytes, and neither direction's roof: the level's best, with its label (not a mix)
-    assert only_best.point_bandwidth("hbm", 10, 10)[:2] == (4669, "hbm") and only_best.point_bandwidth("hbm", 10, 10)[2]
+    value, label, note = only_best.point_bandwidth("hbm", 10, 10)
+    assert (value, label, note.code) == (4669, "hbm", "no_direction_roof")
     assert model.point_bandwidth("l2", 10, 0) is None
 
 
@@ -113,7 +116,7 @@ def test_read_only_point_above_its_read_roof_is_flagged_and_write_point_uses_wri
     dec, dec2, wr = out.itertuples(index=False)
     assert dec.boundary == "hbm" and dec.bound_roof == "hbm.read"
     assert dec.attainable_gflops == pytest.approx(2 * 4390)
-    assert dec.flag.startswith("above its attainable") and "hbm.read" in dec.flag
+    assert dec.flag.startswith(ABOVE_PREFIX) and "hbm.read" in dec.flag
     assert dec2.bound_roof == "hbm.read" and dec2.flag != ""
     assert wr.bound_roof == "hbm.write" and wr.pct_of_bw_roof == pytest.approx(100 * 4600 / 4669) and wr.flag == ""
 

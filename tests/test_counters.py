@@ -261,8 +261,7 @@ def test_a_point_the_replay_cannot_carry_is_an_error_row(tmp_path, monkeypatch):
     info = counters_phase.run_phase([odd], GPU, 6, False, tmp_path, lambda line: None)
     df = load_counters(tmp_path)
     assert info["points"] == 1 and info["why"] == "" and list(df["status"]) == ["error"]
-    assert df["reason"].iloc[0].startswith(
-        "the replay could not start: TypeError: Object of type object is not JSON serializable")
+    assert "TypeError" in df["reason"].iloc[0]   # the axes' JSON could not carry the point
 
 
 def test_a_counters_phase_that_crashes_costs_no_measurement(tmp_path, monkeypatch):

@@ -149,5 +149,5 @@ def test_a_folder_its_rank_left_running_is_marked_failed_when_torchrun_ends(tmp_
         (tmp_path / name / "run.json").write_text(json.dumps({"status": status}))
     d._mark_unfinished(tmp_path, 1)
     comm = json.loads((tmp_path / "comm" / "run.json").read_text())["status"]
-    assert comm == f"{d.STOPPED} (torchrun exited with 1)"
+    assert comm.startswith(d.STOPPED) and comm.endswith("exited with 1)")
     assert json.loads((tmp_path / "rank0-cpu" / "run.json").read_text())["status"] == "complete"

@@ -62,8 +62,8 @@ def test_an_unknown_dtype_is_offered_the_devices_own_precisions(registry, device
 
 def test_did_you_mean_names_the_choice_as_shown():
     spellings = [s for p in ("fp32", "bf16") for s in dtype_spellings(p)]
-    assert did_you_mean("flaot32", spellings) == " (did you mean 'float32'?)"
-    assert did_you_mean("flaot32", spellings, precision_name) == " (did you mean 'fp32'?)"
+    assert "'float32'" in did_you_mean("flaot32", spellings) and "'fp32'" not in did_you_mean("flaot32", spellings)
+    assert "'fp32'" in did_you_mean("flaot32", spellings, precision_name)
     assert did_you_mean("int8", spellings, precision_name) == ""
 
 

@@ -80,9 +80,9 @@ def test_models_apart_twice_measured_devices_and_what_is_left_out(tmp_path):
     assert doc["outliers"] == []
     assert doc["measured_twice"] == {"GPU-h0": [str(tmp_path / "h200-0"), str(tmp_path / "h200-0-again")]}
     why = dict((Path(d).name, w) for d, w in fleet.left_out)
-    assert why["died"].startswith("not complete (still running")
-    assert why["failed"] == "not complete (failed: device lost)"
-    assert why["cut"].startswith("unreadable:") and "corrupt" in why["cut"]
+    assert why["died"].code == "not_complete" and "still running" in why["died"]
+    assert why["failed"].code == "not_complete" and "device lost" in why["failed"]
+    assert why["cut"].code == "unreadable" and "corrupt" in why["cut"]
     text = md.read_text()
     assert "**GPU-h0**" in text                                         # the device measured twice
     assert "- " in text.split("## Left out")[1]

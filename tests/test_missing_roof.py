@@ -63,7 +63,7 @@ def test_api_names_the_missing_roof(nodram):
                     device="cpu", mode="cold", budget_s=0.02)
     l3 = next(x for x in roofs if x.name == "l3" and x.source == "measured")
     assert r.boundary == "l3" and r.attainable_gflops == pytest.approx(l3.value * r.intensity)
-    assert r.bound_note.split("; ")[-1].startswith("dram has no measured roof") and r.bound_note.endswith("l3")
+    assert r.bound_note.code == "nearest_level" and "dram" in r.bound_note and r.bound_note.endswith("l3")
     with pytest.raises(api.APIError) as e:
         api.measure(lambda: a.sum(), flops=1, bytes=1, precision="fp8e4m3", roofs=roofs, device="cpu")
     assert e.value.code == "no_compute_roof" and "fp8e4m3" in str(e.value)
@@ -112,7 +112,7 @@ def test_model_output_names_the_missing_dram_roof(model_without_dram):
     r, tmp_path = model_without_dram
     [run_dir] = list(tmp_path.iterdir())
     ops = json.loads((run_dir / "model.json").read_text())["per_batch"]["1"]["decode"]["ops"]
-    assert ops and all(line["note"].startswith("dram has no measured roof") or "dram" in line["note"] for line in ops)
+    assert ops and all("dram" in line["note"] for line in ops)
 
 
 def test_roofs_of_another_machine_warn_in_the_model_output(tmp_path):
@@ -140,7 +140,7 @@ def test_a_failing_model_marks_its_folder_failed(tmp_path, monkeypatch):
         models.measure_model(cfg, per_batch, detect.resolve("cpu"), api.roofs_from(DATA / "run_a"), "given",
                              0.02, tmp_path, {}, 8, 16, "bf16")
     [run_dir] = list(tmp_path.iterdir())
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "failed: ZeroDivisionError: division by zero"
+    assert json.loads((run_dir / "run.json").read_text())["status"].startswith("failed: ZeroDivisionError")
     assert not (run_dir / "model.md").exists()
 
 
@@ -153,7 +153,7 @@ def test_a_run_whose_runner_raises_is_marked_failed(tmp_path, monkeypatch):
     timer = timer_config(True)
     with pytest.raises(KeyError):
         session.execute(tmp_path / "run", session.run_meta(info, {}, "device", timer), info, Plan([]), timer)
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "failed: KeyError: 'boom'"
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"].startswith("failed: KeyError")
 
 
 @pytest.mark.slow
@@ -203,7 +203,8 @@ def test_a_point_above_its_bound_is_flagged_and_one_under_is_not():
                 precision="fp32", roofs=roofs, caches=(("l3", 2**25),))
     fast = api.Result(**base, samples_s=(5e-6,) * 9)
     assert fast.attainable_gflops == pytest.approx(100.0)
-    assert fast.above_bound.startswith("100% above its attainable bound of 100.0 GFLOP/s even at p80")
+    assert fast.above_bound.code == "above_bound" and fast.above_bound.startswith("100% ")
+    assert "100.0 GFLOP/s" in fast.above_bound
     assert api.Result(**base, samples_s=(2e-5,) * 9).above_bound == ""
 
 

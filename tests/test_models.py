@@ -220,5 +220,6 @@ def test_an_ops_budget_stretches_to_its_predicted_calls_within_the_cap(predicted
 
 def test_an_op_still_cut_names_the_option_that_measures_it():
     note = "cut short: predicted 12 s per call (from 0.5 s at a smaller size) exceeds the 10 s point budget"
-    assert m.cut_advice(note) == "give --op-cap 37 (seconds an op may take) to measure it"   # ceil(3 x 12 + 1)
-    assert m.cut_advice("cut short: slow") == "give it a larger --budget"
+    assert "--op-cap 37 " in m.cut_advice(note)   # ceil(3 x 12 + 1)
+    advice = m.cut_advice("cut short: slow")
+    assert "--budget" in advice and "--op-cap" not in advice

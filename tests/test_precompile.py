@@ -109,7 +109,7 @@ def test_launch_args_reproduce_the_specialization_of_a_job():
     assert args["m"] == 17 and args["m"] < 2**31                # i32, not 16-divisible
     assert args["one"] == 1 and args["BLOCK"] == 1024
     assert args["num_warps"] == 4 and args["num_stages"] == 2
-    with pytest.raises(TypeError, match="no stand-in for a tensordesc"):
+    with pytest.raises(TypeError, match="tensordesc"):
         pc.launch_args(dict(job, signature={"d": "tensordesc"}))
 
 

@@ -11,7 +11,7 @@ from bench.policy import DEFAULT
 from bench.results import PASS_MARK
 from roofs.analysis.bounds import annotate
 from roofs.analysis.confirm import derive_roofs
-from roofs.analysis.launch_floor import floor_for, launch_floors, launch_note, launch_roofs
+from roofs.analysis.launch_floor import LAUNCH_PREFIX, floor_for, launch_floors, launch_note, launch_roofs
 from roofs.analysis.roofline import Roof
 
 KiB, MiB = 2**10, 2**20
@@ -41,7 +41,8 @@ def test_launch_note_uses_the_floor_the_row_pays():
     floors = launch_floors(launch_roofs(launch_rows()))
     assert floors[("triton", "graph")] == pytest.approx(1.2)
     # a Triton point replayed from a graph at 2.3 us: under 2 x 1.2 us
-    assert launch_note(0.0023, "triton", "cuda_graph", floors).startswith("launch-bound: 2.3 us per call")
+    note = launch_note(0.0023, "triton", "cuda_graph", floors)
+    assert note.startswith(LAUNCH_PREFIX) and "2.3 us" in note
     assert launch_note(0.0025, "triton", "cuda_graph", floors) == ""
     # timed by events around launches: the launch floor (4.5 us) applies
     assert launch_note(0.0080, "triton", "cuda_event", floors) != ""
@@ -59,9 +60,9 @@ def test_annotate_appends_launch_bound_to_bound_note():
                        dict(base, bytes=8 * MiB, median_ms=0.004, p80_ms=0.0041, gbps=2097.0)])
     out = annotate(df, roofs, {"kind": "cuda", "caches": []})
     # appended ("; ") to whatever the bound rule said
-    assert out["bound_note"][0].endswith(
-        "launch-bound: 2 us per call is within 2x of the 1.2 us launch.triton.graph floor")
-    assert "launch-bound" not in out["bound_note"][1]
+    last = out["bound_note"][0].split("; ")[-1]
+    assert last.startswith(LAUNCH_PREFIX) and "2 us" in last and "1.2 us" in last and "launch.triton.graph" in last
+    assert LAUNCH_PREFIX not in out["bound_note"][1]
     assert out["flag"][0] == ""   # launch-bound is a note, not a flag above the bound
 
 

@@ -48,7 +48,8 @@ def test_impl_that_raises_is_recorded_and_the_run_goes_on():
     ms = run(toy_registry({"boom": boom, "torch": lambda x, ctx: (lambda: torch.mul(x["a"], 2, out=x["b"]))}))
     by = {(m.impl, m.point["n"]): m for m in ms}
     assert by[("toy.double/boom", 1000)].status == "error"
-    assert by[("toy.double/boom", 1000)].reason == "RuntimeError: kernel exploded"
+    why = by[("toy.double/boom", 1000)].reason   # the exception's type and first line
+    assert why.startswith("RuntimeError") and why.endswith("kernel exploded") and "second" not in why
     assert by[("toy.double/torch", 4000)].status == "ok"
 
 

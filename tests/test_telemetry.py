@@ -116,12 +116,12 @@ def test_a_window_shorter_than_the_sensor_period_carries_no_energy():
     assert short["energy_j"] is None and short["energy_note"].code == tm.SHORTER_THAN_PERIOD
     # 20 instant readings of 300 W over 2 s: 600 J, preferred to the counter's 190 J
     long = tm.summarize(power, 2.0, 10.0, 200.0, power_kind="instant", energy_period_s=1.0)
-    assert long["energy_j"] == pytest.approx(600.0) and long["energy_from"] == "instant power x window"
+    assert long["energy_j"] == pytest.approx(600.0) and long["energy_from"] == tm.FROM_INSTANT
     # a 1 s average: the counter wins, then mean power x window
     avg = tm.summarize(power, 2.0, 10.0, 200.0, power_kind="average_1s", energy_period_s=1.0)
-    assert avg["energy_j"] == pytest.approx(190.0) and avg["energy_from"] == "counter"
+    assert avg["energy_j"] == pytest.approx(190.0) and avg["energy_from"] == tm.FROM_COUNTER
     assert tm.summarize(power[:3], 2.0, None, None, power_kind="instant", energy_period_s=1.0)["energy_from"] == \
-        "mean power x window"                           # too few instant readings to integrate
+        tm.FROM_MEAN                                    # too few instant readings to integrate
 
 
 class _Field:

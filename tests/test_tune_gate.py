@@ -77,7 +77,7 @@ def test_the_fastest_candidate_that_passes_is_kept_and_the_rejected_named(fake_t
 def test_when_every_candidate_is_wrong_the_point_fails_with_each_reason(fake_timer):
     x, calls = inputs(), []
     verify = verifier(2 * x["a"].double(), 1e-6, "cpu", x, ("b",))
-    with pytest.raises(RuntimeError, match="no candidate configuration runs and passes the gate.*racy: wrong result"):
+    with pytest.raises(RuntimeError, match="racy: wrong result"):
         _tune.autotune(("toy", "fp32"), ["racy", "crashy"], make_fn_for(x, calls), "cpu", verify=verify)
 
 

@@ -53,6 +53,9 @@ MIN_INSTANT_READINGS = 10  # instant power x window needs at least this many rea
 # the codes of energy_note, why a window has no energy: a sweep's window (energy is read over the
 # sustained windows only), a window shorter than the sensor's period, nothing read
 NOT_SUSTAINED, SHORTER_THAN_PERIOD, NOTHING_READ = "not_sustained", "shorter_than_period", "nothing_read"
+# energy_from, where a window's energy came from: instant power readings integrated over it, the
+# energy counter's difference, or the mean power reading times the window
+FROM_INSTANT, FROM_COUNTER, FROM_MEAN = "instant power x window", "counter", "mean power x window"
 
 
 def _mean(xs):
@@ -262,11 +265,11 @@ def summarize(samples, window_s, e0, e1, source="none", note="", power_kind="", 
         energy_note = Reason(f"a {window_s:.3g} s window is shorter than the sensor's {energy_period_s:g} s period: "
                              "no energy", SHORTER_THAN_PERIOD)
     elif power_kind == "instant" and len(power) >= MIN_INSTANT_READINGS and window_s > 0:
-        energy, energy_from = _mean(power) * window_s, "instant power x window"
+        energy, energy_from = _mean(power) * window_s, FROM_INSTANT
     elif e0 is not None and e1 is not None and e1 > e0:
-        energy, energy_from = e1 - e0, "counter"
+        energy, energy_from = e1 - e0, FROM_COUNTER
     elif power and window_s > 0:
-        energy, energy_from = _mean(power) * window_s, "mean power x window"
+        energy, energy_from = _mean(power) * window_s, FROM_MEAN
     else:  # a counter that did not move measured nothing, not 0 J
         energy_note = Reason("the energy counter did not move and no power was read", NOTHING_READ)
     clocks = col("clock_mhz")

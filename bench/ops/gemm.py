@@ -159,8 +159,9 @@ def search_stop(history, device) -> str | None:
     if not stop:
         return None
     point, rate = history[best]
-    return (f"the rate stopped rising: {DEFAULT.search_patience} sizes without a {DEFAULT.search_gain:.0%} gain "
-            f"over the best, {rate / 1e9:.4g} GFLOP/s at {'x'.join(map(str, point['shape']))}")
+    return Reason(f"the rate stopped rising: {DEFAULT.search_patience} sizes without a {DEFAULT.search_gain:.0%} "
+                  f"gain over the best, {rate / 1e9:.4g} GFLOP/s at {'x'.join(map(str, point['shape']))}",
+                  "search_plateau")
 
 
 # ---- inputs and reference --------------------------------------------------------------
@@ -244,7 +245,7 @@ def probe(what: str, torch_device: str) -> str | None:
         _torch_launcher(x, LaunchContext(point))()
         return None
     except Exception as e:  # NotImplementedError, RuntimeError from cuBLASLt...
-        return f"torch has no working {what} GEMM here ({first_line(e, 160)})"
+        return Reason(f"torch has no working {what} GEMM here ({first_line(e, 160)})", "torch_fails")
 
 
 def _torch_launcher(x, ctx):
@@ -330,7 +331,7 @@ def torch_skip(point, device):
     if p.scaled or p.storage == "int8":
         m, n, k = _mnk(point)
         if device.kind == "cuda" and p.storage == "int8" and m <= 16:
-            return "torch._int_mm needs M > 16 on CUDA"
+            return Reason("torch._int_mm needs M > 16 on CUDA", "int_mm_small_m")
         if device.kind == "cuda" and p.scaled and (m % 16 or n % 16 or k % 16):
             return "torch._scaled_mm needs M, N and K to be multiples of 16"
         return probe(p.name, device.torch_device)

@@ -42,7 +42,7 @@ from bench.measure.registry import (
 from bench.measure.tolerance import tolerance
 from bench.ops._tune import Tuning, compute_capability, run_tuning
 from bench.ops.traffic import gemv_rows_level_bytes, gemv_tile_level_bytes
-from bench.util import first_line
+from bench.util import Reason, first_line
 
 GROUP = 128
 
@@ -341,7 +341,8 @@ def best_skip(point, device):
     if FORMATS[fmt].bits == 16:
         return "for 16-bit weights torch's best path is the baseline matmul"
     if fmt == "fp8":
-        return "torch has no fp8 weight-only matmul (its fp8 GEMM quantizes activations too); the baseline dequantizes"
+        return Reason("torch has no fp8 weight-only matmul (its fp8 GEMM quantizes activations too); the baseline "
+                      "dequantizes", "no_fp8_weight_only")
     if fmt == "int4" and device.kind == "cuda":
         return "torch's CUDA int4 path needs its tiled weight layout and bf16 activations; not wired here"
     return _probe_best(fmt, device.torch_device)

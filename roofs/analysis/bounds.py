@@ -12,7 +12,7 @@ import pandas as pd
 
 from bench.policy import DEFAULT
 from bench.results import BAND_COLUMNS, is_runner_flag, usable
-from bench.util import missing, number
+from bench.util import Reason, missing, number
 from roofs.analysis.launch_floor import with_launch_notes
 from roofs.analysis.model import device_levels, level_sizes
 from roofs.analysis.roofline import OLD_RUN_STREAM_ARRAYS, Roof, Roofline
@@ -80,7 +80,9 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
     the point's read and write bytes (Roofline.point_bandwidth: the returned roof carries it
     as its value, and the roof it came from as extra "bound_roof"); attainable = min(P,
     BW x I). No bound at all when that level has no measured roof; bound_note says why, or
-    why the point is bounded by the level's best rather than its direction's roof. gbps (the
+    why the point is bounded by the level's best rather than its direction's roof (a Reason whose
+    code is its last part's: no_level_roof, next_level_out, nearest_level, served_faster,
+    no_direction_roof or direction_unknown). gbps (the
     point's measured rate): a warm point faster than its level's roof that an inner cache's
     speed explains is bounded by that cache (faster_level)."""
     sizes = level_sizes(model.roofs, caches)
@@ -92,21 +94,25 @@ def point_bound(model: Roofline, working_set, mode, intensity, precision, caches
                               number(read_bytes), number(write_bytes))
     if served:
         level = served
-    why = f"runs at {served} speed past its measured reach: bounded by {served}" if served else ""
+    why = Reason(f"runs at {served} speed past its measured reach: bounded by {served}", "served_faster") \
+        if served else ""
     found = model.point_bandwidth(level, number(read_bytes), number(write_bytes))
     if found is None:
         outer = slower_level(model, level, number(gbps), [n for n, _ in caches], memory_level,
                              number(read_bytes), number(write_bytes))
         if outer is not None:
-            why = f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof explains its speed"
+            why = Reason(f"{level} has no measured roof: bounded by {outer}, the next level out, whose roof "
+                         "explains its speed", "next_level_out")
         else:  # faster than the next level out: the next level in, never slower than this one, bounds it
             outer = _nearest_with_roof(model, level, caches, memory_level)
             if outer is None:
-                return "", f"{level}: no measured roof for this level, so no bound", None, None
-            why = f"{level} has no measured roof: bounded by the nearest level with one, {outer}"
+                return "", Reason(f"{level}: no measured roof for this level, so no bound", "no_level_roof"), None, None
+            why = Reason(f"{level} has no measured roof: bounded by the nearest level with one, {outer}",
+                         "nearest_level")
         level, found = outer, model.point_bandwidth(outer, number(read_bytes), number(write_bytes))
     value, label, note = found
-    note = "; ".join(x for x in (note, why) if x)
+    parts = [x for x in (note, why) if x]   # the note's code is its last part's
+    note = Reason("; ".join(parts), parts[-1].code) if parts else ""
     best = model.bandwidth(level)
     bw = replace(best, value=value, extra={**best.extra, "bound_roof": label})
     i = number(intensity) or 0.0

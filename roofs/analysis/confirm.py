@@ -34,7 +34,7 @@ import pandas as pd
 from bench.hw.counters import FLAG_FRACTION
 from bench.policy import DEFAULT, Policy
 from bench.results import usable
-from bench.util import fmt_num, number
+from bench.util import Reason, fmt_num, number
 from roofs.analysis.model import COMPUTE_FAMILIES, SUSTAINED_MODE, device_levels, directions, estimate
 from roofs.analysis.roofline import DIRECTIONS, Roof
 
@@ -221,8 +221,9 @@ def confirm(roofs: list, rows: pd.DataFrame, rates: pd.DataFrame, device: dict, 
         interval = roof.interval
         if sus_value is not None and sus_value > interval[1]:  # the same ceiling at another minute: noise never
             interval = (interval[0], float(sus_value))          # speeds a call, so the top reaches it
-            notes.append(f"{roof.name}: its sustained window read {fmt_num(sus_value)}, above the sweep's "
-                         f"interval: the top reaches it (the host was slower while the sweep ran)")
+            notes.append(Reason(f"{roof.name}: its sustained window read {fmt_num(sus_value)}, above the sweep's "
+                                "interval: the top reaches it (the host was slower while the sweep ran)",
+                                "sustained_above"))
         out.append(replace(roof, confirmation=conf, extra=extra, interval=interval))
     return out, notes
 

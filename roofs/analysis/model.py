@@ -313,9 +313,9 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
     if passed:
         plats = plateaus(env[~limited], len(shown) + 1, policy, caches)
         top = fmt_bytes(plats[0]["working_set_bytes"].max())
-        notes += [f"{name}: no plateau of its own: the first runs to {top}, past {policy.band_factor}x its "
-                  f"reported {fmt_bytes(size)} (its kernels read it no faster than the next level)"
-                  for name, size in passed]
+        notes += [Reason(f"{name}: no plateau of its own: the first runs to {top}, past {policy.band_factor}x its "
+                         f"reported {fmt_bytes(size)} (its kernels read it no faster than the next level)",
+                         "passed_cache") for name, size in passed]
     names = _names(plats, shown, memory)
     kinds = directions(rows)
     limited_rows = set()   # per direction, the rows at sizes a larger size of that direction outran
@@ -369,10 +369,12 @@ def level_roofs(rows: pd.DataFrame, caches, memory: str, policy: Policy = DEFAUL
     found = {r.name for r in roofs}
     for name in [n for n, _ in caches] + [memory]:
         if name not in found and not any(n.startswith(f"{name}:") for n in notes):
-            why = ("its sizes read slower than an outer level's: the kernels' own limit, not the cache (a finding)"
-                   if limited.any() and name == caches[0][0] else "no plateau of its own in the sweep (merged with a "
-                   "neighbour within the level step, or not reached)")
-            notes.append(f"{name}: no roof: {why}")
+            why = (Reason("its sizes read slower than an outer level's: the kernels' own limit, not the cache "
+                          "(a finding)", "kernel_limit")
+                   if limited.any() and name == caches[0][0] else
+                   Reason("no plateau of its own in the sweep (merged with a neighbour within the level step, or "
+                          "not reached)", "no_plateau"))
+            notes.append(Reason(f"{name}: no roof: {why}", why.code))
     return roofs, notes
 
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from bench import precisions
-from bench.util import fmt_num, missing
+from bench.util import Reason, fmt_num, missing
 
 MEMORY_LEVELS = ("hbm", "dram")
 CACHE_LEVELS = ("l1", "l2", "l3")
@@ -141,7 +141,8 @@ class Roofline:
                               higher and the point writes at least the least share of its
                               bytes that a row of that roof's mix wrote (copy_share: 1/3 over
                               copy's 1/2 and triad's 1/3), or when it is the only one
-            otherwise         the level's best roof, with a note saying why
+            otherwise         the level's best roof, with a note saying why (a Reason: its code
+                              no_direction_roof, or direction_unknown without read and write bytes)
 
         label names the roof used ("hbm.read", "hbm.read+write", "hbm")."""
         best = self.bandwidth(level)
@@ -152,7 +153,8 @@ class Roofline:
             own = self.direction(level, kind)
             if own is not None:
                 return own.value, own.name, ""
-            return best.value, best.name, f"no {level}.{kind} roof: bounded by the level's best"
+            return best.value, best.name, Reason(f"no {level}.{kind} roof: bounded by the level's best",
+                                                 "no_direction_roof")
         if kind == "copy":
             r, w = float(read_bytes), float(write_bytes)
             rd, wr, cp = (self.direction(level, d) for d in DIRECTIONS)
@@ -164,9 +166,10 @@ class Roofline:
             if options:
                 value, label = max(options)
                 return value, label, ""
-            return best.value, best.name, (f"no {level}.copy roof, nor both {level}.read and {level}.write: "
-                                           "bounded by the level's best")
-        return best.value, best.name, "read and write bytes unknown: bounded by the level's best"
+            return best.value, best.name, Reason(f"no {level}.copy roof, nor both {level}.read and {level}.write: "
+                                                 "bounded by the level's best", "no_direction_roof")
+        return best.value, best.name, Reason("read and write bytes unknown: bounded by the level's best",
+                                             "direction_unknown")
 
     def compute(self, precision: str | None = None, source: str = "measured") -> Roof | None:
         """Return the compute roof of precision, or, when precision is None, the highest compute roof

@@ -16,6 +16,7 @@ from pathlib import Path
 from bench import precisions
 from bench.hw.clock import CPUFREQ, MEASURED, NOMINAL
 from bench.hw.units import AMX_FLAGS, NARROW_UNITS, cpu_missing_units  # noqa: F401 (cpu_missing_units: its callers)
+from bench.util import Reason
 from roofs.analysis.roofline import INTEGER_PRECISIONS, Roof
 
 SPECS = Path(__file__).with_name("specs.json")
@@ -314,5 +315,5 @@ def reference_roofs(device: dict) -> tuple[list[Roof], str]:
         return roofs, cpu_reference_origin(device, roofs)
     part = match(device)
     if part is None:
-        return [], f"no datasheet entry for {device.get('name', 'this device')}"
+        return [], Reason(f"no datasheet entry for {device.get('name', 'this device')}", "no_datasheet")
     return datasheet_roofs(part, "hbm"), f"datasheet: {part.part} ({part.source})"

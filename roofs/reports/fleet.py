@@ -41,7 +41,7 @@ import pandas as pd
 
 from bench.identity import device_identity
 from bench.results import ResultsError, load_meta, load_small
-from bench.util import Refusal, fmt_num, missing, number
+from bench.util import Reason, Refusal, fmt_num, missing, number
 from roofs.analysis.roofline import band_text
 from roofs.charts.fleet import draw_distributions, draw_fleet_roofline
 from roofs.reports.bands import as_interval
@@ -148,14 +148,14 @@ def gather(dirs, allow_mixed: bool = False) -> Fleet:
             meta = load_meta(d)
             status, kind = str(meta.get("status")), meta.get("run_kind", "device")
             if kind != "device":
-                left.append((str(d), f"a {kind} run: the fleet compares devices"))
+                left.append((str(d), Reason(f"a {kind} run: the fleet compares devices", "not_device")))
             elif status != "complete":
                 why = ("still running, or its process died before it ended" if status == "running" else status)
-                left.append((str(d), f"not complete ({why})"))
+                left.append((str(d), Reason(f"not complete ({why})", "not_complete")))
             else:
                 rows.append(run_row(d, *load_small(d), units))
         except ResultsError as e:
-            left.append((str(d), f"unreadable: {e}"))
+            left.append((str(d), Reason(f"unreadable: {e}", "unreadable")))
     if not rows:
         raise FleetError(f"no complete device run under {', '.join(map(str, dirs))} ({len(found)} run folders found, "
                          f"{len(left)} left out): give folders that hold finished runs.", "no_complete_run")

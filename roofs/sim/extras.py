@@ -43,7 +43,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from bench.hw import counters as hw
-from bench.hw.telemetry import MIN_INSTANT_READINGS, PERIOD_S, THROTTLE_BITS, summarize
+from bench.hw.telemetry import FROM_COUNTER, FROM_INSTANT, MIN_INSTANT_READINGS, PERIOD_S, THROTTLE_BITS, summarize
 from bench.measure.timing import SUSTAIN_WINDOW_S
 from bench.policy import DEFAULT
 from bench.results import Measurement
@@ -189,7 +189,7 @@ def windows(m: Machine, noise: Noise, rng, scale: float, sweep: list[Measurement
     info = {"window_s": window_s, "per_roof": per_roof(quick), "candidates": len(chosen),
             "power_kind": b.power_kind, "power_limit_w": b.power_limit_w, "sensor_period_s": b.sensor_period_s,
             "idle_w": b.idle_w, "idle_window_s": max(b.sensor_period_s, IDLE_MIN_S),
-            "idle_from": "instant power x window" if b.power_kind == "instant" else "counter"}
+            "idle_from": FROM_INSTANT if b.power_kind == "instant" else FROM_COUNTER}
     if not chosen:
         return [], info
     seconds = np.array([sustained_seconds(m, x, scale) for _, x in chosen])
