@@ -274,6 +274,7 @@ def test_report_lists_each_roofs_confirmation_and_each_disputed_one_as_a_finding
     assert row.loc["l3", "measured"] == fmt_num(_measured(run)["l3"]["value"])
 
 
+@pytest.mark.renders
 def test_a_run_derived_before_rule_17_says_so_once_and_counts_nothing():
     from roofs.reports.report import sections
     run = load_run(DATA / "run_a")

@@ -94,7 +94,7 @@ def test_a_gemm_sums_its_kernels_and_is_flagged_hand_worked():
     assert row["read_ratio"] == 1.5 and row["write_ratio"] == 1 + 1 / 512
     assert row["flops_per_tensor_inst"] == 131_072  # 2 x 4096^3 / 2^20: 64x256x16 wgmma, 4 warps each
     assert row["l2_ratio"] is None and row["l1_ratio"] is None  # the formulas count no L2 or L1 bytes here
-    assert row["flag"] == "DRAM bytes 1.33x the formula's (33% more, beyond 10%)"
+    assert row["flag"].code == "dram_beyond_formula" and row["flag"].startswith("DRAM bytes 1.33x")
     assert row["kernels"] == 2 and row["kernel_names"].startswith("sm90_xmma_gemm_f16f16")
 
 
@@ -103,7 +103,8 @@ def test_a_gemm_sums_its_kernels_and_is_flagged_hand_worked():
 def test_the_flag_is_a_dram_difference_beyond_ten_percent(ratio, flagged):
     assert bool(hw.dram_flag(ratio)) is flagged
     if ratio == 0.8999:
-        assert hw.dram_flag(ratio) == "DRAM bytes 0.90x the formula's (10% fewer, beyond 10%)"
+        flag = hw.dram_flag(ratio)
+        assert flag.code == "dram_beyond_formula" and flag.startswith("DRAM bytes 0.90x") and "10% fewer" in flag
 
 
 def test_ratios_need_both_sides():
@@ -196,9 +197,10 @@ def test_the_chosen_points_are_each_roofs_best_then_each_familys_fastest(monkeyp
                                                      ("gemm's fastest point", "gemm.square/torch")]
     assert len(counters_phase.choose([SLOW_COPY, COPY_M, GEMM_M], GPU, most=2)) == 2
     monkeypatch.setattr(confirm_mod, "phase_candidates", lambda rows, device, per_roof: [("hbm", COPY_M)])
-    assert counters_phase.choose([COPY_M], GPU)[0][0] == "hbm roof, stream's fastest point"
+    assert counters_phase.choose([COPY_M], GPU)[0][0].split(", ") == ["hbm roof", "stream's fastest point"]
 
 
+@pytest.mark.renders
 def test_the_phase_replays_under_a_faked_ncu_into_counters_csv_and_the_report(tmp_path, monkeypatch):
     run = tmp_path / "run"
     shutil.copytree(ROOT / "tests" / "data" / "run_a", run)

@@ -147,7 +147,7 @@ def test_a_synthetic_raw_csv_is_attributed_to_the_ops_in_order_by_name():
     # add, two calls: 400 + 410 read, 200 + 190 written = 1,200 against 700 + 300 = 1,000: 1.2, flagged
     assert (add["hw_dram_read_bytes"], add["hw_dram_write_bytes"], add["hw_dram_bytes"]) == (810, 390, 1200)
     assert add["dram_ratio"] == pytest.approx(1.2) and add["write_ratio"] == pytest.approx(1.3)
-    assert add["dram_flag"] == "DRAM bytes 1.20x the formula's (20% more, beyond 10%)" and add["hw_kernels"] == 2
+    assert add["dram_flag"].startswith("DRAM bytes 1.20x") and "20% more" in add["dram_flag"] and add["hw_kernels"] == 2
     assert rows.loc[["aten::sum", "aten::relu"], pc.COLUMNS].isna().all().all()   # not chosen: no counters
 
 
@@ -180,8 +180,7 @@ def test_a_refusing_machine_leaves_the_rows_and_says_why(tmp_path, monkeypatch):
     info = pc.attach(cap, 2, GPU, pc.script_target(tmp_path / "prog.py"), lambda line: None)
     assert info["why"] == dict(hw.FAILURES)["ERR_NVGPUCTRPERM"] and info["ops"] == 0
     assert list(cap.rows.columns) == profile_mod.COLUMNS
-    assert pc.attach(_capture([]), 2, GPU, pc.script_target(tmp_path / "p.py"), print)["why"] == \
-        "no op of the captured step launched a kernel for ncu to profile"
+    assert pc.attach(_capture([]), 2, GPU, pc.script_target(tmp_path / "p.py"), print)["why"].code == "no_kernel"
     assert pc.attach(_capture(), 2, cpu_info(), pc.script_target(tmp_path / "p.py"), print)["why"] == \
         hw.unavailable(cpu_info())
 
@@ -189,9 +188,7 @@ def test_a_refusing_machine_leaves_the_rows_and_says_why(tmp_path, monkeypatch):
 def test_a_callable_that_cannot_be_sent_says_why(tmp_path):
     with pytest.raises(hw.CounterError) as e:
         pc.call_target(lambda: torch.ones(3).sum(), name="<lambda>")(tmp_path, GPU)
-    assert str(e.value).startswith("counters replay <lambda> in a process of its own, and it cannot be sent there (")
-    assert str(e.value).endswith("): profile a module-level function with arguments torch.save can write, or "
-                                 "profile a script") and "\n" not in str(e.value)
+    assert e.value.code == "not_sendable" and "<lambda>" in str(e.value) and "\n" not in str(e.value)
 
 
 def scaled_sum(x, k):
@@ -217,7 +214,8 @@ def test_the_replay_entry_point_runs_a_script_and_refuses_in_one_sentence(tmp_pa
     assert capsys.readouterr().err.startswith('roofbench-replay: {"warm_up_calls": ')
     assert pc.main(["--device", "cpu", "--script", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err == f"roofbench-replay: script {bad} raised RuntimeError: boom; nothing was profiled.\n"
+    assert err.startswith("roofbench-replay:") and f"{bad}" in err and "RuntimeError: boom" in err
+    assert err.count("\n") == 1   # one sentence
     assert pc.main(["--device", "cpu"]) == 2
     err = capsys.readouterr().err  # one sentence naming the two ways to give the program
     assert err.count("\n") == 1 and "--script" in err and "--call" in err
@@ -270,6 +268,7 @@ def test_on_the_cpu_the_profile_completes_with_one_sentence_why(tmp_path, capsys
 
 
 @pytest.mark.slow
+@pytest.mark.renders
 def test_the_report_shows_the_counter_columns_of_a_hand_made_ops_csv(tmp_path):
     rows = pc.add_columns(ROWS, [MM, ADD], pc.attribute(hw.parse_raw_csv(raw_csv(PROFILED)), LAUNCHES,
                                                          ["gemm_kernel", "vectorized_elementwise_kernel"])[0])

@@ -2,6 +2,7 @@
 roofs/ and kernels/ names its code, and so does each refusal the CLI prints from a sentence
 (bench.run.options.refuse). Tests and callers read the code; the sentence is free to change."""
 import ast
+import re
 from pathlib import Path
 
 from bench.run import options
@@ -61,37 +62,68 @@ def test_the_scan_finds_a_refusal_without_a_code():
 
 def test_refuse_records_the_code_and_prints_the_sentence(capsys):
     before = len(options.REFUSED)
-    assert options.refuse(Refusal("a sentence.", "some_code")) == 2
-    assert options.refuse("another sentence.", "other_code") == 2
+    assert options.refuse(Refusal("One.", "some_code")) == 2
+    assert options.refuse("Two.", "other_code") == 2
     assert options.REFUSED[before:] == ["some_code", "other_code"]
-    assert capsys.readouterr().err == "roofbench: a sentence.\nroofbench: another sentence.\n"
+    assert capsys.readouterr().err == "roofbench: One.\nroofbench: Two.\n"
     del options.REFUSED[before:]
 
 
 # the tests whose subject is a document's text: they check what a reader is told, by design
 DOC_TESTS = {"test_docs.py", "test_readme.py", "test_readme_figures.py"}
 PROSE_CHARS = 20
+PROSE_WORDS = 3
+WORD = re.compile(r"[a-z]+[,.;:]?")
+
+
+def _text(node) -> str:
+    """Return a string literal's text, or an f-string's literal parts joined ("" for anything else)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+    return ""
+
+
+def is_prose(text: str) -> bool:
+    """A phrase: PROSE_CHARS characters or more holding PROSE_WORDS lowercase words or more (a
+    device's or a kernel's name, a command line or a figure with its unit is not one)."""
+    return len(text) >= PROSE_CHARS and sum(1 for w in text.split() if WORD.fullmatch(w)) >= PROSE_WORDS
+
+
+def _renders(fn) -> bool:
+    """Whether a test function is marked pytest.mark.renders: its subject is the text a reader is shown."""
+    return any("renders" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def _compared(node) -> list:
+    """Return the expressions a test compares text with: each side of an assert's comparisons
+    (in, not in, ==, !=) and the arguments of its startswith and endswith calls, or the match= of a
+    call (pytest.raises, pytest.warns)."""
+    if isinstance(node, ast.Assert):
+        out = []
+        for sub in ast.walk(node.test):
+            if isinstance(sub, ast.Compare):
+                out += [sub.left, *sub.comparators]
+            elif isinstance(sub, ast.Call) and getattr(sub.func, "attr", "") in ("startswith", "endswith"):
+                out += sub.args
+        return out
+    if isinstance(node, ast.Call):
+        return [k.value for k in node.keywords if k.arg == "match"]
+    return []
 
 
 def prose_asserts(trees) -> list[str]:
-    """Return "file:line" of each assert that tests whether a phrase of PROSE_CHARS characters or
-    more (a string literal, or an f-string's literal parts) is in or not in something."""
+    """Return "file:line" of each assert (or match=) that compares a prose phrase (is_prose) with
+    something, outside the tests marked renders."""
     out = []
     for path, tree in trees.items():
+        skip = {id(n) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and _renders(fn)
+                for n in ast.walk(fn)}
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Assert):
-                continue
-            for sub in ast.walk(node.test):
-                if not (isinstance(sub, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in sub.ops)):
-                    continue
-                left = sub.left
-                text = left.value if isinstance(left, ast.Constant) and isinstance(left.value, str) else \
-                    "".join(v.value for v in left.values if isinstance(v, ast.Constant)) \
-                    if isinstance(left, ast.JoinedStr) else ""
-                if len(text) >= PROSE_CHARS:
-                    out.append(f"{path.name}:{node.lineno}")
-                    break
-    return out
+            if id(node) not in skip and any(is_prose(_text(e)) for e in _compared(node)):
+                out.append(f"{path.name}:{node.lineno}")
+    return sorted(set(out), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))
 
 
 def test_no_test_asserts_on_a_prose_phrase():
@@ -103,5 +135,11 @@ def test_no_test_asserts_on_a_prose_phrase():
 def test_the_scan_finds_a_prose_assert():
     src = ("def test_x(out):\n    assert 'a sentence of some length' in out\n    assert 'short' in out\n"
            "    assert out == 1, 'a message after the assert is no test of prose'\n"
-           "    assert f'{out} and a phrase long enough' not in out\n")
-    assert prose_asserts({ROOT / "tests" / "test_x.py": ast.parse(src)}) == ["test_x.py:2", "test_x.py:5"]
+           "    assert f'{out} and a phrase long enough' not in out\n"
+           "    assert out == 'the whole message, word for word'\n"
+           "    assert out.startswith('a prefix of the message') and out.endswith('NVIDIA H200 SXM 141GB')\n"
+           "    with pytest.raises(ValueError, match='the refusal in its own words'):\n        pass\n"
+           "    assert out == '--comm --procs 2 --quick --out x'\n\n\n"
+           "@pytest.mark.renders\ndef test_y(out):\n    assert 'the report says this to its reader' in out\n")
+    assert prose_asserts({ROOT / "tests" / "test_x.py": ast.parse(src)}) == \
+        ["test_x.py:2", "test_x.py:5", "test_x.py:6", "test_x.py:7", "test_x.py:8"]

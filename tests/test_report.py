@@ -119,6 +119,7 @@ def test_ratio_table_hand_worked():
     assert pd.isna(t.loc["bf16", "run 2"]) and pd.isna(t.loc["bf16", "run 2 / run 1"])
 
 
+@pytest.mark.renders
 def test_a_roof_over_its_computed_reference_names_the_clock_it_needs():
     from roofs.reports.report import above_reference
 

@@ -64,7 +64,12 @@ UNIT_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}  # ncu's prefixe
 
 
 class CounterError(RuntimeError):
-    """The profiler could not read a point's counters: one sentence saying why."""
+    """The profiler could not read a point's counters: one sentence saying why, and `code`, a
+    short name of the cause (None where the sentence is the profiler's own)."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -269,12 +274,12 @@ def ratio(measured, counted) -> float | None:
 
 def dram_flag(dram_ratio: float | None, fraction: float = FLAG_FRACTION) -> str:
     """Return the flag of a point whose measured DRAM bytes differ from the formula's by more
-    than fraction ("DRAM bytes 1.23x the formula's"), else ""."""
+    than fraction ("DRAM bytes 1.23x the formula's", code dram_beyond_formula), else ""."""
     if dram_ratio is None or abs(dram_ratio - 1.0) <= fraction + 1e-12:
         return ""
     more = "more" if dram_ratio > 1 else "fewer"
-    return (f"DRAM bytes {dram_ratio:.2f}x the formula's ({abs(dram_ratio - 1):.0%} {more}, beyond "
-            f"{fraction:.0%})")
+    return Reason(f"DRAM bytes {dram_ratio:.2f}x the formula's ({abs(dram_ratio - 1):.0%} {more}, beyond "
+                  f"{fraction:.0%})", "dram_beyond_formula")
 
 
 def counter_row(formula: dict, totals: dict, kernels: list[dict] | None = None) -> dict:

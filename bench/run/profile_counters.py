@@ -52,7 +52,7 @@ import torch
 from bench.hw import counters as hw
 from bench.run.counters_phase import replay_env
 from bench.run.profile import ProfileError, one_step, script_step, warm_up
-from bench.util import first_line
+from bench.util import Reason, first_line
 
 DEFAULT_OPS = 5           # --counters without a number
 REPLAY_TIMEOUT_S = 600.0  # the program's replay under ncu: its start, warm-up and one step's kernel replays
@@ -182,7 +182,7 @@ def call_target(fn, args=(), kwargs=None, name: str = "the step") -> Callable:
             torch.save({"fn": fn, "args": tuple(args), "kwargs": dict(kwargs or {})}, folder / "call.pt")
         except Exception as e:  # noqa: BLE001 -- pickle raises several kinds (PicklingError, AttributeError, TypeError)
             raise hw.CounterError(f"counters replay {name} in a process of its own, and it cannot be sent there "
-                                  f"({first_line(e)}): profile {how}") from None
+                                  f"({first_line(e)}): profile {how}", "not_sendable") from None
         (folder / "call.json").write_text(json.dumps(record))
         return [sys.executable, "-m", REPLAY, "--device", device.torch_device, "--call", str(folder)]
     return target
@@ -232,8 +232,8 @@ def attach(cap, n: int, device, target: Callable, say: Callable[[str], None] = p
     were read; else one sentence, and cap.rows is unchanged)."""
     t0 = time.perf_counter()
     info = {"requested": n, "tool": None, "ops": 0, "flagged": 0, "why": ""}
-    why = hw.unavailable(device) or ("" if cap.launches else "no op of the captured step launched a kernel for "
-                                     "ncu to profile")
+    why = hw.unavailable(device) or ("" if cap.launches else Reason("no op of the captured step launched a kernel "
+                                                                    "for ncu to profile", "no_kernel"))
     if why:
         info["why"] = why
         return info
