@@ -17,9 +17,12 @@ and its float64 inverse; the tests check them on hand-worked bytes.
 Hardware: sm_100 (tcgen05 block-scaled MMA) runs both formats natively; gfx950 (CDNA4)
 runs mxfp4; sm_90 emulates both through bf16 and gfx942 mxfp4 (no fp4 roof there; Triton
 3.9's gfx942 compiler aborts on nvfp4). Triton's interpreter runs mxfp4 exactly, but reads every scale as e8m0, so
-it cannot check nvfp4 (triton 3.9). fp6 runs on sm_100's f8f6f4 MMA only, and only with a Triton
-whose tl.dot_scaled takes "e2m3" and "e3m2" (dot_scaled_takes): Triton 3.6 to 3.9 refuse them in
-their front end ("NYI"), though their IR names both formats; no interpreter decodes fp6.
+it cannot check nvfp4 (triton 3.9). fp6 runs on sm_100's f8f6f4 MMA only. A Triton whose
+tl.dot_scaled takes "e2m3" and "e3m2" (dot_scaled_takes) gets the codes as they are; Triton 3.6
+to 3.9 refuse both in their front end ("NYI"), so there the kernel decodes each code in registers
+to the e4m3 byte of the same value (DECODE: every fp6 value is one of e4m3's) and the MMA runs
+"e4m3" with the same e8m0 scales, which the same f8f6f4 MMA executes at the same rate; the
+decode's ALU work is the price. The interpreter runs the decoding path exactly.
 """
 from __future__ import annotations
 
@@ -172,6 +175,20 @@ def smem_bytes(config: Fp4Config, group: int, pack: int = 2) -> int:
 
 
 @triton.jit
+def fp6_as_e4m3(x, MANT: tl.constexpr, BIAS: tl.constexpr):
+    """Return the e4m3 values of fp6 codes x (uint8, sign << 5 | exponent << MANT | mantissa): a
+    normal code's float32 bits built directly, a subnormal's mantissa times 2**(1 - BIAS - MANT),
+    then rounded to e4m3, where each is exact (e4m3 holds every e2m3 and e3m2 value)."""
+    c = x.to(tl.int32)
+    e = (c >> MANT) & ((1 << (5 - MANT)) - 1)
+    m = c & ((1 << MANT) - 1)
+    normal = (((e - BIAS + 127) << 23) | (m << (23 - MANT))).to(tl.float32, bitcast=True)
+    sub = m.to(tl.float32) * (2.0 ** (1 - BIAS - MANT))
+    v = tl.where(e == 0, sub, normal)
+    return tl.where(((c >> 5) & 1) == 1, -v, v).to(tl.float8e4nv)
+
+
+@triton.jit
 def fp4_matmul_kernel(a_ptr, a_scale_ptr,  # (M, K/PACK) values, (M, K/GROUP) scales
                       b_ptr, b_scale_ptr,  # (N, K/PACK) values, (N, K/GROUP) scales
                       c_ptr,               # (M, N) bf16 output
@@ -180,7 +197,9 @@ def fp4_matmul_kernel(a_ptr, a_scale_ptr,  # (M, K/PACK) values, (M, K/GROUP) sc
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, GROUP: tl.constexpr,
                       FMT: tl.constexpr = "e2m1",  # tl.dot_scaled's format: e2m1 (fp4), e2m3 or e3m2 (fp6)
-                      PACK: tl.constexpr = 2):     # values per byte: 2 for e2m1, 1 for fp6
+                      PACK: tl.constexpr = 2,      # values per byte: 2 for e2m1, 1 for fp6
+                      DECODE: tl.constexpr = False,  # fp6 codes decoded to e4m3 in registers (fp6_as_e4m3)
+                      MANT: tl.constexpr = 3, BIAS: tl.constexpr = 1):  # the fp6 format's mantissa bits, bias
     # K % BLOCK_K == 0 (the launcher checks): the K loop needs no mask
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -199,7 +218,10 @@ def fp4_matmul_kernel(a_ptr, a_scale_ptr,  # (M, K/PACK) values, (M, K/GROUP) sc
         b = tl.load(b_ptrs)
         sa = tl.load(as_ptrs)
         sb = tl.load(bs_ptrs)
-        acc = tl.dot_scaled(a, sa, FMT, b, sb, FMT, acc)
+        if DECODE:
+            acc = tl.dot_scaled(fp6_as_e4m3(a, MANT, BIAS), sa, "e4m3", fp6_as_e4m3(b, MANT, BIAS), sb, "e4m3", acc)
+        else:
+            acc = tl.dot_scaled(a, sa, FMT, b, sb, FMT, acc)
         a_ptrs += BLOCK_K // PACK
         b_ptrs += BLOCK_K // PACK
         as_ptrs += BLOCK_K // GROUP
@@ -208,10 +230,12 @@ def fp4_matmul_kernel(a_ptr, a_scale_ptr,  # (M, K/PACK) values, (M, K/GROUP) sc
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def matmul(a, a_scale, b, b_scale, c, config: Fp4Config = INTERPRETER_CONFIG, fmt: str = "mxfp4"):
+def matmul(a, a_scale, b, b_scale, c, config: Fp4Config = INTERPRETER_CONFIG, fmt: str = "mxfp4",
+           decode: bool = False):
     """Return c after c = dequant(a) @ dequant(b)^T: a (M, K/2) and b (N, K/2) packed e2m1 (fp6:
     (M, K) and (N, K) codes), their scales (M, K/G) and (N, K/G) (uint8 e8m0 for mxfp4 and fp6,
-    float8_e4m3fn for nvfp4), c (M, N) preallocated (bf16)."""
+    float8_e4m3fn for nvfp4), c (M, N) preallocated (bf16). decode (fp6 only): decode the codes to
+    e4m3 in registers, for a Triton whose tl.dot_scaled refuses the format (dot_scaled_takes)."""
     M, K2 = a.shape
     N = b.shape[0]
     pack = 1 if fmt in FP6_BITS else 2
@@ -224,6 +248,8 @@ def matmul(a, a_scale, b, b_scale, c, config: Fp4Config = INTERPRETER_CONFIG, fm
                             a.stride(0), b.stride(0), a_scale.stride(0), b_scale.stride(0), c.stride(0),
                             BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                             GROUP_M=config.group_m, GROUP=group, FMT=SCALED_FORMAT[fmt], PACK=pack,
+                            DECODE=bool(decode and fmt in FP6_BITS), MANT=FP6_BITS.get(fmt, (0, 3, 1))[1],
+                            BIAS=FP6_BITS.get(fmt, (0, 3, 1))[2],
                             num_warps=config.num_warps,
                             num_stages=config.num_stages)
     return c

@@ -26,9 +26,8 @@ from bench.aot import table as aot
 from bench.aot import targets as aot_targets
 from bench.aot.pool import amd_resources
 from bench.ops._tune import QUICK_CANDIDATES, launched, prune
-from bench.ops.gemm_fp4 import FP6_ARCH, FP6_FORMATS, FP6_TRITON
+from bench.ops.gemm_fp4 import FP6_ARCH, FP6_FORMATS
 from kernels.gemm import TileConfig, smem_bytes
-from kernels.gemm_fp4 import dot_scaled_takes
 
 # A configuration may spill at most this many bytes per thread (ptxas's spill stores plus
 # spill loads). Spilled values live in local memory, cached in L1: a few words cost a few
@@ -268,21 +267,21 @@ def test_sm100_plan_is_the_sm90_plan_with_blackwell_facts(outcomes):
     assert {j["target"] for r in outcomes["sm_100"].plan.by_status("ok")
             for j in r.jobs.values()} == {("cuda", 100, 32)}
     # fp4: both formats compile for Blackwell's block-scaled MMA; sm_90 and gfx942 skip them, saying why
-    fp4 = [r for r in outcomes["sm_100"].plan.by_status("ok") if r.kernel == "fp4_matmul_kernel"]
+    fp4 = [r for r in outcomes["sm_100"].plan.by_status("ok")
+           if r.kernel == "fp4_matmul_kernel" and r.dtype not in FP6_FORMATS]
     assert {r.dtype for r in fp4} == {"mxfp4", "nvfp4"} and len(fp4) == 2 * QUICK_CANDIDATES
     for arch in ("sm_90", "gfx942"):
         skipped = {r.dtype: r.reason for r in outcomes[arch].plan.by_status("skipped") if r.dtype in ("mxfp4", "nvfp4")}
         assert set(skipped) == {"mxfp4", "nvfp4"} and all("fp4" in why for why in skipped.values())
-    # fp6: compiled for sm_100 where Triton's tl.dot_scaled takes e2m3 and e3m2 (Triton 3.6 to 3.9
-    # refuse both: skipped with that reason's code); every other arch skips it, its code FP6_ARCH
-    fp6_ok = {r.dtype for r in outcomes["sm_100"].plan.by_status("ok") if r.dtype in FP6_FORMATS}
+    # fp6: compiled for sm_100 (Blackwell's f8f6f4 MMA), its codes decoded to e4m3 in registers
+    # where Triton's tl.dot_scaled refuses e2m3 and e3m2 (Triton 3.6 to 3.9); every other arch
+    # skips it, its code FP6_ARCH
+    fp6 = [r for r in outcomes["sm_100"].plan.by_status("ok") if r.dtype in FP6_FORMATS]
+    assert {r.dtype for r in fp6} == set(FP6_FORMATS)
+    assert all(r.dtype not in FP6_FORMATS for r in outcomes["sm_100"].plan.by_status("failed"))
     codes = {arch: {r.dtype: r.reason.split(":")[0] for r in outcomes[arch].plan.by_status("skipped")
                     if r.dtype in FP6_FORMATS} for arch in ("sm_100", "sm_90", "gfx942")}
-    if dot_scaled_takes("fp6e2m3") is None:
-        assert fp6_ok == set(FP6_FORMATS) and codes["sm_100"] == {}
-    else:
-        assert fp6_ok == set() and codes["sm_100"] == dict.fromkeys(FP6_FORMATS, FP6_TRITON)
-    assert codes["sm_90"] == codes["gfx942"] == dict.fromkeys(FP6_FORMATS, FP6_ARCH)
+    assert codes["sm_100"] == {} and codes["sm_90"] == codes["gfx942"] == dict.fromkeys(FP6_FORMATS, FP6_ARCH)
 
 
 def test_launched_falls_back_only_when_nothing_fits():

@@ -158,16 +158,67 @@ def test_fp6_bytes_hand_worked():
     assert f.fp4_bytes(256, 256, 256, "mxfp4") == 65536 + 4096 + 131072
 
 
-@pytest.mark.slow   # it compiles Triton's dot_scaled for sm_100 to learn what this Triton takes (seconds)
-def test_fp6_runs_on_sm100_only_through_a_triton_that_takes_it():
+def test_fp6_runs_on_sm100_only_and_a_cpu_checks_it_under_the_interpreter():
     point = {"dtype": "fp6e2m3", "shape": (1024, 1024, 1024)}
     code = lambda why: (why or "").split(":")[0]  # noqa: E731
     cpu = dataclasses.replace(fake_device("sm_90"), kind="cpu", torch_device="cpu")
-    assert code(f.fp6_skip(point, cpu)) == f.FP6_CPU
+    assert code(f.fp6_skip(point, cpu)) == ("" if INTERPRETING else f.FP6_CPU)
     assert code(f.fp6_skip(point, fake_device("sm_90"))) == f.FP6_ARCH
     assert code(f.fp6_skip(point, fake_device("gfx950"))) == f.FP6_ARCH
     assert f.fp6_skip(point, fake_device("sm_100")) is None
-    # Triton 3.6 to 3.9's tl.dot_scaled refuse e2m3 and e3m2 in their front end
-    refused = k.dot_scaled_takes("fp6e2m3")
-    assert code(f.fp6_triton_skip(point, fake_device("sm_100"))) == (f.FP6_TRITON if refused else "")
-    assert k.dot_scaled_takes("mxfp4") is None  # the probe compiles what Triton takes
+
+
+@pytest.mark.parametrize("fmt", ["fp6e2m3", "fp6e3m2"])
+def test_every_fp6_code_decodes_to_the_e4m3_of_its_value(fmt):
+    """The kernel's decoding path (a Triton whose tl.dot_scaled refuses e2m3 and e3m2): each of
+    the 64 codes, decoded in registers to e4m3 and read back as fp32, is its table's value."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def decode(x_ptr, out_ptr, MANT: tl.constexpr, BIAS: tl.constexpr):
+        offs = tl.arange(0, 64)
+        tl.store(out_ptr + offs, k.fp6_as_e4m3(tl.load(x_ptr + offs), MANT, BIAS).to(tl.float32))
+
+    _, mant, bias = k.FP6_BITS[fmt]
+    out = torch.full((64,), float("nan"))
+    decode[(1,)](torch.arange(64, dtype=torch.uint8), out, MANT=mant, BIAS=bias)
+    assert out.double().tolist() == k.fp6_table(fmt).tolist()
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
+@pytest.mark.parametrize("fmt", ["fp6e2m3", "fp6e3m2"])
+def test_fp6_kernel_decoding_to_e4m3_matches_float64_under_the_interpreter(fmt):
+    # fp32 out: each product of fp6 values and power-of-two scales is exact in fp32, and so are
+    # the sums of 128 of them at these magnitudes (at most 2 x 5 + 8 significant bits a product)
+    g = torch.Generator().manual_seed(6)
+    m, n, kk = 40, 48, 128
+    pa, sa = k.quantize(torch.randn(m, kk, generator=g), fmt)
+    pb, sb = k.quantize(torch.randn(n, kk, generator=g), fmt)
+    ref = k.dequantize(pa, sa, fmt) @ k.dequantize(pb, sb, fmt).T
+    c = torch.full((m, n), float("nan"))
+    k.matmul(pa, sa, pb, sb, c, fmt=fmt, decode=True)
+    assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-6
+    assert f.fp6_decoded(fmt) and not f.fp6_decoded("mxfp4")
+
+
+@pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
+def test_a_cpu_run_checks_fp6_through_the_gate():
+    from bench.hw.detect import resolve
+    from bench.measure.runner import INTERPRETED_PREFIX, Runner, make_plan
+    from bench.measure.timing import TimerConfig
+    cpu = resolve("cpu")
+    plan = make_plan(REG, cpu, only=["gemm.fp6"], quick=True, max_ws_bytes=100_000)  # 128^3 only
+    ms = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
+    by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
+    assert set(by) == set(f.FP6_FORMATS)
+    for m in by.values():   # rule 8: checked, never timed
+        assert m.status == "skipped" and m.reason.startswith(INTERPRETED_PREFIX) and m.error <= f.TOLERANCE
+
+
+@pytest.mark.slow   # it compiles Triton's dot_scaled for sm_100 to learn what this Triton takes (seconds)
+def test_fp6_is_decoded_exactly_where_this_triton_refuses_its_format(monkeypatch):
+    assert k.dot_scaled_takes("mxfp4") is None   # the probe compiles what Triton takes
+    monkeypatch.setattr(f, "triton_interpreting", lambda: False)   # a GPU run: the probe decides
+    for fmt in f.FP6_FORMATS:
+        assert f.fp6_decoded(fmt) == (k.dot_scaled_takes(fmt) is not None)

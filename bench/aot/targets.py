@@ -69,7 +69,7 @@ ARCHS = {
 TRITON_TYPE = {getattr(torch, p.storage): p.triton for p in precisions.ROWS if p.storage and p.triton}
 TRITON_TYPE.update({torch.uint8: "u8", torch.int16: "i16", torch.int64: "i64", torch.bool: "i1"})
 # Constexprs that follow from the dtype, not the tile: left out of the configuration label.
-DTYPE_CONSTEXPRS = {"FMT", "GROUP", "INT_ACC", "INPUT_PRECISION", "HAS_SCALE", "PRECISION"}
+DTYPE_CONSTEXPRS = {"FMT", "GROUP", "INT_ACC", "INPUT_PRECISION", "HAS_SCALE", "PRECISION", "DECODE", "MANT", "BIAS"}
 
 
 def fake_device(arch: str):

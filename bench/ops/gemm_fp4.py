@@ -33,10 +33,12 @@ scale per 32, each format a precision with its own compute roof:
     bytes = (M + N) K + (M + N) K / 32 + 2 M N     (values in 8-bit containers, as the MMA reads
                                                     them; one scale byte per 32; C in bf16)
 
-It runs on sm_100 only (Blackwell's f8f6f4 MMA), and only where Triton's tl.dot_scaled takes
-"e2m3" and "e3m2" (kernels/gemm_fp4.dot_scaled_takes; Triton 3.6 to 3.9 refuse both): every
-other device skips it with the reason's code (FP6_CPU, FP6_ARCH, FP6_TRITON). A CPU cannot check
-it either: no interpreter decodes fp6.
+It runs on sm_100 only (Blackwell's f8f6f4 MMA): every other GPU skips it with the reason's code
+(FP6_ARCH), and a CPU checks it under Triton's interpreter only (FP6_CPU otherwise; rule 8). Where
+Triton's tl.dot_scaled takes "e2m3" and "e3m2" (kernels/gemm_fp4.dot_scaled_takes) the codes go to
+the MMA as they are; Triton 3.6 to 3.9 refuse both, so there (and under the interpreter) the kernel
+decodes them in registers to the e4m3 bytes of the same values for the same MMA, and the row's
+detail says so (fp6_decoded).
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ FORMATS = precisions.names(gemm="gemm.fp4")   # ("mxfp4", "nvfp4"): their rows o
 TOLERANCE = tolerance("mxfp4")   # each format's row holds bf16's: C's bf16 rounding is what is left
 FP6_FORMATS = precisions.names(gemm="gemm.fp6")   # ("fp6e2m3", "fp6e3m2")
 # the codes that open gemm.fp6's skip reasons ("code: sentence"; tests compare the code)
-FP6_CPU, FP6_ARCH, FP6_TRITON = "fp6_cpu", "fp6_arch", "fp6_triton"
+FP6_CPU, FP6_ARCH = "fp6_cpu", "fp6_arch"
 SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
           "cuda": ((2048, 8192), (1024, 2048, 4096, 8192, 16384))}
 
@@ -146,9 +148,19 @@ def triton_skip(point, device):
     return None
 
 
+def fp6_decoded(fmt: str) -> bool:
+    """Whether the kernel decodes fmt's codes to e4m3 in registers: an fp6 format under Triton's
+    interpreter, or where this Triton's tl.dot_scaled refuses it for sm_100 (dot_scaled_takes)."""
+    if fmt not in FP6_FORMATS:
+        return False
+    from kernels.gemm_fp4 import dot_scaled_takes  # deferred: kernels/ imports Triton, which is optional
+    return triton_interpreting() or dot_scaled_takes(fmt) is not None
+
+
 def _call(x, cfg):
     from kernels.gemm_fp4 import matmul  # deferred: kernels/ imports Triton, which is optional (Linux only)
-    return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg, x["fmt"])
+    decode = fp6_decoded(x["fmt"])
+    return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg, x["fmt"], decode)
 
 
 def _tuning(x, ctx) -> Tuning:
@@ -160,7 +172,7 @@ def _tuning(x, ctx) -> Tuning:
 
 def _launcher(x, ctx):
     fn, cfg = run_tuning(x["a"], _tuning(x, ctx), ctx)
-    fn.detail = f"tile {cfg}"
+    fn.detail = f"tile {cfg}" + ("; fp6 decoded to e4m3 in registers (fp6_decoded)" if fp6_decoded(x["fmt"]) else "")
     return fn
 
 
@@ -192,24 +204,15 @@ REGISTRY.add_impl(Impl(OP.name, "triton", "triton", _launcher, skip=triton_skip,
 
 
 def fp6_skip(point, device):
-    """gemm.fp6's rule: sm_100 only (FP6_CPU on a CPU, FP6_ARCH on any other GPU)."""
+    """gemm.fp6's rule: sm_100 only (FP6_ARCH on any other GPU); a CPU checks it under Triton's
+    interpreter only (FP6_CPU otherwise)."""
     if device.kind != "cuda":
-        return (f"{FP6_CPU}: a CPU has no fp6 matrix unit and Triton's interpreter decodes no fp6, so "
-                "gemm.fp6 is refused here; it runs on sm_100 (Blackwell) only")
+        return None if triton_interpreting() else (
+            f"{FP6_CPU}: a CPU has no fp6 matrix unit; the Triton kernel is checked under TRITON_INTERPRET=1 only")
     cc = device.compute_capability or "0.0"
     if getattr(device, "vendor", None) == "amd" or not cc.startswith("10."):
         return f"{FP6_ARCH}: {point['dtype']} runs on sm_100's f8f6f4 MMA only; this GPU is {cc}"
     return None
-
-
-def fp6_triton_skip(point, device):
-    """The Triton impl's rule: a Triton whose tl.dot_scaled refuses the format (FP6_TRITON), or
-    K not a multiple of 256."""
-    from kernels.gemm_fp4 import dot_scaled_takes  # deferred: kernels/ imports Triton, which is optional
-    why = dot_scaled_takes(point["dtype"])
-    if why:
-        return f"{FP6_TRITON}: this Triton's tl.dot_scaled refuses {point['dtype']} for sm_100 ({why})"
-    return triton_skip(point, device)
 
 
 OP6 = scaled_op(
@@ -217,5 +220,6 @@ OP6 = scaled_op(
     "bytes = (M + N) K + (M + N) K / 32 + 2 M N",
     Axis("dtype", FP6_FORMATS, doc="fp6 format: fp6e2m3, fp6e3m2 (MXFP6, e8m0 scales per 32)"),
     fp6_skip, 20.0)   # the float64 dequantized copies: 8 bytes per one-byte value, twice
-REGISTRY.add_impl(Impl(OP6.name, "triton", "triton", _launcher, skip=fp6_triton_skip, tuning=_tuning,
-                       doc="kernels/gemm_fp4.py: tl.dot_scaled on e2m3 or e3m2, sm_100 only"))
+REGISTRY.add_impl(Impl(OP6.name, "triton", "triton", _launcher, skip=triton_skip, tuning=_tuning,
+                       doc="kernels/gemm_fp4.py: tl.dot_scaled on e2m3 or e3m2 (decoded to e4m3 in registers where "
+                           "Triton refuses them), sm_100 only"))
