@@ -12,6 +12,7 @@ import pytest
 from conftest import session_run
 from sim_criteria import QUIET, criteria
 
+from bench.ops.gemm import search_verdict
 from bench.policy import DEFAULT
 from bench.results import BUSY_PREFIX, COLUMNS, PASS_MARK, Measurement, first_pass_id
 from roofs.analysis.confirm import derive_roofs
@@ -92,6 +93,20 @@ def test_simulated_samples_never_beat_the_truth(key):
     for scale in (1.0, 0.85):
         _, _, samples = simulate(key, noise, 3, scale=scale)
         assert all(min(s) >= true[first_pass_id(pid)] / scale * (1 - 1e-12) for pid, s in samples.items())
+
+
+@pytest.mark.parametrize("key", sorted(MACHINES))
+def test_a_quick_plans_gemm_search_holds_at_most_its_policys_sizes(key):
+    """The quick plan each model measures (the registry's own points, its search stopped by the
+    verdict on the model's true rates): no search sweep holds more than Policy.quick_search_sizes
+    sizes, and intel_amx_vm's AMX curve, still rising past them, is cut there (method 22)."""
+    rates = {}
+    for r in plan(key):
+        if r.op == "gemm.search":
+            rates.setdefault((r.impl, r.point["dtype"], r.point.get("layout")), []).append(r.flops / r.seconds)
+    assert rates and max(len(v) for v in rates.values()) <= DEFAULT.quick_search_sizes
+    cut = [k for k, v in rates.items() if not search_verdict(v)[0]]   # the verdict would have gone on
+    assert bool(cut) == (key == "intel_amx_vm"), cut
 
 
 def test_generation_is_deterministic_and_in_the_real_schema():
