@@ -114,7 +114,8 @@ COLUMN_MEANINGS = [
                         "`budget`, `max_samples`; `window` for a sustained window)"),
     (("gbps", "gflops"), "bytes / median and flops / median, in 1e9 per second (a roof reads each row's rate at a low "
                          "quantile of its samples instead: [rule 10](ARCHITECTURE.md#rule-10))"),
-    (("error", "tolerance"), "relative norm error against the float64 reference, and the precision's limit"),
+    (("error", "tolerance"), "relative norm error against the float64 reference, and the precision's limit (a "
+                             "revisit pass's row carries its sweep's: it re-times what the sweep checked)"),
     (("status", "reason"), "`ok`, `skipped` or `error`, and why"),
     (("detail",), "what the implementation chose: the autotuned Triton tile, the SDPA backend torch picked"),
     (("precision",), "the compute roof that bounds the point (`bf16` for a bf16 GEMM or a bf16-activation GEMV)"),

@@ -93,7 +93,7 @@ def test_skip_reasons_for_missing_precisions():
     assert why.code == "below_min_cc" and "8.9" in why
     assert g.point_skip({"dtype": "bf16", "shape": (16, 16, 16)}, a100) is None
     assert g.triton_skip({"dtype": "fp64"}, CPU) and g.numpy_skip({"dtype": "bf16"}, CPU)
-    assert g.torch_skip({"dtype": "int8", "shape": (8, 32, 32)}, a100) .code == "int_mm_small_m"
+    assert g.torch_skip({"dtype": "int8", "shape": (8, 32, 32)}, a100).code == "int_mm_small_m"
 
 
 def test_probe_turns_a_missing_op_into_a_reason(monkeypatch):

@@ -158,20 +158,27 @@ def test_fp6_bytes_hand_worked():
     assert f.fp4_bytes(256, 256, 256, "mxfp4") == 65536 + 4096 + 131072
 
 
-def test_fp6_runs_on_sm100_only_and_a_cpu_checks_it_under_the_interpreter():
+def test_fp6_runs_on_sm100_only_and_a_cpu_checks_it_under_the_interpreter(monkeypatch):
     point = {"dtype": "fp6e2m3", "shape": (1024, 1024, 1024)}
     code = lambda why: (why or "").split(":")[0]  # noqa: E731
     cpu = dataclasses.replace(fake_device("sm_90"), kind="cpu", torch_device="cpu")
-    assert code(f.fp6_skip(point, cpu)) == ("" if INTERPRETING else f.FP6_CPU)
+    for interpreting, want in ((True, ""), (False, f.FP6_CPU)):
+        monkeypatch.setattr(f, "triton_interpreting", lambda interpreting=interpreting: interpreting)
+        assert code(f.fp6_skip(point, cpu)) == want
     assert code(f.fp6_skip(point, fake_device("sm_90"))) == f.FP6_ARCH
     assert code(f.fp6_skip(point, fake_device("gfx950"))) == f.FP6_ARCH
     assert f.fp6_skip(point, fake_device("sm_100")) is None
 
 
+FP8_GPU = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 9)
+
+
+@pytest.mark.skipif(not (INTERPRETING or FP8_GPU), reason="needs Triton's interpreter or a GPU with fp8 (sm_89+)")
 @pytest.mark.parametrize("fmt", ["fp6e2m3", "fp6e3m2"])
 def test_every_fp6_code_decodes_to_the_e4m3_of_its_value(fmt):
     """The kernel's decoding path (a Triton whose tl.dot_scaled refuses e2m3 and e3m2): each of
-    the 64 codes, decoded in registers to e4m3 and read back as fp32, is its table's value."""
+    the 64 codes, decoded in registers to e4m3 and read back as fp32, is its table's value (under
+    the interpreter on a CPU, on the GPU where there is one)."""
     import triton
     import triton.language as tl
 
@@ -181,9 +188,10 @@ def test_every_fp6_code_decodes_to_the_e4m3_of_its_value(fmt):
         tl.store(out_ptr + offs, k.fp6_as_e4m3(tl.load(x_ptr + offs), MANT, BIAS).to(tl.float32))
 
     _, mant, bias = k.FP6_BITS[fmt]
-    out = torch.full((64,), float("nan"))
-    decode[(1,)](torch.arange(64, dtype=torch.uint8), out, MANT=mant, BIAS=bias)
-    assert out.double().tolist() == k.fp6_table(fmt).tolist()
+    device = "cpu" if INTERPRETING else "cuda"
+    out = torch.full((64,), float("nan"), device=device)
+    decode[(1,)](torch.arange(64, dtype=torch.uint8, device=device), out, MANT=mant, BIAS=bias)
+    assert out.double().cpu().tolist() == k.fp6_table(fmt).tolist()
 
 
 @pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
@@ -199,7 +207,7 @@ def test_fp6_kernel_decoding_to_e4m3_matches_float64_under_the_interpreter(fmt):
     c = torch.full((m, n), float("nan"))
     k.matmul(pa, sa, pb, sb, c, fmt=fmt, decode=True)
     assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-6
-    assert f.fp6_decoded(fmt) and not f.fp6_decoded("mxfp4")
+    assert f.fp6_decoded(fmt, "cpu") and not f.fp6_decoded("mxfp4", "cpu") and not f.fp6_decoded("mxfp4", "cuda")
 
 
 @pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
@@ -214,11 +222,3 @@ def test_a_cpu_run_checks_fp6_through_the_gate():
     assert set(by) == set(f.FP6_FORMATS)
     for m in by.values():   # rule 8: checked, never timed
         assert m.status == "skipped" and m.reason.startswith(INTERPRETED_PREFIX) and m.error <= f.TOLERANCE
-
-
-@pytest.mark.slow   # it compiles Triton's dot_scaled for sm_100 to learn what this Triton takes (seconds)
-def test_fp6_is_decoded_exactly_where_this_triton_refuses_its_format(monkeypatch):
-    # (the aot_arches tests compile mxfp4's dot_scaled for sm_100: what Triton takes compiles)
-    monkeypatch.setattr(f, "triton_interpreting", lambda: False)   # a GPU run: the probe decides
-    assert f.fp6_decoded("fp6e3m2") == (k.dot_scaled_takes("fp6e3m2") is not None)
-    assert not f.fp6_decoded("mxfp4")

@@ -179,6 +179,7 @@ def test_a_refusing_machine_leaves_the_rows_and_says_why(tmp_path, monkeypatch):
     cap = _capture()
     info = pc.attach(cap, 2, GPU, pc.script_target(tmp_path / "prog.py"), lambda line: None)
     assert info["why"] == dict(hw.FAILURES)["ERR_NVGPUCTRPERM"] and info["ops"] == 0
+    assert info["why"].code == "profiler_failed"
     assert list(cap.rows.columns) == profile_mod.COLUMNS
     assert pc.attach(_capture([]), 2, GPU, pc.script_target(tmp_path / "p.py"), print)["why"].code == "no_kernel"
     assert pc.attach(_capture(), 2, cpu_info(), pc.script_target(tmp_path / "p.py"), print)["why"] == \

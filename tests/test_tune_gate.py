@@ -37,6 +37,7 @@ class Timing:
 def fake_timer(monkeypatch):
     monkeypatch.setattr(_tune, "time_fn", lambda fn, *a, **k: Timing(CANDIDATES[fn.cfg][0]))
     monkeypatch.setattr(_tune, "_BEST", {})
+    monkeypatch.setattr(_tune, "_REJECTED_HERE", {})
 
 
 def make_fn_for(x, calls):
@@ -98,6 +99,10 @@ def test_a_class_winner_wrong_at_another_size_is_dropped_there(fake_timer, monke
     assert cfg == "slow"
     # the class's best (right) rejected here first, then racy when this size was tuned on its own
     assert [(c, why.code) for c, why in fn.rejected] == [("right", "wrong_result"), ("racy", "wrong_result")]
+    # a revisit of 5000 has no gate to ask (no reference): it gets the winner this size's own tuning kept
+    unchecked = type("Ctx", (), {"verify": None, "mode": "warm", "quick": False})
+    assert _tune.tuned(FakeCuda(), ("toy", "fp32", 5000), ["racy", "right", "slow"], None, make_fn_for(x, calls),
+                       unchecked)[1] == "slow"
 
 
 def test_the_runner_hands_the_gate_to_a_tuning_launcher(fake_timer):

@@ -65,7 +65,7 @@ UNIT_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}  # ncu's prefixe
 
 class CounterError(RuntimeError):
     """The profiler could not read a point's counters: one sentence saying why, and `code`, a
-    short name of the cause (None where the sentence is the profiler's own)."""
+    short name of the cause that callers and tests read."""
 
     def __init__(self, message: str, code: str | None = None):
         super().__init__(message)
@@ -168,7 +168,7 @@ def parse_raw_csv(text: str) -> list[dict]:
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if start is None:
-        raise CounterError("ncu printed no table of counters (no raw CSV header in its output)")
+        raise CounterError("ncu printed no table of counters (no raw CSV header in its output)", "no_counters_table")
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     header = rows[0]
     width = len(header)
@@ -244,9 +244,9 @@ def run_profiler(cmd: list[str], timeout_s: float = 300.0, env: dict | None = No
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
-        raise CounterError(f"ncu ran past its limit of {timeout_s:.0f} s and was stopped") from None
+        raise CounterError(f"ncu ran past its limit of {timeout_s:.0f} s and was stopped", "profiler_timeout") from None
     except OSError as e:
-        raise CounterError(f"ncu could not be started ({e.strerror or e})") from None
+        raise CounterError(f"ncu could not be started ({e.strerror or e})", "profiler_not_started") from None
     both = done.stdout + "\n" + done.stderr
     kernels = []
     if done.returncode == 0:
@@ -255,7 +255,7 @@ def run_profiler(cmd: list[str], timeout_s: float = 300.0, env: dict | None = No
         except CounterError:
             kernels = []
     if not kernels:  # a refusal, a profiler that did not load, or nothing profiled: say which
-        raise CounterError(classify(both, done.returncode))
+        raise CounterError(classify(both, done.returncode), "profiler_failed")
     return Profile(kernels, both)
 
 

@@ -41,6 +41,7 @@ TUNE_TIMER = TimerConfig(budget_s=0.03, warmup_s=0.005, min_samples=3, device_ta
 QUICK_CANDIDATES = 3
 FULL_CANDIDATES = 6   # a full run tunes over the first 6 that fit: the lists are ordered best first
 _BEST: dict = {}     # shape class -> (config, median seconds, failures)
+_REJECTED_HERE: dict = {}   # (shape class, key) -> why the gate rejected the class's winner at that key
 
 # Shared memory one block may use (opt-in maximum), by compute capability, for when torch
 # does not report it: sm_80 163 KiB, sm_86/89 99 KiB, sm_90/100 227 KiB.
@@ -233,11 +234,14 @@ def tuned(tensor, key: tuple, candidates: Iterable, interpreter_config, make_fn:
     note = ""
     if hit is not None and hit[0] in fits:
         fn = make_fn(hit[0])
-        why = _rejected(fn, verify, key, hit[0])
+        # a call without verify (a revisit re-times a point its sweep checked) trusts no winner the
+        # gate rejected at this size before
+        why = _REJECTED_HERE.get((cls, key)) or _rejected(fn, verify, key, hit[0])
         if why is None:
             fn.tuning, fn.rejected = f"the best of its shape class (tuned {mode} at another size)", []
             return fn, hit[0]
         # wrong at this size: tuned on its own, without the class's winner
+        _REJECTED_HERE[(cls, key)] = why
         note = f"the shape class's best {hit[0]} rejected by the gate here ({why})"
         fits = [c for c in fits if c != hit[0]]
         if not fits:

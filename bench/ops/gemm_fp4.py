@@ -148,18 +148,19 @@ def triton_skip(point, device):
     return None
 
 
-def fp6_decoded(fmt: str) -> bool:
-    """Whether the kernel decodes fmt's codes to e4m3 in registers: an fp6 format under Triton's
-    interpreter, or where this Triton's tl.dot_scaled refuses it for sm_100 (dot_scaled_takes)."""
+def fp6_decoded(fmt: str, device_type: str) -> bool:
+    """Whether the kernel decodes fmt's codes to e4m3 in registers for tensors on device_type: an
+    fp6 format on a CPU (Triton's interpreter decodes no fp6), or, on a GPU and in the ahead-of-time
+    plan ("meta"), where this Triton's tl.dot_scaled refuses it for sm_100 (dot_scaled_takes)."""
     if fmt not in FP6_FORMATS:
         return False
     from kernels.gemm_fp4 import dot_scaled_takes  # deferred: kernels/ imports Triton, which is optional
-    return triton_interpreting() or dot_scaled_takes(fmt) is not None
+    return device_type == "cpu" or dot_scaled_takes(fmt) is not None
 
 
 def _call(x, cfg):
     from kernels.gemm_fp4 import matmul  # deferred: kernels/ imports Triton, which is optional (Linux only)
-    decode = fp6_decoded(x["fmt"])
+    decode = fp6_decoded(x["fmt"], x["a"].device.type)
     return lambda: matmul(x["a"], x["a_scale"], x["b"], x["b_scale"], x["c"], cfg, x["fmt"], decode)
 
 
@@ -172,7 +173,8 @@ def _tuning(x, ctx) -> Tuning:
 
 def _launcher(x, ctx):
     fn, cfg = run_tuning(x["a"], _tuning(x, ctx), ctx)
-    fn.detail = f"tile {cfg}" + ("; fp6 decoded to e4m3 in registers (fp6_decoded)" if fp6_decoded(x["fmt"]) else "")
+    decoded = fp6_decoded(x["fmt"], x["a"].device.type)
+    fn.detail = f"tile {cfg}" + ("; fp6 decoded to e4m3 in registers (fp6_decoded)" if decoded else "")
     return fn
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from bench.hw import counters as hw
 from bench.hw import device as devmod
 from bench.results import Measurement, append_counters
-from bench.util import first_line
+from bench.util import Reason, first_line
 from roofs.analysis.confirm import counted_choice
 
 DEFAULT_POINTS = 6        # --counters without a number
@@ -105,7 +105,8 @@ def run_phase(measurements: list[Measurement], device: devmod.DeviceInfo, most: 
         try:
             got = profile(hw.ncu_command(ncu, replay_argv(m, device, quick), device.compute_capability))
         except (hw.CounterError, TypeError, ValueError, OSError) as e:  # TypeError: axes JSON cannot carry
-            reason = str(e) if isinstance(e, hw.CounterError) else f"the replay could not start: {first_line(e)}"
+            reason = Reason(str(e), e.code or "profiler_failed") if isinstance(e, hw.CounterError) else \
+                Reason(f"the replay could not start: {first_line(e)}", "replay_not_started")
             append_counters(run_dir, {**formula, "status": "error", "reason": reason, "tool": "ncu"})
             info["points"] += 1
             say(f"[counters {k}/{len(chosen)}] {m.impl} {m.shape}: no counters ({reason})")

@@ -176,7 +176,8 @@ def call_target(fn, args=(), kwargs=None, name: str = "the step") -> Callable:
             main = getattr(sys.modules.get("__main__"), "__file__", None)
             if not main:
                 raise hw.CounterError(f"counters replay {name} in a process of its own, and it is defined in an "
-                                      f"interactive session, which that process cannot load: profile {how}")
+                                      f"interactive session, which that process cannot load: profile {how}",
+                                      "interactive_main")
             record["main"] = str(Path(main).resolve())
         try:
             torch.save({"fn": fn, "args": tuple(args), "kwargs": dict(kwargs or {})}, folder / "call.pt")
@@ -248,7 +249,7 @@ def attach(cap, n: int, device, target: Callable, say: Callable[[str], None] = p
                 f"{len(chosen)} ops ({len(names)} kernel names)")
             got = hw.run_profiler(cmd, REPLAY_TIMEOUT_S, replay_env())
         except hw.CounterError as e:
-            info["why"] = str(e)
+            info["why"] = Reason(str(e), e.code or "profiler_failed")
             return info
     assigned, expected, lost = attribute(got.kernels, cap.launches, names)
     cap.rows = add_columns(cap.rows, chosen, assigned)
