@@ -239,6 +239,7 @@ def matmul(a, a_scale, b, b_scale, c, config: Fp4Config = INTERPRETER_CONFIG, fm
     M, K2 = a.shape
     N = b.shape[0]
     pack = 1 if fmt in FP6_BITS else 2
+    _, mant, bias = FP6_BITS.get(fmt, (0, 3, 1))   # the kernel's defaults where fmt is no fp6 format
     K = pack * K2
     group = K // a_scale.shape[1]
     assert b.shape[1] == K2 and c.shape == (M, N) and b_scale.shape == (N, K // group), "fp4 GEMM shapes disagree"
@@ -248,8 +249,7 @@ def matmul(a, a_scale, b, b_scale, c, config: Fp4Config = INTERPRETER_CONFIG, fm
                             a.stride(0), b.stride(0), a_scale.stride(0), b_scale.stride(0), c.stride(0),
                             BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                             GROUP_M=config.group_m, GROUP=group, FMT=SCALED_FORMAT[fmt], PACK=pack,
-                            DECODE=bool(decode and fmt in FP6_BITS), MANT=FP6_BITS.get(fmt, (0, 3, 1))[1],
-                            BIAS=FP6_BITS.get(fmt, (0, 3, 1))[2],
+                            DECODE=bool(decode and fmt in FP6_BITS), MANT=mant, BIAS=bias,
                             num_warps=config.num_warps,
                             num_stages=config.num_stages)
     return c

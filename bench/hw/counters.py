@@ -67,9 +67,14 @@ class CounterError(RuntimeError):
     """The profiler could not read a point's counters: one sentence saying why, and `code`, a
     short name of the cause that callers and tests read."""
 
-    def __init__(self, message: str, code: str | None = None):
+    def __init__(self, message: str, code: str):
         super().__init__(message)
         self.code = code
+
+    @property
+    def reason(self) -> Reason:
+        """Return the sentence with its code, as a row's reason or a phase's why carries it."""
+        return Reason(str(self), self.code)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from bench.measure.registry import (
 )
 from bench.ops._tune import Tuning, amd_gfx, autotune, compute_capability, run_tuning
 from bench.ops.traffic import gemm_level_bytes
-from bench.policy import DEFAULT, Policy
+from bench.policy import DEFAULT
 from bench.util import Reason, first_line, itemsize
 
 # the precisions gemm.square, gemm.skinny and gemm.search measure: their rows of bench/precisions.py
@@ -126,15 +126,15 @@ def search_layouts(device, quick):
     return ("nt",) if device.kind == "cuda" and quick else SEARCH_LAYOUTS
 
 
-def search_sweep(device, quick, policy: Policy = DEFAULT):
+def search_sweep(device, quick):
     """Return the squares the search may grow through, smallest first (it stops early:
     search_verdict); quick runs start higher (SEARCH_QUICK_FROM) and hold at most
-    policy.quick_search_sizes: a flat curve's noise reads as a gain now and then, and each
+    Policy.quick_search_sizes: a flat curve's noise reads as a gain now and then, and each
     size past the plan costs about 2.8x the last."""
     if not quick:
         return [(n, n, n) for n in SEARCH_SIZES[device.kind]]
     lo = SEARCH_QUICK_FROM[device.kind]
-    return [(n, n, n) for n in SEARCH_SIZES[device.kind] if n >= lo][:policy.quick_search_sizes]
+    return [(n, n, n) for n in SEARCH_SIZES[device.kind] if n >= lo][:DEFAULT.quick_search_sizes]
 
 
 def search_verdict(rates, gain: float = DEFAULT.search_gain,

@@ -105,7 +105,7 @@ def run_phase(measurements: list[Measurement], device: devmod.DeviceInfo, most: 
         try:
             got = profile(hw.ncu_command(ncu, replay_argv(m, device, quick), device.compute_capability))
         except (hw.CounterError, TypeError, ValueError, OSError) as e:  # TypeError: axes JSON cannot carry
-            reason = Reason(str(e), e.code or "profiler_failed") if isinstance(e, hw.CounterError) else \
+            reason = e.reason if isinstance(e, hw.CounterError) else \
                 Reason(f"the replay could not start: {first_line(e)}", "replay_not_started")
             append_counters(run_dir, {**formula, "status": "error", "reason": reason, "tool": "ncu"})
             info["points"] += 1

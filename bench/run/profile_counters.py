@@ -249,7 +249,7 @@ def attach(cap, n: int, device, target: Callable, say: Callable[[str], None] = p
                 f"{len(chosen)} ops ({len(names)} kernel names)")
             got = hw.run_profiler(cmd, REPLAY_TIMEOUT_S, replay_env())
         except hw.CounterError as e:
-            info["why"] = Reason(str(e), e.code or "profiler_failed")
+            info["why"] = e.reason
             return info
     assigned, expected, lost = attribute(got.kernels, cap.launches, names)
     cap.rows = add_columns(cap.rows, chosen, assigned)
