@@ -44,8 +44,11 @@ def gpu_planning(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
 
-def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning):
-    plan = dp.steps(H200, "sm_90", Path("/nonexistent"))
+@pytest.mark.parametrize("part", ["h200", "h100 sxm5"])
+def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning, part):
+    """On the H200 the issue names, and on the H100 a device tool's first call may get."""
+    device = spec_device(part)
+    plan = dp.steps(device, "sm_90", Path("/nonexistent"))
     assert [s.name for s in plan] == ["env", "precompile", "gates", "kernels", "roofs-memory", "roofs-compute",
                                       "quick"]
     assert [s.name for s in plan if not s.required] == ["kernels", "quick"]
@@ -64,8 +67,20 @@ def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning):
                                 "stream.read/torch", "stream.read/triton"}
     assert {"gemm.square/triton_tma", "gemm.square/torch", "fma.chains/triton", "attention.prefill/triton"} \
         <= set(compute.only)
-    assert memory.predicted_s == pytest.approx(dp.STEP_START_S + dp.run_prediction(H200, memory.only, False,
+    assert memory.predicted_s == pytest.approx(dp.STEP_START_S + dp.run_prediction(device, memory.only, False,
                                                                                    dp.MEMORY_DTYPES))
+
+
+@pytest.mark.parametrize("line, arch, part", [
+    ("9.0, NVIDIA H100 80GB HBM3, 81559", "sm_90", "NVIDIA H100 SXM5 80GB"),
+    ("9.0, NVIDIA H200, 143771", "sm_90", "NVIDIA H200 SXM 141GB"),
+    ("9.0, NVIDIA H100 PCIe, 81559", "sm_90", "NVIDIA H100 PCIe 80GB"),
+    ("9.0, NVIDIA H100 NVL, 95830", "sm_90", None),        # a part the datasheet lacks: predicted as an H200
+    ("7.5, Tesla T4, 15360", None, None),                 # an arch with no aot target: no precompile
+    ("", None, None),                                     # no GPU
+])
+def test_the_check_predicts_for_the_gpu_it_runs_on(line, arch, part):
+    assert dc.gpu_here(line) == (arch, part)
 
 
 @pytest.mark.slow

@@ -132,6 +132,32 @@ def test_budget_is_at_most_half_of_ram_less_the_base():
     assert run_budget(small, Limit(bytes=8 * rss)).limit == 8 * rss  # a size is the user's own
 
 
+
+def test_a_gpus_budget_is_its_share_of_what_cuda_reports_free(monkeypatch):
+    """On a GPU the budget is a share of torch.cuda.mem_get_info's free bytes, with no base (a
+    process's resident bytes are not the device's) and no allocator slack; a point in the
+    budget is still refused past 90% of the free memory. H200-shaped: 100 GiB of 141 GB free."""
+    from bench.hw import device as devmod
+    from bench.hw.device import DeviceInfo
+    from bench.measure import skip
+    free, total = 100 * GiB, 141 * 10**9
+    asked = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev=None: asked.append(str(dev)) or (free, total))
+    gpu = DeviceInfo("cuda", "cuda:1", "NVIDIA H200", total, 132, "SMs", ())
+    assert devmod.free_memory_bytes(gpu) == free and asked == ["cuda:1"]   # the run's own GPU
+    b = run_budget(gpu)
+    assert (b.limit, b.base, b.transient) == (free // 2, None, making_bytes())
+    assert run_budget(gpu, Limit(share=0.25)).limit == free // 4
+    assert run_budget(gpu, Limit(bytes=120 * GiB)).limit == 120 * GiB   # a size is the user's own, even past free
+    # a 60 GiB point is past the default budget (50 GiB): the budget's skip
+    assert skip.memory_reason(60 * GiB, {}, {}, b, free, {}, "cuda:1").startswith(memory.SKIP_PREFIX)
+    # at --max-memory 100% a 95 GiB point is in the budget but past 90% of the free 100 GiB; 80 GiB fits
+    whole = run_budget(gpu, Limit(share=1.0))
+    assert whole.shortfall(95 * GiB, {}) is None
+    why = skip.memory_reason(95 * GiB, {}, {}, whole, free, {}, "cuda:1")
+    assert why is not None and not why.startswith(memory.SKIP_PREFIX)
+    assert skip.memory_reason(80 * GiB, {}, {}, whole, free, {}, "cuda:1") is None
+
 # ---- a small plan in a process of its own: the predicted peak bounds the measured one -------
 
 PLAN = textwrap.dedent("""

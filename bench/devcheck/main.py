@@ -30,9 +30,11 @@ from bench.aot.predict import spec_device
 from bench.aot.targets import ARCHS
 from bench.devcheck import plan as plan_mod
 from bench.devcheck.watchdog import ENDED, KILLED, Outcome, run_bounded
+from roofs.analysis import specs
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICTS_ENV = "ROOFBENCH_VERDICTS"   # where the gates' plugin (tests/gate_verdicts.py) writes
+DEFAULT_PART = "h200"   # the part predicted for where the GPU is not a datasheet part (or there is none: --dry)
 MAX_ARCHIVE = 15 * 2**20   # a run's archive past this leaves samples.jsonl out (the tool takes 16 MiB a file)
 
 
@@ -229,12 +231,12 @@ def run_step(check: Check, step: plan_mod.Step, limit: float, python: str) -> di
 
 
 def run_check(plan: list[plan_mod.Step], out: Path, check_s: float = plan_mod.CHECK_S, python: str = sys.executable,
-              exclude: dict | None = None, say=print, t0: float | None = None) -> Check:
+              exclude: dict | None = None, say=print, t0: float | None = None, part: str | None = None) -> Check:
     """Run plan's steps in order within check_s seconds of t0 (default: now), writing under
-    out; return the Check."""
+    out; return the Check. part: the datasheet part the predictions are for (recorded)."""
     check = Check(out, check_s, say, t0)
     check.excluded.update(exclude or {})
-    check.event(event="plan", check_s=check_s,
+    check.event(event="plan", check_s=check_s, part=part,
                 steps=[{"name": s.name, "predicted_s": round(s.predicted_s, 1), "cap_s": round(s.cap_s, 1),
                         "required": s.required} for s in plan])
     for i, step in enumerate(plan):
@@ -269,19 +271,28 @@ def summary_text(check: Check) -> str:
     return "\n".join(lines)
 
 
-def gpu_arch() -> tuple[str | None, str | None]:
-    """Return (the aot arch, the datasheet words) of this machine's first GPU from nvidia-smi,
-    or (None, None) without one."""
-    try:
-        got = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap,name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.splitlines()
-    except (OSError, subprocess.TimeoutExpired):
+def gpu_here(line: str | None = None) -> tuple[str | None, str | None]:
+    """Return (the aot arch, the datasheet part) of this machine's first GPU, from nvidia-smi's
+    "compute_cap, name, memory.total [MiB]" (line: that answer, else nvidia-smi is asked), or
+    None for what is not known: no GPU, an arch with no aot target, a part the datasheet lacks."""
+    if line is None:
+        try:
+            got = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap,name,memory.total",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                                 timeout=20).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired):
+            return None, None
+        line = got[0] if got else ""
+    fields = [p.strip() for p in line.split(",")]
+    if len(fields) < 3:
         return None, None
-    if not got:
-        return None, None
-    cc, name = (p.strip() for p in got[0].split(",", 1))
+    cc, name, mib = fields[0], ",".join(fields[1:-1]), fields[-1]
     arch = f"sm_{cc.replace('.', '')}"
-    return (arch if arch in ARCHS else None), name
+    try:
+        part = specs.match({"name": name, "memory_bytes": int(float(mib)) * 2**20})
+    except ValueError:
+        part = None
+    return (arch if arch in ARCHS else None), (part.part if part else None)
 
 
 def main(argv=None) -> int:
@@ -289,14 +300,15 @@ def main(argv=None) -> int:
     ap.add_argument("--dry", action="store_true", help="print the steps and their predictions; run nothing")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "/tmp/roofbench-device"))
     ap.add_argument("--check-s", type=float, default=plan_mod.CHECK_S, help="the check's own deadline")
-    ap.add_argument("--device-spec", default="h200", help="the datasheet part the predictions are made for")
+    ap.add_argument("--device-spec", help="the datasheet part the predictions are made for (default: this "
+                    f"machine's GPU where the datasheet has it, else {DEFAULT_PART})")
     ap.add_argument("--steps", help="run only these steps (comma-separated), e.g. for a rerun")
     ap.add_argument("--exclude", default="", help="impl ids to leave out of the runs, e.g. one a first try saw hang")
     args = ap.parse_args(argv)
     t0 = time.monotonic()   # the deadline counts the planning too
-    arch, _ = gpu_arch()
+    arch, part = gpu_here()
     try:
-        device = spec_device(args.device_spec)
+        device = spec_device(args.device_spec or part or DEFAULT_PART)
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
@@ -312,8 +324,8 @@ def main(argv=None) -> int:
             return 2
         steps = [s for s in steps if s.name in names]
     if args.dry:
-        print(plan_mod.plan_text(steps, args.check_s))
+        print(plan_mod.plan_text(steps, args.check_s, device.name))
         return 0 if plan_mod.fits(steps, args.check_s) else 1
     exclude = {i: "--exclude" for i in args.exclude.split(",") if i}
-    run_check(steps, args.out, args.check_s, exclude=exclude, t0=t0)
+    run_check(steps, args.out, args.check_s, exclude=exclude, t0=t0, part=device.name)
     return 0

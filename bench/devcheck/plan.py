@@ -198,9 +198,11 @@ def fits(plan: list[Step], check_s: float = CHECK_S) -> bool:
     return need <= (1 - SLACK) * check_s and need + optional_s(plan) <= check_s
 
 
-def plan_text(plan: list[Step], check_s: float = CHECK_S) -> str:
-    """Return the dry mode's table: each step's prediction and cap, and the totals."""
-    lines = [f"device check: one call of at most {CALL_S} s, its own deadline {check_s:.0f} s",
+def plan_text(plan: list[Step], check_s: float = CHECK_S, part: str = "") -> str:
+    """Return the dry mode's table: each step's prediction and cap, and the totals (part: the
+    datasheet part the predictions are for)."""
+    lines = [f"device check: one call of at most {CALL_S} s, its own deadline {check_s:.0f} s"
+             + (f"; predicted for the {part}" if part else ""),
              f"  {'step':<14} {'predicted':>9} {'cap':>6}"]
     for s in plan:
         lines.append(f"  {s.name:<14} {s.predicted_s:8.0f}s {s.cap_s:5.0f}s"
