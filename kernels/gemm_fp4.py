@@ -264,6 +264,13 @@ def _takes_format(a_ptr, s_ptr, c_ptr, FMT: tl.constexpr, PACK: tl.constexpr):
     tl.store(c_ptr + offs[:, None] * 32 + offs[None, :], tl.dot_scaled(x, s, FMT, x, s, FMT))
 
 
+def interpreter_dot_scaled() -> bool:
+    """Whether Triton's interpreter runs tl.dot_scaled (Triton 3.9's builder does; 3.6's has no
+    create_dot_scaled, so there the kernel is checked on a GPU only)."""
+    from triton.runtime.interpreter import InterpreterBuilder  # deferred: the interpreter's module, for CPU checks
+    return hasattr(InterpreterBuilder, "create_dot_scaled")
+
+
 @functools.cache
 def dot_scaled_takes(fmt: str) -> str | None:
     """Return why this Triton's tl.dot_scaled refuses a format for sm_100 (its front end's message,

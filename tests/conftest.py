@@ -73,6 +73,37 @@ def pytest_addoption(parser):
                           + " (tests/test_aot.py's tests marked aot_arches: minutes of CPU; .ci/run runs them)")
 
 
+def interpreter_refusal() -> str | None:
+    """Return one sentence when Triton's interpreter cannot run a kernel on this numpy, else None:
+    Triton 3.6's interpreter reads a scalar argument with int() of a one-element array, which
+    numpy 2.4 refuses (triton issue 9171), so every interpreted kernel would fail alike."""
+    if not INTERPRETING:
+        return None
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def count(out_ptr, n):
+        for i in range(0, n):   # a loop bound read from a scalar argument
+            tl.store(out_ptr + i, i)
+
+    out = torch.zeros(2, dtype=torch.int32)
+    try:
+        count[(1,)](out, 2)
+    except Exception as e:  # noqa: BLE001  (the interpreter wraps what failed)
+        import numpy
+        return (f"Triton {triton.__version__}'s interpreter, which runs the Triton kernels in these tests on a "
+                f"CPU, cannot run on numpy {numpy.__version__} ({type(e).__name__}: {e}): install numpy<2.4 or a "
+                "newer Triton (triton issue 9171).")
+    return None if out.tolist() == [0, 1] else "Triton's interpreter ran a two-step loop wrong on this machine."
+
+
+def pytest_sessionstart(session):
+    why = interpreter_refusal()
+    if why:
+        pytest.exit(why, returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 def pytest_unconfigure(config):
     _LANE_POOL.shutdown(wait=True, cancel_futures=True)
     shutil.rmtree(_LEARNED, ignore_errors=True)

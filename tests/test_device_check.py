@@ -160,6 +160,8 @@ def test_a_test_is_cuda_only_by_its_marker_fixture_or_skip():
     assert not ct.cuda_only(_item(skipifs=[(True, "needs gcc")]))            # skipped here for another reason
     assert not ct.cuda_only(_item(skipifs=[(False, "checks a machine without CUDA")]))   # runs here
     assert not ct.cuda_only(_item(keywords={"slow"}, fixtures={"tmp_path"}))
+    # an interpreter check skipped here (its Triton's interpreter lacks what it checks) runs on no GPU either
+    assert not ct.cuda_only(_item(keywords={"interpreter_only"}, skipifs=[(True, "needs an interpreter that ...")]))
 
 
 @session_run

@@ -15,6 +15,15 @@ from bench.ops import gemm_fp4 as f
 from kernels import gemm_fp4 as k
 
 REG = load_all()
+# the interpreter checks the kernel where it runs tl.dot_scaled (Triton 3.9's does, 3.6's does not)
+INTERPRETED_DOT = INTERPRETING and k.interpreter_dot_scaled()
+
+
+def NEEDS_DOT(test):  # noqa: N802  (a decorator, spelled as the marks it applies)
+    """An interpreter check of a block-scaled kernel: it never runs on a GPU (the gpu tests do)."""
+    return pytest.mark.interpreter_only(pytest.mark.skipif(
+        not INTERPRETED_DOT, reason="needs a Triton interpreter that runs tl.dot_scaled (3.9's); on a GPU the gpu "
+                                    "tests run it")(test))
 
 
 def test_e2m1_codes_and_packing_hand_worked():
@@ -73,7 +82,7 @@ def test_formulas_hand_worked():
     assert op.family == "gemm" and op.precision({"dtype": "mxfp4"}) == "mxfp4"
 
 
-@pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
+@NEEDS_DOT
 def test_mxfp4_kernel_under_the_interpreter_matches_float64():
     # dot_scaled runs under TRITON_INTERPRET (triton 3.9) and, with fp32 out, is exact here:
     # every product of e2m1 values and power-of-two scales is exact in fp32, and the sums
@@ -106,8 +115,8 @@ def test_where_each_format_runs_and_why_not():
     # the interpreter cannot check nvfp4 (it reads every scale as e8m0)
     from bench.hw.detect import resolve
     reason = f.triton_skip(dict(point, dtype="nvfp4"), resolve("cpu"))
-    assert (reason is not None and "e8m0" in reason) if INTERPRETING else True
-    assert f.triton_skip(dict(point, dtype="mxfp4"), resolve("cpu")) is None
+    assert (reason is not None and "e8m0" in reason) if INTERPRETED_DOT else True
+    assert (f.triton_skip(dict(point, dtype="mxfp4"), resolve("cpu")) is None) == (INTERPRETED_DOT or not INTERPRETING)
 
 
 def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
@@ -119,9 +128,11 @@ def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
     ms = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
     by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
     assert set(by) == {"mxfp4", "nvfp4"} and all(m.status == "skipped" for m in by.values())
-    if INTERPRETING:  # rule 8: checked, never timed; the skip carries what the check found
+    if INTERPRETED_DOT:  # rule 8: checked, never timed; the skip carries what the check found
         assert "e8m0" in by["nvfp4"].reason
         assert by["mxfp4"].reason.startswith(INTERPRETED_PREFIX) and by["mxfp4"].error <= f.TOLERANCE
+    elif INTERPRETING:   # an interpreter without tl.dot_scaled checks neither
+        assert all(m.reason.startswith(f.NO_INTERPRETED_DOT) for m in by.values())
 
 
 def test_fp6_values_hand_worked():
@@ -150,6 +161,22 @@ def test_fp6_quantize_one_value_a_byte_and_an_e8m0_scale_per_32(fmt, scale_bytes
     assert values.shape == (1, 64) and values.dtype == torch.uint8 and scales.tolist() == [scale_bytes]
     assert values[0, :3].tolist() == codes
     assert k.dequantize(values, scales, fmt)[0, :3].tolist() == back
+
+
+def test_an_interpreter_without_dot_scaled_checks_no_block_scaled_gemm(monkeypatch):
+    """Triton 3.6's interpreter has no tl.dot_scaled: on a CPU both ops' points are skipped with
+    the code, where 3.9's checks mxfp4 and fp6 (nvfp4 never: its scales read as e8m0); a GPU
+    compiles, so the rule is the CPU's alone."""
+    code = lambda why: (why or "").split(":")[0]  # noqa: E731
+    cpu = dataclasses.replace(fake_device("sm_90"), kind="cpu", torch_device="cpu")
+    monkeypatch.setattr(f, "triton_interpreting", lambda: True)
+    for runs, want in ((False, f.NO_INTERPRETED_DOT), (True, "")):
+        monkeypatch.setattr(k, "interpreter_dot_scaled", lambda runs=runs: runs)
+        for fmt in ("mxfp4", "fp6e2m3", "fp6e3m2"):
+            assert code(f.triton_skip({"dtype": fmt, "shape": (128, 128, 256)}, cpu)) == want, (runs, fmt)
+        nvfp4 = f.triton_skip({"dtype": "nvfp4", "shape": (128, 128, 256)}, cpu)
+        assert nvfp4 is not None and (code(nvfp4) == f.NO_INTERPRETED_DOT) == (not runs)
+        assert f.triton_skip({"dtype": "mxfp4", "shape": (2048, 2048, 2048)}, fake_device("sm_100")) is None
 
 
 def test_fp6_bytes_hand_worked():
@@ -194,7 +221,7 @@ def test_every_fp6_code_decodes_to_the_e4m3_of_its_value(fmt):
     assert out.double().cpu().tolist() == k.fp6_table(fmt).tolist()
 
 
-@pytest.mark.skipif(not INTERPRETING, reason="the interpreter check; on a GPU the gpu tests run it")
+@NEEDS_DOT
 @pytest.mark.parametrize("fmt", ["fp6e2m3", "fp6e3m2"])
 def test_fp6_kernel_decoding_to_e4m3_matches_float64_under_the_interpreter(fmt):
     # fp32 out: each product of fp6 values and power-of-two scales is exact in fp32, and so are
@@ -220,5 +247,9 @@ def test_a_cpu_run_checks_fp6_through_the_gate():
     ms = Runner(cpu, TimerConfig(budget_s=0.02, warmup_s=0.001)).run(plan)
     by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
     assert set(by) == set(f.FP6_FORMATS)
-    for m in by.values():   # rule 8: checked, never timed
-        assert m.status == "skipped" and m.reason.startswith(INTERPRETED_PREFIX) and m.error <= f.TOLERANCE
+    for m in by.values():   # rule 8: checked, never timed (where the interpreter runs tl.dot_scaled)
+        assert m.status == "skipped"
+        if INTERPRETED_DOT:
+            assert m.reason.startswith(INTERPRETED_PREFIX) and m.error <= f.TOLERANCE
+        else:
+            assert m.reason.startswith(f.NO_INTERPRETED_DOT)

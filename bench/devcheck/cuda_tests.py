@@ -4,7 +4,8 @@ named here to run (RUN) or left out with a reason (LEFT_OUT).
 A test is CUDA-only (cuda_only) when it is marked `gpu` (conftest.py skips it without CUDA),
 takes the `dev` fixture (the GPU when present; without one the kernel runs under Triton's
 interpreter, never compiled), or carries a skipif that is true on a machine without CUDA and
-names CUDA, a GPU, an sm_ arch or the interpreter. tests/test_device_check.py collects the
+names CUDA, a GPU, an sm_ arch or the interpreter; a test marked `interpreter_only` (it runs
+under the interpreter on a CPU and never on a GPU) is not, whatever skips it. tests/test_device_check.py collects the
 suite on a CPU with this module as a plugin and fails when a CUDA-only case is neither run
 nor left out here, or when an entry names no such case; the gates' file
 (bench/devcheck/plan.py GATES_FILE) is the `gates` step's own.
@@ -145,6 +146,8 @@ def placed(case: str, run=RUN, left_out=LEFT_OUT) -> tuple[str, str] | None:
 
 def cuda_only(item) -> bool:
     """Whether a collected pytest item is CUDA-only (the rule in the module's docstring)."""
+    if "interpreter_only" in item.keywords:
+        return False
     if "gpu" in item.keywords or "dev" in getattr(item, "fixturenames", ()):
         return True
     return any(m.args and m.args[0] is True and SKIP_WORDS.search(str(m.kwargs.get("reason", "")))
