@@ -92,9 +92,11 @@ def interpreter_refusal() -> str | None:
         count[(1,)](out, 2)
     except Exception as e:  # noqa: BLE001  (the interpreter wraps what failed)
         import numpy
+        major, minor = (int(v) for v in numpy.__version__.split(".")[:2])
+        fix = (f" on numpy {numpy.__version__}: install numpy<2.4 or a newer Triton (triton issue 9171)"
+               if (major, minor) >= (2, 4) else "")
         return (f"Triton {triton.__version__}'s interpreter, which runs the Triton kernels in these tests on a "
-                f"CPU, cannot run on numpy {numpy.__version__} ({type(e).__name__}: {e}): install numpy<2.4 or a "
-                "newer Triton (triton issue 9171).")
+                f"CPU, failed a two-step loop{fix} ({type(e).__name__}: {e}).")
     return None if out.tolist() == [0, 1] else "Triton's interpreter ran a two-step loop wrong on this machine."
 
 

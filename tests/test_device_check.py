@@ -76,11 +76,24 @@ def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning, par
     ("9.0, NVIDIA H200, 143771", "sm_90", "NVIDIA H200 SXM 141GB"),
     ("9.0, NVIDIA H100 PCIe, 81559", "sm_90", "NVIDIA H100 PCIe 80GB"),
     ("9.0, NVIDIA H100 NVL, 95830", "sm_90", None),        # a part the datasheet lacks: predicted as an H200
+    ("9.0, NVIDIA H100 80GB HBM3, [N/A]", "sm_90", "NVIDIA H100 SXM5 80GB"),   # no size: by name alone
+    ("9.0, NVIDIA H200, rev. 2, 143771", "sm_90", "NVIDIA H200 SXM 141GB"),    # a comma in the name
     ("7.5, Tesla T4, 15360", None, None),                 # an arch with no aot target: no precompile
     ("", None, None),                                     # no GPU
 ])
 def test_the_check_predicts_for_the_gpu_it_runs_on(line, arch, part):
     assert dc.gpu_here(line) == (arch, part)
+
+
+def test_the_check_plans_for_the_part_it_found_unless_told(monkeypatch, capsys, gpu_planning):
+    monkeypatch.setattr(dc, "gpu_here", lambda: ("sm_90", "NVIDIA H100 SXM5 80GB"))
+    assert dc.main(["--dry", "--steps", "env,roofs-memory"]) == 0
+    assert "NVIDIA H100 SXM5 80GB" in capsys.readouterr().out.splitlines()[0]   # the plan's header names its part
+    assert dc.main(["--dry", "--steps", "env,roofs-memory", "--device-spec", "h200"]) == 0
+    assert "NVIDIA H200 SXM 141GB" in capsys.readouterr().out.splitlines()[0]
+    monkeypatch.setattr(dc, "gpu_here", lambda: (None, None))   # no GPU, or a part the datasheet lacks
+    assert dc.main(["--dry", "--steps", "env,roofs-memory"]) == 0
+    assert "NVIDIA H200 SXM 141GB" in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.slow

@@ -115,7 +115,7 @@ def test_where_each_format_runs_and_why_not():
     # the interpreter cannot check nvfp4 (it reads every scale as e8m0)
     from bench.hw.detect import resolve
     reason = f.triton_skip(dict(point, dtype="nvfp4"), resolve("cpu"))
-    assert (reason is not None and "e8m0" in reason) if INTERPRETED_DOT else True
+    assert (reason or "").startswith(f.INTERPRETED_E8M0) == INTERPRETED_DOT
     assert (f.triton_skip(dict(point, dtype="mxfp4"), resolve("cpu")) is None) == (INTERPRETED_DOT or not INTERPRETING)
 
 
@@ -129,7 +129,7 @@ def test_a_cpu_run_checks_mxfp4_and_skips_nvfp4():
     by = {m.dtype: m for m in ms if m.shape == "128x128x128"}
     assert set(by) == {"mxfp4", "nvfp4"} and all(m.status == "skipped" for m in by.values())
     if INTERPRETED_DOT:  # rule 8: checked, never timed; the skip carries what the check found
-        assert "e8m0" in by["nvfp4"].reason
+        assert by["nvfp4"].reason.startswith(f.INTERPRETED_E8M0)
         assert by["mxfp4"].reason.startswith(INTERPRETED_PREFIX) and by["mxfp4"].error <= f.TOLERANCE
     elif INTERPRETING:   # an interpreter without tl.dot_scaled checks neither
         assert all(m.reason.startswith(f.NO_INTERPRETED_DOT) for m in by.values())
@@ -175,7 +175,7 @@ def test_an_interpreter_without_dot_scaled_checks_no_block_scaled_gemm(monkeypat
         for fmt in ("mxfp4", "fp6e2m3", "fp6e3m2"):
             assert code(f.triton_skip({"dtype": fmt, "shape": (128, 128, 256)}, cpu)) == want, (runs, fmt)
         nvfp4 = f.triton_skip({"dtype": "nvfp4", "shape": (128, 128, 256)}, cpu)
-        assert nvfp4 is not None and (code(nvfp4) == f.NO_INTERPRETED_DOT) == (not runs)
+        assert code(nvfp4) == (f.INTERPRETED_E8M0 if runs else f.NO_INTERPRETED_DOT)
         assert f.triton_skip({"dtype": "mxfp4", "shape": (2048, 2048, 2048)}, fake_device("sm_100")) is None
 
 

@@ -132,7 +132,6 @@ def test_budget_is_at_most_half_of_ram_less_the_base():
     assert run_budget(small, Limit(bytes=8 * rss)).limit == 8 * rss  # a size is the user's own
 
 
-
 def test_a_gpus_budget_is_its_share_of_what_cuda_reports_free(monkeypatch):
     """On a GPU the budget is a share of torch.cuda.mem_get_info's free bytes, with no base (a
     process's resident bytes are not the device's) and no allocator slack; a point in the
@@ -155,8 +154,9 @@ def test_a_gpus_budget_is_its_share_of_what_cuda_reports_free(monkeypatch):
     whole = run_budget(gpu, Limit(share=1.0))
     assert whole.shortfall(95 * GiB, {}) is None
     why = skip.memory_reason(95 * GiB, {}, {}, whole, free, {}, "cuda:1")
-    assert why is not None and not why.startswith(memory.SKIP_PREFIX)
+    assert why is not None and why.startswith(memory.FREE_PREFIX)
     assert skip.memory_reason(80 * GiB, {}, {}, whole, free, {}, "cuda:1") is None
+
 
 # ---- a small plan in a process of its own: the predicted peak bounds the measured one -------
 

@@ -283,15 +283,16 @@ def gpu_here(line: str | None = None) -> tuple[str | None, str | None]:
         except (OSError, subprocess.TimeoutExpired):
             return None, None
         line = got[0] if got else ""
-    fields = [p.strip() for p in line.split(",")]
-    if len(fields) < 3:
+    if line.count(",") < 2:
         return None, None
-    cc, name, mib = fields[0], ",".join(fields[1:-1]), fields[-1]
-    arch = f"sm_{cc.replace('.', '')}"
+    cc, rest = line.split(",", 1)
+    name, mib = (f.strip() for f in rest.rsplit(",", 1))   # a name may hold commas
+    arch = f"sm_{cc.strip().replace('.', '')}"
     try:
-        part = specs.match({"name": name, "memory_bytes": int(float(mib)) * 2**20})
-    except ValueError:
-        part = None
+        size = int(float(mib)) * 2**20
+    except ValueError:   # "[N/A]": matched by name alone
+        size = 0
+    part = specs.match({"name": name, "memory_bytes": size})
     return (arch if arch in ARCHS else None), (part.part if part else None)
 
 

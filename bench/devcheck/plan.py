@@ -24,7 +24,8 @@ bounds itself at CHECK_S, under the call's limit. Its steps, in order:
 The run steps keep only the impls whose gate cases all passed (the kernels step's cases gate
 no impl: its verdicts are read, not acted on). A step's predicted seconds
 come from the dry run's model (bench.aot.predict, as `run_bench.py --dry-run --device-spec
-h200 --only ...` prints them; learned factors where this machine has any) plus what the model
+PART --only ...` prints them for the GPU's datasheet part, main.DEFAULT_PART where it has none;
+learned factors where this machine has any) plus what the model
 leaves out: a process's start (STEP_START_S) and, for the gates, a start and a time per case;
 the kernels step's, from its compiles (bench/devcheck/cuda_tests.py). The required steps'
 predictions must leave SLACK of CHECK_S unspent, and an optional step before the last must fit

@@ -97,6 +97,7 @@ class BudgetError(Refusal):
 DEFAULT_SHARE = 0.5   # a run's default budget: half the memory available when it starts
 RAM_SHARE = 0.5       # on a CPU, base + budget never exceeds this share of the machine's memory
 SKIP_PREFIX = "does not fit the memory budget"  # a row the budget skips: its reason starts so
+FREE_PREFIX = "does not fit the free memory"    # and one past 90% of the device's free memory
 # what a CPU point may add to the process's resident memory beyond its counted peak: the C
 # allocator (glibc) keeps freed blocks of up to its mmap threshold (at most 32 MiB) in its heap and
 # returns the heap's top only past its trim threshold (twice that), so a point's temporaries can

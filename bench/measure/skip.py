@@ -27,6 +27,7 @@ import dataclasses
 import importlib.util
 
 from bench.hw.device import DeviceInfo
+from bench.measure.memory import FREE_PREFIX
 from bench.measure.registry import Impl, Op
 from bench.util import fmt_bytes, precision_name, triton_interpreting
 
@@ -123,7 +124,7 @@ def memory_reason(need: int, pools: dict, extra: dict, budget, free: int | None,
         return reason
     growth = sum(max(0, b - held.get(k, 0)) for k, b in pools.items()) + sum(extra.values())
     if free is not None and need + growth > 0.9 * free:
-        return (f"needs about {fmt_bytes(need + growth)} (inputs, pools and the reference) "
+        return (f"{FREE_PREFIX}: needs about {fmt_bytes(need + growth)} (inputs, pools and the reference) "
                 f"but {fmt_bytes(free)} is free on {torch_device}")
     return None
 

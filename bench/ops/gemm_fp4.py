@@ -56,6 +56,7 @@ FP6_FORMATS = precisions.names(gemm="gemm.fp6")   # ("fp6e2m3", "fp6e3m2")
 # the codes that open gemm.fp6's skip reasons ("code: sentence"; tests compare the code)
 FP6_CPU, FP6_ARCH = "fp6_cpu", "fp6_arch"
 NO_INTERPRETED_DOT = "interpreter_no_dot_scaled"   # a CPU's Triton interpreter that cannot run tl.dot_scaled
+INTERPRETED_E8M0 = "interpreter_e8m0_scales"       # and one that reads nvfp4's e4m3 scales as e8m0
 SQUARE = {"cpu": ((128, 256), (128, 256, 512)),
           "cuda": ((2048, 8192), (1024, 2048, 4096, 8192, 16384))}
 
@@ -146,8 +147,8 @@ def triton_skip(point, device):
         return (f"{NO_INTERPRETED_DOT}: this Triton's interpreter has no tl.dot_scaled (Triton 3.6's lacks it, "
                 "3.9's has it), so the kernel is checked on a GPU only")
     if device.kind == "cpu" and triton_interpreting() and point["dtype"] == "nvfp4":
-        return ("Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's e4m3 scales "
-                "cannot be checked there")
+        return (f"{INTERPRETED_E8M0}: Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's e4m3 "
+                "scales cannot be checked there")
     if k % 256 and device.kind == "cuda":
         return "the fp4 kernel needs K to be a multiple of 256"
     return None
