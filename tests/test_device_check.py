@@ -27,6 +27,7 @@ from bench.measure.registry import load_all
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "device-check"
 H200 = spec_device("h200")
+H100_SXM = spec_device("h100 sxm5").name
 
 
 def test_the_script_parses_and_runs_the_check_module():
@@ -72,12 +73,12 @@ def test_the_required_steps_fit_one_call_with_a_fifth_to_spare(gpu_planning, par
 
 
 @pytest.mark.parametrize("line, arch, part", [
-    ("9.0, NVIDIA H100 80GB HBM3, 81559", "sm_90", "NVIDIA H100 SXM5 80GB"),
-    ("9.0, NVIDIA H200, 143771", "sm_90", "NVIDIA H200 SXM 141GB"),
-    ("9.0, NVIDIA H100 PCIe, 81559", "sm_90", "NVIDIA H100 PCIe 80GB"),
+    ("9.0, NVIDIA H100 80GB HBM3, 81559", "sm_90", H100_SXM),
+    ("9.0, NVIDIA H200, 143771", "sm_90", H200.name),
+    ("9.0, NVIDIA H100 PCIe, 81559", "sm_90", spec_device("h100 pcie").name),
     ("9.0, NVIDIA H100 NVL, 95830", "sm_90", None),        # a part the datasheet lacks: predicted as an H200
-    ("9.0, NVIDIA H100 80GB HBM3, [N/A]", "sm_90", "NVIDIA H100 SXM5 80GB"),   # no size: by name alone
-    ("9.0, NVIDIA H200, rev. 2, 143771", "sm_90", "NVIDIA H200 SXM 141GB"),    # a comma in the name
+    ("9.0, NVIDIA H100 80GB HBM3, [N/A]", "sm_90", H100_SXM),   # no size: by name alone
+    ("9.0, NVIDIA H200, rev. 2, 143771", "sm_90", H200.name),    # a comma in the name
     ("7.5, Tesla T4, 15360", None, None),                 # an arch with no aot target: no precompile
     ("", None, None),                                     # no GPU
 ])
@@ -86,14 +87,14 @@ def test_the_check_predicts_for_the_gpu_it_runs_on(line, arch, part):
 
 
 def test_the_check_plans_for_the_part_it_found_unless_told(monkeypatch, capsys, gpu_planning):
-    monkeypatch.setattr(dc, "gpu_here", lambda: ("sm_90", "NVIDIA H100 SXM5 80GB"))
+    monkeypatch.setattr(dc, "gpu_here", lambda: ("sm_90", H100_SXM))
     assert dc.main(["--dry", "--steps", "env,roofs-memory"]) == 0
-    assert "NVIDIA H100 SXM5 80GB" in capsys.readouterr().out.splitlines()[0]   # the plan's header names its part
+    assert H100_SXM in capsys.readouterr().out.splitlines()[0]   # the plan's header names its part
     assert dc.main(["--dry", "--steps", "env,roofs-memory", "--device-spec", "h200"]) == 0
-    assert "NVIDIA H200 SXM 141GB" in capsys.readouterr().out.splitlines()[0]
+    assert H200.name in capsys.readouterr().out.splitlines()[0]
     monkeypatch.setattr(dc, "gpu_here", lambda: (None, None))   # no GPU, or a part the datasheet lacks
     assert dc.main(["--dry", "--steps", "env,roofs-memory"]) == 0
-    assert "NVIDIA H200 SXM 141GB" in capsys.readouterr().out.splitlines()[0]
+    assert H200.name in capsys.readouterr().out.splitlines()[0]
 
 
 @pytest.mark.slow

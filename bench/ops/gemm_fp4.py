@@ -141,14 +141,15 @@ def point_skip(point, device):
 
 
 def triton_skip(point, device):
-    from kernels.gemm_fp4 import interpreter_dot_scaled  # deferred: kernels/ imports Triton, which is optional
     m, n, k = point["shape"]
-    if device.kind == "cpu" and triton_interpreting() and not interpreter_dot_scaled():
-        return (f"{NO_INTERPRETED_DOT}: this Triton's interpreter has no tl.dot_scaled (Triton 3.6's lacks it, "
-                "3.9's has it), so the kernel is checked on a GPU only")
-    if device.kind == "cpu" and triton_interpreting() and point["dtype"] == "nvfp4":
-        return (f"{INTERPRETED_E8M0}: Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's e4m3 "
-                "scales cannot be checked there")
+    if device.kind == "cpu" and triton_interpreting():
+        from kernels.gemm_fp4 import interpreter_dot_scaled  # deferred: kernels/ imports Triton, which is optional
+        if not interpreter_dot_scaled():
+            return (f"{NO_INTERPRETED_DOT}: this Triton's interpreter has no tl.dot_scaled (Triton 3.6's lacks it, "
+                    "3.9's has it), so the kernel is checked on a GPU only")
+        if point["dtype"] == "nvfp4":
+            return (f"{INTERPRETED_E8M0}: Triton's interpreter reads every dot_scaled scale as e8m0, so nvfp4's "
+                    "e4m3 scales cannot be checked there")
     if k % 256 and device.kind == "cuda":
         return "the fp4 kernel needs K to be a multiple of 256"
     return None
