@@ -3,7 +3,8 @@
 as __main__, and after HANG_AFTER_ENV timed calls (default 2) the next one never returns and
 never answers SIGINT or SIGTERM, as a kernel that hangs inside a CUDA synchronize: the main
 thread blocks both signals and sleeps in C. Only SIGKILL ends it. The rows of the points
-timed before it are in the run folder, as a real hang would leave them."""
+timed before it are in the run folder, as a real hang would leave them. Under torchrun, with
+HANG_LOCAL_RANK_ENV set, only the worker of that LOCAL_RANK hangs (tests/test_fleet_nodes.py)."""
 import os
 import runpy
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_AFTER_ENV = "ROOFBENCH_HANG_AFTER"
+HANG_LOCAL_RANK_ENV = "ROOFBENCH_HANG_LOCAL_RANK"
 
 
 def hang_forever() -> None:
@@ -39,6 +41,7 @@ def install(after: int) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    install(int(os.environ.get(HANG_AFTER_ENV, "2")))
+    if os.environ.get(HANG_LOCAL_RANK_ENV, os.environ.get("LOCAL_RANK")) == os.environ.get("LOCAL_RANK"):
+        install(int(os.environ.get(HANG_AFTER_ENV, "2")))
     sys.argv = [str(ROOT / "run_bench.py"), *sys.argv[1:]]
     runpy.run_path(str(ROOT / "run_bench.py"), run_name="__main__")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import hang_run
 import pandas as pd
 import pytest
 from conftest import session_run
@@ -48,16 +49,18 @@ def local_rank(pid: int) -> str | None:
 @session_run
 def two_nodes(tmp, env):
     """Two torchrun launchers, of two ranks and of one (--all-devices, one tiny stream copy sweep),
-    the measuring process of the two-rank node's local rank 1 killed mid-run from here. Return an
-    object with run_dir, killed (its rank, or None when it never started measuring), returncodes,
-    outs (what each launcher printed) and seconds."""
+    the measuring process of the two-rank node's local rank 1 killed mid-run from here. That rank
+    runs through tests/hang_run.py and hangs after its second timed call, so the kill finds it
+    running however busy the machine is (a polled kill of a free run could miss its few seconds).
+    Return an object with run_dir, killed (its rank, or None when it never started measuring),
+    returncodes, outs (what each launcher printed) and seconds."""
     run_dir = tmp / "cluster"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "issue30", "--max-restarts", "0"]
-    args = [str(ROOT / "run_bench.py"), "--all-devices", "--device", "cpu", "--quick", "--only", "stream.copy/torch",
-            "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0", "--budget", "0.1", "--no-charts",
-            "--run-dir", str(run_dir)]
-    env = dict(env, OMP_NUM_THREADS="1")
+    args = [str(ROOT / "tests" / "hang_run.py"), "--all-devices", "--device", "cpu", "--quick", "--only",
+            "stream.copy/torch", "--dtype", "float32", "--max-ws", "1MiB", "--sustain", "0", "--budget", "0.1",
+            "--no-charts", "--run-dir", str(run_dir)]
+    env = dict(env, OMP_NUM_THREADS="1", **{hang_run.HANG_LOCAL_RANK_ENV: "1"})
     nodes = [subprocess.Popen([*cmd, "--nproc-per-node", n, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for n in ("2", "1")]
     t0, killed = time.monotonic(), None
